@@ -1,0 +1,50 @@
+#pragma once
+// The hard limits of rill (style rule 9: a limit on everything). Configurable values are validated against these
+// ranges; the static_asserts tie budgets that depend on each other.
+#include <cstdint>
+
+namespace rill::limits {
+
+inline constexpr std::uint64_t kib = 1024;
+inline constexpr std::uint64_t mib = 1024 * kib;
+inline constexpr std::uint64_t gib = 1024 * mib;
+
+// One record batch, as stored and as sent (batch_length + 12). Kafka's message.max.bytes default is ~1 MiB.
+inline constexpr std::uint64_t batch_bytes_min = 61;  // an empty batch header; see storage/record_batch_format.h
+inline constexpr std::uint64_t batch_bytes_limit = 128 * mib;
+// Records in one batch (a record takes at least 7 bytes, so this is also bounded by batch bytes).
+inline constexpr std::uint32_t batch_records_limit = 1u << 22;
+// Decompressed size of one zstd batch (limits are checked against the frame's declared content size).
+inline constexpr std::uint64_t batch_uncompressed_bytes_limit = 256 * mib;
+
+// Segment size. Index positions are u32, and a batch is never split, so a segment file never exceeds
+// max(segment_bytes, one batch): both together must stay below 4 GiB.
+inline constexpr std::uint64_t segment_bytes_min = 1 * mib;
+inline constexpr std::uint64_t segment_bytes_limit = 3 * gib + 512 * mib;
+static_assert(segment_bytes_limit + batch_bytes_limit < (std::uint64_t{1} << 32),
+              "index positions are u32: a segment plus one batch must fit");
+
+// Sparse index: one entry for the first batch of a segment, then one every index_interval_bytes of log.
+inline constexpr std::uint32_t index_interval_bytes = 4 * 1024;
+
+// Group commit: bytes gathered into one flush (one vectored write + one fdatasync).
+inline constexpr std::uint64_t flush_bytes_limit = 64 * mib;
+// iovecs in one vectored write (Linux IOV_MAX is 1024).
+inline constexpr std::uint32_t flush_iovecs_max = 1024;
+
+// Reads: bytes in one positional read window, and the most a single read request may return.
+inline constexpr std::uint64_t read_window_bytes_min = 4 * kib;
+inline constexpr std::uint64_t read_window_bytes_limit = 16 * mib;
+inline constexpr std::uint64_t read_bytes_limit = 256 * mib;
+static_assert(read_window_bytes_min >= index_interval_bytes,
+              "a read window covers the forward scan from an index entry");
+
+// Retention deletes shrink a file in steps of this many bytes before unlinking it (one big unlink stalls other
+// files' fdatasync for ~100 ms on the development machines).
+inline constexpr std::uint64_t delete_step_bytes_min = 1 * mib;
+inline constexpr std::uint64_t delete_step_bytes_limit = 1 * gib;
+
+// Segments in one partition (bounds the in-memory segment table).
+inline constexpr std::uint32_t segments_per_partition_max = 1u << 20;
+
+}  // namespace rill::limits

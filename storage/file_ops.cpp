@@ -1,0 +1,282 @@
+#include "storage/file_ops.h"
+
+#include <cerrno>
+#include <vector>
+
+#include "storage/errc.h"
+
+namespace rill::storage {
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty()) {
+    return name;
+  }
+  if (dir.back() == '/') {
+    return dir + name;
+  }
+  return dir + "/" + name;
+}
+
+std::string parent_path(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) {
+    return ".";
+  }
+  if (slash == 0) {
+    return "/";
+  }
+  return path.substr(0, slash);
+}
+
+task<expected<int>> open_file(io::engine& e, std::string path, std::uint32_t flags, std::uint32_t mode) {
+  io::awaitable r(e);
+  r.op = io::opcode::open;
+  r.path = path;
+  r.flags = flags;
+  r.mode = mode;
+  const std::int64_t rc = co_await r;
+  if (rc < 0) {
+    co_return unexpected(io_error(static_cast<int>(rc), "open " + path));
+  }
+  co_return static_cast<int>(rc);
+}
+
+task<expected<void>> close_file(io::engine& e, int fd, std::string path) {
+  io::awaitable r(e);
+  r.op = io::opcode::close;
+  r.fd = fd;
+  const std::int64_t rc = co_await r;
+  if (rc < 0) {
+    co_return unexpected(io_error(static_cast<int>(rc), "close " + path));
+  }
+  co_return expected<void>{};
+}
+
+task<expected<std::size_t>> read_at(io::engine& e, int fd, std::uint64_t offset, std::span<std::byte> buf,
+                                    std::string path) {
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    io::awaitable r(e);
+    r.op = io::opcode::read;
+    r.fd = fd;
+    r.offset = offset + got;
+    r.buffer = buf.data() + got;
+    r.length = buf.size() - got;
+    const std::int64_t rc = co_await r;
+    if (rc < 0) {
+      if (rc == -EINTR || rc == -EAGAIN) {
+        continue;
+      }
+      co_return unexpected(io_error(static_cast<int>(rc), "read " + path + " at byte " + std::to_string(offset + got)));
+    }
+    if (rc == 0) {
+      break;  // end of file
+    }
+    got += static_cast<std::size_t>(rc);
+  }
+  co_return got;
+}
+
+task<expected<void>> write_all(io::engine& e, int fd, std::uint64_t offset, std::span<const std::byte> data,
+                               std::string path) {
+  std::size_t put = 0;
+  while (put < data.size()) {
+    io::awaitable r(e);
+    r.op = io::opcode::write;
+    r.fd = fd;
+    r.offset = offset + put;
+    r.cbuffer = data.data() + put;
+    r.length = data.size() - put;
+    const std::int64_t rc = co_await r;
+    if (rc < 0) {
+      if (rc == -EINTR || rc == -EAGAIN) {
+        continue;
+      }
+      co_return unexpected(io_error(static_cast<int>(rc), "write " + path + " at byte " + std::to_string(offset + put)));
+    }
+    if (rc == 0) {
+      co_return unexpected(io_error(-EIO, "write " + path + ": no progress"));
+    }
+    put += static_cast<std::size_t>(rc);
+  }
+  co_return expected<void>{};
+}
+
+task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std::span<const ::iovec> iov,
+                                std::string path) {
+  std::uint64_t total = 0;
+  for (const auto& v : iov) {
+    total += v.iov_len;
+  }
+  std::uint64_t put = 0;
+  std::vector<::iovec> rest;  // only built after a short write
+  std::span<const ::iovec> current = iov;
+  while (put < total) {
+    io::awaitable r(e);
+    r.op = io::opcode::writev;
+    r.fd = fd;
+    r.offset = offset + put;
+    r.iov = current.data();
+    r.iov_count = static_cast<unsigned>(current.size());
+    const std::int64_t rc = co_await r;
+    if (rc < 0) {
+      if (rc == -EINTR || rc == -EAGAIN) {
+        continue;
+      }
+      co_return unexpected(io_error(static_cast<int>(rc), "writev " + path + " at byte " + std::to_string(offset + put)));
+    }
+    if (rc == 0) {
+      co_return unexpected(io_error(-EIO, "writev " + path + ": no progress"));
+    }
+    put += static_cast<std::uint64_t>(rc);
+    if (put == total) {
+      break;
+    }
+    // Short write: rebuild the iovec list from the first unwritten byte.
+    rest.clear();
+    std::uint64_t skip = put;
+    for (const auto& v : iov) {
+      if (skip >= v.iov_len) {
+        skip -= v.iov_len;
+        continue;
+      }
+      rest.push_back(::iovec{static_cast<char*>(v.iov_base) + skip, v.iov_len - skip});
+      skip = 0;
+    }
+    current = rest;
+  }
+  co_return expected<void>{};
+}
+
+namespace {
+task<expected<void>> simple(io::engine& e, io::opcode op, int fd, std::uint64_t offset, std::string path,
+                            std::string path2, std::string what) {
+  io::awaitable r(e);
+  r.op = op;
+  r.fd = fd;
+  r.offset = offset;
+  r.path = std::move(path);
+  r.path2 = std::move(path2);
+  r.mode = 0700;
+  const std::int64_t rc = co_await r;
+  if (rc < 0) {
+    co_return unexpected(io_error(static_cast<int>(rc), what));
+  }
+  co_return expected<void>{};
+}
+}  // namespace
+
+task<expected<void>> datasync_file(io::engine& e, int fd, std::string path) {
+  co_return co_await simple(e, io::opcode::fdatasync, fd, 0, {}, {}, "fdatasync " + path);
+}
+
+task<expected<void>> truncate_file(io::engine& e, int fd, std::uint64_t length, std::string path) {
+  co_return co_await simple(e, io::opcode::ftruncate, fd, length, {}, {},
+                            "ftruncate " + path + " to " + std::to_string(length));
+}
+
+task<expected<std::uint64_t>> size_of_file(io::engine& e, int fd, std::string path) {
+  io::awaitable r(e);
+  r.op = io::opcode::file_size;
+  r.fd = fd;
+  const std::int64_t rc = co_await r;
+  if (rc < 0) {
+    co_return unexpected(io_error(static_cast<int>(rc), "stat " + path));
+  }
+  co_return static_cast<std::uint64_t>(rc);
+}
+
+task<expected<void>> rename_file(io::engine& e, std::string from, std::string to) {
+  std::string what = "rename " + from + " to " + to;
+  co_return co_await simple(e, io::opcode::rename, -1, 0, std::move(from), std::move(to), std::move(what));
+}
+
+task<expected<void>> unlink_file(io::engine& e, std::string path, bool missing_ok) {
+  io::awaitable r(e);
+  r.op = io::opcode::unlink;
+  r.path = path;
+  const std::int64_t rc = co_await r;
+  if (rc < 0 && !(missing_ok && rc == -ENOENT)) {
+    co_return unexpected(io_error(static_cast<int>(rc), "unlink " + path));
+  }
+  co_return expected<void>{};
+}
+
+task<expected<void>> remove_dir(io::engine& e, std::string path) {
+  std::string what = "rmdir " + path;
+  co_return co_await simple(e, io::opcode::rmdir, -1, 0, std::move(path), {}, std::move(what));
+}
+
+task<expected<std::vector<std::string>>> list_dir(io::engine& e, std::string path) {
+  std::vector<std::string> names;
+  io::awaitable r(e);
+  r.op = io::opcode::list_dir;
+  r.path = path;
+  r.names = &names;
+  const std::int64_t rc = co_await r;
+  if (rc < 0) {
+    co_return unexpected(io_error(static_cast<int>(rc), "list " + path));
+  }
+  co_return names;
+}
+
+task<expected<void>> sync_dir(io::engine& e, std::string path) {
+  auto fd = co_await open_file(e, path, io::open_directory, 0);
+  if (!fd) {
+    co_return unexpected(std::move(fd).error());
+  }
+  auto synced = co_await simple(e, io::opcode::fsync, *fd, 0, {}, {}, "fsync directory " + path);
+  auto closed = co_await close_file(e, *fd, path);
+  if (!synced) {
+    co_return synced;
+  }
+  co_return closed;
+}
+
+task<expected<void>> make_dirs(io::engine& e, std::string path) {
+  // Walk down from the first component, creating what is missing; each creation is made durable by syncing the
+  // parent (a crash must not lose a directory that files were already written into).
+  std::vector<std::string> prefixes;
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      prefixes.push_back(path.substr(0, i));
+    }
+  }
+  for (const auto& p : prefixes) {
+    if (p.empty() || p == "/" || p == ".") {
+      continue;
+    }
+    io::awaitable r(e);
+    r.op = io::opcode::mkdir;
+    r.path = p;
+    r.mode = 0700;
+    const std::int64_t rc = co_await r;
+    if (rc == -EEXIST) {
+      continue;
+    }
+    if (rc < 0) {
+      co_return unexpected(io_error(static_cast<int>(rc), "mkdir " + p));
+    }
+    auto synced = co_await sync_dir(e, parent_path(p));
+    if (!synced) {
+      co_return synced;
+    }
+  }
+  co_return expected<void>{};
+}
+
+task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path) {
+  static const std::vector<std::byte> zeros(1024 * 1024);
+  while (length > 0) {
+    const std::uint64_t n = std::min<std::uint64_t>(length, zeros.size());
+    auto w = co_await write_all(e, fd, offset, std::span<const std::byte>(zeros.data(), n), path);
+    if (!w) {
+      co_return w;
+    }
+    offset += n;
+    length -= n;
+  }
+  co_return expected<void>{};
+}
+
+}  // namespace rill::storage

@@ -1,0 +1,48 @@
+#pragma once
+// Coroutine helpers over io::engine with rill errors: each submits one or more requests and returns an expected
+// whose error names the operation and the file. Short reads and writes are continued until done (or end of file
+// for reads). Paths are taken by value: they live in the coroutine frame while the request is in flight.
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/expected.h"
+#include "base/task.h"
+#include "storage/io_engine.h"
+
+namespace rill::storage {
+
+task<expected<int>> open_file(io::engine& e, std::string path, std::uint32_t flags, std::uint32_t mode = 0600);
+task<expected<void>> close_file(io::engine& e, int fd, std::string path);
+// Reads up to buf.size() bytes at `offset`; fewer only at end of file. Returns the bytes read.
+task<expected<std::size_t>> read_at(io::engine& e, int fd, std::uint64_t offset, std::span<std::byte> buf,
+                                    std::string path);
+task<expected<void>> write_all(io::engine& e, int fd, std::uint64_t offset, std::span<const std::byte> data,
+                               std::string path);
+// Writes every iovec in order starting at `offset` (one writev, continued if short). `iov` is not modified.
+task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std::span<const ::iovec> iov,
+                                std::string path);
+task<expected<void>> datasync_file(io::engine& e, int fd, std::string path);
+task<expected<void>> truncate_file(io::engine& e, int fd, std::uint64_t length, std::string path);
+task<expected<std::uint64_t>> size_of_file(io::engine& e, int fd, std::string path);
+task<expected<void>> rename_file(io::engine& e, std::string from, std::string to);
+// ENOENT is an error unless missing_ok.
+task<expected<void>> unlink_file(io::engine& e, std::string path, bool missing_ok = false);
+task<expected<void>> remove_dir(io::engine& e, std::string path);
+task<expected<std::vector<std::string>>> list_dir(io::engine& e, std::string path);
+// Makes the entries of directory `path` durable (open O_DIRECTORY, fsync, close).
+task<expected<void>> sync_dir(io::engine& e, std::string path);
+// mkdir -p with mode 0700: creates every missing directory of `path` and syncs each parent it changed.
+task<expected<void>> make_dirs(io::engine& e, std::string path);
+// Writes `length` zero bytes at `offset` in chunks (preallocation by writing).
+task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path);
+
+// "dir/name", tolerating a trailing slash on dir.
+std::string join_path(const std::string& dir, const std::string& name);
+// The directory part of a path ("." when there is none).
+std::string parent_path(const std::string& path);
+
+}  // namespace rill::storage

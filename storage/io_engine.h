@@ -1,0 +1,134 @@
+#pragma once
+// io::engine: the one asynchronous file I/O interface the storage layer is written against.
+//
+// Model: submit an operation, receive its completion later. Whoever owns the engine drives it by calling poll():
+// a loop in tests and tools, the shard's worker thread in rilld. Completions run inside poll(), on the owner's
+// thread, never inside submit(), so a completion callback may submit further operations without recursion.
+//
+// Backends
+// - uring_engine (io_uring_engine.h): liburing; reads, writes, fdatasync, opens, renames etc. as io_uring
+//   operations, batched into one io_uring_enter per poll(); operations the kernel cannot do asynchronously
+//   (directory listing; ftruncate where opcode 55 is missing) run on one helper thread and complete through an
+//   eventfd the ring watches. No blocking system call on the caller's thread except the wait inside poll(true).
+// - sync_engine (io_sync_engine.h): plain blocking system calls run inside poll(); for tools.
+// - sim_disk (sim_disk.h): an in-memory file system with seeded latency and faults and crash semantics; for tests
+//   and the simulator.
+//
+// Contract for callers
+// - A request (and every buffer, iovec array and string it points to) stays alive and unmoved from submit() until
+//   its completion has run. Results: result >= 0 on success (bytes transferred, new fd, file size, or 0); -errno on
+//   failure. A short read or write is a success with fewer bytes; callers loop (file_ops.h does).
+// - The engine must be drained (in_flight() == 0) before it is destroyed.
+// - Not thread-safe: one owner thread submits and polls.
+#include <sys/uio.h>
+
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rill::storage::io {
+
+enum class opcode : std::uint8_t {
+  open,       // path, flags (open_flag bits), mode -> fd
+  close,      // fd
+  read,       // fd, offset, buffer, length -> bytes read (0 at end of file)
+  write,      // fd, offset, cbuffer, length -> bytes written
+  writev,     // fd, offset, iov, iov_count -> bytes written
+  fdatasync,  // fd
+  fsync,      // fd (use on a directory fd to make its entries durable)
+  ftruncate,  // fd, offset = new length
+  rename,     // path -> path2 (replaces path2)
+  unlink,     // path (a file)
+  mkdir,      // path, mode
+  rmdir,      // path (an empty directory)
+  list_dir,   // path -> names (sorted, without . and ..), result = count
+  file_size,  // fd -> size in bytes
+};
+
+const char* to_string(opcode op) noexcept;
+
+// open flags (bits of request::flags for opcode::open)
+enum open_flag : std::uint32_t {
+  open_read_only = 1u << 0,
+  open_create = 1u << 1,      // create if missing
+  open_exclusive = 1u << 2,   // with create: fail with EEXIST if present
+  open_truncate = 1u << 3,    // truncate to 0 on open
+  open_directory = 1u << 4,   // open a directory (for fsync of its entries)
+};
+
+struct request {
+  opcode op = opcode::read;
+  int fd = -1;
+  std::uint64_t offset = 0;
+  std::byte* buffer = nullptr;         // read
+  const std::byte* cbuffer = nullptr;  // write
+  std::size_t length = 0;
+  const ::iovec* iov = nullptr;
+  unsigned iov_count = 0;
+  std::string path;
+  std::string path2;
+  std::uint32_t flags = 0;
+  std::uint32_t mode = 0600;
+  std::vector<std::string>* names = nullptr;  // list_dir output
+
+  std::int64_t result = 0;
+  void (*on_complete)(request&) = nullptr;
+  void* user = nullptr;
+
+  // Engine-private.
+  request* next_ = nullptr;
+  std::uint64_t seq_ = 0;
+};
+
+class engine {
+ public:
+  engine() = default;
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  virtual ~engine() = default;
+
+  // Queues `r`. Its on_complete runs from a later poll(). Never blocks, never completes inline.
+  virtual void submit(request& r) = 0;
+  // Submits what is queued, reaps what has completed and runs those completions. With wait = true and work in
+  // flight, blocks until at least one completion has run. Returns the number of completions run.
+  virtual std::size_t poll(bool wait) = 0;
+  // Submitted requests whose completion has not yet run.
+  [[nodiscard]] virtual std::size_t in_flight() const = 0;
+  [[nodiscard]] virtual const char* name() const = 0;
+};
+
+// A request that resumes a coroutine when it completes: `co_await` it to submit and get the result.
+class awaitable : public request {
+ public:
+  explicit awaitable(engine& e) noexcept : engine_(&e) {}
+  awaitable(awaitable&& other) noexcept = default;
+
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    handle_ = h;
+    on_complete = &resume;
+    engine_->submit(*this);
+  }
+  std::int64_t await_resume() const noexcept { return result; }
+
+ private:
+  static void resume(request& r) { static_cast<awaitable&>(r).handle_.resume(); }
+  engine* engine_;
+  std::coroutine_handle<> handle_;
+};
+
+// Drives `e` until `done()` holds or nothing is in flight. Returns done().
+template <class Pred>
+bool run_until(engine& e, Pred done) {
+  while (!done()) {
+    if (e.in_flight() == 0) {
+      return done();
+    }
+    e.poll(true);
+  }
+  return true;
+}
+
+}  // namespace rill::storage::io

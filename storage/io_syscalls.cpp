@@ -1,0 +1,144 @@
+#include "storage/io_syscalls.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace rill::storage::io {
+
+const char* to_string(opcode op) noexcept {
+  switch (op) {
+    case opcode::open:
+      return "open";
+    case opcode::close:
+      return "close";
+    case opcode::read:
+      return "read";
+    case opcode::write:
+      return "write";
+    case opcode::writev:
+      return "writev";
+    case opcode::fdatasync:
+      return "fdatasync";
+    case opcode::fsync:
+      return "fsync";
+    case opcode::ftruncate:
+      return "ftruncate";
+    case opcode::rename:
+      return "rename";
+    case opcode::unlink:
+      return "unlink";
+    case opcode::mkdir:
+      return "mkdir";
+    case opcode::rmdir:
+      return "rmdir";
+    case opcode::list_dir:
+      return "list_dir";
+    case opcode::file_size:
+      return "file_size";
+  }
+  return "unknown";
+}
+
+namespace {
+std::int64_t ok_or_errno(long rc) noexcept { return rc < 0 ? -errno : rc; }
+
+int posix_open_flags(std::uint32_t f) noexcept {
+  int flags = O_CLOEXEC;
+  if (f & open_directory) {
+    flags |= O_RDONLY | O_DIRECTORY;
+    return flags;
+  }
+  flags |= (f & open_read_only) ? O_RDONLY : O_RDWR;
+  if (f & open_create) {
+    flags |= O_CREAT;
+  }
+  if (f & open_exclusive) {
+    flags |= O_EXCL;
+  }
+  if (f & open_truncate) {
+    flags |= O_TRUNC;
+  }
+  return flags;
+}
+
+std::int64_t list(request& r) noexcept {
+  DIR* d = ::opendir(r.path.c_str());
+  if (d == nullptr) {
+    return -errno;
+  }
+  r.names->clear();
+  errno = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) {
+      continue;
+    }
+    r.names->emplace_back(e->d_name);
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (err != 0) {
+    return -err;
+  }
+  std::sort(r.names->begin(), r.names->end());
+  return static_cast<std::int64_t>(r.names->size());
+}
+}  // namespace
+
+void execute_blocking(request& r) noexcept {
+  switch (r.op) {
+    case opcode::open:
+      r.result = ok_or_errno(::open(r.path.c_str(), posix_open_flags(r.flags), r.mode));
+      return;
+    case opcode::close:
+      r.result = ok_or_errno(::close(r.fd));
+      return;
+    case opcode::read:
+      r.result = ok_or_errno(::pread(r.fd, r.buffer, r.length, static_cast<off_t>(r.offset)));
+      return;
+    case opcode::write:
+      r.result = ok_or_errno(::pwrite(r.fd, r.cbuffer, r.length, static_cast<off_t>(r.offset)));
+      return;
+    case opcode::writev:
+      r.result = ok_or_errno(::pwritev(r.fd, r.iov, static_cast<int>(r.iov_count), static_cast<off_t>(r.offset)));
+      return;
+    case opcode::fdatasync:
+      r.result = ok_or_errno(::fdatasync(r.fd));
+      return;
+    case opcode::fsync:
+      r.result = ok_or_errno(::fsync(r.fd));
+      return;
+    case opcode::ftruncate:
+      r.result = ok_or_errno(::ftruncate(r.fd, static_cast<off_t>(r.offset)));
+      return;
+    case opcode::rename:
+      r.result = ok_or_errno(::rename(r.path.c_str(), r.path2.c_str()));
+      return;
+    case opcode::unlink:
+      r.result = ok_or_errno(::unlink(r.path.c_str()));
+      return;
+    case opcode::mkdir:
+      r.result = ok_or_errno(::mkdir(r.path.c_str(), r.mode));
+      return;
+    case opcode::rmdir:
+      r.result = ok_or_errno(::rmdir(r.path.c_str()));
+      return;
+    case opcode::list_dir:
+      r.result = list(r);
+      return;
+    case opcode::file_size: {
+      struct stat st {};
+      const int rc = ::fstat(r.fd, &st);
+      r.result = rc < 0 ? -errno : static_cast<std::int64_t>(st.st_size);
+      return;
+    }
+  }
+  r.result = -EINVAL;
+}
+
+}  // namespace rill::storage::io

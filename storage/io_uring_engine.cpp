@@ -1,0 +1,271 @@
+// Invariants
+// - in_flight_ counts requests between submit() and the end of their completion callback.
+// - A request is in exactly one of: pending_ (not yet an SQE), the ring, helper_queue_, helper_done_.
+// - The eventfd poll is armed whenever a helper request is outstanding.
+#include "storage/io_uring_engine.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/assert.h"
+#include "storage/errc.h"
+#include "storage/io_syscalls.h"
+
+namespace rill::storage::io {
+namespace {
+// user_data of the eventfd poll; requests use their address (never this value).
+constexpr std::uint64_t eventfd_tag = 1;
+// liburing 2.3 has no helper for IORING_OP_FTRUNCATE (kernel 6.9+); the opcode number is stable ABI.
+constexpr int op_ftruncate = 55;
+
+int to_open_flags(std::uint32_t f) noexcept {
+  int flags = O_CLOEXEC;
+  if (f & open_directory) {
+    return flags | O_RDONLY | O_DIRECTORY;
+  }
+  flags |= (f & open_read_only) ? O_RDONLY : O_RDWR;
+  if (f & open_create) {
+    flags |= O_CREAT;
+  }
+  if (f & open_exclusive) {
+    flags |= O_EXCL;
+  }
+  if (f & open_truncate) {
+    flags |= O_TRUNC;
+  }
+  return flags;
+}
+}  // namespace
+
+expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries) {
+  std::unique_ptr<uring_engine> e(new uring_engine());
+  const int rc = io_uring_queue_init(entries, &e->ring_, 0);
+  if (rc < 0) {
+    return unexpected(io_error(rc, "io_uring_queue_init"));
+  }
+  e->ring_ready_ = true;
+  if (io_uring_probe* probe = io_uring_get_probe_ring(&e->ring_)) {
+    e->native_ftruncate_ = io_uring_opcode_supported(probe, op_ftruncate);
+    e->native_mkdir_ = io_uring_opcode_supported(probe, IORING_OP_MKDIRAT);
+    e->native_rename_ = io_uring_opcode_supported(probe, IORING_OP_RENAMEAT);
+    e->native_unlink_ = io_uring_opcode_supported(probe, IORING_OP_UNLINKAT);
+    io_uring_free_probe(probe);
+  }
+  e->eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (e->eventfd_ < 0) {
+    return unexpected(io_error(-errno, "eventfd"));
+  }
+  return e;
+}
+
+uring_engine::~uring_engine() {
+  RILL_ASSERT(in_flight_ == 0, "uring_engine destroyed with {} requests in flight", in_flight_);
+  if (helper_.joinable()) {
+    {
+      std::lock_guard lock(helper_mutex_);
+      helper_stop_ = true;
+    }
+    helper_cv_.notify_one();
+    helper_.join();
+  }
+  if (ring_ready_) {
+    // An armed eventfd poll may still sit in the ring; exiting the ring cancels it.
+    io_uring_queue_exit(&ring_);
+  }
+  if (eventfd_ >= 0) {
+    ::close(eventfd_);
+  }
+}
+
+bool uring_engine::needs_helper(const request& r) const noexcept {
+  switch (r.op) {
+    case opcode::list_dir:
+    case opcode::file_size:
+      return true;
+    case opcode::ftruncate:
+      return !native_ftruncate_;
+    case opcode::mkdir:
+      return !native_mkdir_;
+    case opcode::rename:
+      return !native_rename_;
+    case opcode::unlink:
+    case opcode::rmdir:
+      return !native_unlink_;
+    default:
+      return false;
+  }
+}
+
+void uring_engine::submit(request& r) {
+  RILL_ASSERT(r.on_complete != nullptr);
+  ++in_flight_;
+  if (needs_helper(r)) {
+    start_helper();
+    ++helper_outstanding_;
+    {
+      std::lock_guard lock(helper_mutex_);
+      helper_queue_.push_back(&r);
+    }
+    helper_cv_.notify_one();
+    return;
+  }
+  pending_.push_back(&r);
+}
+
+bool uring_engine::prep(request& r) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    return false;
+  }
+  switch (r.op) {
+    case opcode::open:
+      io_uring_prep_openat(sqe, AT_FDCWD, r.path.c_str(), to_open_flags(r.flags), r.mode);
+      break;
+    case opcode::close:
+      io_uring_prep_close(sqe, r.fd);
+      break;
+    case opcode::read:
+      io_uring_prep_read(sqe, r.fd, r.buffer, static_cast<unsigned>(r.length), r.offset);
+      break;
+    case opcode::write:
+      io_uring_prep_write(sqe, r.fd, r.cbuffer, static_cast<unsigned>(r.length), r.offset);
+      break;
+    case opcode::writev:
+      io_uring_prep_writev(sqe, r.fd, r.iov, r.iov_count, r.offset);
+      break;
+    case opcode::fdatasync:
+      io_uring_prep_fsync(sqe, r.fd, IORING_FSYNC_DATASYNC);
+      break;
+    case opcode::fsync:
+      io_uring_prep_fsync(sqe, r.fd, 0);
+      break;
+    case opcode::ftruncate:
+      io_uring_prep_rw(op_ftruncate, sqe, r.fd, nullptr, 0, r.offset);
+      break;
+    case opcode::rename:
+      io_uring_prep_renameat(sqe, AT_FDCWD, r.path.c_str(), AT_FDCWD, r.path2.c_str(), 0);
+      break;
+    case opcode::unlink:
+      io_uring_prep_unlinkat(sqe, AT_FDCWD, r.path.c_str(), 0);
+      break;
+    case opcode::rmdir:
+      io_uring_prep_unlinkat(sqe, AT_FDCWD, r.path.c_str(), AT_REMOVEDIR);
+      break;
+    case opcode::mkdir:
+      io_uring_prep_mkdirat(sqe, AT_FDCWD, r.path.c_str(), r.mode);
+      break;
+    case opcode::list_dir:
+    case opcode::file_size:
+      RILL_UNREACHABLE("{} runs on the helper thread", to_string(r.op));
+  }
+  io_uring_sqe_set_data(sqe, &r);
+  ++submissions_;
+  return true;
+}
+
+void uring_engine::arm_eventfd() {
+  if (eventfd_armed_) {
+    return;
+  }
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+    RILL_ASSERT(sqe != nullptr);
+  }
+  io_uring_prep_poll_add(sqe, eventfd_, POLLIN);
+  io_uring_sqe_set_data64(sqe, eventfd_tag);
+  eventfd_armed_ = true;
+}
+
+void uring_engine::start_helper() {
+  if (helper_.joinable()) {
+    return;
+  }
+  helper_ = std::thread([this] { helper_main(); });
+}
+
+void uring_engine::helper_main() {
+  for (;;) {
+    request* r = nullptr;
+    {
+      std::unique_lock lock(helper_mutex_);
+      helper_cv_.wait(lock, [this] { return helper_stop_ || !helper_queue_.empty(); });
+      if (helper_queue_.empty()) {
+        return;  // stopping, and nothing left
+      }
+      r = helper_queue_.front();
+      helper_queue_.pop_front();
+    }
+    execute_blocking(*r);
+    {
+      std::lock_guard lock(helper_mutex_);
+      helper_done_.push_back(r);
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(eventfd_, &one, sizeof one);
+  }
+}
+
+std::size_t uring_engine::reap(std::vector<request*>& done) {
+  const std::size_t before = done.size();
+  io_uring_cqe* cqe = nullptr;
+  bool signalled = false;
+  while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
+    if (io_uring_cqe_get_data64(cqe) == eventfd_tag) {
+      signalled = true;
+      eventfd_armed_ = false;
+    } else {
+      auto* r = static_cast<request*>(io_uring_cqe_get_data(cqe));
+      r->result = cqe->res;
+      done.push_back(r);
+    }
+    io_uring_cqe_seen(&ring_, cqe);
+  }
+  if (signalled) {
+    // Reset the counter before collecting, so a completion posted after this read re-triggers the poll.
+    [[maybe_unused]] const ssize_t rd = ::read(eventfd_, &eventfd_value_, sizeof eventfd_value_);
+  }
+  if (helper_outstanding_ > 0) {
+    std::lock_guard lock(helper_mutex_);
+    for (request* r : helper_done_) {
+      done.push_back(r);
+    }
+    helper_outstanding_ -= helper_done_.size();
+    helper_done_.clear();
+  }
+  return done.size() - before;
+}
+
+std::size_t uring_engine::poll(bool wait) {
+  std::vector<request*> done;
+  for (;;) {
+    while (!pending_.empty() && prep(*pending_.front())) {
+      pending_.pop_front();  // a full ring leaves the rest queued for after this submit
+    }
+    if (helper_outstanding_ > 0) {
+      arm_eventfd();
+    }
+    reap(done);
+    const bool block = wait && done.empty() && in_flight_ > 0;
+    const int rc = block ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit(&ring_);
+    ++enters_;
+    RILL_ASSERT(rc >= 0 || rc == -EINTR || rc == -EBUSY || rc == -EAGAIN, "io_uring_enter: {}", std::strerror(-rc));
+    reap(done);
+    if (!done.empty() || !wait || in_flight_ == 0) {
+      break;
+    }
+  }
+  for (request* r : done) {
+    --in_flight_;
+    r->on_complete(*r);
+  }
+  return done.size();
+}
+
+}  // namespace rill::storage::io
