@@ -1,0 +1,87 @@
+// Deleting the files of segments removed by retention or truncation, in the background.
+//
+// Invariants
+// - A segment's files are touched only after it left segments_ (deleting) and no reader is inside it.
+// - Large files are shrunk in delete_step_bytes steps before the unlink: one big unlink stalls every other file's
+//   fdatasync for ~100 ms on the development machines (references/machine-limits.md).
+// - A crash at any step is finished by recovery (@A): the new log_start was persisted before any file changed.
+#include <fmt/core.h>
+
+#include "storage/errc.h"
+#include "storage/file_ops.h"
+#include "storage/partition_log.h"
+
+namespace rill::storage {
+
+void partition_log::kick_deleter() {
+  if (deleter_running_ || graveyard_.empty()) {
+    return;
+  }
+  deleter_running_ = true;
+  deleter_idle_.reset();
+  spawn(deleter_loop(), [] {});
+}
+
+task<void> partition_log::deleter_loop() {
+  bool unlinked_any = false;
+  for (;;) {
+    auto it = std::find_if(graveyard_.begin(), graveyard_.end(),
+                           [](const std::shared_ptr<segment>& s) { return s->readers == 0; });
+    if (it == graveyard_.end()) {
+      break;
+    }
+    std::shared_ptr<segment> seg = *it;
+    graveyard_.erase(it);
+    auto done = co_await delete_segment_files(*seg);
+    if (!done) {
+      reporter_.notice(fmt::format("{}: deleting segment {} failed ({}); recovery will finish it", dir_,
+                                   seg->base_offset.value(), done.error().message()));
+    }
+    unlinked_any = true;
+  }
+  if (unlinked_any) {
+    auto synced = co_await sync_dir(engine_, dir_);
+    if (!synced) {
+      reporter_.notice(dir_ + ": directory sync after deletions failed: " + synced.error().message());
+    }
+  }
+  deleter_running_ = false;
+  deleter_idle_.set();
+  if (!graveyard_.empty() && std::any_of(graveyard_.begin(), graveyard_.end(),
+                                         [](const std::shared_ptr<segment>& s) { return s->readers == 0; })) {
+    kick_deleter();  // a reader left while we were finishing
+  }
+}
+
+task<expected<void>> partition_log::delete_segment_files(segment& seg) {
+  const std::uint64_t step = options_.config.delete_step_bytes;
+  expected<void> result;
+  if (seg.log_fd >= 0) {
+    std::uint64_t size = seg.file_size;
+    while (size > step) {
+      size -= step;
+      auto t = co_await truncate_file(engine_, seg.log_fd, size, seg.log_path());
+      if (!t) {
+        result = std::move(t);
+        break;
+      }
+    }
+  }
+  for (int* fd : {&seg.log_fd, &seg.index_fd, &seg.meta_fd}) {
+    if (*fd >= 0) {
+      (void)co_await close_file(engine_, *fd, seg.log_path());
+      *fd = -1;
+    }
+  }
+  if (!seg.files_unlinked) {
+    for (const auto& path : {seg.log_path(), seg.index_path(), seg.meta_path()}) {
+      auto u = co_await unlink_file(engine_, path, true);
+      if (!u && result) {
+        result = std::move(u);
+      }
+    }
+  }
+  co_return result;
+}
+
+}  // namespace rill::storage

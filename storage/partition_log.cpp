@@ -1,0 +1,945 @@
+// partition_log: appends, group commit, rolls, truncation and the retention decision. Recovery is in
+// log_recovery.cpp, reads in log_read.cpp, file deletion in log_retention.cpp.
+//
+// Invariants
+// - log_start_ <= committed_ <= log_end_; synced_end_ <= log_end_; under auto commit committed_ == synced_end_
+//   (up to retention moving log_start_ past it, which cannot happen: retention only removes committed segments).
+// - Only the active segment (segments_.back()) is written; every other live segment is sealed.
+// - Only the writer (writer_loop and the work it runs) changes segments_, log_end_, synced_end_ or the superblock
+//   after open(); it runs one item at a time.
+// - Offsets and log-append timestamps are assigned at write time, in queue order, so an append that fails (and
+//   everything queued behind it) never leaves an offset that a later append could reuse after being seen.
+// - An append completes only once: with its result, or with the error that stopped it.
+#include "storage/partition_log.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "base/endian.h"
+#include "storage/atomic_file.h"
+#include "storage/crc32c.h"
+#include "storage/errc.h"
+#include "storage/file_ops.h"
+#include "storage/partition_log_internal.h"
+
+namespace rill::storage {
+
+partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock& clk, log_reporter& reporter,
+                             std::string dir, log_options options)
+    : engine_(engine), pool_(pool), clock_(clk), reporter_(reporter), dir_(std::move(dir)), options_(options) {
+  producer_limits_.batch_bytes_max = options_.config.max_message_bytes;
+  producer_limits_.dense_offsets = true;
+  stored_limits_.batch_bytes_max = std::max<std::uint64_t>(options_.config.max_message_bytes, limits::batch_bytes_limit);
+  stored_limits_.check_records = false;
+  writer_idle_.set();
+  deleter_idle_.set();
+}
+
+partition_log::~partition_log() {
+  RILL_ASSERT(closed_ || segments_.empty(), "partition_log {} destroyed without close()", dir_);
+}
+
+expected<void> partition_log::check_writable() const {
+  if (closing_ || closed_) {
+    return make_unexpected(errc::closed, "partition " + dir_ + " is closed");
+  }
+  if (fenced_) {
+    return unexpected(*fenced_);
+  }
+  return {};
+}
+
+void partition_log::fence(const rill::error& e) {
+  if (!fenced_) {
+    fenced_ = rill::error(make_error_code(errc::fenced), "partition " + dir_ + ": " + e.message());
+    reporter_.notice("fenced " + dir_ + ": " + e.message());
+  }
+}
+
+void partition_log::advance_commit() {
+  if (options_.auto_commit) {
+    committed_ = std::max(committed_, synced_end_);
+  }
+}
+
+void partition_log::commit_to(offset_t offset) {
+  RILL_ASSERT(!options_.auto_commit, "commit_to() is for external commit mode");
+  RILL_ASSERT(offset <= log_end_, "commit_to({}) beyond log_end {}", offset.value(), log_end_.value());
+  committed_ = std::max(committed_, offset);
+}
+
+void partition_log::enqueue(std::unique_ptr<work> w) {
+  pending_bytes_ += w->bytes.size();
+  queue_.push_back(std::move(w));
+  if (!writer_running_) {
+    writer_running_ = true;
+    writer_idle_.reset();
+    spawn(writer_loop(), [] {});
+  }
+}
+
+task<expected<append_result>> partition_log::append(std::vector<std::byte> batches) {
+  RILL_CO_TRY_VOID(check_writable());
+  if (batches.empty()) {
+    co_return make_unexpected(errc::invalid_batch, "empty produce request: no batch");
+  }
+  if (pending_bytes_ + batches.size() > options_.config.pending_bytes_max) {
+    co_return make_unexpected(errc::overloaded, fmt::format("{} bytes pending in {} (limit {})", pending_bytes_, dir_,
+                                                            options_.config.pending_bytes_max));
+  }
+  auto w = std::make_unique<work>();
+  w->k = work::kind::append;
+  std::size_t pos = 0;
+  while (pos < batches.size()) {
+    std::uint32_t crc_tail = 0;
+    auto v = batch_view::validate(std::span<const std::byte>(batches).subspan(pos), producer_limits_, &crc_tail);
+    if (!v) {
+      auto e = std::move(v).error();
+      co_return unexpected(rill::error(e.code(), fmt::format("batch {} (byte {} of the request): {}", w->infos.size(),
+                                                             pos, e.detail())));
+    }
+    batch_info info;
+    info.size = static_cast<std::uint32_t>(v->size());
+    info.offset_count = static_cast<std::uint32_t>(v->last_offset_delta()) + 1;
+    info.records = static_cast<std::uint32_t>(v->records_count());
+    info.crc_tail = crc_tail;
+    w->infos.push_back(info);
+    w->records += info.records;
+    pos += v->size();
+  }
+  w->bytes = std::move(batches);
+  completion<expected<append_result>> done;
+  w->append_done = &done;
+  enqueue(std::move(w));
+  co_return co_await done;
+}
+
+task<expected<append_result>> partition_log::append_replicated(std::vector<std::byte> batches,
+                                                               std::vector<batch_meta> metas) {
+  RILL_CO_TRY_VOID(check_writable());
+  if (batches.empty()) {
+    co_return make_unexpected(errc::invalid_batch, "no batch to append");
+  }
+  auto w = std::make_unique<work>();
+  w->k = work::kind::replicated;
+  std::size_t pos = 0;
+  offset_t expected_base{-1};
+  while (pos < batches.size()) {
+    auto v = batch_view::validate(std::span<const std::byte>(batches).subspan(pos), stored_limits_);
+    if (!v) {
+      auto e = std::move(v).error();
+      co_return unexpected(rill::error(e.code(), fmt::format("replicated batch {} (byte {}): {}", w->infos.size(), pos,
+                                                             e.detail())));
+    }
+    if (expected_base.value() >= 0 && v->base_offset() != expected_base) {
+      co_return make_unexpected(errc::invalid_argument,
+                                fmt::format("replicated batches not contiguous: batch at {} after one ending at {}",
+                                            v->base_offset().value(), expected_base.value()));
+    }
+    batch_info info;
+    info.size = static_cast<std::uint32_t>(v->size());
+    info.offset_count = static_cast<std::uint32_t>(v->last_offset_delta()) + 1;
+    info.records = static_cast<std::uint32_t>(v->records_count());
+    info.base = v->base_offset();
+    info.max_timestamp = v->max_timestamp();
+    info.epoch = v->leader_epoch();
+    expected_base = v->next_offset();
+    w->infos.push_back(info);
+    w->records += info.records;
+    pos += v->size();
+  }
+  if (!metas.empty() && metas.size() != w->infos.size()) {
+    co_return make_unexpected(errc::invalid_argument, fmt::format("{} metadata entries for {} batches", metas.size(),
+                                                                  w->infos.size()));
+  }
+  w->bytes = std::move(batches);
+  w->metas = std::move(metas);
+  completion<expected<append_result>> done;
+  w->append_done = &done;
+  enqueue(std::move(w));
+  co_return co_await done;
+}
+
+task<expected<void>> partition_log::flush() {
+  RILL_CO_TRY_VOID(check_writable());
+  auto w = std::make_unique<work>();
+  w->k = work::kind::sync;
+  completion<expected<void>> done;
+  w->void_done = &done;
+  enqueue(std::move(w));
+  co_return co_await done;
+}
+
+task<expected<void>> partition_log::set_leader_epoch(epoch_t epoch) {
+  RILL_CO_TRY_VOID(check_writable());
+  auto w = std::make_unique<work>();
+  w->k = work::kind::control;
+  w->control = [this, epoch]() -> task<expected<void>> {
+    auto latest = epochs_.latest();
+    if (latest && epoch < latest->epoch) {
+      co_return make_unexpected(errc::invalid_argument, fmt::format("leader epoch {} is older than the current {}",
+                                                                    epoch.value(), latest->epoch.value()));
+    }
+    epoch_history next = epochs_;
+    next.assign(epoch, log_end_);
+    RILL_CO_TRY_VOID(co_await write_file_atomic(engine_, dir_, epoch_history::file_name, next.encode()));
+    epochs_ = std::move(next);
+    epoch_ = epoch;
+    co_return expected<void>{};
+  };
+  completion<expected<void>> done;
+  w->void_done = &done;
+  enqueue(std::move(w));
+  co_return co_await done;
+}
+
+task<expected<void>> partition_log::truncate_after(offset_t last_kept) {
+  RILL_CO_TRY_VOID(check_writable());
+  auto w = std::make_unique<work>();
+  w->k = work::kind::control;
+  w->control = [this, last_kept]() { return do_truncate_after(last_kept); };
+  completion<expected<void>> done;
+  w->void_done = &done;
+  enqueue(std::move(w));
+  co_return co_await done;
+}
+
+task<expected<retention_result>> partition_log::enforce_retention() {
+  RILL_CO_TRY_VOID(check_writable());
+  auto w = std::make_unique<work>();
+  w->k = work::kind::control;
+  retention_result result;
+  w->control = [this, &result]() -> task<expected<void>> {
+    RILL_CO_TRY(r, co_await do_retention());
+    result = r;
+    co_return expected<void>{};
+  };
+  completion<expected<void>> done;
+  w->void_done = &done;
+  enqueue(std::move(w));
+  RILL_CO_TRY_VOID(co_await done);
+  co_return result;
+}
+
+void partition_log::fail_pending(const rill::error& e) {
+  // Take the queue first: completing an append may resume code that queues more work.
+  auto items = std::move(queue_);
+  queue_.clear();
+  for (auto& w : items) {
+    pending_bytes_ -= w->bytes.size();
+    if (w->append_done != nullptr) {
+      w->append_done->complete(unexpected(e));
+    } else if (w->void_done != nullptr) {
+      w->void_done->complete(unexpected(e));
+    }
+  }
+}
+
+bool partition_log::needs_roll(const segment& active, std::uint64_t bytes) const {
+  if (active.size == 0) {
+    return false;  // a batch larger than segment_bytes gets a segment of its own
+  }
+  if (active.size + bytes > options_.config.segment_bytes) {
+    return true;
+  }
+  // Relative offsets in the index are u32.
+  if (log_end_ - active.base_offset > static_cast<std::int64_t>(UINT32_MAX / 2)) {
+    return true;
+  }
+  if (options_.config.segment_ms > 0 && active.first_append_mono.count() >= 0) {
+    const auto age = clock_.monotonic() - active.first_append_mono;
+    if (age >= std::chrono::milliseconds(options_.config.segment_ms)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+task<void> partition_log::writer_loop() {
+  while (!queue_.empty()) {
+    if (fenced_) {
+      fail_pending(*fenced_);
+      break;
+    }
+    if (queue_.front()->is_append()) {
+      const segment& active = *segments_.back();
+      if (needs_roll(active, queue_.front()->bytes.size())) {
+        auto rolled = co_await roll();
+        if (!rolled) {
+          fail_pending(rolled.error());
+        }
+        continue;
+      }
+      // The group: consecutive appends of the same kind that fit in the active segment, within the flush limits.
+      std::vector<std::unique_ptr<work>> group;
+      std::uint64_t bytes = 0;
+      const auto kind = queue_.front()->k;
+      while (!queue_.empty() && queue_.front()->k == kind && group.size() < limits::flush_iovecs_max) {
+        const std::uint64_t next = queue_.front()->bytes.size();
+        if (!group.empty() && (bytes + next > options_.config.flush_bytes_max ||
+                               active.size + bytes + next > options_.config.segment_bytes)) {
+          break;
+        }
+        bytes += next;
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      co_await write_group(std::move(group));
+      continue;
+    }
+    auto w = std::move(queue_.front());
+    queue_.pop_front();
+    expected<void> r;
+    if (w->k == work::kind::sync) {
+      r = co_await sync_log();
+    } else {
+      r = co_await w->control();
+    }
+    if (w->void_done != nullptr) {
+      w->void_done->complete(std::move(r));
+    }
+  }
+  writer_running_ = false;
+  writer_idle_.set();
+}
+
+task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) {
+  std::shared_ptr<segment> active = segments_.back();
+  const std::uint64_t position = active->size;
+  const bool replicated = items.front()->k == work::kind::replicated;
+  std::uint64_t bytes = 0;
+  for (const auto& w : items) {
+    bytes += w->bytes.size();
+  }
+  auto fail_group = [&](const rill::error& e) {
+    for (auto& w : items) {
+      w->append_done->complete(unexpected(e));
+    }
+  };
+
+  // Assign offsets and timestamps (leader), or check contiguity (replica), at write time.
+  offset_t next = log_end_;
+  const timestamp_ms_t now = std::max(clock_.wall_ms(), last_timestamp_);
+  std::vector<append_result> results;
+  results.reserve(items.size());
+  for (auto& w : items) {
+    append_result r;
+    r.base_offset = next;
+    r.timestamp = now;
+    std::size_t pos = 0;
+    for (auto& info : w->infos) {
+      if (replicated) {
+        if (info.base != next) {
+          pending_bytes_ -= bytes;
+          fail_group(rill::error(make_error_code(errc::invalid_argument),
+                                 fmt::format("replicated batch at offset {} does not start at log end {}",
+                                             info.base.value(), next.value())));
+          co_return;
+        }
+      } else {
+        info.base = next;
+        info.max_timestamp = now;
+        info.epoch = epoch_;
+        stamp_batch(std::span<std::byte>(w->bytes).subspan(pos, info.size), next, epoch_, now, info.crc_tail);
+      }
+      pos += info.size;
+      next = next + info.offset_count;
+      ++r.batches;
+      r.records += info.records;
+    }
+    r.last_offset = next - 1;
+    results.push_back(r);
+  }
+
+  // New epochs carried by replicated batches are recorded before the batches are written.
+  if (replicated) {
+    epoch_history updated = epochs_;
+    bool changed = false;
+    for (const auto& w : items) {
+      for (const auto& info : w->infos) {
+        auto latest = updated.latest();
+        if (!latest || info.epoch > latest->epoch) {
+          updated.assign(info.epoch, info.base);
+          changed = true;
+        }
+      }
+    }
+    if (changed) {
+      auto saved = co_await write_file_atomic(engine_, dir_, epoch_history::file_name, updated.encode());
+      if (!saved) {
+        pending_bytes_ -= bytes;
+        fail_group(saved.error());
+        co_return;
+      }
+      epochs_ = std::move(updated);
+      epoch_ = epochs_.latest()->epoch;
+    }
+  }
+
+  std::vector<::iovec> iov;
+  iov.reserve(items.size());
+  for (const auto& w : items) {
+    iov.push_back(::iovec{const_cast<std::byte*>(w->bytes.data()), w->bytes.size()});
+  }
+  auto written = co_await writev_all(engine_, active->log_fd, position, iov, active->log_path());
+  pending_bytes_ -= bytes;
+  if (!written) {
+    // Cut the failed write off before reporting it; if that fails the file can no longer be trusted.
+    auto cut = co_await truncate_file(engine_, active->log_fd, position, active->log_path());
+    if (!cut) {
+      fence(cut.error());
+    } else {
+      active->file_size = position;
+    }
+    fail_group(written.error());
+    fail_pending(written.error());
+    co_return;
+  }
+  ++stats_.flushes;
+
+  // The bytes are in the file: account for them.
+  std::uint64_t at = position;
+  std::size_t metas_before = active->metas.size();
+  for (const auto& w : items) {
+    for (std::size_t i = 0; i < w->infos.size(); ++i) {
+      const auto& info = w->infos[i];
+      active->index.on_batch(static_cast<std::uint32_t>(info.base - active->base_offset),
+                             static_cast<std::uint32_t>(at), info.size, info.max_timestamp);
+      active->max_timestamp = std::max(active->max_timestamp, info.max_timestamp);
+      ++active->batches;
+      if (!w->metas.empty()) {
+        active->metas.push_back(meta_entry{info.base, w->metas[i]});
+      }
+      at += info.size;
+    }
+  }
+  if (active->first_append_mono.count() < 0) {
+    active->first_append_mono = clock_.monotonic();
+  }
+  active->size = position + bytes;
+  active->file_size = std::max(active->file_size, active->size);
+  active->next_offset = next;
+  log_end_ = next;
+  last_timestamp_ = now;
+  stats_.appends += items.size();
+
+  // Replication metadata: written beside the batches and synced with them.
+  if (active->metas.size() > metas_before) {
+    auto saved = co_await [&]() -> task<expected<void>> {
+      if (active->meta_fd < 0) {
+        RILL_CO_TRY(fd, co_await open_file(engine_, active->meta_path(), io::open_create, 0600));
+        active->meta_fd = fd;
+        RILL_CO_TRY_VOID(co_await sync_dir(engine_, dir_));
+      }
+      std::vector<std::byte> out;
+      for (std::size_t i = active->metas_written; i < active->metas.size(); ++i) {
+        std::array<std::byte, batch_meta_format::entry_bytes> e{};
+        store_be<std::int64_t>(e.data(), active->metas[i].base_offset.value());
+        std::memcpy(e.data() + 8, active->metas[i].meta.payload.data(), batch_meta_format::payload_bytes);
+        store_be<std::uint32_t>(e.data() + 60, crc32c(e.data(), 60));
+        out.insert(out.end(), e.begin(), e.end());
+      }
+      RILL_CO_TRY_VOID(co_await write_all(engine_, active->meta_fd, active->metas_written * batch_meta_format::entry_bytes,
+                                          out, active->meta_path()));
+      active->metas_written = active->metas.size();
+      co_return expected<void>{};
+    }();
+    if (!saved) {
+      // The batches are written but their metadata is not: they must not stay.
+      fence(saved.error());
+      fail_group(saved.error());
+      fail_pending(saved.error());
+      co_return;
+    }
+  }
+
+  // The active segment's index is never synced (recovery rebuilds it); a failed write only marks it for rewriting.
+  if (active->index.size() > active->index_entries_written && !active->index_dirty) {
+    const auto entries = active->index.encode(active->index_entries_written);
+    auto idx = co_await write_all(engine_, active->index_fd,
+                                  active->index_entries_written * segment_index_format::entry_bytes, entries,
+                                  active->index_path());
+    if (idx) {
+      active->index_entries_written = active->index.size();
+    } else {
+      active->index_dirty = true;
+      reporter_.notice("index write failed, will rewrite at seal: " + idx.error().message());
+    }
+  }
+
+  const auto mode = options_.config.durability;
+  if (mode == config::durability_mode::sync_before_ack) {
+    auto synced = co_await sync_log();
+    if (!synced) {
+      fail_group(synced.error());
+      fail_pending(synced.error());
+      co_return;
+    }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    items[i]->append_done->complete(results[i]);
+  }
+  if (mode != config::durability_mode::sync_before_ack) {
+    for (const auto& w : items) {
+      unsynced_records_ += w->records;
+    }
+    if (mode == config::durability_mode::every_records && unsynced_records_ >= options_.config.sync_every_records) {
+      (void)co_await sync_log();  // a failure fences the partition; the appends were already acknowledged
+    } else if (mode == config::durability_mode::every_ms && !sync_due_) {
+      sync_due_ = clock_.monotonic() + std::chrono::milliseconds(options_.config.sync_every_ms);
+    }
+  }
+  if (committed_ - superblock_.current().committed >= static_cast<std::int64_t>(options_.config.superblock_interval_records)) {
+    (void)co_await persist_superblock();
+  }
+  if (mode == config::durability_mode::sync_before_ack && options_.config.preallocate_bytes > 0) {
+    (void)co_await maybe_preallocate(*active);
+  }
+}
+
+task<expected<void>> partition_log::sync_log() {
+  if (fenced_) {
+    co_return unexpected(*fenced_);
+  }
+  std::shared_ptr<segment> active = segments_.back();
+  const offset_t target = log_end_;
+  if (synced_end_ >= target) {
+    co_return expected<void>{};
+  }
+  auto synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
+  if (synced && active->meta_fd >= 0) {
+    synced = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
+  }
+  if (!synced) {
+    fence(synced.error());
+    co_return unexpected(*fenced_);
+  }
+  ++stats_.syncs;
+  synced_end_ = std::max(synced_end_, target);
+  unsynced_records_ = 0;
+  sync_due_.reset();
+  advance_commit();
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::maybe_preallocate(segment& seg) {
+  const std::uint64_t ahead = options_.config.preallocate_bytes;
+  const std::uint64_t cap = std::max(options_.config.segment_bytes, seg.size);
+  if (seg.file_size >= cap || seg.file_size - seg.size >= ahead / 2) {
+    co_return expected<void>{};
+  }
+  const std::uint64_t target = std::min(cap, seg.size + ahead);
+  auto z = co_await write_zeros(engine_, seg.log_fd, seg.file_size, target - seg.file_size, seg.log_path());
+  if (!z) {
+    // Not fatal: zeros past the logical end are never read as data; stop preallocating this segment.
+    reporter_.notice("preallocation stopped for " + seg.log_path() + ": " + z.error().message());
+    seg.file_size = cap;  // do not try again for this segment
+    co_return z;
+  }
+  seg.file_size = target;
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::persist_superblock() {
+  superblock_state s = superblock_.current();
+  s.committed = committed_;
+  s.log_start = log_start_;
+  s.recovery_frontier = segments_.back()->base_offset;
+  auto w = co_await superblock_.write(s);
+  if (!w) {
+    fence(w.error());
+  }
+  co_return w;
+}
+
+task<expected<void>> partition_log::seal(segment& seg) {
+  RILL_ASSERT(!seg.sealed);
+  if (seg.file_size > seg.size) {
+    auto trimmed = co_await truncate_file(engine_, seg.log_fd, seg.size, seg.log_path());
+    if (!trimmed) {
+      fence(trimmed.error());
+      co_return trimmed;
+    }
+    seg.file_size = seg.size;
+  }
+  // The whole index with its seal entry, replacing whatever the file had.
+  const auto index_bytes = seg.index.encode_sealed();
+  auto w = co_await write_all(engine_, seg.index_fd, 0, index_bytes, seg.index_path());
+  if (w) {
+    w = co_await truncate_file(engine_, seg.index_fd, index_bytes.size(), seg.index_path());
+  }
+  if (w) {
+    w = co_await datasync_file(engine_, seg.index_fd, seg.index_path());
+  }
+  if (w) {
+    w = co_await datasync_file(engine_, seg.log_fd, seg.log_path());
+  }
+  if (w && seg.meta_fd >= 0) {
+    w = co_await datasync_file(engine_, seg.meta_fd, seg.meta_path());
+  }
+  if (!w) {
+    fence(w.error());
+    co_return w;
+  }
+  if (&seg == segments_.back().get()) {
+    synced_end_ = std::max(synced_end_, seg.next_offset);
+    advance_commit();
+  }
+  seg.sealed = true;
+  seg.index_dirty = false;
+  seg.index_entries_written = seg.index.size();
+  (void)co_await close_file(engine_, seg.index_fd, seg.index_path());
+  seg.index_fd = -1;
+  if (seg.meta_fd >= 0) {
+    (void)co_await close_file(engine_, seg.meta_fd, seg.meta_path());
+    seg.meta_fd = -1;
+  }
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::roll() {
+  std::shared_ptr<segment> old = segments_.back();
+  RILL_CO_TRY_VOID(co_await seal(*old));
+  RILL_CO_TRY(seg, co_await create_segment(log_end_));
+  segments_.push_back(seg);
+  ++stats_.rolls;
+  // From here the old segment is below the recovery frontier: recovery may trust its index.
+  co_return co_await persist_superblock();
+}
+
+task<expected<std::shared_ptr<segment>>> partition_log::create_segment(offset_t base) {
+  auto seg = std::make_shared<segment>(dir_, base, limits::index_interval_bytes);
+  RILL_CO_TRY(log_fd, co_await open_file(engine_, seg->log_path(), io::open_create | io::open_exclusive, 0600));
+  seg->log_fd = log_fd;
+  auto index_fd = co_await open_file(engine_, seg->index_path(), io::open_create | io::open_truncate, 0600);
+  if (!index_fd) {
+    (void)co_await close_file(engine_, log_fd, seg->log_path());
+    co_return unexpected(std::move(index_fd).error());
+  }
+  seg->index_fd = *index_fd;
+  auto synced = co_await sync_dir(engine_, dir_);
+  if (!synced) {
+    (void)co_await close_file(engine_, seg->log_fd, seg->log_path());
+    (void)co_await close_file(engine_, seg->index_fd, seg->index_path());
+    co_return unexpected(std::move(synced).error());
+  }
+  if (options_.config.durability == config::durability_mode::sync_before_ack && options_.config.preallocate_bytes > 0) {
+    (void)co_await maybe_preallocate(*seg);
+  }
+  co_return seg;
+}
+
+task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
+  const offset_t new_end = last_kept + 1;
+  if (new_end >= log_end_) {
+    co_return expected<void>{};  // nothing after it
+  }
+  if (new_end < committed_ || new_end < log_start_) {
+    co_return make_unexpected(errc::invalid_argument,
+                              fmt::format("truncate_after({}) would cut committed data (committed {}, log start {})",
+                                          last_kept.value(), committed_.value(), log_start_.value()));
+  }
+  // The segment that will end at new_end: the last one whose base is <= new_end.
+  std::size_t keep = 0;
+  while (keep + 1 < segments_.size() && segments_[keep + 1]->base_offset <= new_end) {
+    ++keep;
+  }
+  std::shared_ptr<segment> seg = segments_[keep];
+  // Find the byte position of the batch that starts at new_end (a batch is never split).
+  std::uint64_t cut = seg->size;
+  timestamp_ms_t max_ts{-1};
+  if (new_end < seg->next_offset) {
+    RILL_CO_TRY(start, co_await position_for(*seg, new_end));
+    std::uint64_t pos = start;
+    const auto entry = seg->index.floor(static_cast<std::uint32_t>(new_end - seg->base_offset));
+    max_ts = entry ? entry->max_timestamp : timestamp_ms_t(-1);
+    std::array<std::byte, batch_format::header_bytes> head{};
+    bool found = false;
+    while (pos < seg->size) {
+      RILL_CO_TRY(got, co_await read_at(engine_, seg->log_fd, pos, head, seg->log_path()));
+      if (got < head.size()) {
+        break;
+      }
+      const offset_t base(load_be<std::int64_t>(head.data() + batch_format::base_offset_at));
+      if (base == new_end) {
+        found = true;
+        break;
+      }
+      if (base > new_end) {
+        break;
+      }
+      max_ts = std::max(max_ts, timestamp_ms_t(load_be<std::int64_t>(head.data() + batch_format::max_timestamp_at)));
+      RILL_CO_TRY(size, batch_view::size_from_prefix(head, stored_limits_.batch_bytes_max));
+      pos += size;
+    }
+    if (!found) {
+      co_return make_unexpected(errc::invalid_argument,
+                                fmt::format("truncate_after({}): offset {} is inside a batch", last_kept.value(),
+                                            new_end.value()));
+    }
+    cut = pos;
+  } else {
+    max_ts = seg->max_timestamp;
+  }
+
+  // 1. Persist the intent: a crash from here on is completed by recovery.
+  {
+    superblock_state s = superblock_.current();
+    s.truncate_from = new_end;
+    s.committed = committed_;
+    auto w = co_await superblock_.write(s);
+    if (!w) {
+      fence(w.error());
+      co_return w;
+    }
+  }
+  // 2. Later segments go entirely; their files are unlinked now (open descriptors of readers stay valid).
+  while (segments_.size() > keep + 1) {
+    std::shared_ptr<segment> gone = segments_.back();
+    segments_.pop_back();
+    for (const auto& path : {gone->log_path(), gone->index_path(), gone->meta_path()}) {
+      auto u = co_await unlink_file(engine_, path, true);
+      if (!u) {
+        fence(u.error());
+        co_return u;
+      }
+    }
+    gone->deleting = true;
+    gone->files_unlinked = true;  // the deleter only closes its descriptors
+    gone->file_size = 0;
+    graveyard_.push_back(gone);
+  }
+  // 3. Cut the kept segment, its index and its metadata.
+  auto fail = [&](const rill::error& e) -> expected<void> {
+    fence(e);
+    return unexpected(e);
+  };
+  {
+    auto t = co_await truncate_file(engine_, seg->log_fd, cut, seg->log_path());
+    if (!t) {
+      co_return fail(t.error());
+    }
+  }
+  seg->index.truncate(static_cast<std::uint32_t>(cut), static_cast<std::uint32_t>(cut));
+  seg->size = cut;
+  seg->file_size = cut;
+  seg->next_offset = new_end;
+  seg->max_timestamp = max_ts;
+  if (seg->sealed) {
+    // The kept segment becomes the active one again: reopen its index for writing.
+    RILL_CO_TRY(fd, co_await open_file(engine_, seg->index_path(), io::open_create, 0600));
+    seg->index_fd = fd;
+    seg->sealed = false;
+  }
+  {
+    const auto entries = seg->index.encode(0);
+    auto w = co_await write_all(engine_, seg->index_fd, 0, entries, seg->index_path());
+    if (w) {
+      w = co_await truncate_file(engine_, seg->index_fd, entries.size(), seg->index_path());
+    }
+    if (!w) {
+      co_return fail(w.error());
+    }
+    seg->index_entries_written = seg->index.size();
+  }
+  while (!seg->metas.empty() && seg->metas.back().base_offset >= new_end) {
+    seg->metas.pop_back();
+  }
+  if (seg->metas_written > seg->metas.size()) {
+    seg->metas_written = seg->metas.size();
+    if (seg->meta_fd < 0) {
+      RILL_CO_TRY(fd, co_await open_file(engine_, seg->meta_path(), io::open_create, 0600));
+      seg->meta_fd = fd;
+    }
+    auto t = co_await truncate_file(engine_, seg->meta_fd, seg->metas.size() * batch_meta_format::entry_bytes,
+                                    seg->meta_path());
+    if (t) {
+      t = co_await datasync_file(engine_, seg->meta_fd, seg->meta_path());
+    }
+    if (!t) {
+      co_return fail(t.error());
+    }
+  }
+  {
+    auto s = co_await datasync_file(engine_, seg->log_fd, seg->log_path());
+    if (s) {
+      s = co_await sync_dir(engine_, dir_);
+    }
+    if (!s) {
+      co_return fail(s.error());
+    }
+  }
+  log_end_ = new_end;
+  synced_end_ = new_end;  // the cut file was just synced whole
+  advance_commit();
+  last_timestamp_ = std::max(last_timestamp_, max_ts);
+  // 4. Epochs that started after the cut are gone with it.
+  epoch_history updated = epochs_;
+  updated.truncate_after(last_kept);
+  if (updated.entries() != epochs_.entries()) {
+    auto w = co_await write_file_atomic(engine_, dir_, epoch_history::file_name, updated.encode());
+    if (!w) {
+      co_return fail(w.error());
+    }
+    epochs_ = std::move(updated);
+    epoch_ = epochs_.latest() ? epochs_.latest()->epoch : epoch_t(0);
+  }
+  // 5. Done: clear the intent.
+  superblock_state s = superblock_.current();
+  s.truncate_from = offset_t(-1);
+  s.committed = committed_;
+  s.recovery_frontier = segments_.back()->base_offset;
+  auto w = co_await superblock_.write(s);
+  if (!w) {
+    co_return fail(w.error());
+  }
+  kick_deleter();
+  co_return expected<void>{};
+}
+
+task<expected<retention_result>> partition_log::do_retention() {
+  retention_result result;
+  const auto& cfg = options_.config;
+  std::uint64_t total = 0;
+  for (const auto& s : segments_) {
+    total += s->size;
+  }
+  const timestamp_ms_t now = clock_.wall_ms();
+  std::size_t remove = 0;
+  std::uint64_t removed_bytes = 0;
+  while (remove + 1 < segments_.size()) {  // never the active segment
+    const segment& s = *segments_[remove];
+    if (s.next_offset > committed_) {
+      break;  // never delete what is not committed
+    }
+    const bool too_old = cfg.retention_ms > 0 && s.max_timestamp.value() >= 0 &&
+                         s.max_timestamp.value() < now.value() - static_cast<std::int64_t>(cfg.retention_ms);
+    const bool too_big = cfg.retention_bytes > 0 && total - removed_bytes > cfg.retention_bytes;
+    const bool empty = s.size == 0;
+    if (!too_old && !too_big && !empty) {
+      break;
+    }
+    removed_bytes += s.size;
+    ++remove;
+  }
+  result.log_start = log_start_;
+  if (remove == 0) {
+    co_return result;
+  }
+  const offset_t new_start = segments_[remove]->base_offset;
+  // Persist the new log start before any file goes: recovery deletes leftovers below it.
+  const offset_t old_start = log_start_;
+  log_start_ = new_start;
+  auto w = co_await persist_superblock();
+  if (!w) {
+    log_start_ = old_start;
+    co_return unexpected(std::move(w).error());
+  }
+  for (std::size_t i = 0; i < remove; ++i) {
+    segments_.front()->deleting = true;
+    graveyard_.push_back(segments_.front());
+    segments_.erase(segments_.begin());
+  }
+  epochs_.truncate_before(log_start_);
+  result.segments_removed = static_cast<std::uint32_t>(remove);
+  result.bytes_removed = removed_bytes;
+  result.log_start = log_start_;
+  kick_deleter();
+  co_return result;
+}
+
+void partition_log::tick() {
+  if (closing_ || closed_ || fenced_) {
+    return;
+  }
+  const auto now = clock_.monotonic();
+  if (sync_due_ && now >= *sync_due_ && synced_end_ < log_end_) {
+    sync_due_.reset();
+    auto w = std::make_unique<work>();
+    w->k = work::kind::sync;  // nobody waits: a failure fences the partition, which the next append reports
+    enqueue(std::move(w));
+  }
+}
+
+std::optional<std::chrono::nanoseconds> partition_log::next_deadline() const {
+  std::optional<std::chrono::nanoseconds> d;
+  if (sync_due_ && synced_end_ < log_end_) {
+    d = *sync_due_;
+  }
+  return d;
+}
+
+task<expected<void>> partition_log::close() {
+  if (closed_) {
+    co_return expected<void>{};
+  }
+  closing_ = true;
+  if (writer_running_) {
+    co_await writer_idle_.wait();
+  }
+  expected<void> result;
+  if (!fenced_ && !segments_.empty()) {
+    result = co_await sync_log();
+    if (result) {
+      result = co_await persist_superblock();
+    }
+  }
+  if (deleter_running_) {
+    co_await deleter_idle_.wait();
+  }
+  for (const auto& s : segments_) {
+    RILL_ASSERT(s->readers == 0, "closing {} with a reader in segment {}", dir_, s->base_offset.value());
+  }
+  auto close_segment = [this](segment& s) -> task<void> {
+    for (int* fd : {&s.log_fd, &s.index_fd, &s.meta_fd}) {
+      if (*fd >= 0) {
+        (void)co_await close_file(engine_, *fd, s.log_path());
+        *fd = -1;
+      }
+    }
+  };
+  for (auto& s : segments_) {
+    co_await close_segment(*s);
+  }
+  for (auto& s : graveyard_) {
+    co_await close_segment(*s);
+  }
+  (void)co_await superblock_.close();
+  closed_ = true;
+  co_return result;
+}
+
+log_stats partition_log::stats() const {
+  log_stats s = stats_;
+  s.segments = segments_.size();
+  for (const auto& seg : segments_) {
+    s.bytes += seg->size;
+  }
+  s.pending_bytes = pending_bytes_;
+  return s;
+}
+
+std::optional<batch_meta> partition_log::meta_for(offset_t base_offset) const {
+  auto seg = segment_for(base_offset);
+  if (!seg) {
+    return std::nullopt;
+  }
+  auto it = std::lower_bound(seg->metas.begin(), seg->metas.end(), base_offset,
+                             [](const meta_entry& m, offset_t o) { return m.base_offset < o; });
+  if (it == seg->metas.end() || it->base_offset != base_offset) {
+    return std::nullopt;
+  }
+  return it->meta;
+}
+
+std::vector<offset_t> partition_log::segment_bases() const {
+  std::vector<offset_t> out;
+  for (const auto& s : segments_) {
+    out.push_back(s->base_offset);
+  }
+  return out;
+}
+
+}  // namespace rill::storage

@@ -1,0 +1,318 @@
+#pragma once
+// partition_log: the durable, segmented log of one partition, and (in a cluster) its replication journal.
+//
+// Positions (strong offsets; always log_start <= committed <= synced_end <= log_end under auto commit):
+//   log_start   first offset retained (moves forward with retention)
+//   log_end     the next offset to assign: everything below it has been written to the file (page cache)
+//   synced_end  everything below it is on disk (covered by an fdatasync)
+//   committed   the high-watermark, the visible bound for consumers. Under auto commit (one node) it follows
+//               synced_end, so a consumer never sees what a power loss could take back; under external commit
+//               (a cluster) the replication layer sets it with commit_to().
+//
+// Durability (log_config::durability):
+//   sync_before_ack  append() completes after the fdatasync that covers it. Group commit: appends that arrive while
+//                    a flush is in flight form the next flush: one vectored write, one fdatasync for all of them.
+//   every_records / every_ms: append() completes once written; an fdatasync follows every N records / T ms.
+//
+// Failures: a batch that does not validate is refused whole (nothing of the request is written). A failed write is
+// cut off the file (ftruncate to the last good end) before the error is returned, and every append queued behind it
+// fails too (their offsets are reassigned to later appends; none was ever visible). If the cut fails, or an
+// fdatasync fails, the partition is fenced: every later write fails with errc::fenced until the log is closed and
+// opened again (recovery), because after a failed fsync nothing unsynced can be trusted.
+//
+// Concurrency: single-threaded. Every call must come from the thread that drives the io::engine; coroutines resume
+// from that engine's poll(). All mutations (appends, rolls, truncation, retention decisions, epoch changes) run one
+// at a time on an internal writer; reads run concurrently with them and pin the segments they read.
+//
+// Lifetime: open() -> use -> close() (waits for queued work, persists the superblock, closes files) -> destroy.
+// Every read_result and log_cursor must be released before close().
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/async.h"
+#include "base/clock.h"
+#include "base/expected.h"
+#include "base/strong.h"
+#include "base/task.h"
+#include "config/log_config.h"
+#include "storage/buffer_pool.h"
+#include "storage/epoch_file.h"
+#include "storage/io_engine.h"
+#include "storage/record_batch.h"
+#include "storage/segment.h"
+#include "storage/superblock.h"
+
+namespace rill::storage {
+
+// Loud reports from recovery and background work (LevelDB's Reporter): corruption found and what was done about it.
+class log_reporter {
+ public:
+  virtual ~log_reporter() = default;
+  // `file` at byte `position` failed verification; `action` says what recovery did (skipped, rebuilt, cut).
+  virtual void corruption(const std::string& file, std::uint64_t position, const std::string& problem,
+                          const std::string& action) = 0;
+  virtual void notice(const std::string& what) = 0;
+};
+
+// Keeps what it was told; for tests and tools.
+class collecting_reporter final : public log_reporter {
+ public:
+  struct report {
+    std::string file;
+    std::uint64_t position;
+    std::string problem;
+    std::string action;
+  };
+  void corruption(const std::string& file, std::uint64_t position, const std::string& problem,
+                  const std::string& action) override {
+    corruptions.push_back(report{file, position, problem, action});
+  }
+  void notice(const std::string& what) override { notices.push_back(what); }
+  std::vector<report> corruptions;
+  std::vector<std::string> notices;
+};
+
+struct log_options {
+  config::log_config config;
+  bool create = true;        // create the directory and files if missing
+  bool auto_commit = true;   // one node: committed follows synced_end; false: commit_to() sets it
+};
+
+struct append_result {
+  offset_t base_offset;      // of the first batch
+  offset_t last_offset;      // of the last record
+  timestamp_ms_t timestamp;  // the log-append time given to the batches (leader appends)
+  std::uint32_t batches = 0;
+  std::uint32_t records = 0;
+};
+
+enum class read_start : std::uint8_t { offset, timestamp, first, last };
+
+struct read_request {
+  read_start start = read_start::offset;
+  offset_t offset{0};              // read_start::offset
+  timestamp_ms_t timestamp{0};     // read_start::timestamp: the first batch whose max_timestamp >= this
+  std::uint32_t max_records = UINT32_MAX;
+  std::uint64_t max_bytes = 1024 * 1024;
+  bool uncommitted = false;        // replication reads: up to log_end instead of committed
+  bool verify_crc = true;          // check each returned batch's CRC (corruption becomes errc::corrupt_data)
+};
+
+struct read_result {
+  pooled_buffer bytes;             // whole batches, back to back (may be empty)
+  std::uint32_t batches = 0;
+  std::uint32_t records = 0;
+  offset_t first_offset{-1};       // base offset of the first batch returned
+  offset_t next_offset{0};         // where a following read continues
+  offset_t high_watermark{0};      // committed at the time of the read
+  offset_t log_start{0};
+};
+
+struct retention_result {
+  std::uint32_t segments_removed = 0;
+  std::uint64_t bytes_removed = 0;
+  offset_t log_start{0};
+};
+
+struct log_stats {
+  std::uint64_t segments = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t appends = 0;
+  std::uint64_t flushes = 0;       // vectored writes
+  std::uint64_t syncs = 0;         // fdatasyncs of the log
+  std::uint64_t rolls = 0;
+  std::uint64_t pending_bytes = 0;
+};
+
+class log_cursor;
+
+class partition_log {
+ public:
+  // Opens (creating if options.create) the partition in `dir` and runs recovery (docs/storage.md, Recovery).
+  // `engine`, `pool`, `clk` and `reporter` must outlive the log.
+  static task<expected<std::unique_ptr<partition_log>>> open(io::engine& engine, buffer_pool& pool, const clock& clk,
+                                                            log_reporter& reporter, std::string dir,
+                                                            log_options options);
+  ~partition_log();
+  partition_log(const partition_log&) = delete;
+  partition_log& operator=(const partition_log&) = delete;
+
+  // Leader path: validates every batch in `batches` (one or more, back to back) as producer batches, assigns
+  // offsets and the log-append time, stamps the current leader epoch, and appends. Completes per the durability
+  // policy. Errors: invalid_batch, crc_mismatch, batch_too_large, unsupported_compression (nothing written);
+  // overloaded (retriable); io_error/no_space (nothing of it remains); fenced; closed.
+  task<expected<append_result>> append(std::vector<std::byte> batches);
+
+  // Replica path: appends batches whose offsets, timestamps and epochs were assigned elsewhere, byte for byte. The
+  // first batch must start at log_end(), and batches must be contiguous. `metas`, if not empty, has one entry per
+  // batch and is stored in the segment's .meta side file. A batch whose epoch is newer than the latest known
+  // epoch starts a new entry in the epoch history.
+  task<expected<append_result>> append_replicated(std::vector<std::byte> batches, std::vector<batch_meta> metas = {});
+
+  // Syncs everything written so far (for relaxed policies, and before a clean shutdown).
+  task<expected<void>> flush();
+
+  // External commit (auto_commit = false): raises committed to `offset` (<= log_end; never lowers it).
+  void commit_to(offset_t offset);
+
+  // Makes `epoch` the leader epoch stamped on future appends, starting at log_end(); persisted in leader-epochs
+  // before it returns. Epochs must increase.
+  task<expected<void>> set_leader_epoch(epoch_t epoch);
+
+  // Removes every batch after the one containing `last_kept` (that batch must end at last_kept + 1: a batch is
+  // never split), across segments, and the matching metadata and epoch entries. Crash-safe: the intent is
+  // persisted in the superblock first and completed by recovery. Refused for offsets below committed.
+  task<expected<void>> truncate_after(offset_t last_kept);
+
+  // Reads whole batches starting at the batch containing the requested position, up to max_records / max_bytes
+  // (at least one batch, even when it exceeds max_bytes) and never past the visible bound. An empty result means
+  // nothing is visible there yet. Errors: offset_out_of_range (below log_start), corrupt_data, io_error.
+  task<expected<read_result>> read(read_request request);
+
+  // Deletes sealed segments by age (newest record older than retention_ms) and by size (oldest first while the
+  // partition is larger than retention_bytes). The new log_start is persisted first; files are shrunk in steps and
+  // unlinked in the background once no reader is inside them.
+  task<expected<retention_result>> enforce_retention();
+
+  // Time-driven work (every_ms syncs, segment_ms rolls). Call it when next_deadline() passes.
+  void tick();
+  [[nodiscard]] std::optional<std::chrono::nanoseconds> next_deadline() const;
+
+  task<expected<void>> close();
+
+  [[nodiscard]] offset_t log_start() const noexcept { return log_start_; }
+  [[nodiscard]] offset_t log_end() const noexcept { return log_end_; }
+  [[nodiscard]] offset_t synced_end() const noexcept { return synced_end_; }
+  [[nodiscard]] offset_t committed() const noexcept { return committed_; }
+  [[nodiscard]] bool fenced() const noexcept { return fenced_.has_value(); }
+  [[nodiscard]] epoch_t leader_epoch() const noexcept { return epoch_; }
+  [[nodiscard]] const epoch_history& epochs() const noexcept { return epochs_; }
+  [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
+  [[nodiscard]] log_stats stats() const;
+  [[nodiscard]] const superblock_state& superblock() const noexcept { return superblock_.current(); }
+  // Replication metadata stored for the batch starting at `base_offset`, if any.
+  [[nodiscard]] std::optional<batch_meta> meta_for(offset_t base_offset) const;
+  // Base offsets of the live segments, oldest first (for tools and tests).
+  [[nodiscard]] std::vector<offset_t> segment_bases() const;
+
+ private:
+  friend class log_cursor;
+  struct work;
+  struct batch_info {
+    std::uint32_t size = 0;
+    std::uint32_t offset_count = 0;  // last_offset_delta + 1
+    std::uint32_t records = 0;
+    std::uint32_t crc_tail = 0;      // leader appends: CRC of the unchanged part, for stamping
+    offset_t base{0};                // replica appends: as received; leader appends: assigned at write time
+    timestamp_ms_t max_timestamp{-1};
+    epoch_t epoch{0};
+  };
+
+  partition_log(io::engine& engine, buffer_pool& pool, const clock& clk, log_reporter& reporter, std::string dir,
+                log_options options);
+
+  // Recovery (log_recovery.cpp).
+  task<expected<void>> recover();
+  task<expected<void>> recover_segment_fast(segment& seg, bool& ok);
+  task<expected<bool>> scan_segment(segment& seg, bool is_last, offset_t committed_hint);
+  task<expected<void>> rebuild_index_file(segment& seg);
+  task<expected<void>> load_metas(segment& seg);
+  task<expected<void>> open_segment_files(segment& seg, bool writable);
+  task<expected<std::shared_ptr<segment>>> create_segment(offset_t base);
+
+  // Writer (partition_log.cpp).
+  void enqueue(std::unique_ptr<work> w);
+  task<void> writer_loop();
+  task<void> write_group(std::vector<std::unique_ptr<work>> items);
+  task<expected<void>> sync_log();
+  task<expected<void>> roll();
+  task<expected<void>> seal(segment& seg);
+  task<expected<void>> maybe_preallocate(segment& seg);
+  task<expected<void>> persist_superblock();
+  void fail_pending(const rill::error& e);
+  void fence(const rill::error& e);
+  void advance_commit();
+  expected<void> check_writable() const;
+  bool needs_roll(const segment& active, std::uint64_t bytes) const;
+  task<expected<void>> do_truncate_after(offset_t last_kept);
+  task<expected<retention_result>> do_retention();
+
+  // Reads (log_read.cpp).
+  std::shared_ptr<segment> segment_for(offset_t offset) const;
+  task<expected<offset_t>> resolve_start(const read_request& r);
+  task<expected<std::uint64_t>> position_for(segment& seg, offset_t offset);
+  task<expected<std::optional<offset_t>>> offset_for_timestamp(timestamp_ms_t ts);
+  void pin(segment& seg) noexcept { ++seg.readers; }
+  void unpin(segment& seg) noexcept;
+
+  // Retention deletion (log_retention.cpp).
+  void kick_deleter();
+  task<void> deleter_loop();
+  task<expected<void>> delete_segment_files(segment& seg);
+
+  io::engine& engine_;
+  buffer_pool& pool_;
+  const clock& clock_;
+  log_reporter& reporter_;
+  std::string dir_;
+  log_options options_;
+  batch_limits producer_limits_;
+  batch_limits stored_limits_;
+
+  std::vector<std::shared_ptr<segment>> segments_;  // ordered by base offset; back() is the active segment
+  std::deque<std::shared_ptr<segment>> graveyard_;  // removed by retention/truncation, files not yet deleted
+  superblock_store superblock_;
+  epoch_history epochs_;
+  epoch_t epoch_{0};
+
+  offset_t log_start_{0};
+  offset_t log_end_{0};        // written; offsets are assigned at write time from here
+  offset_t synced_end_{0};
+  offset_t committed_{0};
+  timestamp_ms_t last_timestamp_{-1};
+  std::uint64_t unsynced_records_ = 0;
+  std::optional<std::chrono::nanoseconds> sync_due_;
+
+  std::deque<std::unique_ptr<work>> queue_;
+  std::uint64_t pending_bytes_ = 0;
+  bool writer_running_ = false;
+  bool deleter_running_ = false;
+  async_event writer_idle_;
+  async_event deleter_idle_;
+  std::optional<rill::error> fenced_;
+  bool closing_ = false;
+  bool closed_ = false;
+  log_stats stats_;
+};
+
+// A read position that survives between reads: it keeps the segment it is in pinned, so a segment that retention
+// removes meanwhile is finished from the same bytes before the cursor moves on. Release before the log closes.
+class log_cursor {
+ public:
+  log_cursor(partition_log& log, offset_t position, bool uncommitted = false) noexcept
+      : log_(&log), position_(position), uncommitted_(uncommitted) {}
+  log_cursor(log_cursor&& o) noexcept;
+  log_cursor& operator=(log_cursor&&) = delete;
+  log_cursor(const log_cursor&) = delete;
+  ~log_cursor();
+
+  // The next whole batches from position(), as partition_log::read describes; advances position().
+  task<expected<read_result>> next(std::uint32_t max_records, std::uint64_t max_bytes, bool verify_crc = true);
+  [[nodiscard]] offset_t position() const noexcept { return position_; }
+
+ private:
+  void unpin() noexcept;
+  partition_log* log_;
+  offset_t position_;
+  bool uncommitted_;
+  std::shared_ptr<segment> seg_;      // pinned
+  std::optional<std::uint64_t> file_pos_;  // byte position of the batch at position_ in seg_, when known
+};
+
+}  // namespace rill::storage

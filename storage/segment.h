@@ -1,0 +1,73 @@
+#pragma once
+// segment: one .log file (whole record batches, back to back), its sparse .index and, when replication metadata is
+// written, its .meta side file. A plain state holder owned by partition_log, which does all its I/O.
+//
+// Invariants
+// - Batches in [0, size) are whole and contiguous in offsets from base_offset to next_offset (compaction, a later
+//   issue, will be the one source of gaps, and will mark the segments it writes).
+// - file_size >= size; bytes in [size, file_size) are preallocation zeros (or a cut-off failed write).
+// - A sealed segment is never written again; its index file is complete (with its seal entry) and synced.
+// - Files are unlinked only when deleting is set and readers == 0.
+#include <array>
+#include <chrono>
+#include <optional>
+#include <utility>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/strong.h"
+#include "storage/segment_index.h"
+#include "storage/segment_index_format.h"
+
+namespace rill::storage {
+
+struct batch_meta {
+  std::array<std::byte, batch_meta_format::payload_bytes> payload{};
+  friend bool operator==(const batch_meta&, const batch_meta&) = default;
+};
+
+struct meta_entry {
+  offset_t base_offset;
+  batch_meta meta;
+};
+
+// "00000000000000001234" for 1234.
+std::string segment_name(offset_t base);
+// Parses "<20 digits>.<ext>"; nullopt for any other name.
+std::optional<std::pair<offset_t, std::string>> parse_segment_file_name(const std::string& name);
+
+struct segment {
+  segment(std::string dir_path, offset_t base, std::uint32_t index_interval_bytes);
+
+  std::string log_path() const;
+  std::string index_path() const;
+  std::string meta_path() const;
+
+  std::string dir;
+  offset_t base_offset;
+  offset_t next_offset;                    // one past the last batch (== base_offset when empty)
+  std::uint64_t size = 0;                  // logical bytes: end of the last whole batch
+  std::uint64_t file_size = 0;             // physical bytes (preallocation included)
+  timestamp_ms_t max_timestamp{-1};        // of the batches in this segment
+  std::chrono::nanoseconds first_append_mono{-1};  // monotonic time of the first append (segment_ms rolls)
+  bool sealed = false;
+
+  int log_fd = -1;
+  int index_fd = -1;
+  int meta_fd = -1;
+
+  segment_index index;
+  std::size_t index_entries_written = 0;   // entries already in the .index file (active segment)
+  bool index_dirty = false;                // an index write failed: rewrite it whole at seal
+
+  std::vector<meta_entry> metas;           // replication metadata, one per batch appended with it
+  std::size_t metas_written = 0;
+
+  std::uint32_t readers = 0;               // reads in progress in this segment
+  bool deleting = false;                   // removed from the log; files go when readers == 0
+  bool files_unlinked = false;             // truncation already unlinked the files: only descriptors remain
+  std::uint64_t batches = 0;               // batch count (statistics)
+};
+
+}  // namespace rill::storage

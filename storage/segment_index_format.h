@@ -1,0 +1,37 @@
+#pragma once
+// <base offset, 20 digits>.index: the sparse index of one segment. 16-byte entries, integers big-endian:
+//
+//   relative_offset u32   offset of the indexed batch minus the segment's base offset
+//   position        u32   byte position of the batch in the .log file
+//   max_timestamp   i64   the largest max_timestamp of any batch up to and including the indexed one
+//
+// One entry for the first batch, then one for the first batch that starts at least index_interval_bytes (4 KiB)
+// after the previous entry's batch. A read finds the floor entry for its offset and scans forward at most one
+// interval plus one batch.
+//
+// A sealed segment's index ends with one seal entry: relative_offset = 0xFFFFFFFF, position = CRC-32C of all the
+// entries before it, max_timestamp = their count. Recovery trusts a sealed index only with a matching seal entry;
+// the active segment's index has none (recovery rebuilds it from a full scan, so it is never synced).
+#include <cstddef>
+#include <cstdint>
+
+namespace rill::storage::segment_index_format {
+
+inline constexpr std::size_t entry_bytes = 16;
+inline constexpr std::uint32_t seal_marker = 0xFFFFFFFFu;
+
+}  // namespace rill::storage::segment_index_format
+
+namespace rill::storage::batch_meta_format {
+// <base offset, 20 digits>.meta: per-batch replication metadata, beside the Kafka bytes (never inside them).
+// 64-byte entries, one per batch appended with metadata, in offset order, integers big-endian:
+//
+//   base_offset i64      the batch's base offset
+//   payload     52 bytes opaque to storage (the consensus layer's per-prepare header: op, view, checksums)
+//   crc32c      u32      of the 60 bytes before it
+//
+// Written in the same flush as the batches and fdatasynced with them. Recovery keeps the valid prefix of entries
+// whose base offsets are batches of the recovered log and cuts the rest.
+inline constexpr std::size_t entry_bytes = 64;
+inline constexpr std::size_t payload_bytes = 52;
+}  // namespace rill::storage::batch_meta_format

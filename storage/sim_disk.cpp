@@ -1,0 +1,531 @@
+// Invariants
+// - A file node's `unsynced` holds, in order, every content change since its last successful sync, each with what
+//   it overwrote, so undoing them in reverse yields exactly the durable content.
+// - A directory's `durable_entries` is the snapshot taken at its last successful fsync; the root is always durable.
+// - used_bytes_ equals the sum of data.size() over all live file nodes.
+// - Once stopped_, no operation has any effect until crash().
+#include "storage/sim_disk.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/assert.h"
+
+namespace rill::storage {
+
+struct sim_disk::node {
+  struct change {
+    std::uint64_t offset = 0;            // start of the region whose old bytes are kept
+    std::uint64_t old_size = 0;          // file size before the change
+    std::vector<std::byte> old_bytes;    // bytes [offset, offset + old_bytes.size()) before the change
+    bool truncate = false;
+    std::uint64_t new_size = 0;          // truncate: the size set
+    std::uint64_t write_offset = 0;      // write: where
+    std::vector<std::byte> new_bytes;    // write: what
+  };
+
+  node(sim_disk* d, bool dir) : disk(d), is_dir(dir) {}
+  ~node() { disk->used_bytes_ -= data.size(); }
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  void resize(std::uint64_t n) {
+    disk->used_bytes_ = disk->used_bytes_ - data.size() + n;
+    data.resize(n);
+  }
+
+  sim_disk* disk;
+  bool is_dir;
+  std::vector<std::byte> data;
+  std::vector<change> unsynced;
+  std::map<std::string, std::shared_ptr<node>> entries;
+  std::map<std::string, std::shared_ptr<node>> durable_entries;
+};
+
+namespace {
+std::vector<std::string> split(const std::string& path) {
+  std::vector<std::string> parts;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    const std::size_t j = path.find('/', i);
+    const std::size_t end = j == std::string::npos ? path.size() : j;
+    std::string part = path.substr(i, end - i);
+    if (!part.empty() && part != ".") {
+      parts.push_back(std::move(part));
+    }
+    i = end + 1;
+  }
+  return parts;
+}
+
+bool is_mutating(const io::request& r) {
+  switch (r.op) {
+    case io::opcode::open:
+      return (r.flags & (io::open_create | io::open_truncate)) != 0;
+    case io::opcode::close:
+    case io::opcode::read:
+    case io::opcode::list_dir:
+    case io::opcode::file_size:
+      return false;
+    default:
+      return true;
+  }
+}
+}  // namespace
+
+sim_disk::sim_disk(std::uint64_t seed, sim_disk_faults faults, manual_clock* clock)
+    : rng_(seed), faults_(faults), clock_(clock), root_(std::make_shared<node>(this, true)) {
+  RILL_ASSERT(faults_.latency_ns_min <= faults_.latency_ns_max);
+}
+
+sim_disk::~sim_disk() {
+  RILL_ASSERT(queue_.empty(), "sim_disk destroyed with {} requests in flight", queue_.size());
+  fds_.clear();
+  root_.reset();
+}
+
+void sim_disk::submit(io::request& r) {
+  RILL_ASSERT(r.on_complete != nullptr);
+  const std::uint64_t latency = rng_.between(faults_.latency_ns_min, faults_.latency_ns_max);
+  queue_.push(pending{now_ns_ + latency, seq_++, &r});
+}
+
+std::size_t sim_disk::poll(bool wait) {
+  RILL_ASSERT(!polling_, "sim_disk::poll is not reentrant");
+  if (queue_.empty()) {
+    return 0;
+  }
+  if (wait && queue_.top().due_ns > now_ns_) {
+    const std::uint64_t step = queue_.top().due_ns - now_ns_;
+    now_ns_ += step;
+    if (clock_ != nullptr) {
+      clock_->advance(std::chrono::nanoseconds(step));
+    }
+  }
+  std::size_t n = 0;
+  while (!queue_.empty() && queue_.top().due_ns <= now_ns_) {
+    io::request* r = queue_.top().r;
+    queue_.pop();
+    polling_ = true;
+    apply(*r);
+    polling_ = false;
+    ++n;
+    r->on_complete(*r);
+  }
+  return n;
+}
+
+void sim_disk::fail_stop_after(std::uint64_t n) {
+  RILL_ASSERT(n >= 1);
+  stop_at_ = mutating_ops_ + n;
+}
+
+sim_disk::node* sim_disk::resolve(const std::string& path) const {
+  node* n = root_.get();
+  for (const auto& part : split(path)) {
+    if (!n->is_dir) {
+      return nullptr;
+    }
+    auto it = n->entries.find(part);
+    if (it == n->entries.end()) {
+      return nullptr;
+    }
+    n = it->second.get();
+  }
+  return n;
+}
+
+std::pair<sim_disk::node*, std::string> sim_disk::resolve_parent(const std::string& path) const {
+  auto parts = split(path);
+  if (parts.empty()) {
+    return {nullptr, {}};
+  }
+  std::string last = parts.back();
+  parts.pop_back();
+  node* n = root_.get();
+  for (const auto& part : parts) {
+    auto it = n->entries.find(part);
+    if (it == n->entries.end() || !it->second->is_dir) {
+      return {nullptr, {}};
+    }
+    n = it->second.get();
+  }
+  return {n, last};
+}
+
+sim_disk::node* sim_disk::file_for_fd(int fd) const {
+  auto it = fds_.find(fd);
+  return it == fds_.end() ? nullptr : it->second.get();
+}
+
+void sim_disk::apply(io::request& r) {
+  if (is_mutating(r)) {
+    ++mutating_ops_;
+    if (stop_at_ && mutating_ops_ >= *stop_at_) {
+      stopped_ = true;
+    }
+  }
+  if (stopped_) {
+    r.result = -EIO;
+    return;
+  }
+  switch (r.op) {
+    case io::opcode::open:
+      r.result = do_open(r);
+      return;
+    case io::opcode::close:
+      r.result = fds_.erase(r.fd) ? 0 : -EBADF;
+      return;
+    case io::opcode::read: {
+      node* n = file_for_fd(r.fd);
+      if (n == nullptr || n->is_dir) {
+        r.result = n == nullptr ? -EBADF : -EISDIR;
+        return;
+      }
+      if (rng_.chance_ppm(faults_.read_error_ppm)) {
+        r.result = -EIO;
+        return;
+      }
+      if (r.offset >= n->data.size()) {
+        r.result = 0;
+        return;
+      }
+      const std::uint64_t len = std::min<std::uint64_t>(r.length, n->data.size() - r.offset);
+      std::memcpy(r.buffer, n->data.data() + r.offset, len);
+      r.result = static_cast<std::int64_t>(len);
+      return;
+    }
+    case io::opcode::write:
+    case io::opcode::writev: {
+      node* n = file_for_fd(r.fd);
+      if (n == nullptr || n->is_dir) {
+        r.result = n == nullptr ? -EBADF : -EISDIR;
+        return;
+      }
+      std::vector<std::byte> data;
+      if (r.op == io::opcode::write) {
+        data.assign(r.cbuffer, r.cbuffer + r.length);
+      } else {
+        for (unsigned i = 0; i < r.iov_count; ++i) {
+          const auto* b = static_cast<const std::byte*>(r.iov[i].iov_base);
+          data.insert(data.end(), b, b + r.iov[i].iov_len);
+        }
+      }
+      if (rng_.chance_ppm(faults_.write_error_ppm)) {
+        // A failed write may have landed in part.
+        if (!data.empty() && rng_.chance_ppm(500'000)) {
+          data.resize(rng_.below(data.size()));
+          if (!data.empty()) {
+            do_write(*n, r.offset, data);
+          }
+        }
+        r.result = -EIO;
+        return;
+      }
+      r.result = do_write(*n, r.offset, data);
+      return;
+    }
+    case io::opcode::fdatasync:
+    case io::opcode::fsync:
+      r.result = do_sync(r.fd);
+      return;
+    case io::opcode::ftruncate: {
+      node* n = file_for_fd(r.fd);
+      if (n == nullptr || n->is_dir) {
+        r.result = n == nullptr ? -EBADF : -EISDIR;
+        return;
+      }
+      r.result = do_truncate(*n, r.offset);
+      return;
+    }
+    case io::opcode::rename:
+      r.result = do_rename(r.path, r.path2);
+      return;
+    case io::opcode::unlink:
+      r.result = do_unlink(r.path, false);
+      return;
+    case io::opcode::rmdir:
+      r.result = do_unlink(r.path, true);
+      return;
+    case io::opcode::mkdir:
+      r.result = do_mkdir(r.path);
+      return;
+    case io::opcode::list_dir:
+      r.result = do_list(r);
+      return;
+    case io::opcode::file_size: {
+      node* n = file_for_fd(r.fd);
+      r.result = n == nullptr ? -EBADF : static_cast<std::int64_t>(n->data.size());
+      return;
+    }
+  }
+  r.result = -EINVAL;
+}
+
+std::int64_t sim_disk::do_open(io::request& r) {
+  auto parts = split(r.path);
+  std::shared_ptr<node> target;
+  if (parts.empty()) {
+    target = root_;
+  } else {
+    auto [parent, name] = resolve_parent(r.path);
+    if (parent == nullptr) {
+      return -ENOENT;
+    }
+    auto it = parent->entries.find(name);
+    if (it != parent->entries.end()) {
+      if ((r.flags & io::open_create) && (r.flags & io::open_exclusive)) {
+        return -EEXIST;
+      }
+      target = it->second;
+    } else {
+      if (!(r.flags & io::open_create) || (r.flags & io::open_directory)) {
+        return -ENOENT;
+      }
+      target = std::make_shared<node>(this, false);
+      parent->entries.emplace(name, target);
+    }
+  }
+  if (r.flags & io::open_directory) {
+    if (!target->is_dir) {
+      return -ENOTDIR;
+    }
+  } else if (target->is_dir) {
+    return -EISDIR;
+  } else if ((r.flags & io::open_truncate) && !(r.flags & io::open_read_only)) {
+    do_truncate(*target, 0);
+  }
+  const int fd = next_fd_++;
+  fds_.emplace(fd, std::move(target));
+  return fd;
+}
+
+std::int64_t sim_disk::do_write(node& n, std::uint64_t offset, const std::vector<std::byte>& data) {
+  const std::uint64_t end = offset + data.size();
+  const std::uint64_t size = n.data.size();
+  const std::uint64_t growth = end > size ? end - size : 0;
+  if (growth > 0 && used_bytes_ + growth > faults_.capacity_bytes) {
+    return -ENOSPC;
+  }
+  node::change c;
+  c.offset = std::min(offset, size);
+  c.old_size = size;
+  if (offset < size) {
+    c.old_bytes.assign(n.data.begin() + static_cast<std::ptrdiff_t>(offset),
+                       n.data.begin() + static_cast<std::ptrdiff_t>(std::min(end, size)));
+  }
+  c.write_offset = offset;
+  c.new_bytes = data;
+  if (end > size) {
+    n.resize(end);
+  }
+  if (!data.empty()) {
+    std::memcpy(n.data.data() + offset, data.data(), data.size());
+  }
+  n.unsynced.push_back(std::move(c));
+  return static_cast<std::int64_t>(data.size());
+}
+
+std::int64_t sim_disk::do_truncate(node& n, std::uint64_t size) {
+  const std::uint64_t old = n.data.size();
+  if (size > old && used_bytes_ + (size - old) > faults_.capacity_bytes) {
+    return -ENOSPC;
+  }
+  node::change c;
+  c.truncate = true;
+  c.old_size = old;
+  c.new_size = size;
+  c.offset = std::min(size, old);
+  if (size < old) {
+    c.old_bytes.assign(n.data.begin() + static_cast<std::ptrdiff_t>(size), n.data.end());
+  }
+  n.resize(size);
+  n.unsynced.push_back(std::move(c));
+  return 0;
+}
+
+std::int64_t sim_disk::do_sync(int fd) {
+  node* n = file_for_fd(fd);
+  if (n == nullptr) {
+    return -EBADF;
+  }
+  if (rng_.chance_ppm(faults_.sync_error_ppm)) {
+    return -EIO;  // nothing became durable; the unsynced changes may still be lost at a crash
+  }
+  if (n->is_dir) {
+    n->durable_entries = n->entries;
+  } else {
+    n->unsynced.clear();
+  }
+  return 0;
+}
+
+std::int64_t sim_disk::do_rename(const std::string& from, const std::string& to) {
+  auto [src_dir, src_name] = resolve_parent(from);
+  auto [dst_dir, dst_name] = resolve_parent(to);
+  if (src_dir == nullptr || dst_dir == nullptr) {
+    return -ENOENT;
+  }
+  auto it = src_dir->entries.find(src_name);
+  if (it == src_dir->entries.end()) {
+    return -ENOENT;
+  }
+  std::shared_ptr<node> moving = it->second;
+  auto existing = dst_dir->entries.find(dst_name);
+  if (existing != dst_dir->entries.end() && existing->second->is_dir != moving->is_dir) {
+    return moving->is_dir ? -ENOTDIR : -EISDIR;
+  }
+  src_dir->entries.erase(it);
+  dst_dir->entries[dst_name] = std::move(moving);
+  return 0;
+}
+
+std::int64_t sim_disk::do_unlink(const std::string& path, bool dir) {
+  auto [parent, name] = resolve_parent(path);
+  if (parent == nullptr) {
+    return -ENOENT;
+  }
+  auto it = parent->entries.find(name);
+  if (it == parent->entries.end()) {
+    return -ENOENT;
+  }
+  if (it->second->is_dir != dir) {
+    return dir ? -ENOTDIR : -EISDIR;
+  }
+  if (dir && !it->second->entries.empty()) {
+    return -ENOTEMPTY;
+  }
+  parent->entries.erase(it);
+  return 0;
+}
+
+std::int64_t sim_disk::do_mkdir(const std::string& path) {
+  auto [parent, name] = resolve_parent(path);
+  if (parent == nullptr) {
+    return split(path).empty() ? -EEXIST : -ENOENT;
+  }
+  if (parent->entries.count(name)) {
+    return -EEXIST;
+  }
+  parent->entries.emplace(name, std::make_shared<node>(this, true));
+  return 0;
+}
+
+std::int64_t sim_disk::do_list(io::request& r) {
+  node* n = resolve(r.path);
+  if (n == nullptr) {
+    return -ENOENT;
+  }
+  if (!n->is_dir) {
+    return -ENOTDIR;
+  }
+  r.names->clear();
+  for (const auto& [name, child] : n->entries) {
+    r.names->push_back(name);
+  }
+  return static_cast<std::int64_t>(r.names->size());
+}
+
+void sim_disk::crash_file(node& f) {
+  if (f.unsynced.empty()) {
+    return;
+  }
+  // Back to the durable content...
+  for (auto it = f.unsynced.rbegin(); it != f.unsynced.rend(); ++it) {
+    const auto& c = *it;
+    const std::uint64_t need = c.offset + c.old_bytes.size();
+    if (f.data.size() < need) {
+      f.resize(need);
+    }
+    if (!c.old_bytes.empty()) {
+      std::memcpy(f.data.data() + c.offset, c.old_bytes.data(), c.old_bytes.size());
+    }
+    f.resize(c.old_size);
+  }
+  // ...then some of what was not synced lands anyway, whole or torn, in order.
+  constexpr std::uint64_t sector = 512;
+  for (const auto& c : f.unsynced) {
+    const std::uint32_t roll = static_cast<std::uint32_t>(rng_.below(1'000'000));
+    const bool keep = roll < faults_.crash_keep_ppm;
+    const bool torn = !keep && roll < faults_.crash_keep_ppm + faults_.crash_torn_ppm;
+    if (c.truncate) {
+      if (keep || torn) {
+        f.resize(c.new_size);
+      }
+      continue;
+    }
+    if (!keep && !torn) {
+      continue;
+    }
+    std::uint64_t pos = c.write_offset;
+    const std::uint64_t end = c.write_offset + c.new_bytes.size();
+    while (pos < end) {
+      const std::uint64_t chunk_end = std::min(end, (pos / sector + 1) * sector);
+      if (keep || rng_.chance_ppm(500'000)) {
+        if (f.data.size() < chunk_end) {
+          f.resize(chunk_end);
+        }
+        std::memcpy(f.data.data() + pos, c.new_bytes.data() + (pos - c.write_offset), chunk_end - pos);
+      }
+      pos = chunk_end;
+    }
+  }
+  f.unsynced.clear();
+}
+
+void sim_disk::crash_dir(node& dir) {
+  dir.entries = dir.durable_entries;
+  for (auto& [name, child] : dir.entries) {
+    if (child->is_dir) {
+      crash_dir(*child);
+    } else {
+      crash_file(*child);
+    }
+  }
+}
+
+void sim_disk::crash() {
+  RILL_ASSERT(queue_.empty(), "crash() with {} requests in flight: stop the disk and drain first", queue_.size());
+  fds_.clear();
+  // Files reachable only through non-durable entries vanish with them; the others lose unsynced content.
+  crash_dir(*root_);
+  stopped_ = false;
+  stop_at_.reset();
+}
+
+void sim_disk::flip_bits(const std::string& path, std::uint64_t byte_offset, std::uint8_t mask) {
+  node* n = resolve(path);
+  RILL_ASSERT(n != nullptr && !n->is_dir, "flip_bits: no file {}", path);
+  RILL_ASSERT(byte_offset < n->data.size(), "flip_bits: byte {} beyond {} bytes of {}", byte_offset, n->data.size(),
+              path);
+  n->data[byte_offset] ^= static_cast<std::byte>(mask);
+}
+
+std::optional<std::vector<std::byte>> sim_disk::file_content(const std::string& path) const {
+  node* n = resolve(path);
+  if (n == nullptr || n->is_dir) {
+    return std::nullopt;
+  }
+  return n->data;
+}
+
+bool sim_disk::exists(const std::string& path) const { return resolve(path) != nullptr; }
+
+std::vector<std::string> sim_disk::list(const std::string& dir) const {
+  std::vector<std::string> out;
+  node* n = resolve(dir);
+  if (n != nullptr && n->is_dir) {
+    for (const auto& [name, child] : n->entries) {
+      out.push_back(name);
+    }
+  }
+  return out;
+}
+
+std::size_t sim_disk::unsynced_ops(const std::string& path) const {
+  node* n = resolve(path);
+  return n == nullptr ? 0 : n->unsynced.size();
+}
+
+}  // namespace rill::storage

@@ -1,0 +1,123 @@
+#pragma once
+// sim_disk: an in-memory file system behind io::engine, seeded and deterministic, with injectable faults and the
+// crash semantics of a real file system. Storage tests use it for crash and fault tests; the simulator (issue 4)
+// gives one to every simulated node.
+//
+// Semantics
+// - Every operation completes after a seeded random latency in [latency_ns_min, latency_ns_max] of simulated time,
+//   and takes effect when it completes; completions run in (time, submission) order, so concurrent operations may
+//   complete out of submission order. poll(true) jumps simulated time to the next completion (and moves the
+//   attached manual_clock with it).
+// - Durability: a file's content becomes durable at a successful fdatasync/fsync of that file. A directory's
+//   entries (creates, renames, unlinks, mkdirs) become durable at an fsync of that directory; until then a crash
+//   may undo them, as a real file system may. A truncate is file content: durable at the next sync of the file.
+// - crash() models power loss: every file reverts to its durable content, and each write since the last sync
+//   either survives, is lost, or is torn (a random subset of its 512-byte sectors lands), seeded; every directory
+//   reverts to its durable entries; every fd is closed. crash() requires nothing in flight: stop the disk first
+//   (halt() or fail_stop_after()), drive the owner until its operations have failed, then crash.
+// - Faults (seeded, per operation): EIO on reads, writes (a prefix of a failed write may land) and syncs (nothing
+//   becomes durable); ENOSPC beyond capacity_bytes (nothing lands); explicit bit flips.
+// - fail_stop_after(n): the n-th mutating operation from now, and every operation after it, fails with EIO and has
+//   no effect: the point where the machine lost power. Crash tests enumerate n over a whole workload.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/random.h"
+#include "storage/io_engine.h"
+
+namespace rill::storage {
+
+struct sim_disk_faults {
+  std::uint64_t latency_ns_min = 20'000;
+  std::uint64_t latency_ns_max = 300'000;
+  std::uint32_t read_error_ppm = 0;
+  std::uint32_t write_error_ppm = 0;
+  std::uint32_t sync_error_ppm = 0;
+  // At a crash, each unsynced write survives whole with crash_keep_ppm, is torn with crash_torn_ppm, else is lost.
+  std::uint32_t crash_keep_ppm = 400'000;
+  std::uint32_t crash_torn_ppm = 300'000;
+  std::uint64_t capacity_bytes = UINT64_MAX;
+};
+
+class sim_disk final : public io::engine {
+ public:
+  explicit sim_disk(std::uint64_t seed, sim_disk_faults faults = {}, manual_clock* clock = nullptr);
+  ~sim_disk() override;
+
+  // io::engine
+  void submit(io::request& r) override;
+  std::size_t poll(bool wait) override;
+  [[nodiscard]] std::size_t in_flight() const override { return queue_.size(); }
+  [[nodiscard]] const char* name() const override { return "sim"; }
+
+  // Fault control.
+  sim_disk_faults& faults() noexcept { return faults_; }
+  void fail_stop_after(std::uint64_t mutating_ops);
+  void halt() { fail_stop_after(1); }
+  [[nodiscard]] bool stopped() const noexcept { return stopped_; }
+  // Mutating operations applied so far (writes, syncs, truncates, creates, renames, unlinks, mkdirs).
+  [[nodiscard]] std::uint64_t mutating_ops() const noexcept { return mutating_ops_; }
+  void crash();
+  // Flips bits of a file's current content (meant for synced files: the flip is durable).
+  void flip_bits(const std::string& path, std::uint64_t byte_offset, std::uint8_t mask);
+
+  // Inspection and setup for tests (immediate, outside the engine's queue).
+  [[nodiscard]] std::optional<std::vector<std::byte>> file_content(const std::string& path) const;
+  [[nodiscard]] bool exists(const std::string& path) const;
+  [[nodiscard]] std::vector<std::string> list(const std::string& dir) const;
+  // Unsynced write/truncate operations pending on the file at path (0 when fully durable).
+  [[nodiscard]] std::size_t unsynced_ops(const std::string& path) const;
+  [[nodiscard]] std::uint64_t used_bytes() const noexcept { return used_bytes_; }
+  [[nodiscard]] std::uint64_t now_ns() const noexcept { return now_ns_; }
+
+  struct node;
+
+ private:
+  struct pending {
+    std::uint64_t due_ns;
+    std::uint64_t seq;
+    io::request* r;
+    bool operator>(const pending& o) const noexcept { return due_ns != o.due_ns ? due_ns > o.due_ns : seq > o.seq; }
+  };
+
+  void apply(io::request& r);
+  std::int64_t do_open(io::request& r);
+  std::int64_t do_write(node& n, std::uint64_t offset, const std::vector<std::byte>& data);
+  std::int64_t do_truncate(node& n, std::uint64_t size);
+  std::int64_t do_sync(int fd);
+  std::int64_t do_rename(const std::string& from, const std::string& to);
+  std::int64_t do_unlink(const std::string& path, bool dir);
+  std::int64_t do_mkdir(const std::string& path);
+  std::int64_t do_list(io::request& r);
+  node* file_for_fd(int fd) const;
+  // Resolves the parent directory of path and returns it with the last component, or nullptr.
+  std::pair<node*, std::string> resolve_parent(const std::string& path) const;
+  node* resolve(const std::string& path) const;
+  void crash_dir(node& dir);
+  void crash_file(node& file);
+
+  prng rng_;
+  sim_disk_faults faults_;
+  manual_clock* clock_;
+  std::uint64_t now_ns_ = 0;
+  std::uint64_t seq_ = 0;
+  std::priority_queue<pending, std::vector<pending>, std::greater<>> queue_;
+  std::shared_ptr<node> root_;
+  std::map<int, std::shared_ptr<node>> fds_;
+  int next_fd_ = 3;
+  std::uint64_t mutating_ops_ = 0;
+  std::optional<std::uint64_t> stop_at_;
+  bool stopped_ = false;
+  std::uint64_t used_bytes_ = 0;
+  bool polling_ = false;
+
+  friend struct node;
+};
+
+}  // namespace rill::storage
