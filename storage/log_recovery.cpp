@@ -357,6 +357,12 @@ task<expected<void>> partition_log::recover() {
     reporter_.corruption(join_path(dir_, "superblock"), 0, "no valid copy",
                          "recovered from the segments alone (committed restarts at the log end)");
   }
+  if (!sb.found && found.empty()) {
+    // A fresh partition: both superblock copies exist and are valid before any segment does, so a crash during
+    // creation never leaves segments without a superblock.
+    RILL_CO_TRY_VOID(co_await superblock_.initialize(superblock_state{}));
+    sb.found = true;
+  }
   const superblock_state state = superblock_.current();
   log_start_ = sb.found ? state.log_start : offset_t(0);
   const offset_t truncate_from = sb.found ? state.truncate_from : offset_t(-1);
@@ -502,7 +508,7 @@ task<expected<void>> partition_log::recover() {
   if (sb.found) {
     RILL_CO_TRY_VOID(co_await superblock_.write(next));
   } else {
-    RILL_CO_TRY_VOID(co_await superblock_.initialize(next));
+    RILL_CO_TRY_VOID(co_await superblock_.initialize(next));  // both copies were damaged: rewrite both
   }
   co_return expected<void>{};
 }

@@ -502,6 +502,27 @@ void sim_disk::flip_bits(const std::string& path, std::uint64_t byte_offset, std
   n->data[byte_offset] ^= static_cast<std::byte>(mask);
 }
 
+void sim_disk::set_file_content(const std::string& path, std::vector<std::byte> content) {
+  auto [parent, name] = resolve_parent(path);
+  RILL_ASSERT(parent != nullptr, "set_file_content: no directory for {}", path);
+  auto& slot = parent->entries[name];
+  if (!slot) {
+    slot = std::make_shared<node>(this, false);
+  }
+  RILL_ASSERT(!slot->is_dir);
+  slot->resize(content.size());
+  std::copy(content.begin(), content.end(), slot->data.begin());
+  slot->unsynced.clear();
+  parent->durable_entries[name] = slot;
+}
+
+void sim_disk::remove_file(const std::string& path) {
+  auto [parent, name] = resolve_parent(path);
+  RILL_ASSERT(parent != nullptr && parent->entries.count(name), "remove_file: no file {}", path);
+  parent->entries.erase(name);
+  parent->durable_entries.erase(name);
+}
+
 std::optional<std::vector<std::byte>> sim_disk::file_content(const std::string& path) const {
   node* n = resolve(path);
   if (n == nullptr || n->is_dir) {

@@ -67,7 +67,9 @@ class sim_disk final : public io::engine {
   // Flips bits of a file's current content (meant for synced files: the flip is durable).
   void flip_bits(const std::string& path, std::uint64_t byte_offset, std::uint8_t mask);
 
-  // Inspection and setup for tests (immediate, outside the engine's queue).
+  // Inspection and setup for tests (immediate, durable, outside the engine's queue).
+  void set_file_content(const std::string& path, std::vector<std::byte> content);
+  void remove_file(const std::string& path);
   [[nodiscard]] std::optional<std::vector<std::byte>> file_content(const std::string& path) const;
   [[nodiscard]] bool exists(const std::string& path) const;
   [[nodiscard]] std::vector<std::string> list(const std::string& dir) const;
