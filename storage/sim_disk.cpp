@@ -160,6 +160,7 @@ sim_disk::node* sim_disk::file_for_fd(int fd) const {
 }
 
 void sim_disk::apply(io::request& r) {
+  ++op_counts_[static_cast<std::size_t>(r.op)];
   if (is_mutating(r)) {
     ++mutating_ops_;
     if (stop_at_ && mutating_ops_ >= *stop_at_) {

@@ -19,6 +19,7 @@
 //   becomes durable); ENOSPC beyond capacity_bytes (nothing lands); explicit bit flips.
 // - fail_stop_after(n): the n-th mutating operation from now, and every operation after it, fails with EIO and has
 //   no effect: the point where the machine lost power. Crash tests enumerate n over a whole workload.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,6 +64,8 @@ class sim_disk final : public io::engine {
   [[nodiscard]] bool stopped() const noexcept { return stopped_; }
   // Mutating operations applied so far (writes, syncs, truncates, creates, renames, unlinks, mkdirs).
   [[nodiscard]] std::uint64_t mutating_ops() const noexcept { return mutating_ops_; }
+  // Operations of one kind applied so far (successful or not).
+  [[nodiscard]] std::uint64_t ops_of(io::opcode op) const noexcept { return op_counts_[static_cast<std::size_t>(op)]; }
   void crash();
   // Flips bits of a file's current content (meant for synced files: the flip is durable).
   void flip_bits(const std::string& path, std::uint64_t byte_offset, std::uint8_t mask);
@@ -118,6 +121,7 @@ class sim_disk final : public io::engine {
   bool stopped_ = false;
   std::uint64_t used_bytes_ = 0;
   bool polling_ = false;
+  std::array<std::uint64_t, 16> op_counts_{};
 
   friend struct node;
 };

@@ -1,0 +1,320 @@
+// The replication-journal API of the partition log: externally assigned batches byte for byte, truncation after an
+// offset across segments (and crash-safe), per-batch metadata beside the batches, external commit, and retention
+// with readers inside the removed segments.
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+
+#include "base/endian.h"
+#include "storage/errc.h"
+#include "tests/storage/log_fixture.h"
+
+using namespace rill;
+using namespace rill::storage;
+using namespace rill::storage::testing;
+
+namespace {
+// Batches as a primary would have stamped them: offsets from `base`, one epoch, increasing timestamps.
+std::vector<std::byte> primary_batches(std::int64_t base, int count, int records, std::int32_t epoch,
+                                       const std::string& tag) {
+  std::vector<std::byte> out;
+  for (int i = 0; i < count; ++i) {
+    batch_builder b;
+    b.base_offset(offset_t(base)).leader_epoch(epoch_t(epoch)).base_timestamp(timestamp_ms_t(1'000'000 + base));
+    for (int r = 0; r < records; ++r) {
+      b.add("k", tag + "-" + std::to_string(base + r) + std::string(900, '.'));
+    }
+    auto bytes = *b.build();
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    base += records;
+  }
+  return out;
+}
+
+batch_meta meta_with(std::uint64_t op) {
+  batch_meta m;
+  store_be<std::uint64_t>(m.payload.data(), op);
+  m.payload[20] = std::byte{0xab};
+  return m;
+}
+
+std::uint64_t op_of(const batch_meta& m) { return load_be<std::uint64_t>(m.payload.data()); }
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(replication_hooks_suite)
+
+BOOST_AUTO_TEST_CASE(replicated_batches_are_stored_byte_for_byte) {
+  sim_log_fixture f;
+  f.options.auto_commit = false;
+  f.open();
+  auto sent = primary_batches(0, 30, 10, 4, "p");
+  auto r = run(f.disk, f.log->append_replicated(sent));
+  RILL_REQUIRE_OK(r);
+  BOOST_TEST(r->base_offset.value() == 0);
+  BOOST_TEST(r->last_offset.value() == 299);
+  BOOST_TEST(f.log->log_end().value() == 300);
+  BOOST_TEST(f.log->committed().value() == 0);  // external commit: invisible until commit_to
+  BOOST_TEST(f.read_at(0)->batches == 0u);
+  read_request repl;
+  repl.offset = offset_t(0);
+  repl.uncommitted = true;
+  repl.max_bytes = 1 << 30;
+  auto all = f.read(repl);
+  RILL_REQUIRE_OK(all);
+  BOOST_TEST(all->bytes.size() == sent.size());
+  BOOST_TEST((std::equal(sent.begin(), sent.end(), all->bytes.data())));
+  f.log->commit_to(offset_t(150));
+  auto visible = f.read_all();
+  BOOST_TEST(visible.size() == 150u);
+  // Epochs carried by the batches are recorded.
+  BOOST_TEST(f.log->epochs().latest()->epoch.value() == 4);
+  // A batch that does not start at the log end is refused.
+  auto gap = run(f.disk, f.log->append_replicated(primary_batches(301, 1, 1, 4, "g")));
+  BOOST_REQUIRE(!gap.has_value());
+  BOOST_TEST((gap.error().code() == errc::invalid_argument));
+  // Byte for byte across a restart too.
+  f.reopen();
+  auto again = f.read(repl);
+  RILL_REQUIRE_OK(again);
+  BOOST_TEST((std::equal(sent.begin(), sent.end(), again->bytes.data())));
+  BOOST_TEST(f.log->committed().value() >= 0);
+}
+
+BOOST_AUTO_TEST_CASE(metadata_is_kept_beside_the_batches_and_survives_restart) {
+  sim_log_fixture f;
+  f.options.auto_commit = false;
+  f.open();
+  std::int64_t base = 0;
+  std::uint64_t op = 1;
+  for (int i = 0; i < 200; ++i) {
+    auto batch = primary_batches(base, 1, 10, 1, "m");
+    auto r = run(f.disk, f.log->append_replicated(batch, {meta_with(op)}));
+    RILL_REQUIRE_OK(r);
+    base += 10;
+    ++op;
+  }
+  BOOST_TEST(f.log->segment_bases().size() > 1u);
+  BOOST_TEST(op_of(*f.log->meta_for(offset_t(0))) == 1u);
+  BOOST_TEST(op_of(*f.log->meta_for(offset_t(1990))) == 200u);
+  BOOST_TEST(!f.log->meta_for(offset_t(5)).has_value());  // not a batch start
+  // The Kafka bytes are untouched by it.
+  read_request repl;
+  repl.offset = offset_t(0);
+  repl.uncommitted = true;
+  auto r = f.read(repl);
+  RILL_REQUIRE_OK(r);
+  for (const auto& v : split_batches(r->bytes.span())) {
+    BOOST_TEST(v.magic() == 2);
+  }
+  f.reopen();
+  for (std::int64_t b = 0; b < 2000; b += 10) {
+    auto m = f.log->meta_for(offset_t(b));
+    BOOST_REQUIRE_MESSAGE(m.has_value(), "offset " << b);
+    BOOST_TEST(op_of(*m) == static_cast<std::uint64_t>(b / 10 + 1));
+    BOOST_TEST((m->payload[20] == std::byte{0xab}));
+  }
+  // A metadata count that does not match the batches is refused.
+  auto bad = run(f.disk, f.log->append_replicated(primary_batches(2000, 2, 1, 1, "x"), {meta_with(1)}));
+  BOOST_TEST(!bad.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(truncate_after_cuts_across_segments_and_appends_continue) {
+  sim_log_fixture f;
+  f.options.auto_commit = false;
+  f.open();
+  std::int64_t base = 0;
+  for (int i = 0; i < 300; ++i) {
+    RILL_REQUIRE_OK(run(f.disk, f.log->append_replicated(primary_batches(base, 1, 10, 1 + i / 100, "t"),
+                                                         {meta_with(static_cast<std::uint64_t>(i))})));
+    base += 10;
+  }
+  const auto bases = f.log->segment_bases();
+  BOOST_REQUIRE(bases.size() >= 3u);
+  f.log->commit_to(offset_t(500));
+  // Not inside a batch, not below committed.
+  BOOST_TEST(!run(f.disk, f.log->truncate_after(offset_t(1004))).has_value());
+  BOOST_TEST(!run(f.disk, f.log->truncate_after(offset_t(398))).has_value());
+  // Cut in the middle of the first segment: every later segment goes.
+  const std::int64_t keep_last = 509;
+  RILL_REQUIRE_OK(run(f.disk, f.log->truncate_after(offset_t(keep_last))));
+  BOOST_TEST(f.log->log_end().value() == keep_last + 1);
+  BOOST_TEST(f.log->segment_bases().size() == 1u);
+  for (std::size_t i = 1; i < bases.size(); ++i) {
+    io::run_until(f.disk, [] { return false; });
+    BOOST_TEST(!f.disk.exists(f.dir + "/" + segment_name(bases[i]) + ".log"));
+  }
+  BOOST_TEST(!f.log->meta_for(offset_t(510)).has_value());
+  BOOST_TEST(f.log->meta_for(offset_t(500)).has_value());
+  // Epoch 2 started at 1000, after the cut: forgotten.
+  BOOST_TEST(f.log->epochs().latest()->epoch.value() == 1);
+  // A new primary's batches continue at the cut.
+  RILL_REQUIRE_OK(run(f.disk, f.log->append_replicated(primary_batches(510, 5, 10, 5, "new"))));
+  f.reopen();
+  BOOST_TEST(f.log->log_end().value() == 560);
+  f.log->commit_to(offset_t(560));
+  auto all = f.read_all();
+  BOOST_REQUIRE(all.size() == 560u);
+  BOOST_TEST(all[509].second.rfind("t-509", 0) == 0);
+  BOOST_TEST(all[510].second.rfind("new-510", 0) == 0);
+  BOOST_TEST(f.log->epochs().latest()->epoch.value() == 5);
+}
+
+BOOST_AUTO_TEST_CASE(truncate_after_is_crash_safe_at_every_step) {
+  // Crash at every mutating operation of (append across segments, truncate, append again); after recovery the
+  // log is either the old one (truncation not yet durable) or cut and continued, never a mix.
+  auto workload = [](sim_log_fixture& f, bool& truncated, bool& continued) {
+    std::int64_t base = 0;
+    for (int i = 0; i < 120; ++i) {
+      if (!run(f.disk, f.log->append_replicated(primary_batches(base, 1, 10, 1, "old")))) {
+        return;
+      }
+      base += 10;
+    }
+    f.log->commit_to(offset_t(300));
+    if (!run(f.disk, f.log->truncate_after(offset_t(399)))) {
+      return;
+    }
+    truncated = true;
+    if (!run(f.disk, f.log->append_replicated(primary_batches(400, 3, 10, 2, "new")))) {
+      return;
+    }
+    continued = true;
+  };
+  std::uint64_t total = 0;
+  {
+    sim_log_fixture f(5);
+    f.options.auto_commit = false;
+    f.open();
+    bool t = false;
+    bool c = false;
+    workload(f, t, c);
+    BOOST_REQUIRE(c);
+    f.close();
+    total = f.disk.mutating_ops();
+  }
+  int saw_old = 0;
+  int saw_cut = 0;
+  for (std::uint64_t k = 1; k <= total; ++k) {
+    sim_log_fixture f(5);
+    f.options.auto_commit = false;
+    f.disk.fail_stop_after(k);
+    bool truncated = false;
+    bool continued = false;
+    if (auto opened = f.try_open()) {
+      f.log = std::move(*opened);
+      workload(f, truncated, continued);
+      f.close();
+    }
+    io::run_until(f.disk, [] { return false; });
+    f.disk.crash();
+    f.open();
+    BOOST_TEST_CONTEXT("crash point " << k) {
+      f.log->commit_to(f.log->log_end());
+      auto all = f.read_all();
+      for (const auto& [offset, value] : all) {
+        if (offset < 400) {
+          BOOST_TEST(value.rfind("old-" + std::to_string(offset), 0) == 0);
+        }
+      }
+      const bool has_old_tail = !all.empty() && all.back().first >= 400 && all.back().second.rfind("old", 0) == 0;
+      const bool has_new = std::any_of(all.begin(), all.end(), [](const auto& p) { return p.second.rfind("new", 0) == 0; });
+      BOOST_TEST(!(has_old_tail && has_new));
+      if (truncated) {
+        BOOST_TEST(!has_old_tail, "truncation returned but old records past 399 came back");
+        BOOST_TEST(f.log->log_end().value() >= 400);
+      }
+      if (continued) {
+        BOOST_TEST(f.log->log_end().value() == 430);
+      }
+      saw_old += has_old_tail ? 1 : 0;
+      saw_cut += (!has_old_tail && f.log->log_end().value() >= 400) ? 1 : 0;
+    }
+  }
+  BOOST_TEST(saw_old > 0);
+  BOOST_TEST(saw_cut > 0);
+}
+
+BOOST_AUTO_TEST_CASE(retention_waits_for_readers_who_finish_from_the_same_bytes) {
+  sim_log_fixture f;
+  f.options.config.retention_bytes = 1;  // every sealed segment goes when retention runs
+  f.open();
+  for (int i = 0; i < 150; ++i) {
+    RILL_REQUIRE_OK(f.append(make_batch("keep" + std::to_string(i), 20, 1000)));
+  }
+  const auto bases = f.log->segment_bases();
+  BOOST_REQUIRE(bases.size() >= 3u);
+  const std::string seg0 = f.dir + "/" + segment_name(bases[0]) + ".log";
+  const std::string seg1 = f.dir + "/" + segment_name(bases[1]) + ".log";
+  {
+    // A consumer positioned in the first segment, one read done.
+    log_cursor cursor(*f.log, offset_t(0));
+    auto first = run(f.disk, cursor.next(UINT32_MAX, 4096));
+    RILL_REQUIRE_OK(first);
+    BOOST_TEST(first->first_offset.value() == 0);
+
+    auto removed = run(f.disk, f.log->enforce_retention());
+    RILL_REQUIRE_OK(removed);
+    BOOST_TEST(removed->segments_removed == bases.size() - 1);
+    BOOST_TEST(f.log->log_start() == bases.back());
+    io::run_until(f.disk, [] { return false; });
+    BOOST_TEST(f.disk.exists(seg0));   // the cursor is inside it
+    BOOST_TEST(!f.disk.exists(seg1));  // nobody is inside this one
+
+    // A new reader cannot start below the log start...
+    auto late = f.read_at(0);
+    BOOST_REQUIRE(!late.has_value());
+    BOOST_TEST((late.error().code() == errc::offset_out_of_range));
+    // ...but the positioned one finishes its segment from the same bytes.
+    std::int64_t expected = 20;
+    while (cursor.position() < bases[1]) {
+      auto r = run(f.disk, cursor.next(UINT32_MAX, 64 * 1024));
+      RILL_REQUIRE_OK(r);
+      BOOST_REQUIRE(r->batches > 0u);
+      for (const auto& b : split_batches(r->bytes.span())) {
+        if (b.base_offset() >= bases[1]) {
+          break;
+        }
+        BOOST_TEST(b.base_offset().value() == expected);
+        BOOST_TEST(values_of(b)[0].rfind("keep" + std::to_string(expected / 20) + "-0", 0) == 0);
+        expected += 20;
+      }
+    }
+    BOOST_TEST(expected >= bases[1].value());
+    io::run_until(f.disk, [] { return false; });
+    BOOST_TEST(!f.disk.exists(seg0));  // it left: the files are gone
+  }
+  f.reopen();
+  BOOST_TEST(f.log->log_start() == bases.back());
+}
+
+BOOST_AUTO_TEST_CASE(retention_by_age_and_stepwise_deletion_of_large_files) {
+  sim_log_fixture f;
+  f.options.config.segment_bytes = 4 * 1024 * 1024;
+  f.options.config.delete_step_bytes = 1024 * 1024;
+  f.options.config.retention_ms = 3600'000;
+  f.open();
+  for (int i = 0; i < 300; ++i) {
+    RILL_REQUIRE_OK(f.append(make_batch("age" + std::to_string(i), 20, 1000)));
+  }
+  const auto bases = f.log->segment_bases();
+  BOOST_REQUIRE(bases.size() >= 2u);
+  // Young data stays.
+  auto none = run(f.disk, f.log->enforce_retention());
+  RILL_REQUIRE_OK(none);
+  BOOST_TEST(none->segments_removed == 0u);
+  f.clk.advance(std::chrono::hours(2));
+  RILL_REQUIRE_OK(f.append(make_batch("fresh", 1)));
+  const auto truncates_before = f.disk.ops_of(io::opcode::ftruncate);
+  auto aged = run(f.disk, f.log->enforce_retention());
+  RILL_REQUIRE_OK(aged);
+  BOOST_TEST(aged->segments_removed == bases.size() - 1);
+  io::run_until(f.disk, [] { return false; });
+  // Each ~4 MiB file was shrunk in 1 MiB steps before the unlink: 3 truncates per removed segment.
+  BOOST_TEST(f.disk.ops_of(io::opcode::ftruncate) - truncates_before == 3 * aged->segments_removed);
+  for (std::size_t i = 0; i + 1 < bases.size(); ++i) {
+    BOOST_TEST(!f.disk.exists(f.dir + "/" + segment_name(bases[i]) + ".log"));
+  }
+  BOOST_TEST(f.read_all().front().first == bases.back().value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
