@@ -42,14 +42,14 @@ int to_open_flags(std::uint32_t f) noexcept {
 }
 }  // namespace
 
-expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries) {
+expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries, bool probe_opcodes) {
   std::unique_ptr<uring_engine> e(new uring_engine());
   const int rc = io_uring_queue_init(entries, &e->ring_, 0);
   if (rc < 0) {
     return unexpected(io_error(rc, "io_uring_queue_init"));
   }
   e->ring_ready_ = true;
-  if (io_uring_probe* probe = io_uring_get_probe_ring(&e->ring_)) {
+  if (io_uring_probe* probe = probe_opcodes ? io_uring_get_probe_ring(&e->ring_) : nullptr) {
     e->native_ftruncate_ = io_uring_opcode_supported(probe, op_ftruncate);
     e->native_mkdir_ = io_uring_opcode_supported(probe, IORING_OP_MKDIRAT);
     e->native_rename_ = io_uring_opcode_supported(probe, IORING_OP_RENAMEAT);

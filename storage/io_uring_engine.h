@@ -25,7 +25,9 @@ class uring_engine final : public engine {
  public:
   // Sets up a ring with `entries` submission slots. Fails (with the errno text) where io_uring is unavailable,
   // e.g. under a seccomp policy that forbids it; callers may fall back to sync_engine for tools.
-  static expected<std::unique_ptr<uring_engine>> create(unsigned entries = 256);
+  // `probe_opcodes` false treats every optional opcode (ftruncate, mkdirat, renameat, unlinkat) as missing, so the
+  // helper-thread fallbacks can be tested on a kernel that has them.
+  static expected<std::unique_ptr<uring_engine>> create(unsigned entries = 256, bool probe_opcodes = true);
   ~uring_engine() override;
 
   void submit(request& r) override;

@@ -1,0 +1,206 @@
+// The real-file backends (io_uring, and the synchronous one for tools) on temporary directories, and the
+// partition log running on io_uring.
+#include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+
+#include "storage/file_ops.h"
+#include "storage/io_sync_engine.h"
+#include "storage/io_uring_engine.h"
+#include "tests/storage/log_fixture.h"
+
+using namespace rill;
+using namespace rill::storage;
+using namespace rill::storage::testing;
+
+namespace {
+struct temp_dir {
+  temp_dir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "rill-test-XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~temp_dir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+enum class backend { uring, uring_fallbacks, sync };
+
+std::unique_ptr<io::engine> make_engine(backend b) {
+  if (b == backend::sync) {
+    return std::make_unique<io::sync_engine>();
+  }
+  auto e = io::uring_engine::create(64, b == backend::uring);
+  BOOST_REQUIRE_MESSAGE(e.has_value(), (e ? std::string() : e.error().message()));
+  return std::move(*e);
+}
+
+void exercise_engine(io::engine& e, const std::string& dir) {
+  const std::string sub = dir + "/a/b/c";
+  RILL_REQUIRE_OK(run(e, make_dirs(e, sub)));
+  struct stat st {};
+  BOOST_REQUIRE(::stat(sub.c_str(), &st) == 0);
+  BOOST_TEST((st.st_mode & 0777) == 0700u);
+  const std::string file = sub + "/f.bin";
+  auto fd = run(e, open_file(e, file, io::open_create | io::open_exclusive, 0600));
+  RILL_REQUIRE_OK(fd);
+  BOOST_REQUIRE(::stat(file.c_str(), &st) == 0);
+  BOOST_TEST((st.st_mode & 0777) == 0600u);
+  // A second exclusive create fails with the errno named.
+  auto again = run(e, open_file(e, file, io::open_create | io::open_exclusive, 0600));
+  BOOST_REQUIRE(!again.has_value());
+  BOOST_TEST(again.error().detail().find("exists") != std::string::npos);
+
+  std::vector<std::byte> a(10000, std::byte{1});
+  std::vector<std::byte> b(5000, std::byte{2});
+  ::iovec iov[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  RILL_REQUIRE_OK(run(e, writev_all(e, *fd, 100, iov, file)));
+  RILL_REQUIRE_OK(run(e, datasync_file(e, *fd, file)));
+  auto size = run(e, size_of_file(e, *fd, file));
+  RILL_REQUIRE_OK(size);
+  BOOST_TEST(*size == 15100u);
+  std::vector<std::byte> back(20000);
+  auto got = run(e, read_at(e, *fd, 0, back, file));
+  RILL_REQUIRE_OK(got);
+  BOOST_TEST(*got == 15100u);
+  BOOST_TEST((back[99] == std::byte{0}));
+  BOOST_TEST((back[100] == std::byte{1}));
+  BOOST_TEST((back[10100] == std::byte{2}));
+  RILL_REQUIRE_OK(run(e, truncate_file(e, *fd, 4096, file)));
+  BOOST_TEST(*run(e, size_of_file(e, *fd, file)) == 4096u);
+  RILL_REQUIRE_OK(run(e, close_file(e, *fd, file)));
+
+  RILL_REQUIRE_OK(run(e, rename_file(e, file, sub + "/g.bin")));
+  auto names = run(e, list_dir(e, sub));
+  RILL_REQUIRE_OK(names);
+  BOOST_TEST(*names == std::vector<std::string>{"g.bin"});
+  RILL_REQUIRE_OK(run(e, sync_dir(e, sub)));
+  RILL_REQUIRE_OK(run(e, unlink_file(e, sub + "/g.bin")));
+  BOOST_TEST(!run(e, unlink_file(e, sub + "/g.bin")).has_value());
+  RILL_REQUIRE_OK(run(e, unlink_file(e, sub + "/g.bin", true)));
+  RILL_REQUIRE_OK(run(e, remove_dir(e, sub)));
+  auto missing = run(e, list_dir(e, sub));
+  BOOST_REQUIRE(!missing.has_value());
+  BOOST_TEST(missing.error().detail().find(sub) != std::string::npos);
+  BOOST_TEST(e.in_flight() == 0u);
+}
+
+void exercise_log(io::engine& e, const std::string& dir) {
+  manual_clock clk;
+  buffer_pool pool;
+  collecting_reporter reporter;
+  log_options options;
+  options.config.segment_bytes = 1024 * 1024;
+  options.config.retention_bytes = 1024 * 1024;
+  auto opened = run(e, partition_log::open(e, pool, clk, reporter, dir + "/p0", options));
+  RILL_REQUIRE_OK(opened);
+  auto log = std::move(*opened);
+  // Concurrent appends: group commit through the real ring.
+  int done = 0;
+  for (int i = 0; i < 400; ++i) {
+    spawn(log->append(make_batch("u" + std::to_string(i), 10, 500)), [&](expected<append_result> r) {
+      BOOST_REQUIRE(r.has_value());
+      ++done;
+    });
+  }
+  io::run_until(e, [&] { return done == 400; });
+  BOOST_TEST(done == 400);
+  BOOST_TEST(log->log_end().value() == 4000);
+  BOOST_TEST(log->stats().syncs < 400u);
+  BOOST_TEST(log->segment_bases().size() > 1u);
+  auto retained = run(e, log->enforce_retention());
+  RILL_REQUIRE_OK(retained);
+  BOOST_TEST(retained->segments_removed > 0u);
+  RILL_REQUIRE_OK(run(e, log->close()));
+  log.reset();
+  // Reopen and read everything that was kept, in order.
+  opened = run(e, partition_log::open(e, pool, clk, reporter, dir + "/p0", options));
+  RILL_REQUIRE_OK(opened);
+  log = std::move(*opened);
+  BOOST_TEST(log->log_end().value() == 4000);
+  offset_t at = log->log_start();
+  std::int64_t records = 0;
+  for (;;) {
+    read_request req;
+    req.offset = at;
+    auto r = run(e, log->read(req));
+    RILL_REQUIRE_OK(r);
+    if (r->batches == 0) {
+      break;
+    }
+    for (const auto& b : split_batches(r->bytes.span())) {
+      BOOST_TEST(b.base_offset().value() == at.value() + 0);
+      at = b.next_offset();
+      records += b.records_count();
+    }
+  }
+  BOOST_TEST(at.value() == 4000);
+  BOOST_TEST(records == 4000 - log->log_start().value());
+  BOOST_TEST(reporter.corruptions.empty());
+  RILL_REQUIRE_OK(run(e, log->close()));
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(io_engine_suite)
+
+BOOST_AUTO_TEST_CASE(uring_engine_file_operations) {
+  temp_dir d;
+  auto e = make_engine(backend::uring);
+  exercise_engine(*e, d.path);
+  auto* u = static_cast<io::uring_engine*>(e.get());
+  BOOST_TEST_MESSAGE("native ftruncate: " << u->native_ftruncate() << ", submissions " << u->submissions()
+                                          << ", enters " << u->enters());
+}
+
+BOOST_AUTO_TEST_CASE(uring_engine_helper_thread_fallbacks) {
+  temp_dir d;
+  auto e = make_engine(backend::uring_fallbacks);
+  BOOST_TEST(!static_cast<io::uring_engine*>(e.get())->native_ftruncate());
+  exercise_engine(*e, d.path);
+}
+
+BOOST_AUTO_TEST_CASE(sync_engine_file_operations) {
+  temp_dir d;
+  auto e = make_engine(backend::sync);
+  exercise_engine(*e, d.path);
+}
+
+BOOST_AUTO_TEST_CASE(partition_log_on_io_uring) {
+  temp_dir d;
+  auto e = make_engine(backend::uring);
+  exercise_log(*e, d.path);
+}
+
+BOOST_AUTO_TEST_CASE(partition_log_on_the_sync_engine) {
+  temp_dir d;
+  auto e = make_engine(backend::sync);
+  exercise_log(*e, d.path);
+}
+
+BOOST_AUTO_TEST_CASE(files_are_0600_and_directories_0700) {
+  temp_dir d;
+  auto e = make_engine(backend::uring);
+  manual_clock clk;
+  buffer_pool pool;
+  collecting_reporter reporter;
+  auto opened = run(*e, partition_log::open(*e, pool, clk, reporter, d.path + "/s/0/p/1", log_options{}));
+  RILL_REQUIRE_OK(opened);
+  RILL_REQUIRE_OK(run(*e, (*opened)->set_leader_epoch(epoch_t(1))));
+  RILL_REQUIRE_OK(run(*e, (*opened)->close()));
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(d.path + "/s")) {
+    struct stat st {};
+    BOOST_REQUIRE(::stat(entry.path().c_str(), &st) == 0);
+    const auto mode = st.st_mode & 0777;
+    if (entry.is_directory()) {
+      BOOST_TEST(mode == 0700u, entry.path());
+    } else {
+      BOOST_TEST(mode == 0600u, entry.path());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
