@@ -417,7 +417,7 @@ task<expected<void>> partition_log::recover() {
     RILL_CO_TRY_VOID(co_await open_segment_files(*seg, found[kept[i]].meta));
     const bool last = i + 1 == kept.size();
     bool trusted = false;
-    if (sb.found && seg->base_offset < state.recovery_frontier && !last) {
+    if (sb.found && seg->base_offset < state.recovery_frontier && !last && !options_.scan_all_segments) {
       RILL_CO_TRY_VOID(co_await recover_segment_fast(*seg, trusted));
     }
     if (!trusted) {
@@ -458,13 +458,8 @@ task<expected<void>> partition_log::recover() {
     segments_.push_back(seg);
   }
   std::shared_ptr<segment> active = segments_.back();
-  // The active segment's index file holds its entries without a seal entry (it is rebuilt at every recovery).
-  {
-    const auto entries = active->index.encode(0);
-    RILL_CO_TRY_VOID(co_await write_all(engine_, active->index_fd, 0, entries, active->index_path()));
-    RILL_CO_TRY_VOID(co_await truncate_file(engine_, active->index_fd, entries.size(), active->index_path()));
-    active->index_entries_written = active->index.size();
-  }
+  // The active segment's index lives in memory (rebuilt by the scan above); its file stays empty until the seal.
+  RILL_CO_TRY_VOID(co_await truncate_file(engine_, active->index_fd, 0, active->index_path()));
   if (active->meta_fd < 0 && !active->metas.empty()) {
     RILL_CO_TRY(fd, co_await open_file(engine_, active->meta_path(), io::open_create, 0600));
     active->meta_fd = fd;

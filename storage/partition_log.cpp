@@ -455,19 +455,8 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
     }
   }
 
-  // The active segment's index is never synced (recovery rebuilds it); a failed write only marks it for rewriting.
-  if (active->index.size() > active->index_entries_written && !active->index_dirty) {
-    const auto entries = active->index.encode(active->index_entries_written);
-    auto idx = co_await write_all(engine_, active->index_fd,
-                                  active->index_entries_written * segment_index_format::entry_bytes, entries,
-                                  active->index_path());
-    if (idx) {
-      active->index_entries_written = active->index.size();
-    } else {
-      active->index_dirty = true;
-      reporter_.notice("index write failed, will rewrite at seal: " + idx.error().message());
-    }
-  }
+  // The active segment's index lives in memory; it is written whole when the segment is sealed (recovery rebuilds
+  // it from a full scan of the active segment, so writing it earlier would buy nothing and cost a write per flush).
 
   const auto mode = options_.config.durability;
   if (mode == config::durability_mode::sync_before_ack) {
@@ -588,8 +577,6 @@ task<expected<void>> partition_log::seal(segment& seg) {
     advance_commit();
   }
   seg.sealed = true;
-  seg.index_dirty = false;
-  seg.index_entries_written = seg.index.size();
   (void)co_await close_file(engine_, seg.index_fd, seg.index_path());
   seg.index_fd = -1;
   if (seg.meta_fd >= 0) {
@@ -734,15 +721,11 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
     seg->sealed = false;
   }
   {
-    const auto entries = seg->index.encode(0);
-    auto w = co_await write_all(engine_, seg->index_fd, 0, entries, seg->index_path());
-    if (w) {
-      w = co_await truncate_file(engine_, seg->index_fd, entries.size(), seg->index_path());
-    }
+    // Active again: its index lives in memory until the next seal; the file must not keep a stale seal entry.
+    auto w = co_await truncate_file(engine_, seg->index_fd, 0, seg->index_path());
     if (!w) {
       co_return fail(w.error());
     }
-    seg->index_entries_written = seg->index.size();
   }
   while (!seg->metas.empty() && seg->metas.back().base_offset >= new_end) {
     seg->metas.pop_back();

@@ -82,6 +82,9 @@ struct log_options {
   config::log_config config;
   bool create = true;        // create the directory and files if missing
   bool auto_commit = true;   // one node: committed follows synced_end; false: commit_to() sets it
+  // Recovery scans every segment in full and rebuilds its index, instead of trusting sealed segments that verify
+  // (for a suspicious disk, and to measure what the fast path saves).
+  bool scan_all_segments = false;
 };
 
 struct append_result {

@@ -7,6 +7,7 @@
 //   issue, will be the one source of gaps, and will mark the segments it writes).
 // - file_size >= size; bytes in [size, file_size) are preallocation zeros (or a cut-off failed write).
 // - A sealed segment is never written again; its index file is complete (with its seal entry) and synced.
+// - The active segment's index lives in memory only; its .index file is empty until the seal writes it whole.
 // - Files are unlinked only when deleting is set and readers == 0.
 #include <array>
 #include <chrono>
@@ -58,8 +59,6 @@ struct segment {
   int meta_fd = -1;
 
   segment_index index;
-  std::size_t index_entries_written = 0;   // entries already in the .index file (active segment)
-  bool index_dirty = false;                // an index write failed: rewrite it whole at seal
 
   std::vector<meta_entry> metas;           // replication metadata, one per batch appended with it
   std::size_t metas_written = 0;

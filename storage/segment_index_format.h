@@ -11,7 +11,8 @@
 //
 // A sealed segment's index ends with one seal entry: relative_offset = 0xFFFFFFFF, position = CRC-32C of all the
 // entries before it, max_timestamp = their count. Recovery trusts a sealed index only with a matching seal entry;
-// the active segment's index has none (recovery rebuilds it from a full scan, so it is never synced).
+// the active segment's index is kept in memory and its file is empty until the seal writes it whole (recovery
+// rebuilds the active index from a full scan anyway, so writing it per flush would cost a write and buy nothing).
 #include <cstddef>
 #include <cstdint>
 

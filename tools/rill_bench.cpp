@@ -1,0 +1,331 @@
+// rill-bench: load generator and micro-benchmarks.
+//
+//   rill-bench storage --dir DIR --record-size B --batch-records N --batches K --sync every-batch|none [--json]
+//       Appends K batches of N records of B bytes to a fresh partition in DIR through the io_uring engine and the
+//       real partition log; reports append throughput (records/s, MB/s), append latency percentiles (p50, p99,
+//       p999) and read-back throughput. every-batch: sync before ack (one fdatasync per append with one append in
+//       flight, or per group with --inflight > 1). none: no sync until a final flush, included in the time.
+//   rill-bench recovery --dir DIR [--full-scan] [--json]
+//       Opens an existing partition and reports how long recovery took (--full-scan: every segment scanned and
+//       its index rebuilt, as if no superblock frontier existed).
+//   rill-bench produce-data --dir DIR --bytes N
+//       Writes N bytes of 1 KiB records into a fresh partition (input for the recovery benchmark).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "base/clock.h"
+#include "storage/buffer_pool.h"
+#include "storage/io_uring_engine.h"
+#include "storage/partition_log.h"
+#include "storage/record_batch_builder.h"
+
+using namespace rill;
+using namespace rill::storage;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+class stderr_reporter final : public log_reporter {
+ public:
+  void corruption(const std::string& file, std::uint64_t position, const std::string& problem,
+                  const std::string& action) override {
+    fmt::print(stderr, "corruption: {} at byte {}: {} ({})\n", file, position, problem, action);
+  }
+  void notice(const std::string& what) override { fmt::print(stderr, "notice: {}\n", what); }
+};
+
+template <class T>
+T drive(io::engine& e, task<T> t) {
+  std::optional<T> out;
+  spawn(std::move(t), [&](T v) { out.emplace(std::move(v)); });
+  while (!out) {
+    if (e.in_flight() == 0 && !out) {
+      fmt::print(stderr, "rill-bench: task stalled with nothing in flight\n");
+      std::exit(3);
+    }
+    e.poll(true);
+  }
+  return std::move(*out);
+}
+
+[[noreturn]] void die(const std::string& what, const rill::error& e) {
+  fmt::print(stderr, "rill-bench: {}: {}\n", what, e.message());
+  std::exit(1);
+}
+
+std::vector<std::byte> make_batch(std::size_t record_bytes, int records) {
+  batch_builder b;
+  std::string value(record_bytes, 'v');
+  for (int i = 0; i < records; ++i) {
+    // Vary the bytes a little so nothing downstream can shortcut identical records.
+    value[i % record_bytes] = static_cast<char>('a' + i % 26);
+    b.add_value(value);
+  }
+  return *b.build();
+}
+
+double percentile(std::vector<double>& sorted, double p) {
+  if (sorted.empty()) {
+    return 0;
+  }
+  const auto idx = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(idx, sorted.size() - 1)];
+}
+
+struct storage_args {
+  std::string dir;
+  std::size_t record_size = 1024;
+  int batch_records = 100;
+  std::uint64_t batches = 10000;
+  std::string sync = "every-batch";
+  int inflight = 1;
+  std::uint64_t segment_bytes = 1ull << 30;
+  std::uint64_t preallocate_bytes = 0;
+  bool json = false;
+};
+
+int run_storage(const storage_args& a) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::remove_all(a.dir, ec);
+  auto engine_or = io::uring_engine::create(256);
+  if (!engine_or) {
+    die("io_uring", engine_or.error());
+  }
+  auto& engine = **engine_or;
+  system_clock_source clk;
+  buffer_pool pool;
+  stderr_reporter reporter;
+  log_options opts;
+  opts.config.segment_bytes = a.segment_bytes;
+  opts.config.max_message_bytes = 64 * 1024 * 1024;
+  opts.config.preallocate_bytes = a.preallocate_bytes;
+  opts.config.flush_bytes_max = 64 * 1024 * 1024;
+  opts.config.pending_bytes_max = 1024 * 1024 * 1024;
+  if (a.sync == "every-batch") {
+    opts.config.durability = config::durability_mode::sync_before_ack;
+  } else if (a.sync == "none") {
+    opts.config.durability = config::durability_mode::every_records;
+    opts.config.sync_every_records = 1'000'000'000;
+  } else {
+    fmt::print(stderr, "rill-bench: --sync must be every-batch or none, not {}\n", a.sync);
+    return 2;
+  }
+  auto log_or = drive(engine, partition_log::open(engine, pool, clk, reporter, a.dir, opts));
+  if (!log_or) {
+    die("open " + a.dir, log_or.error());
+  }
+  auto log = std::move(*log_or);
+  const auto batch = make_batch(a.record_size, a.batch_records);
+  const std::uint64_t bytes_per_batch = batch.size();
+
+  std::vector<double> latencies_us;
+  latencies_us.reserve(a.batches);
+  std::uint64_t submitted = 0;
+  std::uint64_t completed = 0;
+  int inflight = 0;
+  bool failed = false;
+  const auto start = steady::now();
+  auto submit_one = [&]() {
+    const auto t0 = steady::now();
+    ++submitted;
+    ++inflight;
+    spawn(log->append(batch), [&, t0](expected<append_result> r) {
+      --inflight;
+      ++completed;
+      if (!r) {
+        fmt::print(stderr, "rill-bench: append: {}\n", r.error().message());
+        failed = true;
+        return;
+      }
+      latencies_us.push_back(std::chrono::duration<double, std::micro>(steady::now() - t0).count());
+    });
+  };
+  while (completed < a.batches && !failed) {
+    while (inflight < a.inflight && submitted < a.batches) {
+      submit_one();
+    }
+    engine.poll(true);
+  }
+  while (inflight > 0) {
+    engine.poll(true);
+  }
+  if (failed) {
+    (void)drive(engine, log->close());
+    return 1;
+  }
+  auto flushed = drive(engine, log->flush());
+  if (!flushed) {
+    die("flush", flushed.error());
+  }
+  const double append_s = std::chrono::duration<double>(steady::now() - start).count();
+
+  // Read everything back.
+  const auto read_start = steady::now();
+  offset_t at = log->log_start();
+  std::uint64_t read_bytes = 0;
+  std::uint64_t read_records = 0;
+  for (;;) {
+    read_request req;
+    req.offset = at;
+    req.max_bytes = 1024 * 1024;
+    auto r = drive(engine, log->read(req));
+    if (!r) {
+      die("read", r.error());
+    }
+    if (r->batches == 0) {
+      break;
+    }
+    read_bytes += r->bytes.size();
+    read_records += r->records;
+    at = r->next_offset;
+  }
+  const double read_s = std::chrono::duration<double>(steady::now() - read_start).count();
+  const auto stats = log->stats();
+  (void)drive(engine, log->close());
+
+  std::sort(latencies_us.begin(), latencies_us.end());
+  const double records = static_cast<double>(a.batches) * a.batch_records;
+  const double mb = static_cast<double>(a.batches * bytes_per_batch) / 1e6;
+  const double p50 = percentile(latencies_us, 0.50);
+  const double p99 = percentile(latencies_us, 0.99);
+  const double p999 = percentile(latencies_us, 0.999);
+  if (a.json) {
+    fmt::print(
+        "{{\"bench\":\"storage\",\"sync\":\"{}\",\"record_size\":{},\"batch_records\":{},\"batches\":{},"
+        "\"inflight\":{},\"batch_bytes\":{},\"append_records_per_s\":{:.0f},\"append_mb_per_s\":{:.2f},"
+        "\"append_latency_us_p50\":{:.1f},\"append_latency_us_p99\":{:.1f},\"append_latency_us_p999\":{:.1f},"
+        "\"syncs\":{},\"flushes\":{},\"read_records_per_s\":{:.0f},\"read_mb_per_s\":{:.2f}}}\n",
+        a.sync, a.record_size, a.batch_records, a.batches, a.inflight, bytes_per_batch, records / append_s, mb / append_s,
+        p50, p99, p999, stats.syncs, stats.flushes, static_cast<double>(read_records) / read_s,
+        static_cast<double>(read_bytes) / 1e6 / read_s);
+  } else {
+    fmt::print("append: {:.0f} records/s, {:.2f} MB/s ({} batches of {} bytes, sync {}, {} in flight)\n",
+               records / append_s, mb / append_s, a.batches, bytes_per_batch, a.sync, a.inflight);
+    fmt::print("append latency: p50 {:.1f} us, p99 {:.1f} us, p999 {:.1f} us; {} fdatasyncs, {} writes\n", p50, p99,
+               p999, stats.syncs, stats.flushes);
+    fmt::print("read-back: {:.0f} records/s, {:.2f} MB/s\n", static_cast<double>(read_records) / read_s,
+               static_cast<double>(read_bytes) / 1e6 / read_s);
+  }
+  return 0;
+}
+
+int run_produce_data(const std::string& dir, std::uint64_t bytes, std::uint64_t segment_bytes) {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  auto engine_or = io::uring_engine::create(256);
+  if (!engine_or) {
+    die("io_uring", engine_or.error());
+  }
+  auto& engine = **engine_or;
+  system_clock_source clk;
+  buffer_pool pool;
+  stderr_reporter reporter;
+  log_options opts;
+  opts.config.durability = config::durability_mode::every_records;
+  opts.config.sync_every_records = 1'000'000'000;
+  opts.config.segment_bytes = segment_bytes;
+  opts.config.max_message_bytes = 4 * 1024 * 1024;
+  auto log_or = drive(engine, partition_log::open(engine, pool, clk, reporter, dir, opts));
+  if (!log_or) {
+    die("open " + dir, log_or.error());
+  }
+  auto log = std::move(*log_or);
+  const auto batch = make_batch(1024, 100);
+  std::uint64_t written = 0;
+  while (written < bytes) {
+    auto r = drive(engine, log->append(batch));
+    if (!r) {
+      die("append", r.error());
+    }
+    written += batch.size();
+  }
+  (void)drive(engine, log->close());
+  fmt::print("wrote {} bytes in {} segments to {}\n", written, log->segment_bases().size(), dir);
+  return 0;
+}
+
+int run_recovery(const std::string& dir, bool full_scan, bool json) {
+  auto engine_or = io::uring_engine::create(256);
+  if (!engine_or) {
+    die("io_uring", engine_or.error());
+  }
+  auto& engine = **engine_or;
+  system_clock_source clk;
+  buffer_pool pool;
+  stderr_reporter reporter;
+  log_options opts;
+  opts.create = false;
+  opts.scan_all_segments = full_scan;
+  opts.config.max_message_bytes = 4 * 1024 * 1024;
+  const auto t0 = steady::now();
+  auto log_or = drive(engine, partition_log::open(engine, pool, clk, reporter, dir, opts));
+  const double s = std::chrono::duration<double>(steady::now() - t0).count();
+  if (!log_or) {
+    die("open " + dir, log_or.error());
+  }
+  const auto st = (*log_or)->stats();
+  (void)drive(engine, (*log_or)->close());
+  if (json) {
+    fmt::print("{{\"bench\":\"recovery\",\"full_scan\":{},\"segments\":{},\"bytes\":{},\"seconds\":{:.4f}}}\n",
+               full_scan, st.segments, st.bytes, s);
+  } else {
+    fmt::print("recovery ({}): {} segments, {} bytes in {:.4f} s\n", full_scan ? "full scan" : "fast path", st.segments,
+               st.bytes, s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rill-bench: rill load generator and benchmarks"};
+  app.require_subcommand(1);
+  storage_args sa;
+  auto* storage = app.add_subcommand("storage", "append and read-back throughput and latency of one partition log");
+  storage->add_option("--dir", sa.dir, "partition directory (removed and recreated)")->required();
+  storage->add_option("--record-size", sa.record_size, "bytes per record value")->check(CLI::Range(1, 16 << 20));
+  storage->add_option("--batch-records", sa.batch_records, "records per batch")->check(CLI::Range(1, 1 << 20));
+  storage->add_option("--batches", sa.batches, "batches to append")->check(CLI::Range(1ull, 1ull << 40));
+  storage->add_option("--sync", sa.sync, "every-batch | none")->check(CLI::IsMember({"every-batch", "none"}));
+  storage->add_option("--inflight", sa.inflight, "appends in flight at once (group commit)")->check(CLI::Range(1, 4096));
+  storage->add_option("--segment-bytes", sa.segment_bytes, "segment size");
+  storage->add_option("--preallocate-bytes", sa.preallocate_bytes, "pre-write zeros this far ahead (sync every-batch)");
+  storage->add_flag("--json", sa.json, "print one JSON object");
+
+  std::string rdir;
+  bool full_scan = false;
+  bool rjson = false;
+  auto* recovery = app.add_subcommand("recovery", "time the recovery of an existing partition");
+  recovery->add_option("--dir", rdir, "partition directory")->required();
+  recovery->add_flag("--full-scan", full_scan, "scan every segment in full (no fast path)");
+  recovery->add_flag("--json", rjson, "print one JSON object");
+
+  std::string pdir;
+  std::uint64_t pbytes = 1ull << 30;
+  std::uint64_t psegment = 1ull << 30;
+  auto* produce = app.add_subcommand("produce-data", "fill a fresh partition with 1 KiB records");
+  produce->add_option("--dir", pdir, "partition directory (removed and recreated)")->required();
+  produce->add_option("--bytes", pbytes, "bytes to write");
+  produce->add_option("--segment-bytes", psegment, "segment size");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (*storage) {
+    return run_storage(sa);
+  }
+  if (*recovery) {
+    return run_recovery(rdir, full_scan, rjson);
+  }
+  return run_produce_data(pdir, pbytes, psegment);
+}
