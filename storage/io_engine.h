@@ -45,6 +45,11 @@ enum class opcode : std::uint8_t {
   rmdir,      // path (an empty directory)
   list_dir,   // path -> names (sorted, without . and ..), result = count
   file_size,  // fd -> size in bytes
+  // fd, offset, iov, iov_count: a vectored write followed by an fdatasync of the same file, submitted together
+  // (io_uring: two linked SQEs, one trip to the kernel's worker instead of two). result: bytes written or -errno of
+  // the write. sync_result: 0 when the fdatasync ran and succeeded, -errno when it failed, -ECANCELED when it did
+  // not run because the write failed or was short.
+  writev_datasync,
 };
 
 const char* to_string(opcode op) noexcept;
@@ -74,6 +79,7 @@ struct request {
   std::vector<std::string>* names = nullptr;  // list_dir output
 
   std::int64_t result = 0;
+  std::int64_t sync_result = 0;  // writev_datasync only
   void (*on_complete)(request&) = nullptr;
   void* user = nullptr;
 

@@ -41,6 +41,8 @@ const char* to_string(opcode op) noexcept {
       return "list_dir";
     case opcode::file_size:
       return "file_size";
+    case opcode::writev_datasync:
+      return "writev_datasync";
   }
   return "unknown";
 }
@@ -131,6 +133,16 @@ void execute_blocking(request& r) noexcept {
     case opcode::list_dir:
       r.result = list(r);
       return;
+    case opcode::writev_datasync: {
+      r.result = ok_or_errno(::pwritev(r.fd, r.iov, static_cast<int>(r.iov_count), static_cast<off_t>(r.offset)));
+      std::uint64_t total = 0;
+      for (unsigned i = 0; i < r.iov_count; ++i) {
+        total += r.iov[i].iov_len;
+      }
+      r.sync_result = r.result >= 0 && static_cast<std::uint64_t>(r.result) == total ? ok_or_errno(::fdatasync(r.fd))
+                                                                                       : -ECANCELED;
+      return;
+    }
     case opcode::file_size: {
       struct stat st {};
       const int rc = ::fstat(r.fd, &st);

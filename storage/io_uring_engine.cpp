@@ -20,6 +20,9 @@ namespace rill::storage::io {
 namespace {
 // user_data of the eventfd poll; requests use their address (never this value).
 constexpr std::uint64_t eventfd_tag = 1;
+// Low bit of user_data marks the write half of a writev_datasync pair (requests are at least 8-byte aligned).
+constexpr std::uint64_t linked_write_tag = 1;
+static_assert(alignof(request) >= 2);
 // liburing 2.3 has no helper for IORING_OP_FTRUNCATE (kernel 6.9+); the opcode number is stable ABI.
 constexpr int op_ftruncate = 55;
 
@@ -118,6 +121,21 @@ void uring_engine::submit(request& r) {
 }
 
 bool uring_engine::prep(request& r) {
+  if (r.op == opcode::writev_datasync) {
+    // Two linked SQEs: the fdatasync starts only after the whole write succeeded (a short or failed write cancels it).
+    if (io_uring_sq_space_left(&ring_) < 2) {
+      return false;
+    }
+    io_uring_sqe* write = io_uring_get_sqe(&ring_);
+    io_uring_prep_writev(write, r.fd, r.iov, r.iov_count, r.offset);
+    write->flags |= IOSQE_IO_LINK;
+    io_uring_sqe_set_data64(write, reinterpret_cast<std::uint64_t>(&r) | linked_write_tag);
+    io_uring_sqe* sync = io_uring_get_sqe(&ring_);
+    io_uring_prep_fsync(sync, r.fd, IORING_FSYNC_DATASYNC);
+    io_uring_sqe_set_data(sync, &r);
+    submissions_ += 2;
+    return true;
+  }
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe == nullptr) {
     return false;
@@ -161,7 +179,8 @@ bool uring_engine::prep(request& r) {
       break;
     case opcode::list_dir:
     case opcode::file_size:
-      RILL_UNREACHABLE("{} runs on the helper thread", to_string(r.op));
+    case opcode::writev_datasync:
+      RILL_UNREACHABLE("{} is not a single SQE", to_string(r.op));
   }
   io_uring_sqe_set_data(sqe, &r);
   ++submissions_;
@@ -220,9 +239,16 @@ std::size_t uring_engine::reap(std::vector<request*>& done) {
     if (io_uring_cqe_get_data64(cqe) == eventfd_tag) {
       signalled = true;
       eventfd_armed_ = false;
+    } else if (const std::uint64_t data = io_uring_cqe_get_data64(cqe); data & linked_write_tag) {
+      // The write half of writev_datasync: remember its result; the request completes with its sync.
+      reinterpret_cast<request*>(data & ~linked_write_tag)->result = cqe->res;
     } else {
       auto* r = static_cast<request*>(io_uring_cqe_get_data(cqe));
-      r->result = cqe->res;
+      if (r->op == opcode::writev_datasync) {
+        r->sync_result = cqe->res;
+      } else {
+        r->result = cqe->res;
+      }
       done.push_back(r);
     }
     io_uring_cqe_seen(&ring_, cqe);

@@ -234,6 +234,7 @@ class partition_log {
   task<void> writer_loop();
   task<void> write_group(std::vector<std::unique_ptr<work>> items);
   task<expected<void>> sync_log();
+  void mark_synced(offset_t target);
   task<expected<void>> roll();
   task<expected<void>> seal(segment& seg);
   task<expected<void>> maybe_preallocate(segment& seg);

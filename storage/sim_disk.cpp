@@ -169,6 +169,7 @@ void sim_disk::apply(io::request& r) {
   }
   if (stopped_) {
     r.result = -EIO;
+    r.sync_result = -ECANCELED;
     return;
   }
   switch (r.op) {
@@ -231,6 +232,28 @@ void sim_disk::apply(io::request& r) {
     case io::opcode::fsync:
       r.result = do_sync(r.fd);
       return;
+    case io::opcode::writev_datasync: {
+      io::request write = r;
+      write.op = io::opcode::writev;
+      --mutating_ops_;  // the write half counts as itself below
+      --op_counts_[static_cast<std::size_t>(r.op)];
+      apply(write);
+      r.result = write.result;
+      std::uint64_t total = 0;
+      for (unsigned i = 0; i < r.iov_count; ++i) {
+        total += r.iov[i].iov_len;
+      }
+      if (r.result < 0 || static_cast<std::uint64_t>(r.result) != total) {
+        r.sync_result = -ECANCELED;
+        return;
+      }
+      // The sync half is a mutating operation of its own: a crash can fall between the two.
+      io::request sync = r;
+      sync.op = io::opcode::fdatasync;
+      apply(sync);
+      r.sync_result = sync.result;
+      return;
+    }
     case io::opcode::ftruncate: {
       node* n = file_for_fd(r.fd);
       if (n == nullptr || n->is_dir) {

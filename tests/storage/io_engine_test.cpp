@@ -70,6 +70,25 @@ void exercise_engine(io::engine& e, const std::string& dir) {
   BOOST_TEST((back[99] == std::byte{0}));
   BOOST_TEST((back[100] == std::byte{1}));
   BOOST_TEST((back[10100] == std::byte{2}));
+  // A write and its fdatasync submitted together.
+  {
+    std::vector<std::byte> c(3000, std::byte{3});
+    ::iovec one[1] = {{c.data(), c.size()}};
+    bool done = false;
+    io::request r;
+    r.op = io::opcode::writev_datasync;
+    r.fd = *fd;
+    r.offset = 15100;
+    r.iov = one;
+    r.iov_count = 1;
+    r.user = &done;
+    r.on_complete = [](io::request& q) { *static_cast<bool*>(q.user) = true; };
+    e.submit(r);
+    io::run_until(e, [&] { return done; });
+    BOOST_TEST(r.result == 3000);
+    BOOST_TEST(r.sync_result == 0);
+    BOOST_TEST(*run(e, size_of_file(e, *fd, file)) == 18100u);
+  }
   RILL_REQUIRE_OK(run(e, truncate_file(e, *fd, 4096, file)));
   BOOST_TEST(*run(e, size_of_file(e, *fd, file)) == 4096u);
   RILL_REQUIRE_OK(run(e, close_file(e, *fd, file)));
