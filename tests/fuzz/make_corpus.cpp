@@ -1,0 +1,66 @@
+// Writes the seed corpus for batch_decoder_fuzz: valid batches of every shape the builder makes (empty, keys,
+// tombstones, headers, producer ids, zstd), a superblock, an epoch file and a sealed index.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "storage/epoch_file.h"
+#include "storage/record_batch_builder.h"
+#include "storage/segment_index.h"
+#include "storage/superblock.h"
+#include "storage/superblock_format.h"
+
+using namespace rill;
+using namespace rill::storage;
+
+namespace {
+int written = 0;
+void put(const std::string& dir, const std::vector<std::byte>& bytes) {
+  const std::string path = dir + "/seed-" + std::to_string(written++);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    std::perror(path.c_str());
+    std::exit(1);
+  }
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_corpus DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  for (auto codec : {compression::none, compression::zstd}) {
+    for (int records : {0, 1, 3, 17}) {
+      batch_builder b(codec);
+      b.base_offset(offset_t(records * 10)).producer(records, 1, 5).base_timestamp(timestamp_ms_t(1000));
+      for (int i = 0; i < records; ++i) {
+        const std::string hk = "h";
+        const std::string hv = "v" + std::to_string(i);
+        header_kv hdr[] = {{as_bytes(hk), as_bytes(hv)}};
+        if (i % 3 == 2) {
+          b.add(as_bytes("k" + std::to_string(i)), std::nullopt, hdr, i);  // tombstone
+        } else {
+          b.add(as_bytes("k" + std::to_string(i)), as_bytes(std::string(static_cast<std::size_t>(i * 7), 'x')), hdr, i);
+        }
+      }
+      put(dir, *b.build());
+    }
+  }
+  std::vector<std::byte> sb(superblock_format::bytes);
+  encode_superblock(superblock_state{3, offset_t(100), offset_t(0), offset_t(50), offset_t(-1)}, sb.data());
+  put(dir, sb);
+  epoch_history h;
+  h.assign(epoch_t(1), offset_t(0));
+  h.assign(epoch_t(4), offset_t(100));
+  put(dir, h.encode());
+  segment_index idx(4096);
+  idx.on_batch(0, 0, 5000, timestamp_ms_t(10));
+  idx.on_batch(10, 5000, 5000, timestamp_ms_t(20));
+  put(dir, idx.encode_sealed());
+  std::printf("wrote %d seeds to %s\n", written, dir.c_str());
+  return 0;
+}
