@@ -274,10 +274,12 @@ std::size_t uring_engine::poll(bool wait) {
     while (!pending_.empty() && prep(*pending_.front())) {
       pending_.pop_front();  // a full ring leaves the rest queued for after this submit
     }
+    // Reap first: a stale eventfd completion (its helper result already collected) clears eventfd_armed_ here, so
+    // the poll is re-armed below before we sleep, and a helper completion can always wake us.
+    reap(done);
     if (helper_outstanding_ > 0) {
       arm_eventfd();
     }
-    reap(done);
     const bool block = wait && done.empty() && in_flight_ > 0;
     const int rc = block ? io_uring_submit_and_wait(&ring_, 1) : io_uring_submit(&ring_);
     ++enters_;

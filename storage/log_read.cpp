@@ -43,18 +43,23 @@ task<expected<std::uint64_t>> partition_log::position_for(segment& seg, offset_t
   co_return entry ? std::uint64_t{entry->position} : std::uint64_t{0};
 }
 
-task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(timestamp_ms_t ts) {
-  // The first segment whose newest record is at or after ts; within it, the first such batch.
-  for (const auto& seg : segments_) {
-    if (seg->max_timestamp < ts || seg->size == 0) {
+task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(timestamp_ms_t ts, offset_t bound) {
+  // The first segment whose newest record is at or after ts; within it, the first such batch below `bound`.
+  // Iterates a copy of the segment list: the writer may roll or truncate while this coroutine waits for a read.
+  const std::vector<std::shared_ptr<segment>> snapshot = segments_;
+  for (const auto& s : snapshot) {
+    if (s->base_offset >= bound) {
+      break;
+    }
+    if (s->max_timestamp < ts || s->size == 0) {
       continue;
     }
-    std::shared_ptr<segment> s = seg;
     pin(*s);
     const auto entry = s->index.scan_start_for_timestamp(ts);
     std::uint64_t pos = entry ? entry->position : 0;
     std::array<std::byte, batch_format::header_bytes> head{};
     std::optional<offset_t> found;
+    bool past_bound = false;
     expected<void> failed;
     while (pos < s->size) {
       auto got = co_await read_at(engine_, s->log_fd, pos, head, s->log_path());
@@ -64,8 +69,13 @@ task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(time
                      : expected<void>(unexpected(std::move(got).error()));
         break;
       }
+      const offset_t base(load_be<std::int64_t>(head.data() + batch_format::base_offset_at));
+      if (base >= bound) {
+        past_bound = true;
+        break;
+      }
       if (timestamp_ms_t(load_be<std::int64_t>(head.data() + batch_format::max_timestamp_at)) >= ts) {
-        found = offset_t(load_be<std::int64_t>(head.data() + batch_format::base_offset_at));
+        found = base;
         break;
       }
       auto size = batch_view::size_from_prefix(head, stored_limits_.batch_bytes_max);
@@ -80,7 +90,7 @@ task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(time
     if (!failed) {
       co_return unexpected(std::move(failed).error());
     }
-    if (found) {
+    if (found || past_bound) {
       co_return found;
     }
   }
@@ -97,7 +107,7 @@ task<expected<offset_t>> partition_log::resolve_start(const read_request& r) {
     case read_start::last:
       co_return bound > log_start_ ? bound - 1 : log_start_;
     case read_start::timestamp: {
-      RILL_CO_TRY(found, co_await offset_for_timestamp(r.timestamp));
+      RILL_CO_TRY(found, co_await offset_for_timestamp(r.timestamp, bound));
       co_return found ? std::max(*found, log_start_) : bound;
     }
   }
@@ -115,7 +125,7 @@ task<expected<read_result>> partition_log::read(read_request request) {
 
 log_cursor::log_cursor(log_cursor&& o) noexcept
     : log_(o.log_), position_(o.position_), uncommitted_(o.uncommitted_), seg_(std::move(o.seg_)),
-      file_pos_(o.file_pos_) {
+      file_pos_(o.file_pos_), truncations_seen_(o.truncations_seen_) {
   o.seg_.reset();
 }
 
@@ -144,6 +154,11 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
     co_return make_unexpected(errc::offset_out_of_range,
                               fmt::format("offset {} is beyond the log end {} of {}", position_.value(),
                                           log.log_end_.value(), log.dir_));
+  }
+  if (truncations_seen_ != log.truncations_) {
+    // A truncation may have rewritten the bytes after position_: find the position again from the index.
+    unpin();
+    truncations_seen_ = log.truncations_;
   }
   const offset_t bound = uncommitted_ ? log.log_end_ : log.committed_;
   const std::uint64_t window = log.options_.config.read_window_bytes;

@@ -158,6 +158,7 @@ task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok)
   }
   seg.index = std::move(*index);
   seg.size = size;
+  seg.synced_size = size;  // sealed below the frontier: synced when it was sealed
   seg.file_size = size;
   seg.next_offset = next;
   seg.max_timestamp = max_ts;
@@ -227,6 +228,10 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
   seg.next_offset = expected_base;
   seg.max_timestamp = max_ts;
   if (pos >= file_size) {
+    // What a scan accepts becomes visible: it must be on disk first (the previous process may have died with it
+    // still in the page cache, written but never synced).
+    RILL_CO_TRY_VOID(co_await datasync_file(engine_, seg.log_fd, seg.log_path()));
+    seg.synced_size = pos;
     co_return true;
   }
   // What follows the last valid batch: zeros (preallocation), a torn write, or corruption.
@@ -238,6 +243,8 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
     at += std::max<std::uint64_t>(got, 1);
   }
   if (!is_last && !zeros && !truncation) {
+    RILL_CO_TRY_VOID(co_await datasync_file(engine_, seg.log_fd, seg.log_path()));
+    seg.synced_size = pos;
     reporter_.corruption(seg.log_path(), pos, problem,
                          fmt::format("skipped the rest of this segment ({} bytes); offsets continue at the next "
                                      "segment",
@@ -257,6 +264,7 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
   RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.log_fd, pos, seg.log_path()));
   RILL_CO_TRY_VOID(co_await datasync_file(engine_, seg.log_fd, seg.log_path()));
   seg.file_size = pos;
+  seg.synced_size = pos;
   co_return true;
 }
 

@@ -14,7 +14,7 @@
 namespace rill::storage {
 
 void partition_log::kick_deleter() {
-  if (deleter_running_ || graveyard_.empty()) {
+  if (deleter_running_ || graveyard_.empty() || closing_) {
     return;
   }
   deleter_running_ = true;

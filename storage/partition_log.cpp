@@ -385,92 +385,91 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
   }
   const auto mode = options_.config.durability;
   const bool has_metas = std::any_of(items.begin(), items.end(), [](const auto& w) { return !w->metas.empty(); });
-  // Under sync-before-ack the write and its fdatasync go down together (one kernel round trip instead of two);
-  // metadata, when present, must be written between them, so that case keeps separate steps.
-  const bool fused = mode == config::durability_mode::sync_before_ack && !has_metas;
-  expected<void> written;
-  bool synced_with_write = false;
-  if (fused) {
-    io::awaitable op(engine_);
-    op.op = io::opcode::writev_datasync;
-    op.fd = active->log_fd;
-    op.offset = position;
-    op.iov = iov.data();
-    op.iov_count = static_cast<unsigned>(iov.size());
-    co_await op;
-    if (op.result < 0) {
-      written = unexpected(io_error(static_cast<int>(op.result),
-                                    fmt::format("writev {} at byte {}", active->log_path(), position)));
-    } else if (static_cast<std::uint64_t>(op.result) < bytes) {
-      // Short write (rare): finish it the ordinary way; the sync follows below.
-      std::vector<::iovec> rest;
-      std::uint64_t skip = static_cast<std::uint64_t>(op.result);
-      for (const auto& v : iov) {
-        if (skip >= v.iov_len) {
-          skip -= v.iov_len;
-          continue;
-        }
-        rest.push_back(::iovec{static_cast<char*>(v.iov_base) + skip, v.iov_len - skip});
-        skip = 0;
-      }
-      written = co_await writev_all(engine_, active->log_fd, position + static_cast<std::uint64_t>(op.result), rest,
-                                    active->log_path());
-    } else if (op.sync_result < 0) {
-      // The data is written but its sync failed: nothing unsynced can be trusted any more.
-      fence(io_error(static_cast<int>(op.sync_result), "fdatasync " + active->log_path()));
-      pending_bytes_ -= bytes;
-      fail_group(*fenced_);
-      fail_pending(*fenced_);
-      co_return;
-    } else {
-      synced_with_write = true;
-    }
-  } else {
-    written = co_await writev_all(engine_, active->log_fd, position, iov, active->log_path());
-  }
+  const std::size_t metas_before = active->metas.size();
   pending_bytes_ -= bytes;
-  if (!written) {
-    // Cut the failed write off before reporting it; if that fails the file can no longer be trusted.
+
+  // Every step below must succeed before the group counts: until then log_end_, the segment and the index describe
+  // the file as it was, and a failure cuts the file back to that (and syncs the cut) before the error is returned.
+  auto undo = [&](const rill::error& e, bool sync_failed) -> task<void> {
+    if (sync_failed) {
+      fence(e);  // after a failed fsync nothing unsynced can be trusted; cut what we can below, then refuse writes
+    }
     auto cut = co_await truncate_file(engine_, active->log_fd, position, active->log_path());
+    if (cut) {
+      cut = co_await datasync_file(engine_, active->log_fd, active->log_path());
+    }
+    if (cut && active->meta_fd >= 0 && has_metas) {
+      cut = co_await truncate_file(engine_, active->meta_fd, metas_before * batch_meta_format::entry_bytes,
+                                   active->meta_path());
+      if (cut) {
+        cut = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
+      }
+    }
     if (!cut) {
-      fence(cut.error());
+      fence(cut.error());  // the failed bytes may still be in the file: nothing more may be appended after them
     } else {
       active->file_size = position;
     }
-    fail_group(written.error());
-    fail_pending(written.error());
-    co_return;
+    active->metas.resize(metas_before);
+    active->metas_written = std::min(active->metas_written, metas_before);
+    fail_group(e);
+    fail_pending(e);
+  };
+
+  // Under sync-before-ack without metadata, the write and its fdatasync go down together (one kernel round trip
+  // instead of two). Metadata must be written between them, so that case keeps separate steps.
+  const bool fused = mode == config::durability_mode::sync_before_ack && !has_metas;
+  bool synced_with_write = false;
+  {
+    expected<void> written;
+    if (fused) {
+      io::awaitable op(engine_);
+      op.op = io::opcode::writev_datasync;
+      op.fd = active->log_fd;
+      op.offset = position;
+      op.iov = iov.data();
+      op.iov_count = static_cast<unsigned>(iov.size());
+      co_await op;
+      if (op.result < 0) {
+        written = unexpected(io_error(static_cast<int>(op.result),
+                                      fmt::format("writev {} at byte {}", active->log_path(), position)));
+      } else if (static_cast<std::uint64_t>(op.result) < bytes) {
+        // A short write (rare): finish it the ordinary way; the sync follows below.
+        std::vector<::iovec> rest;
+        std::uint64_t skip = static_cast<std::uint64_t>(op.result);
+        for (const auto& v : iov) {
+          if (skip >= v.iov_len) {
+            skip -= v.iov_len;
+            continue;
+          }
+          rest.push_back(::iovec{static_cast<char*>(v.iov_base) + skip, v.iov_len - skip});
+          skip = 0;
+        }
+        written = co_await writev_all(engine_, active->log_fd, position + static_cast<std::uint64_t>(op.result), rest,
+                                      active->log_path());
+      } else if (op.sync_result < 0) {
+        co_await undo(io_error(static_cast<int>(op.sync_result), "fdatasync " + active->log_path()), true);
+        co_return;
+      } else {
+        synced_with_write = true;
+      }
+    } else {
+      written = co_await writev_all(engine_, active->log_fd, position, iov, active->log_path());
+    }
+    if (!written) {
+      co_await undo(written.error(), false);
+      co_return;
+    }
   }
   ++stats_.flushes;
 
-  // The bytes are in the file: account for them.
-  std::uint64_t at = position;
-  std::size_t metas_before = active->metas.size();
-  for (const auto& w : items) {
-    for (std::size_t i = 0; i < w->infos.size(); ++i) {
-      const auto& info = w->infos[i];
-      active->index.on_batch(static_cast<std::uint32_t>(info.base - active->base_offset),
-                             static_cast<std::uint32_t>(at), info.size, info.max_timestamp);
-      active->max_timestamp = std::max(active->max_timestamp, info.max_timestamp);
-      ++active->batches;
-      if (!w->metas.empty()) {
-        active->metas.push_back(meta_entry{info.base, w->metas[i]});
-      }
-      at += info.size;
-    }
-  }
-  if (active->first_append_mono.count() < 0) {
-    active->first_append_mono = clock_.monotonic();
-  }
-  active->size = position + bytes;
-  active->file_size = std::max(active->file_size, active->size);
-  active->next_offset = next;
-  log_end_ = next;
-  last_timestamp_ = now;
-  stats_.appends += items.size();
-
   // Replication metadata: written beside the batches and synced with them.
-  if (active->metas.size() > metas_before) {
+  if (has_metas) {
+    for (const auto& w : items) {
+      for (std::size_t i = 0; i < w->metas.size(); ++i) {
+        active->metas.push_back(meta_entry{w->infos[i].base, w->metas[i]});
+      }
+    }
     auto saved = co_await [&]() -> task<expected<void>> {
       if (active->meta_fd < 0) {
         RILL_CO_TRY(fd, co_await open_file(engine_, active->meta_path(), io::open_create, 0600));
@@ -491,29 +490,48 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
       co_return expected<void>{};
     }();
     if (!saved) {
-      // The batches are written but their metadata is not: they must not stay.
-      fence(saved.error());
-      fail_group(saved.error());
-      fail_pending(saved.error());
+      co_await undo(saved.error(), false);
       co_return;
     }
   }
 
-  // The active segment's index lives in memory; it is written whole when the segment is sealed (recovery rebuilds
-  // it from a full scan of the active segment, so writing it earlier would buy nothing and cost a write per flush).
+  if (mode == config::durability_mode::sync_before_ack && !synced_with_write) {
+    auto synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
+    if (synced && active->meta_fd >= 0) {
+      synced = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
+    }
+    if (!synced) {
+      co_await undo(synced.error(), true);
+      co_return;
+    }
+    synced_with_write = true;
+  }
 
+  // Every step succeeded: the group counts.
+  std::uint64_t at = position;
+  for (const auto& w : items) {
+    for (const auto& info : w->infos) {
+      active->index.on_batch(static_cast<std::uint32_t>(info.base - active->base_offset),
+                             static_cast<std::uint32_t>(at), info.size, info.max_timestamp);
+      active->max_timestamp = std::max(active->max_timestamp, info.max_timestamp);
+      ++active->batches;
+      at += info.size;
+    }
+  }
+  if (active->first_append_mono.count() < 0) {
+    active->first_append_mono = clock_.monotonic();
+  }
+  active->size = position + bytes;
+  active->file_size = std::max(active->file_size, active->size);
+  active->next_offset = next;
+  log_end_ = next;
+  last_timestamp_ = now;
+  stats_.appends += items.size();
   if (synced_with_write) {
     ++stats_.syncs;
     mark_synced(log_end_);
   }
-  if (mode == config::durability_mode::sync_before_ack) {
-    auto synced = co_await sync_log();  // a no-op when the fused write already synced
-    if (!synced) {
-      fail_group(synced.error());
-      fail_pending(synced.error());
-      co_return;
-    }
-  }
+
   for (std::size_t i = 0; i < items.size(); ++i) {
     items[i]->append_done->complete(results[i]);
   }
@@ -550,6 +568,18 @@ task<expected<void>> partition_log::sync_log() {
   }
   if (!synced) {
     fence(synced.error());
+    // Nothing after the last good sync can be trusted (the kernel may have dropped those pages): cut it, so that
+    // recovery does not find it and make it visible. If the cut fails too, recovery sees those bytes.
+    if (active->synced_size < active->size) {
+      auto cut = co_await truncate_file(engine_, active->log_fd, active->synced_size, active->log_path());
+      if (cut) {
+        active->size = active->synced_size;
+        active->file_size = active->synced_size;
+        active->next_offset = synced_end_;
+        active->index.truncate(static_cast<std::uint32_t>(active->size), static_cast<std::uint32_t>(active->size));
+        log_end_ = synced_end_;
+      }
+    }
     co_return unexpected(*fenced_);
   }
   ++stats_.syncs;
@@ -559,6 +589,7 @@ task<expected<void>> partition_log::sync_log() {
 
 void partition_log::mark_synced(offset_t target) {
   synced_end_ = std::max(synced_end_, target);
+  segments_.back()->synced_size = segments_.back()->size;
   unsynced_records_ = 0;
   sync_due_.reset();
   advance_commit();
@@ -628,6 +659,7 @@ task<expected<void>> partition_log::seal(segment& seg) {
     advance_commit();
   }
   seg.sealed = true;
+  seg.synced_size = seg.size;
   (void)co_await close_file(engine_, seg.index_fd, seg.index_path());
   seg.index_fd = -1;
   if (seg.meta_fd >= 0) {
@@ -640,7 +672,14 @@ task<expected<void>> partition_log::seal(segment& seg) {
 task<expected<void>> partition_log::roll() {
   std::shared_ptr<segment> old = segments_.back();
   RILL_CO_TRY_VOID(co_await seal(*old));
-  RILL_CO_TRY(seg, co_await create_segment(log_end_));
+  auto created = co_await create_segment(log_end_);
+  if (!created) {
+    // The old segment is sealed and there is no new one to write: stop here; recovery resumes from a clean state
+    // (the sealed segment, and at most an empty new one).
+    fence(created.error());
+    co_return unexpected(std::move(created).error());
+  }
+  std::shared_ptr<segment> seg = std::move(*created);
   segments_.push_back(seg);
   ++stats_.rolls;
   // From here the old segment is below the recovery frontier: recovery may trust its index.
@@ -661,6 +700,8 @@ task<expected<std::shared_ptr<segment>>> partition_log::create_segment(offset_t 
   if (!synced) {
     (void)co_await close_file(engine_, seg->log_fd, seg->log_path());
     (void)co_await close_file(engine_, seg->index_fd, seg->index_path());
+    (void)co_await unlink_file(engine_, seg->log_path(), true);
+    (void)co_await unlink_file(engine_, seg->index_path(), true);
     co_return unexpected(std::move(synced).error());
   }
   if (options_.config.durability == config::durability_mode::sync_before_ack && options_.config.preallocate_bytes > 0) {
@@ -806,6 +847,8 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
     }
   }
   log_end_ = new_end;
+  ++truncations_;         // cursors drop their cached file positions
+  seg->synced_size = cut;
   synced_end_ = new_end;  // the cut file was just synced whole
   advance_commit();
   last_timestamp_ = std::max(last_timestamp_, max_ts);
@@ -909,8 +952,8 @@ task<expected<void>> partition_log::close() {
   if (closed_) {
     co_return expected<void>{};
   }
-  closing_ = true;
-  if (writer_running_) {
+  closing_ = true;  // from here no new work is queued and the deleter does not restart
+  while (writer_running_) {
     co_await writer_idle_.wait();
   }
   expected<void> result;
@@ -920,7 +963,7 @@ task<expected<void>> partition_log::close() {
       result = co_await persist_superblock();
     }
   }
-  if (deleter_running_) {
+  while (deleter_running_) {
     co_await deleter_idle_.wait();
   }
   for (const auto& s : segments_) {

@@ -251,7 +251,7 @@ class partition_log {
   std::shared_ptr<segment> segment_for(offset_t offset) const;
   task<expected<offset_t>> resolve_start(const read_request& r);
   task<expected<std::uint64_t>> position_for(segment& seg, offset_t offset);
-  task<expected<std::optional<offset_t>>> offset_for_timestamp(timestamp_ms_t ts);
+  task<expected<std::optional<offset_t>>> offset_for_timestamp(timestamp_ms_t ts, offset_t bound);
   void pin(segment& seg) noexcept { ++seg.readers; }
   void unpin(segment& seg) noexcept;
 
@@ -291,6 +291,7 @@ class partition_log {
   async_event deleter_idle_;
   std::optional<rill::error> fenced_;
   bool closing_ = false;
+  std::uint64_t truncations_ = 0;  // truncate_after calls so far (cursors revalidate their positions)
   bool closed_ = false;
   log_stats stats_;
 };
@@ -317,6 +318,7 @@ class log_cursor {
   bool uncommitted_;
   std::shared_ptr<segment> seg_;      // pinned
   std::optional<std::uint64_t> file_pos_;  // byte position of the batch at position_ in seg_, when known
+  std::uint64_t truncations_seen_ = 0;     // the log's truncation count when file_pos_ was computed
 };
 
 }  // namespace rill::storage

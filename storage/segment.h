@@ -49,6 +49,7 @@ struct segment {
   offset_t base_offset;
   offset_t next_offset;                    // one past the last batch (== base_offset when empty)
   std::uint64_t size = 0;                  // logical bytes: end of the last whole batch
+  std::uint64_t synced_size = 0;           // bytes covered by the last successful fdatasync
   std::uint64_t file_size = 0;             // physical bytes (preallocation included)
   timestamp_ms_t max_timestamp{-1};        // of the batches in this segment
   std::chrono::nanoseconds first_append_mono{-1};  // monotonic time of the first append (segment_ms rolls)

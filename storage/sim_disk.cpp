@@ -518,6 +518,13 @@ void sim_disk::crash() {
   stop_at_.reset();
 }
 
+void sim_disk::restart_process() {
+  RILL_ASSERT(queue_.empty(), "restart_process() with {} requests in flight", queue_.size());
+  fds_.clear();
+  stopped_ = false;
+  stop_at_.reset();
+}
+
 void sim_disk::flip_bits(const std::string& path, std::uint64_t byte_offset, std::uint8_t mask) {
   node* n = resolve(path);
   RILL_ASSERT(n != nullptr && !n->is_dir, "flip_bits: no file {}", path);

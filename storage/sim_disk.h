@@ -67,6 +67,9 @@ class sim_disk final : public io::engine {
   // Operations of one kind applied so far (successful or not).
   [[nodiscard]] std::uint64_t ops_of(io::opcode op) const noexcept { return op_counts_[static_cast<std::size_t>(op)]; }
   void crash();
+  // The process died but the machine did not: every fd is closed and the disk works again, while unsynced changes
+  // stay in the "page cache" (a later crash() may still drop them). Requires nothing in flight, like crash().
+  void restart_process();
   // Flips bits of a file's current content (meant for synced files: the flip is durable).
   void flip_bits(const std::string& path, std::uint64_t byte_offset, std::uint8_t mask);
 
