@@ -266,17 +266,20 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
         stop = true;
         break;
       }
+      // Take what we need from the header before the batch moves (the view points at its old place).
+      const offset_t base = view.base_offset();
+      const offset_t next = view.next_offset();
       if (q != write) {
         std::memmove(chunk + write, chunk + q, *size);
       }
       if (out.batches == 0) {
-        out.first_offset = view.base_offset();
+        out.first_offset = base;
       }
       ++out.batches;
       out.records += records;
       write += *size;
       q += *size;
-      position_ = view.next_offset();
+      position_ = next;
       if (used + write >= max_bytes || out.records >= max_records) {
         stop = true;
         break;

@@ -1,0 +1,175 @@
+// Unit tests of the small storage components: epoch history, sparse index, buffer pool, atomic files and the
+// simulated disk's crash semantics for directory entries.
+#include <boost/test/unit_test.hpp>
+
+#include "base/endian.h"
+#include "storage/atomic_file.h"
+#include "storage/buffer_pool.h"
+#include "storage/epoch_file.h"
+#include "storage/file_ops.h"
+#include "storage/segment_index.h"
+#include "storage/segment_index_format.h"
+#include "tests/storage/log_fixture.h"
+
+using namespace rill;
+using namespace rill::storage;
+using namespace rill::storage::testing;
+
+BOOST_AUTO_TEST_SUITE(components_suite)
+
+BOOST_AUTO_TEST_CASE(epoch_history_assign_query_truncate_and_codec) {
+  epoch_history h;
+  BOOST_TEST(!h.epoch_for(offset_t(0)).has_value());
+  BOOST_TEST(h.assign(epoch_t(1), offset_t(0)));
+  BOOST_TEST(h.assign(epoch_t(1), offset_t(50)));  // same epoch: no-op
+  BOOST_TEST(h.assign(epoch_t(3), offset_t(100)));
+  BOOST_TEST(!h.assign(epoch_t(2), offset_t(200)));  // older epoch refused
+  BOOST_TEST(!h.assign(epoch_t(4), offset_t(90)));   // start going back refused
+  BOOST_TEST(h.assign(epoch_t(5), offset_t(100)));   // epoch 3 wrote nothing: replaced
+  BOOST_TEST(h.entries().size() == 2u);
+  BOOST_TEST(h.assign(epoch_t(6), offset_t(300)));
+  BOOST_TEST(h.epoch_for(offset_t(99))->value() == 1);
+  BOOST_TEST(h.epoch_for(offset_t(100))->value() == 5);
+  BOOST_TEST(h.epoch_for(offset_t(1000))->value() == 6);
+  BOOST_TEST(h.end_offset_for(epoch_t(1), offset_t(400))->value() == 100);
+  BOOST_TEST(h.end_offset_for(epoch_t(4), offset_t(400))->value() == 100);  // between entries: the next one's start
+  BOOST_TEST(h.end_offset_for(epoch_t(6), offset_t(400))->value() == 400);
+  BOOST_TEST(!h.end_offset_for(epoch_t(0), offset_t(400)).has_value());
+
+  auto bytes = h.encode();
+  auto back = epoch_history::decode(bytes);
+  RILL_REQUIRE_OK(back);
+  BOOST_TEST((back->entries() == h.entries()));
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    auto bad = bytes;
+    bad[i] ^= std::byte{0x20};
+    BOOST_TEST(!epoch_history::decode(bad).has_value(), "byte " << i);
+  }
+  BOOST_TEST(!epoch_history::decode(std::span<const std::byte>(bytes).first(bytes.size() - 1)).has_value());
+
+  epoch_history t = h;
+  t.truncate_after(offset_t(299));
+  BOOST_TEST(t.latest()->epoch.value() == 5);
+  t.truncate_before(offset_t(150));
+  BOOST_TEST(t.entries().size() == 1u);
+  BOOST_TEST(t.epoch_for(offset_t(150))->value() == 5);
+}
+
+BOOST_AUTO_TEST_CASE(sparse_index_entries_lookups_and_sealed_codec) {
+  segment_index idx(4096);
+  // 100 batches of 1000 bytes, 10 offsets each, timestamps 1000 + 10 * i.
+  for (std::uint32_t i = 0; i < 100; ++i) {
+    idx.on_batch(i * 10, i * 1000, 1000, timestamp_ms_t(1000 + 10 * i));
+  }
+  // First batch, then one every >= 4 KiB: batches 0, 5, 10, ...
+  BOOST_TEST(idx.size() == 20u);
+  BOOST_TEST(idx.entries()[1].position == 5000u);
+  BOOST_TEST(idx.floor(0)->position == 0u);
+  BOOST_TEST(idx.floor(49)->position == 0u);
+  BOOST_TEST(idx.floor(50)->position == 5000u);
+  BOOST_TEST(idx.floor(999)->position == 95000u);
+  BOOST_TEST(idx.scan_start_for_timestamp(timestamp_ms_t(0))->position == 0u);
+  BOOST_TEST(idx.scan_start_for_timestamp(timestamp_ms_t(1100))->position == 5000u);  // batch 10 at 10000 is first >=
+  BOOST_TEST(idx.scan_start_for_timestamp(timestamp_ms_t(99999))->position == 95000u);
+
+  auto sealed = idx.encode_sealed();
+  BOOST_TEST(sealed.size() == 21u * segment_index_format::entry_bytes);
+  auto back = segment_index::decode_sealed(sealed, 100'000, 4096);
+  RILL_REQUIRE_OK(back);
+  BOOST_TEST((back->entries() == idx.entries()));
+  // A position outside the log, an unsealed file, a flipped bit: each refused.
+  BOOST_TEST(!segment_index::decode_sealed(sealed, 90'000, 4096).has_value());
+  BOOST_TEST(!segment_index::decode_sealed(idx.encode(0), 100'000, 4096).has_value());
+  auto flipped = sealed;
+  flipped[37] ^= std::byte{1};
+  BOOST_TEST(!segment_index::decode_sealed(flipped, 100'000, 4096).has_value());
+  idx.truncate(50'000, 50'000);
+  BOOST_TEST(idx.size() == 10u);
+  BOOST_TEST(idx.entries().back().position == 45000u);
+}
+
+BOOST_AUTO_TEST_CASE(buffer_pool_reuses_aligned_buffers_and_bounds_its_cache) {
+  buffer_pool pool(2);
+  {
+    auto a = pool.acquire(5000);
+    BOOST_TEST(a.capacity() == 8192u);
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(a.data()) % buffer_pool::alignment == 0u);
+    a.set_size(5000);
+    BOOST_TEST(a.span().size() == 5000u);
+  }
+  BOOST_TEST(pool.cached_bytes() == 8192u);
+  const auto allocs = pool.allocations();
+  {
+    auto b = pool.acquire(8000);  // same class: reused
+    BOOST_TEST(pool.allocations() == allocs);
+    BOOST_TEST(pool.outstanding() == 1u);
+  }
+  {
+    std::vector<pooled_buffer> many;
+    for (int i = 0; i < 5; ++i) {
+      many.push_back(pool.acquire(4096));
+    }
+  }
+  BOOST_TEST(pool.cached_bytes() <= 8192u + 2 * 4096u);  // at most 2 cached per class
+  auto huge = pool.acquire(buffer_pool::class_bytes_max + 1);  // one-off, not cached
+  BOOST_TEST(huge.capacity() >= buffer_pool::class_bytes_max + 1);
+  const auto cached = pool.cached_bytes();
+  huge.release();
+  BOOST_TEST(pool.cached_bytes() == cached);
+  BOOST_TEST(pool.outstanding() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(atomic_file_is_old_or_new_after_a_crash_at_any_step) {
+  // Crash at each mutating step of write_file_atomic: the file holds the old content or the new, never a mix,
+  // and never disappears.
+  const std::string dir = "/d";
+  const std::vector<std::byte> old_content(100, std::byte{1});
+  const std::vector<std::byte> new_content(300, std::byte{2});
+  bool saw_old = false;
+  bool saw_new = false;
+  for (std::uint64_t k = 1; k <= 12; ++k) {
+    sim_disk disk(k);
+    RILL_REQUIRE_OK(run(disk, make_dirs(disk, dir)));
+    RILL_REQUIRE_OK(run(disk, write_file_atomic(disk, dir, "f", old_content)));
+    disk.fail_stop_after(k);
+    (void)run(disk, write_file_atomic(disk, dir, "f", new_content));
+    io::run_until(disk, [] { return false; });
+    disk.crash();
+    auto content = run(disk, read_whole_file(disk, dir + "/f", 1 << 20));
+    RILL_REQUIRE_OK(content);
+    BOOST_REQUIRE_MESSAGE(content->has_value(), "file lost at crash point " << k);
+    const bool is_old = **content == old_content;
+    const bool is_new = **content == new_content;
+    BOOST_TEST((is_old || is_new), "crash point " << k);
+    saw_old = saw_old || is_old;
+    saw_new = saw_new || is_new;
+  }
+  BOOST_TEST(saw_old);
+  BOOST_TEST(saw_new);
+}
+
+BOOST_AUTO_TEST_CASE(sim_disk_undoes_unsynced_directory_entries_at_a_crash) {
+  sim_disk disk(1);
+  RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/a")));  // make_dirs syncs the parent
+  auto fd = run(disk, open_file(disk, "/a/x", io::open_create, 0600));
+  RILL_REQUIRE_OK(fd);
+  RILL_REQUIRE_OK(run(disk, write_all(disk, *fd, 0, std::vector<std::byte>(10, std::byte{7}), "/a/x")));
+  RILL_REQUIRE_OK(run(disk, datasync_file(disk, *fd, "/a/x")));  // content durable, the name is not
+  disk.crash();
+  BOOST_TEST(!disk.exists("/a/x"));
+  BOOST_TEST(disk.exists("/a"));
+
+  fd = run(disk, open_file(disk, "/a/y", io::open_create, 0600));
+  RILL_REQUIRE_OK(fd);
+  RILL_REQUIRE_OK(run(disk, write_all(disk, *fd, 0, std::vector<std::byte>(10, std::byte{7}), "/a/y")));
+  RILL_REQUIRE_OK(run(disk, datasync_file(disk, *fd, "/a/y")));
+  RILL_REQUIRE_OK(run(disk, sync_dir(disk, "/a")));
+  RILL_REQUIRE_OK(run(disk, rename_file(disk, "/a/y", "/a/z")));  // not synced: undone
+  RILL_REQUIRE_OK(run(disk, unlink_file(disk, "/a/z")));
+  disk.crash();
+  BOOST_TEST(disk.exists("/a/y"));
+  BOOST_TEST(!disk.exists("/a/z"));
+  BOOST_TEST(disk.file_content("/a/y")->size() == 10u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
