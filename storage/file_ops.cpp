@@ -7,6 +7,19 @@
 
 namespace rill::storage {
 
+std::vector<::iovec> iovecs_after(std::span<const ::iovec> iov, std::uint64_t skip) {
+  std::vector<::iovec> rest;
+  for (const auto& v : iov) {
+    if (skip >= v.iov_len) {
+      skip -= v.iov_len;
+      continue;
+    }
+    rest.push_back(::iovec{static_cast<char*>(v.iov_base) + skip, v.iov_len - skip});
+    skip = 0;
+  }
+  return rest;
+}
+
 std::string join_path(const std::string& dir, const std::string& name) {
   if (dir.empty()) {
     return name;
@@ -132,17 +145,7 @@ task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std
     if (put == total) {
       break;
     }
-    // Short write: rebuild the iovec list from the first unwritten byte.
-    rest.clear();
-    std::uint64_t skip = put;
-    for (const auto& v : iov) {
-      if (skip >= v.iov_len) {
-        skip -= v.iov_len;
-        continue;
-      }
-      rest.push_back(::iovec{static_cast<char*>(v.iov_base) + skip, v.iov_len - skip});
-      skip = 0;
-    }
+    rest = iovecs_after(iov, put);  // short write: continue from the first unwritten byte
     current = rest;
   }
   co_return expected<void>{};

@@ -40,6 +40,9 @@ task<expected<void>> make_dirs(io::engine& e, std::string path);
 // Writes `length` zero bytes at `offset` in chunks (preallocation by writing).
 task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path);
 
+// The iovecs that remain after the first `skip` bytes of `iov` were written (after a short write).
+std::vector<::iovec> iovecs_after(std::span<const ::iovec> iov, std::uint64_t skip);
+
 // "dir/name", tolerating a trailing slash on dir.
 std::string join_path(const std::string& dir, const std::string& name);
 // The directory part of a path ("." when there is none).

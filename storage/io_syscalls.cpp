@@ -50,25 +50,6 @@ const char* to_string(opcode op) noexcept {
 namespace {
 std::int64_t ok_or_errno(long rc) noexcept { return rc < 0 ? -errno : rc; }
 
-int posix_open_flags(std::uint32_t f) noexcept {
-  int flags = O_CLOEXEC;
-  if (f & open_directory) {
-    flags |= O_RDONLY | O_DIRECTORY;
-    return flags;
-  }
-  flags |= (f & open_read_only) ? O_RDONLY : O_RDWR;
-  if (f & open_create) {
-    flags |= O_CREAT;
-  }
-  if (f & open_exclusive) {
-    flags |= O_EXCL;
-  }
-  if (f & open_truncate) {
-    flags |= O_TRUNC;
-  }
-  return flags;
-}
-
 std::int64_t list(request& r) noexcept {
   DIR* d = ::opendir(r.path.c_str());
   if (d == nullptr) {
@@ -91,6 +72,25 @@ std::int64_t list(request& r) noexcept {
   return static_cast<std::int64_t>(r.names->size());
 }
 }  // namespace
+
+int posix_open_flags(std::uint32_t f) noexcept {
+  int flags = O_CLOEXEC;
+  if (f & open_directory) {
+    flags |= O_RDONLY | O_DIRECTORY;
+    return flags;
+  }
+  flags |= (f & open_read_only) ? O_RDONLY : O_RDWR;
+  if (f & open_create) {
+    flags |= O_CREAT;
+  }
+  if (f & open_exclusive) {
+    flags |= O_EXCL;
+  }
+  if (f & open_truncate) {
+    flags |= O_TRUNC;
+  }
+  return flags;
+}
 
 void execute_blocking(request& r) noexcept {
   switch (r.op) {

@@ -7,4 +7,7 @@ namespace rill::storage::io {
 
 void execute_blocking(request& r) noexcept;
 
+// The open(2) flags for request::flags (open_flag bits); O_CLOEXEC always.
+int posix_open_flags(std::uint32_t flags) noexcept;
+
 }  // namespace rill::storage::io

@@ -26,23 +26,6 @@ static_assert(alignof(request) >= 2);
 // liburing 2.3 has no helper for IORING_OP_FTRUNCATE (kernel 6.9+); the opcode number is stable ABI.
 constexpr int op_ftruncate = 55;
 
-int to_open_flags(std::uint32_t f) noexcept {
-  int flags = O_CLOEXEC;
-  if (f & open_directory) {
-    return flags | O_RDONLY | O_DIRECTORY;
-  }
-  flags |= (f & open_read_only) ? O_RDONLY : O_RDWR;
-  if (f & open_create) {
-    flags |= O_CREAT;
-  }
-  if (f & open_exclusive) {
-    flags |= O_EXCL;
-  }
-  if (f & open_truncate) {
-    flags |= O_TRUNC;
-  }
-  return flags;
-}
 }  // namespace
 
 expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries, bool probe_opcodes) {
@@ -142,7 +125,7 @@ bool uring_engine::prep(request& r) {
   }
   switch (r.op) {
     case opcode::open:
-      io_uring_prep_openat(sqe, AT_FDCWD, r.path.c_str(), to_open_flags(r.flags), r.mode);
+      io_uring_prep_openat(sqe, AT_FDCWD, r.path.c_str(), posix_open_flags(r.flags), r.mode);
       break;
     case opcode::close:
       io_uring_prep_close(sqe, r.fd);

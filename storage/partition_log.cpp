@@ -162,21 +162,21 @@ task<expected<append_result>> partition_log::append_replicated(std::vector<std::
   co_return co_await done;
 }
 
-task<expected<void>> partition_log::flush() {
+task<expected<void>> partition_log::run_exclusive(std::function<task<expected<void>>()> body) {
   RILL_CO_TRY_VOID(check_writable());
   auto w = std::make_unique<work>();
-  w->k = work::kind::sync;
+  w->k = body ? work::kind::control : work::kind::sync;
+  w->control = std::move(body);
   completion<expected<void>> done;
   w->void_done = &done;
   enqueue(std::move(w));
   co_return co_await done;
 }
 
+task<expected<void>> partition_log::flush() { return run_exclusive({}); }
+
 task<expected<void>> partition_log::set_leader_epoch(epoch_t epoch) {
-  RILL_CO_TRY_VOID(check_writable());
-  auto w = std::make_unique<work>();
-  w->k = work::kind::control;
-  w->control = [this, epoch]() -> task<expected<void>> {
+  return run_exclusive([this, epoch]() -> task<expected<void>> {
     auto latest = epochs_.latest();
     if (latest && epoch < latest->epoch) {
       co_return make_unexpected(errc::invalid_argument, fmt::format("leader epoch {} is older than the current {}",
@@ -188,38 +188,20 @@ task<expected<void>> partition_log::set_leader_epoch(epoch_t epoch) {
     epochs_ = std::move(next);
     epoch_ = epoch;
     co_return expected<void>{};
-  };
-  completion<expected<void>> done;
-  w->void_done = &done;
-  enqueue(std::move(w));
-  co_return co_await done;
+  });
 }
 
 task<expected<void>> partition_log::truncate_after(offset_t last_kept) {
-  RILL_CO_TRY_VOID(check_writable());
-  auto w = std::make_unique<work>();
-  w->k = work::kind::control;
-  w->control = [this, last_kept]() { return do_truncate_after(last_kept); };
-  completion<expected<void>> done;
-  w->void_done = &done;
-  enqueue(std::move(w));
-  co_return co_await done;
+  return run_exclusive([this, last_kept]() { return do_truncate_after(last_kept); });
 }
 
 task<expected<retention_result>> partition_log::enforce_retention() {
-  RILL_CO_TRY_VOID(check_writable());
-  auto w = std::make_unique<work>();
-  w->k = work::kind::control;
   retention_result result;
-  w->control = [this, &result]() -> task<expected<void>> {
+  RILL_CO_TRY_VOID(co_await run_exclusive([this, &result]() -> task<expected<void>> {
     RILL_CO_TRY(r, co_await do_retention());
     result = r;
     co_return expected<void>{};
-  };
-  completion<expected<void>> done;
-  w->void_done = &done;
-  enqueue(std::move(w));
-  RILL_CO_TRY_VOID(co_await done);
+  }));
   co_return result;
 }
 
@@ -435,16 +417,7 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
                                       fmt::format("writev {} at byte {}", active->log_path(), position)));
       } else if (static_cast<std::uint64_t>(op.result) < bytes) {
         // A short write (rare): finish it the ordinary way; the sync follows below.
-        std::vector<::iovec> rest;
-        std::uint64_t skip = static_cast<std::uint64_t>(op.result);
-        for (const auto& v : iov) {
-          if (skip >= v.iov_len) {
-            skip -= v.iov_len;
-            continue;
-          }
-          rest.push_back(::iovec{static_cast<char*>(v.iov_base) + skip, v.iov_len - skip});
-          skip = 0;
-        }
+        const auto rest = iovecs_after(iov, static_cast<std::uint64_t>(op.result));
         written = co_await writev_all(engine_, active->log_fd, position + static_cast<std::uint64_t>(op.result), rest,
                                       active->log_path());
       } else if (op.sync_result < 0) {

@@ -231,6 +231,9 @@ class partition_log {
 
   // Writer (partition_log.cpp).
   void enqueue(std::unique_ptr<work> w);
+  // Queues `body` for the writer, to run alone (no append or other work at the same time), and waits for it. An
+  // empty body is a sync of everything written.
+  task<expected<void>> run_exclusive(std::function<task<expected<void>>()> body);
   task<void> writer_loop();
   task<void> write_group(std::vector<std::unique_ptr<work>> items);
   task<expected<void>> sync_log();

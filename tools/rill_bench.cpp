@@ -60,6 +60,22 @@ T drive(io::engine& e, task<T> t) {
   std::exit(1);
 }
 
+// What every benchmark needs around one partition log: an io_uring engine, the system clock, a buffer pool and a
+// reporter that prints to stderr. Declared in this order so that the pool outlives the log's buffers.
+struct bench_env {
+  bench_env() {
+    auto e = io::uring_engine::create(256);
+    if (!e) {
+      die("io_uring", e.error());
+    }
+    engine = std::move(*e);
+  }
+  std::unique_ptr<io::uring_engine> engine;
+  system_clock_source clk;
+  buffer_pool pool;
+  stderr_reporter reporter;
+};
+
 std::vector<std::byte> make_batch(std::size_t record_bytes, int records) {
   batch_builder b;
   std::string value(record_bytes, 'v');
@@ -95,14 +111,8 @@ int run_storage(const storage_args& a) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::remove_all(a.dir, ec);
-  auto engine_or = io::uring_engine::create(256);
-  if (!engine_or) {
-    die("io_uring", engine_or.error());
-  }
-  auto& engine = **engine_or;
-  system_clock_source clk;
-  buffer_pool pool;
-  stderr_reporter reporter;
+  bench_env env;
+  auto& engine = *env.engine;
   log_options opts;
   opts.config.segment_bytes = a.segment_bytes;
   opts.config.max_message_bytes = 64 * 1024 * 1024;
@@ -118,7 +128,7 @@ int run_storage(const storage_args& a) {
     fmt::print(stderr, "rill-bench: --sync must be every-batch or none, not {}\n", a.sync);
     return 2;
   }
-  auto log_or = drive(engine, partition_log::open(engine, pool, clk, reporter, a.dir, opts));
+  auto log_or = drive(engine, partition_log::open(engine, env.pool, env.clk, env.reporter, a.dir, opts));
   if (!log_or) {
     die("open " + a.dir, log_or.error());
   }
@@ -229,20 +239,14 @@ int run_storage(const storage_args& a) {
 int run_produce_data(const std::string& dir, std::uint64_t bytes, std::uint64_t segment_bytes) {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  auto engine_or = io::uring_engine::create(256);
-  if (!engine_or) {
-    die("io_uring", engine_or.error());
-  }
-  auto& engine = **engine_or;
-  system_clock_source clk;
-  buffer_pool pool;
-  stderr_reporter reporter;
+  bench_env env;
+  auto& engine = *env.engine;
   log_options opts;
   opts.config.durability = config::durability_mode::every_records;
   opts.config.sync_every_records = 1'000'000'000;
   opts.config.segment_bytes = segment_bytes;
   opts.config.max_message_bytes = 4 * 1024 * 1024;
-  auto log_or = drive(engine, partition_log::open(engine, pool, clk, reporter, dir, opts));
+  auto log_or = drive(engine, partition_log::open(engine, env.pool, env.clk, env.reporter, dir, opts));
   if (!log_or) {
     die("open " + dir, log_or.error());
   }
@@ -262,20 +266,14 @@ int run_produce_data(const std::string& dir, std::uint64_t bytes, std::uint64_t 
 }
 
 int run_recovery(const std::string& dir, bool full_scan, bool json) {
-  auto engine_or = io::uring_engine::create(256);
-  if (!engine_or) {
-    die("io_uring", engine_or.error());
-  }
-  auto& engine = **engine_or;
-  system_clock_source clk;
-  buffer_pool pool;
-  stderr_reporter reporter;
+  bench_env env;
+  auto& engine = *env.engine;
   log_options opts;
   opts.create = false;
   opts.scan_all_segments = full_scan;
   opts.config.max_message_bytes = 4 * 1024 * 1024;
   const auto t0 = steady::now();
-  auto log_or = drive(engine, partition_log::open(engine, pool, clk, reporter, dir, opts));
+  auto log_or = drive(engine, partition_log::open(engine, env.pool, env.clk, env.reporter, dir, opts));
   const double s = std::chrono::duration<double>(steady::now() - t0).count();
   if (!log_or) {
     die("open " + dir, log_or.error());
