@@ -21,11 +21,12 @@ template <class... Args>
 }
 }  // namespace rill::detail
 
-#define RILL_ASSERT(cond, ...)                                                            \
-  do {                                                                                    \
-    if (__builtin_expect(!(cond), 0)) {                                                   \
+#define RILL_ASSERT(cond, ...)                                                               \
+  do {                                                                                       \
+    if (__builtin_expect(!(cond), 0)) {                                                      \
       ::rill::detail::assert_fail_fmt(#cond, __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__); \
-    }                                                                                     \
+    }                                                                                        \
   } while (0)
 
-#define RILL_UNREACHABLE(...) ::rill::detail::assert_fail_fmt("unreachable", __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)
+#define RILL_UNREACHABLE(...) \
+  ::rill::detail::assert_fail_fmt("unreachable", __FILE__, __LINE__ __VA_OPT__(, ) __VA_ARGS__)

@@ -49,8 +49,8 @@ class [[nodiscard]] expected {
  public:
   using value_type = T;
   template <class U = T>
-    requires std::is_constructible_v<T, U&&>
-  expected(U&& v) : storage_(std::in_place_index<0>, std::forward<U>(v)) {}  // NOLINT: implicit by design
+  requires std::is_constructible_v<T, U&&> expected(U&& v)
+      : storage_(std::in_place_index<0>, std::forward<U>(v)) {}                     // NOLINT: implicit by design
   expected(unexpected u) : storage_(std::in_place_index<1>, std::move(u.value)) {}  // NOLINT
 
   [[nodiscard]] bool has_value() const noexcept { return storage_.index() == 0; }
@@ -113,35 +113,35 @@ class [[nodiscard]] expected<void> {
 };
 
 // Propagates an error from an expected<U> into the enclosing function's expected<T>.
-#define RILL_TRY(var, expr)                              \
-  auto var##_result_ = (expr);                           \
-  if (!var##_result_) {                                  \
+#define RILL_TRY(var, expr)                                      \
+  auto var##_result_ = (expr);                                   \
+  if (!var##_result_) {                                          \
     return ::rill::unexpected(std::move(var##_result_).error()); \
-  }                                                      \
+  }                                                              \
   auto var = std::move(var##_result_).value()
 
-#define RILL_TRY_VOID(expr)                            \
-  do {                                                 \
-    auto rill_try_result_ = (expr);                    \
-    if (!rill_try_result_) {                           \
+#define RILL_TRY_VOID(expr)                                           \
+  do {                                                                \
+    auto rill_try_result_ = (expr);                                   \
+    if (!rill_try_result_) {                                          \
       return ::rill::unexpected(std::move(rill_try_result_).error()); \
-    }                                                  \
+    }                                                                 \
   } while (0)
 
 // The coroutine forms of the above, for task<expected<T>> bodies.
-#define RILL_CO_TRY(var, expr)                              \
-  auto var##_result_ = (expr);                              \
-  if (!var##_result_) {                                     \
+#define RILL_CO_TRY(var, expr)                                      \
+  auto var##_result_ = (expr);                                      \
+  if (!var##_result_) {                                             \
     co_return ::rill::unexpected(std::move(var##_result_).error()); \
-  }                                                         \
+  }                                                                 \
   auto var = std::move(var##_result_).value()
 
-#define RILL_CO_TRY_VOID(expr)                            \
-  do {                                                    \
-    auto rill_try_result_ = (expr);                       \
-    if (!rill_try_result_) {                              \
+#define RILL_CO_TRY_VOID(expr)                                           \
+  do {                                                                   \
+    auto rill_try_result_ = (expr);                                      \
+    if (!rill_try_result_) {                                             \
       co_return ::rill::unexpected(std::move(rill_try_result_).error()); \
-    }                                                     \
+    }                                                                    \
   } while (0)
 
 }  // namespace rill

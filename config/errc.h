@@ -11,7 +11,9 @@ enum class errc : int {
 };
 
 const std::error_category& config_category() noexcept;
-inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), config_category()}; }
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), config_category()};
+}
 
 }  // namespace rill::config
 

@@ -34,8 +34,8 @@ expected<void> validate(const log_config& c) {
   RILL_TRY_VOID(check_range("segment_ms", c.segment_ms, 0, year_ms));
   RILL_TRY_VOID(check_range("retention_ms", c.retention_ms, 0, 100 * year_ms));
   RILL_TRY_VOID(check_range("retention_bytes", c.retention_bytes, 0, std::uint64_t{1} << 60));
-  RILL_TRY_VOID(check_range("max_message_bytes", c.max_message_bytes, limits::batch_bytes_min,
-                            limits::batch_bytes_limit));
+  RILL_TRY_VOID(
+      check_range("max_message_bytes", c.max_message_bytes, limits::batch_bytes_min, limits::batch_bytes_limit));
   RILL_TRY_VOID(check_range("sync_every_records", c.sync_every_records, 1, 1'000'000'000));
   RILL_TRY_VOID(check_range("sync_every_ms", c.sync_every_ms, 1, 3'600'000));
   RILL_TRY_VOID(check_range("flush_bytes_max", c.flush_bytes_max, 4 * limits::kib, limits::flush_bytes_limit));

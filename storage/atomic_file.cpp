@@ -12,7 +12,8 @@ bool is_temp_name(const std::string& name) noexcept {
   return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-task<expected<void>> write_file_atomic(io::engine& e, std::string dir, std::string name, std::vector<std::byte> content) {
+task<expected<void>> write_file_atomic(io::engine& e, std::string dir, std::string name,
+                                       std::vector<std::byte> content) {
   const std::string final_path = join_path(dir, name);
   const std::string temp_path = final_path + temp_suffix;
   RILL_CO_TRY(fd, co_await open_file(e, temp_path, io::open_create | io::open_truncate, 0600));
@@ -50,9 +51,8 @@ task<expected<std::optional<std::vector<std::byte>>>> read_whole_file(io::engine
   if (!size) {
     out = unexpected(std::move(size).error());
   } else if (*size > bytes_max) {
-    out = make_unexpected(errc::corrupt_data,
-                          path + ": " + std::to_string(*size) + " bytes, more than the " + std::to_string(bytes_max) +
-                              " such a file may have");
+    out = make_unexpected(errc::corrupt_data, path + ": " + std::to_string(*size) + " bytes, more than the " +
+                                                  std::to_string(bytes_max) + " such a file may have");
   } else {
     std::vector<std::byte> bytes(*size);
     auto got = co_await read_at(e, fd, 0, bytes, path);

@@ -18,7 +18,8 @@ namespace rill::storage {
 
 inline constexpr const char* temp_suffix = ".tmp";
 
-task<expected<void>> write_file_atomic(io::engine& e, std::string dir, std::string name, std::vector<std::byte> content);
+task<expected<void>> write_file_atomic(io::engine& e, std::string dir, std::string name,
+                                       std::vector<std::byte> content);
 
 // The whole file, or nullopt if it does not exist; an error if it is larger than bytes_max or unreadable.
 task<expected<std::optional<std::vector<std::byte>>>> read_whole_file(io::engine& e, std::string path,

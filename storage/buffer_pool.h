@@ -22,8 +22,10 @@ class pooled_buffer {
  public:
   pooled_buffer() = default;
   pooled_buffer(pooled_buffer&& o) noexcept
-      : pool_(std::exchange(o.pool_, nullptr)), data_(std::exchange(o.data_, nullptr)),
-        capacity_(std::exchange(o.capacity_, 0)), size_(std::exchange(o.size_, 0)) {}
+      : pool_(std::exchange(o.pool_, nullptr)),
+        data_(std::exchange(o.data_, nullptr)),
+        capacity_(std::exchange(o.capacity_, 0)),
+        size_(std::exchange(o.size_, 0)) {}
   pooled_buffer& operator=(pooled_buffer&& o) noexcept;
   pooled_buffer(const pooled_buffer&) = delete;
   pooled_buffer& operator=(const pooled_buffer&) = delete;

@@ -185,7 +185,9 @@ std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t siz
   return ~update_portable(~crc, static_cast<const unsigned char*>(data), size);
 }
 
-bool crc32c_hardware_available() noexcept { return hardware(); }
+bool crc32c_hardware_available() noexcept {
+  return hardware();
+}
 
 std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t len_b) noexcept {
   return multmodp(x2nmodp(len_b, 3), crc_a) ^ crc_b;

@@ -27,7 +27,9 @@ enum class errc : int {
 };
 
 const std::error_category& storage_category() noexcept;
-inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), storage_category()}; }
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), storage_category()};
+}
 
 // Builds an error from a negative errno result of a file operation. ENOSPC and EDQUOT map to errc::no_space; every
 // other errno to errc::io_error. `what` names the operation and file ("fdatasync 000...0.log").

@@ -105,7 +105,8 @@ task<expected<void>> write_all(io::engine& e, int fd, std::uint64_t offset, std:
       if (rc == -EINTR || rc == -EAGAIN) {
         continue;
       }
-      co_return unexpected(io_error(static_cast<int>(rc), "write " + path + " at byte " + std::to_string(offset + put)));
+      co_return unexpected(
+          io_error(static_cast<int>(rc), "write " + path + " at byte " + std::to_string(offset + put)));
     }
     if (rc == 0) {
       co_return unexpected(io_error(-EIO, "write " + path + ": no progress"));
@@ -136,7 +137,8 @@ task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std
       if (rc == -EINTR || rc == -EAGAIN) {
         continue;
       }
-      co_return unexpected(io_error(static_cast<int>(rc), "writev " + path + " at byte " + std::to_string(offset + put)));
+      co_return unexpected(
+          io_error(static_cast<int>(rc), "writev " + path + " at byte " + std::to_string(offset + put)));
     }
     if (rc == 0) {
       co_return unexpected(io_error(-EIO, "writev " + path + ": no progress"));

@@ -57,10 +57,10 @@ const char* to_string(opcode op) noexcept;
 // open flags (bits of request::flags for opcode::open)
 enum open_flag : std::uint32_t {
   open_read_only = 1u << 0,
-  open_create = 1u << 1,      // create if missing
-  open_exclusive = 1u << 2,   // with create: fail with EEXIST if present
-  open_truncate = 1u << 3,    // truncate to 0 on open
-  open_directory = 1u << 4,   // open a directory (for fsync of its entries)
+  open_create = 1u << 1,     // create if missing
+  open_exclusive = 1u << 2,  // with create: fail with EEXIST if present
+  open_truncate = 1u << 3,   // truncate to 0 on open
+  open_directory = 1u << 4,  // open a directory (for fsync of its entries)
 };
 
 struct request {

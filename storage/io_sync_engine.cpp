@@ -5,9 +5,13 @@
 
 namespace rill::storage::io {
 
-sync_engine::~sync_engine() { RILL_ASSERT(queue_.empty(), "sync_engine destroyed with {} requests in flight", queue_.size()); }
+sync_engine::~sync_engine() {
+  RILL_ASSERT(queue_.empty(), "sync_engine destroyed with {} requests in flight", queue_.size());
+}
 
-void sync_engine::submit(request& r) { queue_.push_back(&r); }
+void sync_engine::submit(request& r) {
+  queue_.push_back(&r);
+}
 
 std::size_t sync_engine::poll(bool /*wait*/) {
   // Runs what was queued when poll() began; requests submitted by these completions wait for the next poll().

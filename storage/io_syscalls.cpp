@@ -48,7 +48,9 @@ const char* to_string(opcode op) noexcept {
 }
 
 namespace {
-std::int64_t ok_or_errno(long rc) noexcept { return rc < 0 ? -errno : rc; }
+std::int64_t ok_or_errno(long rc) noexcept {
+  return rc < 0 ? -errno : rc;
+}
 
 std::int64_t list(request& r) noexcept {
   DIR* d = ::opendir(r.path.c_str());
@@ -139,8 +141,8 @@ void execute_blocking(request& r) noexcept {
       for (unsigned i = 0; i < r.iov_count; ++i) {
         total += r.iov[i].iov_len;
       }
-      r.sync_result = r.result >= 0 && static_cast<std::uint64_t>(r.result) == total ? ok_or_errno(::fdatasync(r.fd))
-                                                                                       : -ECANCELED;
+      r.sync_result =
+          r.result >= 0 && static_cast<std::uint64_t>(r.result) == total ? ok_or_errno(::fdatasync(r.fd)) : -ECANCELED;
       return;
     }
     case opcode::file_size: {

@@ -64,8 +64,8 @@ task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(time
     while (pos < s->size) {
       auto got = co_await read_at(engine_, s->log_fd, pos, head, s->log_path());
       if (!got || *got < head.size()) {
-        failed = got ? expected<void>(make_unexpected(errc::corrupt_data, fmt::format("{}: short batch header at byte {}",
-                                                                                      s->log_path(), pos)))
+        failed = got ? expected<void>(make_unexpected(
+                           errc::corrupt_data, fmt::format("{}: short batch header at byte {}", s->log_path(), pos)))
                      : expected<void>(unexpected(std::move(got).error()));
         break;
       }
@@ -124,12 +124,18 @@ task<expected<read_result>> partition_log::read(read_request request) {
 }
 
 log_cursor::log_cursor(log_cursor&& o) noexcept
-    : log_(o.log_), position_(o.position_), uncommitted_(o.uncommitted_), seg_(std::move(o.seg_)),
-      file_pos_(o.file_pos_), truncations_seen_(o.truncations_seen_) {
+    : log_(o.log_),
+      position_(o.position_),
+      uncommitted_(o.uncommitted_),
+      seg_(std::move(o.seg_)),
+      file_pos_(o.file_pos_),
+      truncations_seen_(o.truncations_seen_) {
   o.seg_.reset();
 }
 
-log_cursor::~log_cursor() { unpin(); }
+log_cursor::~log_cursor() {
+  unpin();
+}
 
 void log_cursor::unpin() noexcept {
   if (seg_) {
@@ -146,14 +152,14 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
   out.high_watermark = log.committed_;
   out.next_offset = position_;
   if (position_ < log.log_start_ && !(seg_ && position_ < seg_->next_offset)) {
-    co_return make_unexpected(errc::offset_out_of_range,
-                              fmt::format("offset {} is below the log start {} of {}", position_.value(),
-                                          log.log_start_.value(), log.dir_));
+    co_return make_unexpected(
+        errc::offset_out_of_range,
+        fmt::format("offset {} is below the log start {} of {}", position_.value(), log.log_start_.value(), log.dir_));
   }
   if (position_ > log.log_end_) {
-    co_return make_unexpected(errc::offset_out_of_range,
-                              fmt::format("offset {} is beyond the log end {} of {}", position_.value(),
-                                          log.log_end_.value(), log.dir_));
+    co_return make_unexpected(
+        errc::offset_out_of_range,
+        fmt::format("offset {} is beyond the log end {} of {}", position_.value(), log.log_end_.value(), log.dir_));
   }
   if (truncations_seen_ != log.truncations_) {
     // A truncation may have rewritten the bytes after position_: find the position again from the index.
@@ -249,8 +255,8 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
       if (verify_crc) {
         auto checked = batch_view::validate(bytes, limits);
         if (!checked) {
-          co_return make_unexpected(errc::corrupt_data, fmt::format("{} at byte {}: {}", seg.log_path(), pos + q,
-                                                                    checked.error().message()));
+          co_return make_unexpected(
+              errc::corrupt_data, fmt::format("{} at byte {}: {}", seg.log_path(), pos + q, checked.error().message()));
         }
       }
       if (view.next_offset() <= position_) {

@@ -122,7 +122,8 @@ task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok)
         co_return pos;
       }
       pooled_buffer buf = pool_.acquire(*bsize);
-      RILL_CO_TRY(all, co_await read_at(engine_, seg.log_fd, pos, std::span<std::byte>(buf.data(), *bsize), seg.log_path()));
+      RILL_CO_TRY(all,
+                  co_await read_at(engine_, seg.log_fd, pos, std::span<std::byte>(buf.data(), *bsize), seg.log_path()));
       auto v = batch_view::validate(std::span<const std::byte>(buf.data(), all), stored_limits_);
       if (!v) {
         problem = fmt::format("batch at byte {}: {}", pos, v.error().message());
@@ -147,7 +148,8 @@ task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok)
   if (problem.empty()) {
     (void)first_end;
     const auto& last = index->entries().back();
-    RILL_CO_TRY(end, co_await verify(last.position, seg.base_offset + last.relative_offset, true, next, max_ts, problem));
+    RILL_CO_TRY(end,
+                co_await verify(last.position, seg.base_offset + last.relative_offset, true, next, max_ts, problem));
     if (problem.empty() && end != size) {
       problem = fmt::format("last batch ends at byte {}, file has {}", end, size);
     }
@@ -289,8 +291,8 @@ task<expected<void>> partition_log::load_metas(segment& seg) {
     const std::byte* e = bytes.data() + i * batch_meta_format::entry_bytes;
     const offset_t base(load_be<std::int64_t>(e));
     const bool crc_ok = load_be<std::uint32_t>(e + 60) == crc32c(e, 60);
-    const bool in_range = base >= seg.base_offset && base < seg.next_offset &&
-                          (seg.metas.empty() || base > seg.metas.back().base_offset);
+    const bool in_range =
+        base >= seg.base_offset && base < seg.next_offset && (seg.metas.empty() || base > seg.metas.back().base_offset);
     if (!crc_ok || !in_range) {
       break;
     }
@@ -398,16 +400,16 @@ task<expected<void>> partition_log::recover() {
   std::vector<offset_t> kept;
   for (std::size_t i = 0; i < bases.size(); ++i) {
     const bool below_start = i + 1 < bases.size() && bases[i + 1] <= log_start_;
-    const bool truncated = truncate_from.value() >= 0 &&
-                           (bases[i] > truncate_from || (bases[i] == truncate_from && !kept.empty()));
+    const bool truncated =
+        truncate_from.value() >= 0 && (bases[i] > truncate_from || (bases[i] == truncate_from && !kept.empty()));
     if (below_start || truncated) {
       const std::string base = join_path(dir_, segment_name(bases[i]));
       for (const char* ext : {".log", ".index", ".meta"}) {
         RILL_CO_TRY_VOID(co_await unlink_file(engine_, base + ext, true));
       }
-      reporter_.notice(fmt::format("{}: removed segment {} ({})", dir_, bases[i].value(),
-                                   below_start ? "below the log start: an interrupted retention delete"
-                                               : "after an interrupted truncation"));
+      reporter_.notice(fmt::format(
+          "{}: removed segment {} ({})", dir_, bases[i].value(),
+          below_start ? "below the log start: an interrupted retention delete" : "after an interrupted truncation"));
       dir_changed = true;
       continue;
     }
@@ -442,10 +444,10 @@ task<expected<void>> partition_log::recover() {
                                               "to guess which copy is right",
                                               dir_, seg->base_offset.value(), expected_next.value()));
       }
-      reporter_.corruption(seg->log_path(), 0,
-                           fmt::format("offsets {} to {} are missing", expected_next.value(),
-                                       seg->base_offset.value() - 1),
-                           "reads skip the gap");
+      reporter_.corruption(
+          seg->log_path(), 0,
+          fmt::format("offsets {} to {} are missing", expected_next.value(), seg->base_offset.value() - 1),
+          "reads skip the gap");
     }
     expected_next = seg->next_offset;
     RILL_CO_TRY_VOID(co_await load_metas(*seg));
@@ -474,11 +476,11 @@ task<expected<void>> partition_log::recover() {
   }
   log_end_ = active->next_offset;
   if (log_end_ < floor_next) {
-    reporter_.corruption(active->log_path(), active->size,
-                         fmt::format("the log ends at offset {} but offsets up to {} were committed or retained",
-                                     log_end_.value(), floor_next.value()),
-                         fmt::format("continuing at offset {} in a new segment, so no offset is reused",
-                                     floor_next.value()));
+    reporter_.corruption(
+        active->log_path(), active->size,
+        fmt::format("the log ends at offset {} but offsets up to {} were committed or retained", log_end_.value(),
+                    floor_next.value()),
+        fmt::format("continuing at offset {} in a new segment, so no offset is reused", floor_next.value()));
     RILL_CO_TRY_VOID(co_await seal(*active));
     RILL_CO_TRY(seg, co_await create_segment(floor_next));
     segments_.push_back(seg);

@@ -31,7 +31,8 @@ partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock&
     : engine_(engine), pool_(pool), clock_(clk), reporter_(reporter), dir_(std::move(dir)), options_(options) {
   producer_limits_.batch_bytes_max = options_.config.max_message_bytes;
   producer_limits_.dense_offsets = true;
-  stored_limits_.batch_bytes_max = std::max<std::uint64_t>(options_.config.max_message_bytes, limits::batch_bytes_limit);
+  stored_limits_.batch_bytes_max =
+      std::max<std::uint64_t>(options_.config.max_message_bytes, limits::batch_bytes_limit);
   stored_limits_.check_records = false;
   writer_idle_.set();
   deleter_idle_.set();
@@ -97,8 +98,8 @@ task<expected<append_result>> partition_log::append(std::vector<std::byte> batch
     auto v = batch_view::validate(std::span<const std::byte>(batches).subspan(pos), producer_limits_, &crc_tail);
     if (!v) {
       auto e = std::move(v).error();
-      co_return unexpected(rill::error(e.code(), fmt::format("batch {} (byte {} of the request): {}", w->infos.size(),
-                                                             pos, e.detail())));
+      co_return unexpected(rill::error(
+          e.code(), fmt::format("batch {} (byte {} of the request): {}", w->infos.size(), pos, e.detail())));
     }
     batch_info info;
     info.size = static_cast<std::uint32_t>(v->size());
@@ -130,8 +131,8 @@ task<expected<append_result>> partition_log::append_replicated(std::vector<std::
     auto v = batch_view::validate(std::span<const std::byte>(batches).subspan(pos), stored_limits_);
     if (!v) {
       auto e = std::move(v).error();
-      co_return unexpected(rill::error(e.code(), fmt::format("replicated batch {} (byte {}): {}", w->infos.size(), pos,
-                                                             e.detail())));
+      co_return unexpected(
+          rill::error(e.code(), fmt::format("replicated batch {} (byte {}): {}", w->infos.size(), pos, e.detail())));
     }
     if (expected_base.value() >= 0 && v->base_offset() != expected_base) {
       co_return make_unexpected(errc::invalid_argument,
@@ -151,8 +152,8 @@ task<expected<append_result>> partition_log::append_replicated(std::vector<std::
     pos += v->size();
   }
   if (!metas.empty() && metas.size() != w->infos.size()) {
-    co_return make_unexpected(errc::invalid_argument, fmt::format("{} metadata entries for {} batches", metas.size(),
-                                                                  w->infos.size()));
+    co_return make_unexpected(errc::invalid_argument,
+                              fmt::format("{} metadata entries for {} batches", metas.size(), w->infos.size()));
   }
   w->bytes = std::move(batches);
   w->metas = std::move(metas);
@@ -173,7 +174,9 @@ task<expected<void>> partition_log::run_exclusive(std::function<task<expected<vo
   co_return co_await done;
 }
 
-task<expected<void>> partition_log::flush() { return run_exclusive({}); }
+task<expected<void>> partition_log::flush() {
+  return run_exclusive({});
+}
 
 task<expected<void>> partition_log::set_leader_epoch(epoch_t epoch) {
   return run_exclusive([this, epoch]() -> task<expected<void>> {
@@ -413,8 +416,8 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
       op.iov_count = static_cast<unsigned>(iov.size());
       co_await op;
       if (op.result < 0) {
-        written = unexpected(io_error(static_cast<int>(op.result),
-                                      fmt::format("writev {} at byte {}", active->log_path(), position)));
+        written = unexpected(
+            io_error(static_cast<int>(op.result), fmt::format("writev {} at byte {}", active->log_path(), position)));
       } else if (static_cast<std::uint64_t>(op.result) < bytes) {
         // A short write (rare): finish it the ordinary way; the sync follows below.
         const auto rest = iovecs_after(iov, static_cast<std::uint64_t>(op.result));
@@ -457,8 +460,8 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
         store_be<std::uint32_t>(e.data() + 60, crc32c(e.data(), 60));
         out.insert(out.end(), e.begin(), e.end());
       }
-      RILL_CO_TRY_VOID(co_await write_all(engine_, active->meta_fd, active->metas_written * batch_meta_format::entry_bytes,
-                                          out, active->meta_path()));
+      RILL_CO_TRY_VOID(co_await write_all(
+          engine_, active->meta_fd, active->metas_written * batch_meta_format::entry_bytes, out, active->meta_path()));
       active->metas_written = active->metas.size();
       co_return expected<void>{};
     }();
@@ -518,7 +521,8 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
       sync_due_ = clock_.monotonic() + std::chrono::milliseconds(options_.config.sync_every_ms);
     }
   }
-  if (committed_ - superblock_.current().committed >= static_cast<std::int64_t>(options_.config.superblock_interval_records)) {
+  if (committed_ - superblock_.current().committed >=
+      static_cast<std::int64_t>(options_.config.superblock_interval_records)) {
     (void)co_await persist_superblock();
   }
   if (mode == config::durability_mode::sync_before_ack && options_.config.preallocate_bytes > 0) {
@@ -727,9 +731,8 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
       pos += size;
     }
     if (!found) {
-      co_return make_unexpected(errc::invalid_argument,
-                                fmt::format("truncate_after({}): offset {} is inside a batch", last_kept.value(),
-                                            new_end.value()));
+      co_return make_unexpected(errc::invalid_argument, fmt::format("truncate_after({}): offset {} is inside a batch",
+                                                                    last_kept.value(), new_end.value()));
     }
     cut = pos;
   } else {
@@ -820,7 +823,7 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
     }
   }
   log_end_ = new_end;
-  ++truncations_;         // cursors drop their cached file positions
+  ++truncations_;  // cursors drop their cached file positions
   seg->synced_size = cut;
   synced_end_ = new_end;  // the cut file was just synced whole
   advance_commit();

@@ -80,8 +80,8 @@ class collecting_reporter final : public log_reporter {
 
 struct log_options {
   config::log_config config;
-  bool create = true;        // create the directory and files if missing
-  bool auto_commit = true;   // one node: committed follows synced_end; false: commit_to() sets it
+  bool create = true;       // create the directory and files if missing
+  bool auto_commit = true;  // one node: committed follows synced_end; false: commit_to() sets it
   // Recovery scans every segment in full and rebuilds its index, instead of trusting sealed segments that verify
   // (for a suspicious disk, and to measure what the fast path saves).
   bool scan_all_segments = false;
@@ -99,21 +99,21 @@ enum class read_start : std::uint8_t { offset, timestamp, first, last };
 
 struct read_request {
   read_start start = read_start::offset;
-  offset_t offset{0};              // read_start::offset
-  timestamp_ms_t timestamp{0};     // read_start::timestamp: the first batch whose max_timestamp >= this
+  offset_t offset{0};           // read_start::offset
+  timestamp_ms_t timestamp{0};  // read_start::timestamp: the first batch whose max_timestamp >= this
   std::uint32_t max_records = UINT32_MAX;
   std::uint64_t max_bytes = 1024 * 1024;
-  bool uncommitted = false;        // replication reads: up to log_end instead of committed
-  bool verify_crc = true;          // check each returned batch's CRC (corruption becomes errc::corrupt_data)
+  bool uncommitted = false;  // replication reads: up to log_end instead of committed
+  bool verify_crc = true;    // check each returned batch's CRC (corruption becomes errc::corrupt_data)
 };
 
 struct read_result {
-  pooled_buffer bytes;             // whole batches, back to back (may be empty)
+  pooled_buffer bytes;  // whole batches, back to back (may be empty)
   std::uint32_t batches = 0;
   std::uint32_t records = 0;
-  offset_t first_offset{-1};       // base offset of the first batch returned
-  offset_t next_offset{0};         // where a following read continues
-  offset_t high_watermark{0};      // committed at the time of the read
+  offset_t first_offset{-1};   // base offset of the first batch returned
+  offset_t next_offset{0};     // where a following read continues
+  offset_t high_watermark{0};  // committed at the time of the read
   offset_t log_start{0};
 };
 
@@ -127,8 +127,8 @@ struct log_stats {
   std::uint64_t segments = 0;
   std::uint64_t bytes = 0;
   std::uint64_t appends = 0;
-  std::uint64_t flushes = 0;       // vectored writes
-  std::uint64_t syncs = 0;         // fdatasyncs of the log
+  std::uint64_t flushes = 0;  // vectored writes
+  std::uint64_t syncs = 0;    // fdatasyncs of the log
   std::uint64_t rolls = 0;
   std::uint64_t pending_bytes = 0;
 };
@@ -140,8 +140,8 @@ class partition_log {
   // Opens (creating if options.create) the partition in `dir` and runs recovery (docs/storage.md, Recovery).
   // `engine`, `pool`, `clk` and `reporter` must outlive the log.
   static task<expected<std::unique_ptr<partition_log>>> open(io::engine& engine, buffer_pool& pool, const clock& clk,
-                                                            log_reporter& reporter, std::string dir,
-                                                            log_options options);
+                                                             log_reporter& reporter, std::string dir,
+                                                             log_options options);
   ~partition_log();
   partition_log(const partition_log&) = delete;
   partition_log& operator=(const partition_log&) = delete;
@@ -211,8 +211,8 @@ class partition_log {
     std::uint32_t size = 0;
     std::uint32_t offset_count = 0;  // last_offset_delta + 1
     std::uint32_t records = 0;
-    std::uint32_t crc_tail = 0;      // leader appends: CRC of the unchanged part, for stamping
-    offset_t base{0};                // replica appends: as received; leader appends: assigned at write time
+    std::uint32_t crc_tail = 0;  // leader appends: CRC of the unchanged part, for stamping
+    offset_t base{0};            // replica appends: as received; leader appends: assigned at write time
     timestamp_ms_t max_timestamp{-1};
     epoch_t epoch{0};
   };
@@ -279,7 +279,7 @@ class partition_log {
   epoch_t epoch_{0};
 
   offset_t log_start_{0};
-  offset_t log_end_{0};        // written; offsets are assigned at write time from here
+  offset_t log_end_{0};  // written; offsets are assigned at write time from here
   offset_t synced_end_{0};
   offset_t committed_{0};
   timestamp_ms_t last_timestamp_{-1};
@@ -319,7 +319,7 @@ class log_cursor {
   partition_log* log_;
   offset_t position_;
   bool uncommitted_;
-  std::shared_ptr<segment> seg_;      // pinned
+  std::shared_ptr<segment> seg_;           // pinned
   std::optional<std::uint64_t> file_pos_;  // byte position of the batch at position_ in seg_, when known
   std::uint64_t truncations_seen_ = 0;     // the log's truncation count when file_pos_ was computed
 };

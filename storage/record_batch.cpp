@@ -18,7 +18,9 @@ namespace bf = batch_format;
 
 namespace {
 
-rill::unexpected invalid(std::string detail) { return make_unexpected(errc::invalid_batch, std::move(detail)); }
+rill::unexpected invalid(std::string detail) {
+  return make_unexpected(errc::invalid_batch, std::move(detail));
+}
 
 // Walks `count` records of an uncompressed region: framing exact, offset deltas increasing and within
 // [0, last_delta] (exactly 0..n-1 when dense). `where` prefixes error details.
@@ -40,8 +42,8 @@ expected<void> walk_records(std::span<const std::byte> region, std::int32_t coun
     }
     const record_view& rec = **r;
     if (rec.offset_delta <= previous_delta || rec.offset_delta > last_delta) {
-      return invalid(fmt::format("record {} at records byte {}: offset_delta {} not increasing within [0, {}]", i,
-                                 at, rec.offset_delta, last_delta));
+      return invalid(fmt::format("record {} at records byte {}: offset_delta {} not increasing within [0, {}]", i, at,
+                                 rec.offset_delta, last_delta));
     }
     if (dense && rec.offset_delta != i) {
       return invalid(fmt::format("record {} at records byte {}: offset_delta {} (a producer batch needs {})", i, at,
@@ -59,8 +61,8 @@ expected<void> walk_records(std::span<const std::byte> region, std::int32_t coun
 
 expected<std::size_t> batch_view::size_from_prefix(std::span<const std::byte> prefix, std::uint64_t batch_bytes_max) {
   if (prefix.size() < bf::length_prefix_bytes) {
-    return invalid(fmt::format("{} bytes: shorter than the {}-byte length prefix", prefix.size(),
-                               bf::length_prefix_bytes));
+    return invalid(
+        fmt::format("{} bytes: shorter than the {}-byte length prefix", prefix.size(), bf::length_prefix_bytes));
   }
   const std::int32_t batch_length = load_be<std::int32_t>(prefix.data() + bf::batch_length_at);
   if (batch_length < static_cast<std::int32_t>(bf::header_bytes - bf::length_prefix_bytes)) {
@@ -92,9 +94,8 @@ expected<batch_view> batch_view::validate(std::span<const std::byte> bytes, cons
   const std::uint32_t tail = crc32c(bytes.data() + bf::crc_head_end, total - bf::crc_head_end);
   const std::uint32_t computed = crc32c_combine(head, tail, total - bf::crc_head_end);
   if (computed != view.crc()) {
-    return make_unexpected(errc::crc_mismatch,
-                           fmt::format("batch at offset {}: stored crc {:#010x}, computed {:#010x}",
-                                       view.base_offset().value(), view.crc(), computed));
+    return make_unexpected(errc::crc_mismatch, fmt::format("batch at offset {}: stored crc {:#010x}, computed {:#010x}",
+                                                           view.base_offset().value(), view.crc(), computed));
   }
   if (crc_tail != nullptr) {
     *crc_tail = tail;
@@ -113,9 +114,10 @@ expected<batch_view> batch_view::validate(std::span<const std::byte> bytes, cons
     return invalid(fmt::format("last_offset_delta {} with {} records", last_delta, count));
   }
   if (limits.dense_offsets && (count == 0 || last_delta != count - 1)) {
-    return invalid(fmt::format("a producer batch needs records and last_offset_delta = records_count - 1 "
-                               "(records_count {}, last_offset_delta {})",
-                               count, last_delta));
+    return invalid(
+        fmt::format("a producer batch needs records and last_offset_delta = records_count - 1 "
+                    "(records_count {}, last_offset_delta {})",
+                    count, last_delta));
   }
   if (!limits.check_records) {
     return view;
@@ -140,8 +142,7 @@ expected<batch_view> batch_view::validate(std::span<const std::byte> bytes, cons
                                                               limits.uncompressed_bytes_max));
   }
   if (static_cast<std::uint64_t>(count) * bf::record_bytes_min > **declared) {
-    return invalid(fmt::format("records_count {} cannot fit in the declared {} decompressed bytes", count,
-                               **declared));
+    return invalid(fmt::format("records_count {} cannot fit in the declared {} decompressed bytes", count, **declared));
   }
   return view;
 }
@@ -175,9 +176,7 @@ expected<std::optional<record_view>> record_reader::next() {
     return std::optional<record_view>{};
   }
   const std::size_t at = position();
-  auto bad = [at](const char* what) {
-    return invalid(fmt::format("record at records byte {}: {}", at, what));
-  };
+  auto bad = [at](const char* what) { return invalid(fmt::format("record at records byte {}: {}", at, what)); };
   auto length = read_varint(p_, end);
   if (!length || *length < 0) {
     return bad("bad length varint");

@@ -58,12 +58,16 @@ class batch_view {
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_.size(); }
 
-  [[nodiscard]] offset_t base_offset() const noexcept { return offset_t(get<std::int64_t>(batch_format::base_offset_at)); }
+  [[nodiscard]] offset_t base_offset() const noexcept {
+    return offset_t(get<std::int64_t>(batch_format::base_offset_at));
+  }
   [[nodiscard]] offset_t last_offset() const noexcept { return base_offset() + last_offset_delta(); }
   // The offset after this batch.
   [[nodiscard]] offset_t next_offset() const noexcept { return last_offset() + 1; }
   [[nodiscard]] std::int32_t batch_length() const noexcept { return get<std::int32_t>(batch_format::batch_length_at); }
-  [[nodiscard]] epoch_t leader_epoch() const noexcept { return epoch_t(get<std::int32_t>(batch_format::leader_epoch_at)); }
+  [[nodiscard]] epoch_t leader_epoch() const noexcept {
+    return epoch_t(get<std::int32_t>(batch_format::leader_epoch_at));
+  }
   [[nodiscard]] std::int8_t magic() const noexcept { return get<std::int8_t>(batch_format::magic_at); }
   [[nodiscard]] std::uint32_t crc() const noexcept { return get<std::uint32_t>(batch_format::crc_at); }
   [[nodiscard]] std::uint16_t attributes() const noexcept { return get<std::uint16_t>(batch_format::attributes_at); }
@@ -71,15 +75,29 @@ class batch_view {
   [[nodiscard]] compression codec() const noexcept { return static_cast<compression>(codec_bits()); }
   [[nodiscard]] bool log_append_time() const noexcept { return attributes() & batch_format::timestamp_log_append; }
   [[nodiscard]] bool is_control() const noexcept { return attributes() & batch_format::control; }
-  [[nodiscard]] std::int32_t last_offset_delta() const noexcept { return get<std::int32_t>(batch_format::last_offset_delta_at); }
-  [[nodiscard]] timestamp_ms_t base_timestamp() const noexcept { return timestamp_ms_t(get<std::int64_t>(batch_format::base_timestamp_at)); }
-  [[nodiscard]] timestamp_ms_t max_timestamp() const noexcept { return timestamp_ms_t(get<std::int64_t>(batch_format::max_timestamp_at)); }
+  [[nodiscard]] std::int32_t last_offset_delta() const noexcept {
+    return get<std::int32_t>(batch_format::last_offset_delta_at);
+  }
+  [[nodiscard]] timestamp_ms_t base_timestamp() const noexcept {
+    return timestamp_ms_t(get<std::int64_t>(batch_format::base_timestamp_at));
+  }
+  [[nodiscard]] timestamp_ms_t max_timestamp() const noexcept {
+    return timestamp_ms_t(get<std::int64_t>(batch_format::max_timestamp_at));
+  }
   [[nodiscard]] std::int64_t producer_id() const noexcept { return get<std::int64_t>(batch_format::producer_id_at); }
-  [[nodiscard]] std::int16_t producer_epoch() const noexcept { return get<std::int16_t>(batch_format::producer_epoch_at); }
-  [[nodiscard]] std::int32_t base_sequence() const noexcept { return get<std::int32_t>(batch_format::base_sequence_at); }
-  [[nodiscard]] std::int32_t records_count() const noexcept { return get<std::int32_t>(batch_format::records_count_at); }
+  [[nodiscard]] std::int16_t producer_epoch() const noexcept {
+    return get<std::int16_t>(batch_format::producer_epoch_at);
+  }
+  [[nodiscard]] std::int32_t base_sequence() const noexcept {
+    return get<std::int32_t>(batch_format::base_sequence_at);
+  }
+  [[nodiscard]] std::int32_t records_count() const noexcept {
+    return get<std::int32_t>(batch_format::records_count_at);
+  }
   // The records region: raw records (codec none) or the compressed frame.
-  [[nodiscard]] std::span<const std::byte> records_region() const noexcept { return bytes_.subspan(batch_format::header_bytes); }
+  [[nodiscard]] std::span<const std::byte> records_region() const noexcept {
+    return bytes_.subspan(batch_format::header_bytes);
+  }
 
  private:
   explicit batch_view(std::span<const std::byte> b) noexcept : bytes_(b) {}
@@ -134,7 +152,8 @@ class header_reader {
 // Checks the records of `view` in depth: decompresses a compressed batch (with the limits' cap) into `scratch`, walks
 // every record, and checks the count and offset deltas against the header. Used by tools, compaction and for zstd
 // frames that do not declare their size.
-expected<void> validate_records_deep(const batch_view& view, const batch_limits& limits, std::vector<std::byte>& scratch);
+expected<void> validate_records_deep(const batch_view& view, const batch_limits& limits,
+                                     std::vector<std::byte>& scratch);
 
 // The uncompressed records region of `view`: the region itself, or its zstd frame decompressed into `scratch`.
 expected<std::span<const std::byte>> records_of(const batch_view& view, std::uint64_t uncompressed_bytes_max,

@@ -6,7 +6,9 @@
 
 namespace rill::storage {
 
-std::string segment_name(offset_t base) { return fmt::format("{:020}", base.value()); }
+std::string segment_name(offset_t base) {
+  return fmt::format("{:020}", base.value());
+}
 
 std::optional<std::pair<offset_t, std::string>> parse_segment_file_name(const std::string& name) {
   if (name.size() < 22 || name[20] != '.') {
@@ -29,8 +31,14 @@ std::optional<std::pair<offset_t, std::string>> parse_segment_file_name(const st
 segment::segment(std::string dir_path, offset_t base, std::uint32_t index_interval_bytes)
     : dir(std::move(dir_path)), base_offset(base), next_offset(base), index(index_interval_bytes) {}
 
-std::string segment::log_path() const { return join_path(dir, segment_name(base_offset) + ".log"); }
-std::string segment::index_path() const { return join_path(dir, segment_name(base_offset) + ".index"); }
-std::string segment::meta_path() const { return join_path(dir, segment_name(base_offset) + ".meta"); }
+std::string segment::log_path() const {
+  return join_path(dir, segment_name(base_offset) + ".log");
+}
+std::string segment::index_path() const {
+  return join_path(dir, segment_name(base_offset) + ".index");
+}
+std::string segment::meta_path() const {
+  return join_path(dir, segment_name(base_offset) + ".meta");
+}
 
 }  // namespace rill::storage

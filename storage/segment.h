@@ -11,10 +11,10 @@
 // - Files are unlinked only when deleting is set and readers == 0.
 #include <array>
 #include <chrono>
-#include <optional>
-#include <utility>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/strong.h"
@@ -47,11 +47,11 @@ struct segment {
 
   std::string dir;
   offset_t base_offset;
-  offset_t next_offset;                    // one past the last batch (== base_offset when empty)
-  std::uint64_t size = 0;                  // logical bytes: end of the last whole batch
-  std::uint64_t synced_size = 0;           // bytes covered by the last successful fdatasync
-  std::uint64_t file_size = 0;             // physical bytes (preallocation included)
-  timestamp_ms_t max_timestamp{-1};        // of the batches in this segment
+  offset_t next_offset;                            // one past the last batch (== base_offset when empty)
+  std::uint64_t size = 0;                          // logical bytes: end of the last whole batch
+  std::uint64_t synced_size = 0;                   // bytes covered by the last successful fdatasync
+  std::uint64_t file_size = 0;                     // physical bytes (preallocation included)
+  timestamp_ms_t max_timestamp{-1};                // of the batches in this segment
   std::chrono::nanoseconds first_append_mono{-1};  // monotonic time of the first append (segment_ms rolls)
   bool sealed = false;
 
@@ -61,13 +61,13 @@ struct segment {
 
   segment_index index;
 
-  std::vector<meta_entry> metas;           // replication metadata, one per batch appended with it
+  std::vector<meta_entry> metas;  // replication metadata, one per batch appended with it
   std::size_t metas_written = 0;
 
-  std::uint32_t readers = 0;               // reads in progress in this segment
-  bool deleting = false;                   // removed from the log; files go when readers == 0
-  bool files_unlinked = false;             // truncation already unlinked the files: only descriptors remain
-  std::uint64_t batches = 0;               // batch count (statistics)
+  std::uint32_t readers = 0;    // reads in progress in this segment
+  bool deleting = false;        // removed from the log; files go when readers == 0
+  bool files_unlinked = false;  // truncation already unlinked the files: only descriptors remain
+  std::uint64_t batches = 0;    // batch count (statistics)
 };
 
 }  // namespace rill::storage

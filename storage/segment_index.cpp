@@ -112,11 +112,12 @@ expected<segment_index> segment_index::decode_sealed(std::span<const std::byte> 
   segment_index idx(interval_bytes);
   for (std::size_t i = 0; i < n; ++i) {
     const std::byte* p = bytes.data() + i * sif::entry_bytes;
-    index_entry e{load_be<std::uint32_t>(p), load_be<std::uint32_t>(p + 4), timestamp_ms_t(load_be<std::int64_t>(p + 8))};
+    index_entry e{load_be<std::uint32_t>(p), load_be<std::uint32_t>(p + 4),
+                  timestamp_ms_t(load_be<std::int64_t>(p + 8))};
     const bool first_ok = i > 0 || e.position == 0;
-    const bool order_ok = i == 0 || (e.relative_offset > idx.entries_.back().relative_offset &&
-                                     e.position > idx.entries_.back().position &&
-                                     e.max_timestamp >= idx.entries_.back().max_timestamp);
+    const bool order_ok =
+        i == 0 || (e.relative_offset > idx.entries_.back().relative_offset &&
+                   e.position > idx.entries_.back().position && e.max_timestamp >= idx.entries_.back().max_timestamp);
     if (!first_ok || !order_ok || e.position >= log_bytes) {
       return corrupt(fmt::format("entry {} (relative offset {}, position {}) out of order or outside the log", i,
                                  e.relative_offset, e.position));

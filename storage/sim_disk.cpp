@@ -16,13 +16,13 @@ namespace rill::storage {
 
 struct sim_disk::node {
   struct change {
-    std::uint64_t offset = 0;            // start of the region whose old bytes are kept
-    std::uint64_t old_size = 0;          // file size before the change
-    std::vector<std::byte> old_bytes;    // bytes [offset, offset + old_bytes.size()) before the change
+    std::uint64_t offset = 0;          // start of the region whose old bytes are kept
+    std::uint64_t old_size = 0;        // file size before the change
+    std::vector<std::byte> old_bytes;  // bytes [offset, offset + old_bytes.size()) before the change
     bool truncate = false;
-    std::uint64_t new_size = 0;          // truncate: the size set
-    std::uint64_t write_offset = 0;      // write: where
-    std::vector<std::byte> new_bytes;    // write: what
+    std::uint64_t new_size = 0;        // truncate: the size set
+    std::uint64_t write_offset = 0;    // write: where
+    std::vector<std::byte> new_bytes;  // write: what
   };
 
   node(sim_disk* d, bool dir) : disk(d), is_dir(dir) {}
@@ -562,7 +562,9 @@ std::optional<std::vector<std::byte>> sim_disk::file_content(const std::string& 
   return n->data;
 }
 
-bool sim_disk::exists(const std::string& path) const { return resolve(path) != nullptr; }
+bool sim_disk::exists(const std::string& path) const {
+  return resolve(path) != nullptr;
+}
 
 std::vector<std::string> sim_disk::list(const std::string& dir) const {
   std::vector<std::string> out;

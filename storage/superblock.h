@@ -61,8 +61,8 @@ class superblock_store {
 
 struct superblock_store::opened {
   superblock_store store;
-  bool found = false;          // a valid copy existed
-  bool one_damaged = false;    // exactly one copy was missing or invalid (reported, then rewritten by the next write)
+  bool found = false;        // a valid copy existed
+  bool one_damaged = false;  // exactly one copy was missing or invalid (reported, then rewritten by the next write)
 };
 
 }  // namespace rill::storage

@@ -23,7 +23,8 @@ void encode_superblock(const superblock_state& s, std::byte* out) noexcept {
 }
 
 std::optional<superblock_state> decode_superblock(const std::byte* in) noexcept {
-  if (load_be<std::uint32_t>(in + sf::magic_at) != sf::magic || load_be<std::uint16_t>(in + sf::version_at) != sf::version) {
+  if (load_be<std::uint32_t>(in + sf::magic_at) != sf::magic ||
+      load_be<std::uint16_t>(in + sf::version_at) != sf::version) {
     return std::nullopt;
   }
   if (load_be<std::uint32_t>(in + sf::crc_at) != crc32c(in, sf::crc_at)) {

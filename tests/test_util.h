@@ -16,16 +16,14 @@ std::ostream& boost_test_print_type(std::ostream& os, const strong<T, Tag>& v) {
 }  // namespace rill
 
 // Requires an expected<T> to hold a value; on failure the report carries the error's message.
-#define RILL_REQUIRE_OK(x)                                                                    \
-  do {                                                                                        \
-    const auto& rill_ok_ = (x);                                                               \
-    BOOST_REQUIRE_MESSAGE(rill_ok_.has_value(),                                               \
-                          (rill_ok_.has_value() ? std::string() : rill_ok_.error().message())); \
+#define RILL_REQUIRE_OK(x)                                                                                            \
+  do {                                                                                                                \
+    const auto& rill_ok_ = (x);                                                                                       \
+    BOOST_REQUIRE_MESSAGE(rill_ok_.has_value(), (rill_ok_.has_value() ? std::string() : rill_ok_.error().message())); \
   } while (0)
 
-#define RILL_CHECK_OK(x)                                                                    \
-  do {                                                                                      \
-    const auto& rill_ok_ = (x);                                                             \
-    BOOST_CHECK_MESSAGE(rill_ok_.has_value(),                                               \
-                        (rill_ok_.has_value() ? std::string() : rill_ok_.error().message())); \
+#define RILL_CHECK_OK(x)                                                                                            \
+  do {                                                                                                              \
+    const auto& rill_ok_ = (x);                                                                                     \
+    BOOST_CHECK_MESSAGE(rill_ok_.has_value(), (rill_ok_.has_value() ? std::string() : rill_ok_.error().message())); \
   } while (0)

@@ -222,8 +222,8 @@ int run_storage(const storage_args& a) {
         "\"inflight\":{},\"batch_bytes\":{},\"append_records_per_s\":{:.0f},\"append_mb_per_s\":{:.2f},"
         "\"append_latency_us_p50\":{:.1f},\"append_latency_us_p99\":{:.1f},\"append_latency_us_p999\":{:.1f},"
         "\"syncs\":{},\"flushes\":{},\"read_records_per_s\":{:.0f},\"read_mb_per_s\":{:.2f}}}\n",
-        a.sync, a.record_size, a.batch_records, a.batches, a.inflight, bytes_per_batch, records / append_s, mb / append_s,
-        p50, p99, p999, stats.syncs, stats.flushes, static_cast<double>(read_records) / read_s,
+        a.sync, a.record_size, a.batch_records, a.batches, a.inflight, bytes_per_batch, records / append_s,
+        mb / append_s, p50, p99, p999, stats.syncs, stats.flushes, static_cast<double>(read_records) / read_s,
         static_cast<double>(read_bytes) / 1e6 / read_s);
   } else {
     fmt::print("append: {:.0f} records/s, {:.2f} MB/s ({} batches of {} bytes, sync {}, {} in flight)\n",
@@ -302,7 +302,8 @@ int main(int argc, char** argv) {
   storage->add_option("--batch-records", sa.batch_records, "records per batch")->check(CLI::Range(1, 1 << 20));
   storage->add_option("--batches", sa.batches, "batches to append")->check(CLI::Range(1ull, 1ull << 40));
   storage->add_option("--sync", sa.sync, "every-batch | none")->check(CLI::IsMember({"every-batch", "none"}));
-  storage->add_option("--inflight", sa.inflight, "appends in flight at once (group commit)")->check(CLI::Range(1, 4096));
+  storage->add_option("--inflight", sa.inflight, "appends in flight at once (group commit)")
+      ->check(CLI::Range(1, 4096));
   storage->add_option("--segment-bytes", sa.segment_bytes, "segment size");
   storage->add_option("--preallocate-bytes", sa.preallocate_bytes, "pre-write zeros this far ahead (sync every-batch)");
   storage->add_flag("--json", sa.json, "print one JSON object");

@@ -202,15 +202,16 @@ class dumper {
           view.codec() == compression::zstd ? "zstd" : (view.codec_bits() == 0 ? "none" : "other"),
           view.leader_epoch().value(), view.base_timestamp().value(), view.max_timestamp().value(),
           view.log_append_time() ? " log-append-time" : "",
-          view.producer_id() >= 0 ? fmt::format(" producer {}/{} seq {}", view.producer_id(), view.producer_epoch(),
-                                                view.base_sequence())
-                                  : std::string());
+          view.producer_id() >= 0
+              ? fmt::format(" producer {}/{} seq {}", view.producer_id(), view.producer_epoch(), view.base_sequence())
+              : std::string());
       if (!v) {
         fail(path, pos, v.error().message());
         break;
       }
       if (next && view.base_offset() != *next) {
-        fail(path, pos, fmt::format("batch starts at offset {}, expected {}", view.base_offset().value(), next->value()));
+        fail(path, pos,
+             fmt::format("batch starts at offset {}, expected {}", view.base_offset().value(), next->value()));
       }
       if (o_.verify || o_.records) {
         auto deep = validate_records_deep(view, limits, scratch);
@@ -325,8 +326,8 @@ class dumper {
              fmt::format("entry {} points at byte {}, which is not a batch start in the log", i, e.position));
       } else if (it->second != *base + e.relative_offset) {
         fail(path, i * segment_index_format::entry_bytes,
-             fmt::format("entry {} says offset {}, the batch there starts at {}", i, (*base + e.relative_offset).value(),
-                         it->second.value()));
+             fmt::format("entry {} says offset {}, the batch there starts at {}", i,
+                         (*base + e.relative_offset).value(), it->second.value()));
       }
     }
     if (sealed && entries != rebuilt.entries()) {

@@ -51,7 +51,9 @@ expected<int> quarter(int x) {
   return q;
 }
 
-task<int> add_one(int x) { co_return x + 1; }
+task<int> add_one(int x) {
+  co_return x + 1;
+}
 task<int> add_two(int x) {
   int a = co_await add_one(x);
   co_return co_await add_one(a);
@@ -70,7 +72,9 @@ struct manual_event {
   void await_suspend(std::coroutine_handle<> h) noexcept { waiter = h; }
   int await_resume() const noexcept { return value; }
 };
-task<int> wait_on(manual_event& e) { co_return co_await e + 100; }
+task<int> wait_on(manual_event& e) {
+  co_return co_await e + 100;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(try_macros_propagate_the_first_error) {

@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(buffer_pool_reuses_aligned_buffers_and_bounds_its_cache) {
       many.push_back(pool.acquire(4096));
     }
   }
-  BOOST_TEST(pool.cached_bytes() <= 8192u + 2 * 4096u);  // at most 2 cached per class
+  BOOST_TEST(pool.cached_bytes() <= 8192u + 2 * 4096u);        // at most 2 cached per class
   auto huge = pool.acquire(buffer_pool::class_bytes_max + 1);  // one-off, not cached
   BOOST_TEST(huge.capacity() >= buffer_pool::class_bytes_max + 1);
   const auto cached = pool.cached_bytes();

@@ -19,9 +19,9 @@ using namespace rill::storage::testing;
 namespace {
 
 struct observed {
-  std::map<std::int64_t, std::string> acked;  // offset -> value of acknowledged records
-  std::int64_t committed_max = 0;             // the highest committed offset any reader could have seen
-  std::map<std::string, int> submitted_order; // value -> submission sequence
+  std::map<std::int64_t, std::string> acked;   // offset -> value of acknowledged records
+  std::int64_t committed_max = 0;              // the highest committed offset any reader could have seen
+  std::map<std::string, int> submitted_order;  // value -> submission sequence
   bool finished = false;
 };
 

@@ -21,7 +21,9 @@ using namespace rill::storage;
 using namespace rill::storage::testing;
 
 namespace {
-void drain(sim_log_fixture& f) { io::run_until(f.disk, [] { return false; }); }
+void drain(sim_log_fixture& f) {
+  io::run_until(f.disk, [] { return false; });
+}
 
 // The process dies: the disk stops, the log's pending operations fail, its descriptors go, the page cache stays.
 void kill_process(sim_log_fixture& f) {
@@ -204,7 +206,8 @@ BOOST_AUTO_TEST_CASE(uring_helper_completions_always_wake_the_owner) {
   // reproduce the bug deterministically here); poll() re-arms the eventfd after reaping, which closes it.
   auto e = io::uring_engine::create(16, false);
   BOOST_REQUIRE(e.has_value());
-  const std::string path = (std::filesystem::temp_directory_path() / ("rill-uring-" + std::to_string(::getpid()))).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("rill-uring-" + std::to_string(::getpid()))).string();
   auto fd = run(**e, open_file(**e, path, io::open_create, 0600));
   RILL_REQUIRE_OK(fd);
   ::signal(SIGALRM, [](int) {

@@ -72,8 +72,7 @@ inline std::vector<std::string> values_of(const batch_view& v) {
 }
 
 struct sim_log_fixture {
-  explicit sim_log_fixture(std::uint64_t seed = 1, sim_disk_faults faults = {})
-      : disk(seed, faults, &clk) {
+  explicit sim_log_fixture(std::uint64_t seed = 1, sim_disk_faults faults = {}) : disk(seed, faults, &clk) {
     options.config.segment_bytes = 1024 * 1024;
     options.config.preallocate_bytes = 0;
   }

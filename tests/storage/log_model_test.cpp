@@ -169,9 +169,8 @@ class log_model {
     BOOST_TEST_MESSAGE("seed " << seed_ << ": " << model_.size() << " batches, end " << end() << ", log start "
                                << log_start_ << ", " << crashes_ << " crashes, " << reopens_ << " reopens, "
                                << failed_appends_ << " failed appends, " << fences_ << " fences, " << reads_
-                               << " reads, " << retained_segments_
-                               << " segments removed by retention, " << recovered_batches_
-                               << " unacknowledged batches recovered");
+                               << " reads, " << retained_segments_ << " segments removed by retention, "
+                               << recovered_batches_ << " unacknowledged batches recovered");
   }
 
  private:
@@ -191,23 +190,27 @@ class log_model {
     BOOST_FAIL(os.str());
     std::abort();  // not reached
   }
-#define MODEL_CHECK(cond, msg)   \
-  do {                           \
-    if (!(cond)) {               \
-      std::ostringstream os_;    \
-      os_ << msg;                \
-      fail(#cond, os_.str());    \
-    }                            \
+#define MODEL_CHECK(cond, msg) \
+  do {                         \
+    if (!(cond)) {             \
+      std::ostringstream os_;  \
+      os_ << msg;              \
+      fail(#cond, os_.str());  \
+    }                          \
   } while (0)
 
   // ---- model helpers ------------------------------------------------------------------------------------------
-  [[nodiscard]] i64 end() const { return model_.empty() ? 0 : model_.back().next(); }
+  [[nodiscard]] i64 end() const {
+    return model_.empty() ? 0 : model_.back().next();
+  }
   // Index of the model batch containing offset o (o < end()).
   [[nodiscard]] std::size_t find(i64 o) const {
     auto it = std::upper_bound(model_.begin(), model_.end(), o, [](i64 x, const model_batch& b) { return x < b.base; });
     return static_cast<std::size_t>(it - model_.begin()) - 1;
   }
-  [[nodiscard]] bool is_boundary(i64 o) const { return o == end() || (o < end() && model_[find(o)].base == o); }
+  [[nodiscard]] bool is_boundary(i64 o) const {
+    return o == end() || (o < end() && model_[find(o)].base == o);
+  }
   [[nodiscard]] snapshot snap() const {
     return snapshot{f_.log->log_start().value(), f_.log->committed().value(), f_.log->log_end().value()};
   }
@@ -265,12 +268,12 @@ class log_model {
       r.start = read_start::offset;
       const std::uint64_t w = rng_.below(100);
       if (w < 65 || model_.empty()) {
-        r.offset = offset_t(static_cast<i64>(rng_.between(static_cast<std::uint64_t>(s.log_start),
-                                                          static_cast<std::uint64_t>(s.committed))));
+        r.offset = offset_t(static_cast<i64>(
+            rng_.between(static_cast<std::uint64_t>(s.log_start), static_cast<std::uint64_t>(s.committed))));
       } else if (w < 75 && s.log_start > 0) {
         const i64 lo = std::max<i64>(0, s.log_start - 50);
-        r.offset = offset_t(static_cast<i64>(rng_.between(static_cast<std::uint64_t>(lo),
-                                                          static_cast<std::uint64_t>(s.log_start - 1))));
+        r.offset = offset_t(static_cast<i64>(
+            rng_.between(static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(s.log_start - 1))));
       } else if (w < 85) {
         r.offset = offset_t(s.log_end + static_cast<i64>(rng_.between(0, 3)));
       } else {
@@ -346,8 +349,9 @@ class log_model {
       MODEL_CHECK(c == le, "idle, committed " << c << " log_end " << le);
       MODEL_CHECK(ls == log_start_, "log_start " << ls << ", model " << log_start_);
       const auto bases = log.segment_bases();
-      MODEL_CHECK(!bases.empty() && bases.front().value() == ls,
-                  "log_start " << ls << " is not the first segment base " << (bases.empty() ? -1 : bases.front().value()));
+      MODEL_CHECK(!bases.empty() && bases.front().value() == ls, "log_start "
+                                                                     << ls << " is not the first segment base "
+                                                                     << (bases.empty() ? -1 : bases.front().value()));
     }
   }
 
@@ -360,9 +364,9 @@ class log_model {
     MODEL_CHECK(b.ts == m.ts, where << ": batch " << b.base << " max_timestamp " << b.ts << ", model " << m.ts);
     for (int i = 0; i < m.records; ++i) {
       const auto& v = b.values[static_cast<std::size_t>(i)];
-      MODEL_CHECK(v == value_for(m.tag, i, m.value_bytes),
-                  where << ": offset " << b.base + i << " has '" << v.substr(0, 24) << "', expected "
-                        << m.tag << "-" << i);
+      MODEL_CHECK(v == value_for(m.tag, i, m.value_bytes), where << ": offset " << b.base + i << " has '"
+                                                                 << v.substr(0, 24) << "', expected " << m.tag << "-"
+                                                                 << i);
       note_seen(b.base + i, v);
     }
   }
@@ -419,8 +423,8 @@ class log_model {
       return;
     }
     MODEL_CHECK(r.has_value(), what << ": " << r.error().message());
-    MODEL_CHECK(r->high_watermark.value() == s.committed, what << ": high_watermark " << r->high_watermark.value()
-                                                               << ", committed was " << s.committed);
+    MODEL_CHECK(r->high_watermark.value() == s.committed,
+                what << ": high_watermark " << r->high_watermark.value() << ", committed was " << s.committed);
     MODEL_CHECK(r->log_start.value() == s.log_start, what << ": log_start " << r->log_start.value());
     const auto got = parse(*r);
     MODEL_CHECK(got.size() == r->batches, what << ": " << got.size() << " batches, result says " << r->batches);
@@ -429,15 +433,15 @@ class log_model {
                 what << ": bytes do not add up");
     if (start >= bound) {
       MODEL_CHECK(got.empty(), what << ": " << got.size() << " batches past the high-watermark " << bound);
-      MODEL_CHECK(r->next_offset.value() == start, what << ": next_offset " << r->next_offset.value() << ", expected "
-                                                        << start);
+      MODEL_CHECK(r->next_offset.value() == start,
+                  what << ": next_offset " << r->next_offset.value() << ", expected " << start);
       return;
     }
     MODEL_CHECK(!got.empty(), what << ": empty, but batch containing " << start << " is visible (hwm " << bound << ")");
     const std::size_t i0 = find(start);
-    MODEL_CHECK(r->first_offset.value() == model_[i0].base,
-                what << ": first_offset " << r->first_offset.value() << ", batch containing " << start << " is at "
-                     << model_[i0].base);
+    MODEL_CHECK(r->first_offset.value() == model_[i0].base, what << ": first_offset " << r->first_offset.value()
+                                                                 << ", batch containing " << start << " is at "
+                                                                 << model_[i0].base);
     std::uint64_t used = 0;
     std::uint64_t recs = 0;
     for (std::size_t k = 0; k < got.size(); ++k) {
@@ -457,8 +461,8 @@ class log_model {
     MODEL_CHECK(r->records == recs, what << ": records " << r->records << ", batches hold " << recs);
     const std::size_t j = i0 + got.size();
     const i64 expect_next = model_[j - 1].next();
-    MODEL_CHECK(r->next_offset.value() == expect_next, what << ": next_offset " << r->next_offset.value()
-                                                            << ", expected " << expect_next);
+    MODEL_CHECK(r->next_offset.value() == expect_next,
+                what << ": next_offset " << r->next_offset.value() << ", expected " << expect_next);
     // Not fewer batches than the limits allow, except where the read window ends: the first positional read
     // starts at most one index interval before the first batch and covers read_window_bytes.
     if (j < model_.size() && model_[j].base < bound) {
@@ -489,8 +493,7 @@ class log_model {
       MODEL_CHECK(r->first_offset.value() == got.front().base,
                   "scan at " << at << ": first_offset " << r->first_offset.value());
       at = got.back().next();
-      MODEL_CHECK(r->next_offset.value() == at,
-                  "scan: next_offset " << r->next_offset.value() << ", expected " << at);
+      MODEL_CHECK(r->next_offset.value() == at, "scan: next_offset " << r->next_offset.value() << ", expected " << at);
       for (auto& b : got) {
         out.push_back(std::move(b));
       }
@@ -504,8 +507,8 @@ class log_model {
   void verify_log(bool after_crash, bool start_may_move) {
     const i64 ls = f_.log->log_start().value();
     if (start_may_move) {
-      MODEL_CHECK(ls >= log_start_ && is_boundary(ls), "log_start " << ls << " after an interrupted retention, was "
-                                                                     << log_start_);
+      MODEL_CHECK(ls >= log_start_ && is_boundary(ls),
+                  "log_start " << ls << " after an interrupted retention, was " << log_start_);
       log_start_ = ls;
     }
     MODEL_CHECK(ls == log_start_, "log_start " << ls << ", model " << log_start_);
@@ -530,8 +533,8 @@ class log_model {
                                  : s.st == submission::state::acked     ? "acknowledged at another offset"
                                  : s.st == submission::state::recovered ? "already recovered"
                                                                         : "pending"));
-        MODEL_CHECK(model_.empty() || b.ts >= model_.back().ts, "batch " << b.base << " timestamp " << b.ts
-                                                                          << " goes back from " << model_.back().ts);
+        MODEL_CHECK(model_.empty() || b.ts >= model_.back().ts,
+                    "batch " << b.base << " timestamp " << b.ts << " goes back from " << model_.back().ts);
         model_batch m{b.base, tag, s.records, s.value_bytes, s.size, b.ts};
         check_batch(b, m, "recovered tail");
         s.st = submission::state::recovered;
@@ -597,8 +600,9 @@ class log_model {
       std::vector<std::byte> bytes;
       auto p = new_request(bytes);
       auto r = f_.append(std::move(bytes));
-      MODEL_CHECK(!r.has_value() && r.error().code() == errc::fenced, "an append to a fenced partition did not fail "
-                                                                      "with fenced");
+      MODEL_CHECK(!r.has_value() && r.error().code() == errc::fenced,
+                  "an append to a fenced partition did not fail "
+                  "with fenced");
       for (const auto& t : p->tags) {
         subs_[t].st = submission::state::refused;
       }
@@ -639,12 +643,12 @@ class log_model {
       desc << ")";
       auto* raw = p.get();
       appends.push_back(std::move(p));
-      spawn(f_.log->append(std::move(bytes)),
-            [raw](expected<append_result> r) { raw->result.emplace(std::move(r)); });
+      spawn(f_.log->append(std::move(bytes)), [raw](expected<append_result> r) { raw->result.emplace(std::move(r)); });
     }
     if (with_retention) {
       desc << " retention";
-      spawn(f_.log->enforce_retention(), [&retention](expected<retention_result> r) { retention.emplace(std::move(r)); });
+      spawn(f_.log->enforce_retention(),
+            [&retention](expected<retention_result> r) { retention.emplace(std::move(r)); });
     }
     std::uint64_t polls = 0;
     std::uint64_t stop_after = 1;
@@ -689,8 +693,8 @@ class log_model {
         continue;
       }
       MODEL_CHECK(!failed_before, "an append succeeded after an earlier one of the same group failed");
-      MODEL_CHECK(r->base_offset.value() == end(), "append " << a->tags.front() << " got base " << r->base_offset.value()
-                                                             << ", expected " << end());
+      MODEL_CHECK(r->base_offset.value() == end(),
+                  "append " << a->tags.front() << " got base " << r->base_offset.value() << ", expected " << end());
       MODEL_CHECK(r->batches == a->tags.size(), "append result says " << r->batches << " batches");
       MODEL_CHECK(model_.empty() || r->timestamp.value() >= model_.back().ts,
                   "timestamp " << r->timestamp.value() << " goes back from " << model_.back().ts);
@@ -799,8 +803,8 @@ class log_model {
     const snapshot s = snap();
     read_request q = random_read(s, false);
     if (q.start == read_start::offset && s.committed > s.log_start) {
-      q.offset = offset_t(static_cast<i64>(rng_.between(static_cast<std::uint64_t>(s.log_start),
-                                                       static_cast<std::uint64_t>(s.committed - 1))));
+      q.offset = offset_t(static_cast<i64>(
+          rng_.between(static_cast<std::uint64_t>(s.log_start), static_cast<std::uint64_t>(s.committed - 1))));
     }
     const auto [expect_start, expect_removed] = predict_retention();
     trace(describe(q) + " racing retention (expect log_start " + std::to_string(expect_start) + ")");
@@ -811,9 +815,8 @@ class log_model {
     io::run_until(f_.disk, [&] { return rr.has_value() && ret.has_value(); });
     MODEL_CHECK(rr.has_value() && ret.has_value(), "read or retention did not finish");
     MODEL_CHECK(ret->has_value(), "retention failed: " << ret->error().message());
-    MODEL_CHECK((*ret)->log_start.value() == expect_start, "retention: log_start " << (*ret)->log_start.value()
-                                                                                   << ", model expects "
-                                                                                   << expect_start);
+    MODEL_CHECK((*ret)->log_start.value() == expect_start,
+                "retention: log_start " << (*ret)->log_start.value() << ", model expects " << expect_start);
     retained_segments_ += (*ret)->segments_removed;
     check_read(q, s, *rr, false);
     rr.reset();
@@ -858,7 +861,7 @@ class log_model {
   std::uint64_t op_ = 0;
   std::deque<std::string> trace_;
 
-  std::vector<model_batch> model_;   // every batch ever visible, contiguous from offset 0
+  std::vector<model_batch> model_;  // every batch ever visible, contiguous from offset 0
   i64 log_start_ = 0;
   std::map<std::string, submission> subs_;
   std::map<i64, std::string> seen_;  // offset -> value, for every record a read returned

@@ -194,9 +194,8 @@ BOOST_AUTO_TEST_CASE(group_commit_covers_many_appends_with_one_sync) {
     spawn(f.log->append(make_batch("g" + std::to_string(i), 2)),
           [&results, i](expected<append_result> r) { results[static_cast<std::size_t>(i)].emplace(std::move(r)); });
   }
-  io::run_until(f.disk, [&] {
-    return std::all_of(results.begin(), results.end(), [](const auto& r) { return r.has_value(); });
-  });
+  io::run_until(
+      f.disk, [&] { return std::all_of(results.begin(), results.end(), [](const auto& r) { return r.has_value(); }); });
   std::set<std::int64_t> bases;
   for (auto& r : results) {
     BOOST_REQUIRE(r.has_value());
@@ -207,7 +206,7 @@ BOOST_AUTO_TEST_CASE(group_commit_covers_many_appends_with_one_sync) {
   BOOST_TEST(*bases.rbegin() == 2 * (n - 1));
   const auto st = f.log->stats();
   BOOST_TEST_MESSAGE("appends " << st.appends << " flushes " << st.flushes << " syncs " << st.syncs);
-  BOOST_TEST(st.syncs < 4u);   // the first append's flush, then everything that queued behind it
+  BOOST_TEST(st.syncs < 4u);  // the first append's flush, then everything that queued behind it
   BOOST_TEST(st.flushes < 4u);
 }
 
@@ -388,7 +387,7 @@ BOOST_AUTO_TEST_CASE(a_failed_fsync_fences_the_partition_until_reopened) {
   BOOST_REQUIRE(!again.has_value());
   BOOST_TEST((again.error().code() == errc::fenced));
   BOOST_TEST(f.log->committed().value() == 2);  // the unsynced batch never became visible
-  f.reopen();  // recovery
+  f.reopen();                                   // recovery
   BOOST_TEST(!f.log->fenced());
   auto after = f.append(make_batch("d", 1));
   RILL_REQUIRE_OK(after);

@@ -20,7 +20,9 @@ using namespace rill::storage;
 namespace bf = rill::storage::batch_format;
 
 namespace {
-std::string str(std::span<const std::byte> s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
+std::string str(std::span<const std::byte> s) {
+  return {reinterpret_cast<const char*>(s.data()), s.size()};
+}
 
 std::vector<std::byte> sample_batch(compression c = compression::none, int records = 3) {
   batch_builder b(c);
@@ -58,8 +60,8 @@ BOOST_AUTO_TEST_CASE(varints_round_trip_and_reject_overlong) {
     BOOST_TEST(p == end);
   }
   // six continuation bytes: too long for a varint
-  std::byte longv[6] = {std::byte{0x80}, std::byte{0x80}, std::byte{0x80}, std::byte{0x80}, std::byte{0x80},
-                        std::byte{0x01}};
+  std::byte longv[6] = {std::byte{0x80}, std::byte{0x80}, std::byte{0x80},
+                        std::byte{0x80}, std::byte{0x80}, std::byte{0x01}};
   const std::byte* p = longv;
   BOOST_TEST(!read_varint(p, longv + 6).has_value());
   p = longv;
@@ -74,7 +76,7 @@ BOOST_AUTO_TEST_CASE(uncompressed_round_trip_with_headers_and_tombstone) {
   header_kv hdr[] = {{as_bytes(hk), as_bytes(hv)}, {as_bytes(hk), std::nullopt}};
   b.add(as_bytes("k1"), as_bytes("v1"), hdr, 0);
   b.add(as_bytes("k2"), std::nullopt, {}, 5);  // tombstone
-  b.add(std::nullopt, as_bytes(""), {}, 7);     // null key, empty value
+  b.add(std::nullopt, as_bytes(""), {}, 7);    // null key, empty value
   auto bytes = *b.build();
 
   batch_limits lim;

@@ -38,7 +38,9 @@ batch_meta meta_with(std::uint64_t op) {
   return m;
 }
 
-std::uint64_t op_of(const batch_meta& m) { return load_be<std::uint64_t>(m.payload.data()); }
+std::uint64_t op_of(const batch_meta& m) {
+  return load_be<std::uint64_t>(m.payload.data());
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(replication_hooks_suite)
@@ -217,7 +219,8 @@ BOOST_AUTO_TEST_CASE(truncate_after_is_crash_safe_at_every_step) {
         }
       }
       const bool has_old_tail = !all.empty() && all.back().first >= 400 && all.back().second.rfind("old", 0) == 0;
-      const bool has_new = std::any_of(all.begin(), all.end(), [](const auto& p) { return p.second.rfind("new", 0) == 0; });
+      const bool has_new =
+          std::any_of(all.begin(), all.end(), [](const auto& p) { return p.second.rfind("new", 0) == 0; });
       BOOST_TEST(!(has_old_tail && has_new));
       if (truncated) {
         BOOST_TEST(!has_old_tail, "truncation returned but old records past 399 came back");
