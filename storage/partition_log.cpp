@@ -908,18 +908,45 @@ void partition_log::tick() {
     return;
   }
   const auto now = clock_.monotonic();
+  // Nobody waits for this work: a failure fences the partition, which the next append reports.
   if (sync_due_ && now >= *sync_due_ && synced_end_ < log_end_) {
     sync_due_.reset();
     auto w = std::make_unique<work>();
-    w->k = work::kind::sync;  // nobody waits: a failure fences the partition, which the next append reports
+    w->k = work::kind::sync;
     enqueue(std::move(w));
   }
+  // An idle partition rolls by age too, so that retention by age can remove its data without waiting for traffic.
+  if (const auto due = roll_due(); due && now >= *due && !roll_queued_) {
+    roll_queued_ = true;
+    auto w = std::make_unique<work>();
+    w->k = work::kind::control;
+    w->control = [this]() -> task<expected<void>> {
+      roll_queued_ = false;
+      const auto again = roll_due();
+      if (!again || clock_.monotonic() < *again) {
+        co_return expected<void>{};  // an append rolled it meanwhile
+      }
+      co_return co_await roll();
+    };
+    enqueue(std::move(w));
+  }
+}
+
+std::optional<std::chrono::nanoseconds> partition_log::roll_due() const {
+  const segment& active = *segments_.back();
+  if (options_.config.segment_ms == 0 || active.size == 0 || active.first_append_mono.count() < 0) {
+    return std::nullopt;
+  }
+  return active.first_append_mono + std::chrono::milliseconds(options_.config.segment_ms);
 }
 
 std::optional<std::chrono::nanoseconds> partition_log::next_deadline() const {
   std::optional<std::chrono::nanoseconds> d;
   if (sync_due_ && synced_end_ < log_end_) {
     d = *sync_due_;
+  }
+  if (const auto roll = roll_due(); roll && !roll_queued_) {
+    d = d ? std::min(*d, *roll) : *roll;
   }
   return d;
 }

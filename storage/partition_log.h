@@ -247,6 +247,8 @@ class partition_log {
   void advance_commit();
   expected<void> check_writable() const;
   bool needs_roll(const segment& active, std::uint64_t bytes) const;
+  // When the active segment reaches segment_ms (monotonic), if it has data and an age limit is set.
+  [[nodiscard]] std::optional<std::chrono::nanoseconds> roll_due() const;
   task<expected<void>> do_truncate_after(offset_t last_kept);
   task<expected<retention_result>> do_retention();
 
@@ -289,6 +291,7 @@ class partition_log {
   std::deque<std::unique_ptr<work>> queue_;
   std::uint64_t pending_bytes_ = 0;
   bool writer_running_ = false;
+  bool roll_queued_ = false;  // tick() queued an age roll that has not run yet
   bool deleter_running_ = false;
   async_event writer_idle_;
   async_event deleter_idle_;

@@ -183,6 +183,19 @@ BOOST_AUTO_TEST_CASE(rolls_by_age) {
   RILL_REQUIRE_OK(f.append(make_batch("c", 1)));
   BOOST_TEST(f.log->segment_bases().size() == 2u);
   BOOST_TEST(f.log->segment_bases().back().value() == 2);
+  // An idle partition rolls by age through tick(), at the deadline it announces.
+  const auto due = f.log->next_deadline();
+  BOOST_REQUIRE(due.has_value());
+  BOOST_TEST(due->count() == (f.clk.monotonic() + std::chrono::seconds(60)).count());
+  f.clk.advance(std::chrono::seconds(59));
+  f.log->tick();
+  io::run_until(f.disk, [] { return false; });
+  BOOST_TEST(f.log->segment_bases().size() == 2u);
+  f.clk.advance(std::chrono::seconds(2));
+  f.log->tick();
+  io::run_until(f.disk, [] { return false; });
+  BOOST_TEST(f.log->segment_bases().size() == 3u);
+  BOOST_TEST(!f.log->next_deadline().has_value());  // the new segment is empty: nothing to age
 }
 
 BOOST_AUTO_TEST_CASE(group_commit_covers_many_appends_with_one_sync) {
