@@ -12,7 +12,8 @@
 #      batch) against fio writing the same bytes per write with an fdatasync after each (--fdatasync=1).
 #   2. no sync: rill-bench storage --sync none (final flush included) against fio's buffered sequential write
 #      (--end_fsync=1, included in fio's runtime); once with one append in flight, once with 8 (pipelined producer).
-#   3. recovery of a RECOVERY_BYTES partition of 128 MiB segments: fast path (sealed segments verified against their
+#   3. preallocation: rill with 8 MiB of zeros written ahead against none, sync every batch.
+#   4. recovery of a RECOVERY_BYTES partition of 128 MiB segments: fast path (sealed segments verified against their
 #      index) against a full scan of every segment, page cache dropped before each open when the kernel allows it.
 set -euo pipefail
 build=${1:-build}
@@ -32,9 +33,9 @@ batch_bytes=$("$rill_bench" storage --dir "$bench_dir/probe" --record-size $reco
   --batches 1 --sync none --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["batch_bytes"])')
 total_bytes=$((batch_bytes * batches))
 
-rill_run() {  # sync inflight -> MB/s
+rill_run() {  # sync inflight [preallocate bytes] -> MB/s
   "$rill_bench" storage --dir "$bench_dir/rill" --record-size $record_size --batch-records $batch_records \
-    --batches "$batches" --sync "$1" --inflight "$2" --json |
+    --batches "$batches" --sync "$1" --inflight "$2" --preallocate-bytes "${3:-0}" --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["append_mb_per_s"])'
 }
 fio_run() {  # extra fio flags -> MB/s
@@ -46,16 +47,8 @@ fio_run() {  # extra fio flags -> MB/s
 }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
 
-compare() {  # label, rill args, fio args
-  local label=$1 sync=$2 inflight=$3; shift 3
-  local pairs=()
-  for _ in $(seq "$runs"); do
-    local a b
-    a=$(rill_run "$sync" "$inflight")
-    b=$(fio_run "$@")
-    pairs+=("$a $b")
-  done
-  printf '%s\n' "${pairs[@]}" | python3 -c '
+summarize() {  # label; reads "a b" lines
+  python3 -c '
 import statistics, sys
 label = sys.argv[1]
 rows = [tuple(map(float, l.split())) for l in sys.stdin if l.strip()]
@@ -63,7 +56,24 @@ a = statistics.median(r[0] for r in rows); b = statistics.median(r[1] for r in r
 ratio = statistics.median(r[0] / r[1] for r in rows)
 lo = min(r[0] / r[1] for r in rows); hi = max(r[0] / r[1] for r in rows)
 print(f"| {label} | {a:.0f} | {b:.0f} | {ratio:.2f} ({lo:.2f}-{hi:.2f}) |")
-' "$label"
+' "$1"
+}
+
+compare() {  # label, rill sync, rill inflight, fio args...
+  local label=$1 sync=$2 inflight=$3; shift 3
+  local pairs=()
+  for _ in $(seq "$runs"); do
+    pairs+=("$(rill_run "$sync" "$inflight") $(fio_run "$@")")
+  done
+  printf '%s\n' "${pairs[@]}" | summarize "$label"
+}
+
+compare_preallocation() {  # label, inflight: rill with 8 MiB preallocation (A) against none (B)
+  local pairs=()
+  for _ in $(seq "$runs"); do
+    pairs+=("$(rill_run every-batch "$2" 8388608) $(rill_run every-batch "$2" 0)")
+  done
+  printf '%s\n' "${pairs[@]}" | summarize "$1"
 }
 
 echo "batch: $batch_records records x $record_size B = $batch_bytes bytes; $batches batches ($total_bytes bytes); $runs pairs"
@@ -74,6 +84,12 @@ compare "sync every batch, 1 in flight vs fio --fdatasync=1" every-batch 1 --fda
 compare "no sync, 1 in flight vs fio buffered --end_fsync=1" none 1 --end_fsync=1
 compare "no sync, 8 in flight vs fio buffered --end_fsync=1" none 8 --end_fsync=1
 compare "sync every batch, 8 in flight (group commit) vs fio --fdatasync=1" every-batch 8 --fdatasync=1
+
+echo
+echo "| preallocation (sync every batch) | with 8 MiB MB/s | without MB/s | with/without |"
+echo "|---|---|---|---|"
+compare_preallocation "1 in flight" 1
+compare_preallocation "8 in flight" 8
 
 echo
 "$rill_bench" produce-data --dir "$bench_dir/recovery" --bytes "$recovery_bytes" --segment-bytes $((128 * 1024 * 1024))
