@@ -1,0 +1,462 @@
+// The key registry: one entry per configuration key, with its type, range, default, meaning and accessors. Every
+// layer (file, environment, flags) goes through the same entries, so validation is written once.
+#include "config/server_config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "config/cpu_allocation.h"
+#include "config/errc.h"
+
+namespace rill::config {
+
+const char* to_string(log_level l) noexcept {
+  switch (l) {
+    case log_level::trace:
+      return "trace";
+    case log_level::debug:
+      return "debug";
+    case log_level::info:
+      return "info";
+    case log_level::warn:
+      return "warn";
+    case log_level::error:
+      return "error";
+    case log_level::off:
+      return "off";
+  }
+  return "info";
+}
+
+namespace {
+
+enum class kind : std::uint8_t { integer, boolean, string, addr, choice };
+
+struct key_spec {
+  std::string name;
+  kind k;
+  std::string description;
+  std::uint64_t min = 0;
+  std::uint64_t max = 0;
+  std::vector<std::string> choices;
+  bool secret = false;
+  std::function<void(server_config&, const config_value&)> set;
+  std::function<config_value(const server_config&)> get;
+};
+
+std::string env_name(const std::string& key) {
+  std::string out = "RILL_";
+  for (char c : key) {
+    out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+key_spec integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
+                 std::uint64_t server_config::*field) {
+  return key_spec{std::move(name), kind::integer, std::move(description), min, max, {}, false,
+                  [field](server_config& c, const config_value& v) { c.*field = std::get<std::uint64_t>(v); },
+                  [field](const server_config& c) { return config_value{c.*field}; }};
+}
+
+key_spec storage_integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
+                         std::uint64_t log_config::*field) {
+  return key_spec{std::move(name), kind::integer, std::move(description), min, max, {}, false,
+                  [field](server_config& c, const config_value& v) { c.storage.*field = std::get<std::uint64_t>(v); },
+                  [field](const server_config& c) { return config_value{c.storage.*field}; }};
+}
+
+key_spec address_key(std::string name, std::string description, address server_config::*field) {
+  return key_spec{std::move(name), kind::addr, std::move(description), 0, 0, {}, false,
+                  [field](server_config& c, const config_value& v) {
+                    c.*field = *parse_address(std::get<std::string>(v));  // checked before set
+                  },
+                  [field](const server_config& c) { return config_value{(c.*field).to_string()}; }};
+}
+
+const std::vector<key_spec>& registry() {
+  constexpr std::uint64_t kib = limits::kib;
+  constexpr std::uint64_t mib = limits::mib;
+  constexpr std::uint64_t gib = limits::gib;
+  constexpr std::uint64_t year_ms = 365ull * 24 * 3600 * 1000;
+  static const std::vector<key_spec> keys = [] {
+    std::vector<key_spec> k;
+    k.push_back(key_spec{"server.data_dir", kind::string,
+                         "Directory of all persistent state (streams, metadata, runtime files); created 0700 if missing.",
+                         0, 0, {}, false,
+                         [](server_config& c, const config_value& v) { c.data_dir = std::get<std::string>(v); },
+                         [](const server_config& c) { return config_value{c.data_dir}; }});
+    k.push_back(address_key("network.tcp_address", "Client protocol listener (HOST:PORT; port 0 picks a free port).",
+                            &server_config::tcp_address));
+    k.push_back(address_key("network.http_address", "HTTP listener for /metrics, /healthz, /api and /ui.",
+                            &server_config::http_address));
+    k.push_back(integer("network.max_frame_bytes", 4 * kib, 256 * mib,
+                        "Largest request frame accepted; a larger one gets an error reply and the connection is closed.",
+                        &server_config::max_frame_bytes));
+    k.push_back(integer("network.connections_max", 1, 1'000'000, "Client connections accepted at once.",
+                        &server_config::connections_max));
+    k.push_back(integer("network.connection_inflight_requests_max", 1, 65'536,
+                        "Requests of one connection being served at once; reading pauses at the cap.",
+                        &server_config::connection_inflight_requests_max));
+    k.push_back(integer("network.connection_inflight_bytes_max", 64 * kib, 4 * gib,
+                        "Request bytes of one connection being served at once; reading pauses at the cap.",
+                        &server_config::connection_inflight_bytes_max));
+    k.push_back(integer("network.long_poll_wait_ms_max", 0, 600'000, "Longest max wait a poll may ask for.",
+                        &server_config::long_poll_wait_ms_max));
+    k.push_back(key_spec{"runtime.cpu_allocation", kind::string,
+                         "CPUs that run shards, one shard each: \"all\", N, \"a..b\", \"numa:auto\" or "
+                         "\"numa:nodes=0,1;cores=N;no_ht=true\".",
+                         0, 0, {}, false,
+                         [](server_config& c, const config_value& v) { c.cpu_allocation = std::get<std::string>(v); },
+                         [](const server_config& c) { return config_value{c.cpu_allocation}; }});
+    k.push_back(key_spec{"runtime.pin_cores", kind::boolean,
+                         "Bind each shard's thread to its CPU and memory node.", 0, 0, {}, false,
+                         [](server_config& c, const config_value& v) { c.pin_cores = std::get<bool>(v); },
+                         [](const server_config& c) { return config_value{c.pin_cores}; }});
+    k.push_back(integer("runtime.max_throughput", 1, 100'000,
+                        "Messages an actor handles before its shard checks I/O completions and other actors.",
+                        &server_config::max_throughput));
+    k.push_back(storage_integer("storage.segment_bytes", limits::segment_bytes_min, limits::segment_bytes_limit,
+                                "Roll a partition's active segment before it exceeds this many bytes.",
+                                &log_config::segment_bytes));
+    k.push_back(storage_integer("storage.segment_ms", 0, year_ms,
+                                "Roll the active segment when its first batch is this old (0: never).",
+                                &log_config::segment_ms));
+    k.push_back(storage_integer("storage.retention_ms", 0, 100 * year_ms,
+                                "Delete sealed segments whose newest record is older than this (0: keep).",
+                                &log_config::retention_ms));
+    k.push_back(storage_integer("storage.retention_bytes", 0, std::uint64_t{1} << 60,
+                                "Delete the oldest sealed segments while a partition is larger (0: no limit).",
+                                &log_config::retention_bytes));
+    k.push_back(storage_integer("storage.max_message_bytes", limits::batch_bytes_min, limits::batch_bytes_limit,
+                                "Largest record batch accepted.", &log_config::max_message_bytes));
+    k.push_back(key_spec{"storage.durability", kind::choice,
+                         "When an append is acknowledged: after the fsync that covers it, or once written with an "
+                         "fsync every N records or T ms (consumers see only synced data either way).",
+                         0, 0, {"sync_before_ack", "every_records", "every_ms"}, false,
+                         [](server_config& c, const config_value& v) {
+                           const auto& s = std::get<std::string>(v);
+                           c.storage.durability = s == "every_records" ? durability_mode::every_records
+                                                  : s == "every_ms"   ? durability_mode::every_ms
+                                                                      : durability_mode::sync_before_ack;
+                         },
+                         [](const server_config& c) { return config_value{std::string(to_string(c.storage.durability))}; }});
+    k.push_back(storage_integer("storage.sync_every_records", 1, 1'000'000'000,
+                                "Under durability = every_records: fsync after this many records.",
+                                &log_config::sync_every_records));
+    k.push_back(storage_integer("storage.sync_every_ms", 1, 3'600'000, "Under durability = every_ms: fsync this often.",
+                                &log_config::sync_every_ms));
+    k.push_back(storage_integer("storage.flush_bytes_max", 4 * kib, limits::flush_bytes_limit,
+                                "Most bytes one group commit writes with one vectored write.",
+                                &log_config::flush_bytes_max));
+    k.push_back(storage_integer("storage.pending_bytes_max", 4 * kib, 1 * gib,
+                                "Queued bytes per partition beyond which produces get a retriable overload error.",
+                                &log_config::pending_bytes_max));
+    k.push_back(storage_integer("storage.preallocate_bytes", 0, 256 * mib,
+                                "Under sync_before_ack, keep the active segment written with zeros this far ahead.",
+                                &log_config::preallocate_bytes));
+    k.push_back(storage_integer("storage.read_window_bytes", limits::read_window_bytes_min,
+                                limits::read_window_bytes_limit, "Size of one positional read of a fetch.",
+                                &log_config::read_window_bytes));
+    k.push_back(storage_integer("storage.delete_step_bytes", limits::delete_step_bytes_min,
+                                limits::delete_step_bytes_limit,
+                                "Retention shrinks a file by this much per step before unlinking it.",
+                                &log_config::delete_step_bytes));
+    k.push_back(storage_integer("storage.superblock_interval_records", 1, 1'000'000'000,
+                                "Persist the committed offset after this many newly committed records.",
+                                &log_config::superblock_interval_records));
+    k.push_back(key_spec{"logging.level", kind::choice, "Least severe log messages written.", 0, 0,
+                         {"trace", "debug", "info", "warn", "error", "off"}, false,
+                         [](server_config& c, const config_value& v) {
+                           const auto& s = std::get<std::string>(v);
+                           const char* names[] = {"trace", "debug", "info", "warn", "error", "off"};
+                           for (int i = 0; i < 6; ++i) {
+                             if (s == names[i]) {
+                               c.level = static_cast<log_level>(i);
+                             }
+                           }
+                         },
+                         [](const server_config& c) { return config_value{std::string(to_string(c.level))}; }});
+    // Environment names must be unique.
+    std::set<std::string> envs;
+    for (const auto& key : k) {
+      RILL_ASSERT(envs.insert(env_name(key.name)).second, "two keys map to {}", env_name(key.name));
+    }
+    return k;
+  }();
+  return keys;
+}
+
+const key_spec* find_key(std::string_view name) {
+  for (const auto& k : registry()) {
+    if (k.name == name) {
+      return &k;
+    }
+  }
+  return nullptr;
+}
+
+std::string allowed_text(const key_spec& k) {
+  switch (k.k) {
+    case kind::integer:
+      return fmt::format("an integer in [{}, {}]", k.min, k.max);
+    case kind::boolean:
+      return "true or false";
+    case kind::string:
+      return k.name == "runtime.cpu_allocation" ? "\"all\", N, \"a..b\", \"numa:auto\" or \"numa:nodes=..;cores=..;no_ht=..\""
+                                                : "a string";
+    case kind::addr:
+      return "HOST:PORT";
+    case kind::choice: {
+      std::string s = "one of ";
+      for (std::size_t i = 0; i < k.choices.size(); ++i) {
+        s += (i ? "|" : "") + k.choices[i];
+      }
+      return s;
+    }
+  }
+  return {};
+}
+
+std::string value_text(const config_value& v) {
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) {
+    return std::to_string(*u);
+  }
+  if (const auto* b = std::get_if<bool>(&v)) {
+    return *b ? "true" : "false";
+  }
+  return "'" + std::get<std::string>(v) + "'";
+}
+
+rill::unexpected key_error(errc code, const key_spec& k, const std::string& shown, const std::string& origin) {
+  return unexpected(make_error_code(code),
+                    fmt::format("{} = {} (from {}): allowed is {}", k.name, shown, origin, allowed_text(k)));
+}
+
+// Checks `v` (already of the key's type) against the key's range or choices, then stores it.
+expected<void> check_and_set(server_config& c, const key_spec& k, const config_value& v, const std::string& origin) {
+  switch (k.k) {
+    case kind::integer: {
+      const auto n = std::get<std::uint64_t>(v);
+      if (n < k.min || n > k.max) {
+        return key_error(errc::out_of_range, k, std::to_string(n), origin);
+      }
+      break;
+    }
+    case kind::addr:
+      if (auto a = parse_address(std::get<std::string>(v)); !a) {
+        return unexpected(make_error_code(errc::bad_value), fmt::format("{} (from {}): {}", k.name, origin, a.error().detail()));
+      }
+      break;
+    case kind::choice:
+      if (std::find(k.choices.begin(), k.choices.end(), std::get<std::string>(v)) == k.choices.end()) {
+        return key_error(errc::bad_value, k, value_text(v), origin);
+      }
+      break;
+    case kind::string:
+      if (k.name == "runtime.cpu_allocation") {
+        if (auto spec = parse_cpu_allocation(std::get<std::string>(v)); !spec) {
+          return unexpected(make_error_code(errc::bad_value),
+                            fmt::format("{} (from {}): {}", k.name, origin, spec.error().detail()));
+        }
+      }
+      if (k.name == "server.data_dir" && std::get<std::string>(v).empty()) {
+        return key_error(errc::bad_value, k, "''", origin);
+      }
+      break;
+    case kind::boolean:
+      break;
+  }
+  k.set(c, v);
+  return {};
+}
+
+// Text from the environment or a flag, converted to the key's type.
+expected<config_value> from_text(const key_spec& k, std::string_view text, const std::string& origin) {
+  switch (k.k) {
+    case kind::integer: {
+      std::uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+      if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) {
+        return key_error(errc::bad_value, k, "'" + std::string(text) + "'", origin);
+      }
+      return config_value{n};
+    }
+    case kind::boolean:
+      if (text == "true" || text == "1" || text == "yes" || text == "on") {
+        return config_value{true};
+      }
+      if (text == "false" || text == "0" || text == "no" || text == "off") {
+        return config_value{false};
+      }
+      return key_error(errc::bad_value, k, "'" + std::string(text) + "'", origin);
+    default:
+      return config_value{std::string(text)};
+  }
+}
+
+}  // namespace
+
+std::vector<key_doc> describe_keys() {
+  std::vector<key_doc> out;
+  const server_config defaults;
+  for (const auto& k : registry()) {
+    key_doc d;
+    d.key = k.name;
+    d.env = env_name(k.name);
+    d.type = k.k == kind::integer   ? "integer"
+             : k.k == kind::boolean ? "boolean"
+             : k.k == kind::addr    ? "address"
+             : k.k == kind::choice  ? "choice"
+                                    : "string";
+    d.allowed = allowed_text(k);
+    d.default_text = value_text(k.get(defaults));
+    d.description = k.description;
+    d.secret = k.secret;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+config_builder::config_builder() = default;
+
+expected<void> config_builder::load_toml(std::string_view text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return unexpected(make_error_code(errc::bad_value),
+                      fmt::format("{} line {}: {}", origin, e.source().begin.line, e.description()));
+  }
+  for (const auto& [section_key, section_node] : root) {
+    const std::string section(section_key.str());
+    const auto* table = section_node.as_table();
+    if (table == nullptr) {
+      return unexpected(make_error_code(errc::unknown_key),
+                        fmt::format("{}: '{}' at the top level; every key belongs to a section such as [network]",
+                                    origin, section));
+    }
+    for (const auto& [name_key, node] : *table) {
+      const std::string name = section + "." + std::string(name_key.str());
+      const key_spec* k = find_key(name);
+      if (k == nullptr) {
+        return unexpected(make_error_code(errc::unknown_key),
+                          fmt::format("{} (from {} line {}): unknown key", name, origin, node.source().begin.line));
+      }
+      const std::string where = fmt::format("{} line {}", origin, node.source().begin.line);
+      config_value v;
+      if (k->k == kind::integer) {
+        const auto* i = node.as_integer();
+        if (i == nullptr || i->get() < 0) {
+          return key_error(errc::bad_value, *k, i ? std::to_string(i->get()) : "a non-integer", where);
+        }
+        v = static_cast<std::uint64_t>(i->get());
+      } else if (k->k == kind::boolean) {
+        const auto* b = node.as_boolean();
+        if (b == nullptr) {
+          return key_error(errc::bad_value, *k, "a non-boolean", where);
+        }
+        v = b->get();
+      } else {
+        const auto* s = node.as_string();
+        if (s == nullptr) {
+          return key_error(errc::bad_value, *k, "a non-string", where);
+        }
+        v = s->get();
+      }
+      RILL_TRY_VOID(check_and_set(config_, *k, v, where));
+    }
+  }
+  return {};
+}
+
+expected<void> config_builder::load_toml_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return unexpected(make_error_code(errc::bad_value), fmt::format("config file {}: cannot be read", path));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return load_toml(buffer.str(), path);
+}
+
+expected<void> config_builder::load_environment(const std::vector<std::string>& environment) {
+  for (const auto& entry : environment) {
+    if (entry.rfind("RILL_", 0) != 0) {
+      continue;
+    }
+    const auto eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
+    const std::string value = eq == std::string::npos ? std::string() : entry.substr(eq + 1);
+    const key_spec* found = nullptr;
+    for (const auto& k : registry()) {
+      if (env_name(k.name) == name) {
+        found = &k;
+        break;
+      }
+    }
+    if (found == nullptr) {
+      return unexpected(make_error_code(errc::unknown_key),
+                        fmt::format("environment variable {}: no such configuration key (see docs/operations.md)",
+                                    name));
+    }
+    RILL_TRY(v, from_text(*found, value, "environment " + name));
+    RILL_TRY_VOID(check_and_set(config_, *found, v, "environment " + name));
+  }
+  return {};
+}
+
+expected<void> config_builder::set(std::string_view key, std::string_view value, const std::string& origin) {
+  const key_spec* k = find_key(key);
+  if (k == nullptr) {
+    return unexpected(make_error_code(errc::unknown_key), fmt::format("{} (from {}): unknown key", key, origin));
+  }
+  RILL_TRY(v, from_text(*k, value, origin));
+  return check_and_set(config_, *k, v, origin);
+}
+
+expected<server_config> config_builder::build() const {
+  auto storage = validate(config_.storage);
+  if (!storage) {
+    return unexpected(storage.error().code(), "storage." + storage.error().detail());
+  }
+  return config_;
+}
+
+std::string render_toml(const server_config& c) {
+  std::string out = "# The effective configuration of this rilld, written at startup (secrets left out).\n";
+  std::string section;
+  for (const auto& k : registry()) {
+    if (k.secret) {
+      continue;
+    }
+    const auto dot = k.name.find('.');
+    const std::string sec = k.name.substr(0, dot);
+    if (sec != section) {
+      section = sec;
+      out += "\n[" + section + "]\n";
+    }
+    const config_value v = k.get(c);
+    std::string shown;
+    if (const auto* u = std::get_if<std::uint64_t>(&v)) {
+      shown = std::to_string(*u);
+    } else if (const auto* b = std::get_if<bool>(&v)) {
+      shown = *b ? "true" : "false";
+    } else {
+      std::ostringstream quoted;
+      quoted << toml::value<std::string>(std::get<std::string>(v));
+      shown = quoted.str();
+    }
+    out += k.name.substr(dot + 1) + " = " + shown + "\n";
+  }
+  return out;
+}
+
+}  // namespace rill::config

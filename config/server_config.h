@@ -1,0 +1,81 @@
+#pragma once
+// The server's configuration: every key with its default, meaning and allowed range, loaded in layers
+//   defaults < TOML file < RILL_* environment variables < command-line flags
+// An unknown key or a bad value stops startup with an error that names the key, the value, where it came from and
+// what is allowed. docs/operations.md lists every key (generated from describe_keys()).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/expected.h"
+#include "config/address.h"
+#include "config/log_config.h"
+
+namespace rill::config {
+
+enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
+const char* to_string(log_level l) noexcept;
+
+struct server_config {
+  // [server]
+  std::string data_dir = "./rill-data";
+  // [network]
+  address tcp_address{"127.0.0.1", 9420};
+  address http_address{"127.0.0.1", 9421};
+  std::uint64_t max_frame_bytes = 16 * limits::mib;
+  std::uint64_t connections_max = 10'000;
+  std::uint64_t connection_inflight_requests_max = 64;
+  std::uint64_t connection_inflight_bytes_max = 64 * limits::mib;
+  std::uint64_t long_poll_wait_ms_max = 30'000;
+  // [runtime]
+  std::string cpu_allocation = "all";
+  bool pin_cores = true;
+  std::uint64_t max_throughput = 64;
+  // [storage]: defaults for every topic's partitions
+  log_config storage;
+  // [logging]
+  log_level level = log_level::info;
+};
+
+// A value as written in the file, the environment or a flag.
+using config_value = std::variant<std::uint64_t, bool, std::string>;
+
+struct key_doc {
+  std::string key;          // "network.max_frame_bytes"
+  std::string env;          // "RILL_NETWORK_MAX_FRAME_BYTES"
+  std::string type;         // "integer", "boolean", "string", "address", "one of a|b|c"
+  std::string allowed;      // "[4096, 268435456]", or empty
+  std::string default_text;
+  std::string description;
+  bool secret = false;
+};
+
+// Every key, in file order.
+std::vector<key_doc> describe_keys();
+
+class config_builder {
+ public:
+  config_builder();
+
+  // TOML text (a file's content); `origin` names it in errors. Tables are sections: [network] max_frame_bytes = ...
+  expected<void> load_toml(std::string_view text, const std::string& origin);
+  expected<void> load_toml_file(const std::string& path);
+  // Every RILL_* variable of `environment` ("NAME=value" strings, as in environ).
+  expected<void> load_environment(const std::vector<std::string>& environment);
+  // One key from a flag or an override, e.g. set("network.tcp_address", "0.0.0.0:9420", "--tcp").
+  expected<void> set(std::string_view key, std::string_view value, const std::string& origin);
+  // Cross-key checks (storage limits together, cpu_allocation against its grammar); the finished config.
+  expected<server_config> build() const;
+
+ private:
+  server_config config_;
+};
+
+// The effective configuration as TOML, for <data>/runtime/current_config.toml: every key with its value, secrets
+// left out. The server passes the config with the addresses it actually bound (port 0 replaced by the real port).
+std::string render_toml(const server_config& c);
+
+}  // namespace rill::config

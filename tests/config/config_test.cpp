@@ -1,0 +1,220 @@
+#define BOOST_TEST_MODULE rill_config
+#include <boost/test/unit_test.hpp>
+
+#include <set>
+
+#include "config/address.h"
+#include "config/cpu_allocation.h"
+#include "config/errc.h"
+#include "config/server_config.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using namespace rill::config;
+
+namespace {
+std::string error_of(const expected<void>& r) { return r ? std::string() : r.error().detail(); }
+template <class T>
+std::string error_of(const expected<T>& r) {
+  return r ? std::string() : r.error().detail();
+}
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Two NUMA nodes, four cores each, two hyperthreads per core: CPUs 0-7 on node 0 (core k has CPUs k and k+4),
+// 8-15 on node 1.
+machine_topology big_machine() {
+  machine_topology t;
+  for (unsigned cpu = 0; cpu < 16; ++cpu) {
+    const unsigned node = cpu / 8;
+    const unsigned core = node * 4 + (cpu % 4);
+    t.cpus.push_back(cpu_info{cpu, core, static_cast<int>(node)});
+  }
+  return t;
+}
+
+std::vector<unsigned> os_indexes(const std::vector<cpu_info>& cpus) {
+  std::vector<unsigned> out;
+  for (const auto& c : cpus) {
+    out.push_back(c.os_index);
+  }
+  return out;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(defaults_build_and_every_key_is_documented) {
+  config_builder b;
+  auto c = b.build();
+  RILL_REQUIRE_OK(c);
+  BOOST_TEST(c->tcp_address.port == 9420);
+  BOOST_TEST(c->http_address.port == 9421);
+  BOOST_TEST(c->data_dir == "./rill-data");
+  BOOST_TEST(c->pin_cores);
+  auto keys = describe_keys();
+  BOOST_TEST(keys.size() >= 25u);
+  std::set<std::string> envs;
+  for (const auto& k : keys) {
+    BOOST_TEST(!k.description.empty(), k.key);
+    BOOST_TEST(!k.default_text.empty(), k.key);
+    BOOST_TEST(envs.insert(k.env).second, k.env);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(toml_file_sets_keys_and_errors_name_key_origin_and_range) {
+  config_builder b;
+  RILL_REQUIRE_OK(b.load_toml(R"(
+[server]
+data_dir = "/var/lib/rill"
+[network]
+tcp_address = "0.0.0.0:19420"
+max_frame_bytes = 1048576
+[runtime]
+pin_cores = false
+cpu_allocation = "0..1"
+[storage]
+durability = "every_ms"
+sync_every_ms = 20
+[logging]
+level = "debug"
+)",
+                              "rill.toml"));
+  auto c = b.build();
+  RILL_REQUIRE_OK(c);
+  BOOST_TEST(c->data_dir == "/var/lib/rill");
+  BOOST_TEST(c->tcp_address.host == "0.0.0.0");
+  BOOST_TEST(c->tcp_address.port == 19420);
+  BOOST_TEST(c->max_frame_bytes == 1048576u);
+  BOOST_TEST(!c->pin_cores);
+  BOOST_TEST(c->cpu_allocation == "0..1");
+  BOOST_TEST((c->storage.durability == durability_mode::every_ms));
+  BOOST_TEST(c->storage.sync_every_ms == 20u);
+  BOOST_TEST((c->level == log_level::debug));
+
+  config_builder u;
+  auto unknown = u.load_toml("[network]\nmax_frame_bites = 10\n", "rill.toml");
+  BOOST_TEST(contains(error_of(unknown), "network.max_frame_bites"));
+  BOOST_TEST(contains(error_of(unknown), "unknown key"));
+  BOOST_TEST(contains(error_of(unknown), "line 2"));
+  BOOST_TEST((unknown.error().code() == errc::unknown_key));
+
+  config_builder r;
+  auto range = r.load_toml("[network]\nmax_frame_bytes = 10\n", "rill.toml");
+  BOOST_TEST(contains(error_of(range), "network.max_frame_bytes = 10"));
+  BOOST_TEST(contains(error_of(range), "[4096, 268435456]"));
+  BOOST_TEST(contains(error_of(range), "rill.toml line 2"));
+
+  config_builder t;
+  auto type = t.load_toml("[runtime]\npin_cores = \"yes\"\n", "rill.toml");
+  BOOST_TEST(contains(error_of(type), "runtime.pin_cores"));
+  BOOST_TEST(contains(error_of(type), "true or false"));
+
+  config_builder ch;
+  auto choice = ch.load_toml("[storage]\ndurability = \"sometimes\"\n", "rill.toml");
+  BOOST_TEST(contains(error_of(choice), "sync_before_ack|every_records|every_ms"));
+
+  config_builder top;
+  BOOST_TEST(contains(error_of(top.load_toml("max_frame_bytes = 1\n", "rill.toml")), "section"));
+  config_builder syntax;
+  BOOST_TEST(contains(error_of(syntax.load_toml("[network\n", "rill.toml")), "rill.toml line 1"));
+  config_builder addr;
+  BOOST_TEST(contains(error_of(addr.load_toml("[network]\ntcp_address = \"localhost\"\n", "f")), "no port"));
+  config_builder cpu;
+  BOOST_TEST(contains(error_of(cpu.load_toml("[runtime]\ncpu_allocation = \"lots\"\n", "f")), "runtime.cpu_allocation"));
+}
+
+BOOST_AUTO_TEST_CASE(layers_apply_in_order_file_environment_flags) {
+  config_builder b;
+  RILL_REQUIRE_OK(b.load_toml("[network]\nmax_frame_bytes = 100000\nconnections_max = 5\n", "file"));
+  RILL_REQUIRE_OK(b.load_environment({"PATH=/usr/bin", "RILL_NETWORK_MAX_FRAME_BYTES=200000",
+                                      "RILL_RUNTIME_PIN_CORES=false"}));
+  RILL_REQUIRE_OK(b.set("network.max_frame_bytes", "300000", "--set"));
+  auto c = b.build();
+  RILL_REQUIRE_OK(c);
+  BOOST_TEST(c->max_frame_bytes == 300000u);  // flag over environment over file
+  BOOST_TEST(c->connections_max == 5u);       // file over default
+  BOOST_TEST(!c->pin_cores);                  // environment over default
+
+  config_builder e;
+  auto unknown = e.load_environment({"RILL_NETWORK_MAX_FRAME=1"});
+  BOOST_TEST(contains(error_of(unknown), "RILL_NETWORK_MAX_FRAME"));
+  config_builder n;
+  auto nan = n.load_environment({"RILL_NETWORK_CONNECTIONS_MAX=many"});
+  BOOST_TEST(contains(error_of(nan), "network.connections_max = 'many'"));
+  BOOST_TEST(contains(error_of(nan), "environment RILL_NETWORK_CONNECTIONS_MAX"));
+  config_builder f;
+  BOOST_TEST(contains(error_of(f.set("network.nope", "1", "--set")), "unknown key"));
+}
+
+BOOST_AUTO_TEST_CASE(cross_key_checks_name_the_key) {
+  config_builder b;
+  RILL_REQUIRE_OK(b.set("storage.flush_bytes_max", "1048576", "--set"));
+  RILL_REQUIRE_OK(b.set("storage.pending_bytes_max", "65536", "--set"));
+  auto c = b.build();
+  BOOST_TEST(contains(error_of(c), "storage.pending_bytes_max"));
+}
+
+BOOST_AUTO_TEST_CASE(rendered_config_loads_back_to_the_same_values) {
+  config_builder b;
+  RILL_REQUIRE_OK(b.set("network.tcp_address", "[::1]:7000", "--tcp"));
+  RILL_REQUIRE_OK(b.set("server.data_dir", "/tmp/with \"quotes\"", "--data-dir"));
+  RILL_REQUIRE_OK(b.set("storage.retention_ms", "86400000", "--set"));
+  auto c = b.build();
+  RILL_REQUIRE_OK(c);
+  const std::string text = render_toml(*c);
+  config_builder again;
+  RILL_REQUIRE_OK(again.load_toml(text, "current_config.toml"));
+  auto d = again.build();
+  RILL_REQUIRE_OK(d);
+  BOOST_TEST(render_toml(*d) == text);
+  BOOST_TEST(d->tcp_address.host == "::1");
+  BOOST_TEST(d->data_dir == "/tmp/with \"quotes\"");
+}
+
+BOOST_AUTO_TEST_CASE(addresses) {
+  auto a = parse_address("127.0.0.1:9420");
+  RILL_REQUIRE_OK(a);
+  BOOST_TEST(a->to_string() == "127.0.0.1:9420");
+  auto v6 = parse_address("[::1]:0");
+  RILL_REQUIRE_OK(v6);
+  BOOST_TEST(v6->host == "::1");
+  BOOST_TEST(v6->to_string() == "[::1]:0");
+  BOOST_TEST(!parse_address("::1:9420").has_value());
+  BOOST_TEST(!parse_address("host:70000").has_value());
+  BOOST_TEST(!parse_address(":9420").has_value());
+  BOOST_TEST(!parse_address("host:").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(cpu_allocation_forms_resolve_on_a_two_node_machine) {
+  const auto topo = big_machine();
+  auto resolve = [&](const char* text) {
+    auto spec = parse_cpu_allocation(text);
+    BOOST_REQUIRE_MESSAGE(spec.has_value(), text);
+    return resolve_cpu_allocation(*spec, topo);
+  };
+  BOOST_TEST(resolve("all")->size() == 16u);
+  BOOST_TEST(os_indexes(*resolve("3")) == (std::vector<unsigned>{0, 1, 2}));
+  BOOST_TEST(os_indexes(*resolve("4..6")) == (std::vector<unsigned>{4, 5, 6}));
+  BOOST_TEST(resolve("numa:auto")->size() == 16u);
+  BOOST_TEST(os_indexes(*resolve("numa:nodes=1;cores=2")) == (std::vector<unsigned>{8, 9}));
+  // no_ht: one CPU per physical core (CPU 4 shares core 0 with CPU 0).
+  BOOST_TEST(os_indexes(*resolve("numa:nodes=0;no_ht=true")) == (std::vector<unsigned>{0, 1, 2, 3}));
+  BOOST_TEST(os_indexes(*resolve("numa:nodes=0,1;cores=2;no_ht=true")) == (std::vector<unsigned>{0, 1, 8, 9}));
+  // Out of range on this machine: errors say what exists.
+  BOOST_TEST(contains(error_of(resolve("17")), "16 CPUs"));
+  BOOST_TEST(contains(error_of(resolve("14..20")), "CPU 16 does not exist"));
+  BOOST_TEST(contains(error_of(resolve("numa:nodes=2")), "NUMA node 2"));
+  BOOST_TEST(contains(error_of(resolve("numa:nodes=0;cores=5;no_ht=true")), "only 4"));
+  // Grammar errors.
+  for (const char* bad : {"", "0", "5..3", "a..b", "numa:", "numa:nodes=", "numa:cores=0", "numa:no_ht=maybe",
+                          "numa:nodes=1;nodes=2", "numa:foo=1", "numa:nodes"}) {
+    BOOST_TEST(!parse_cpu_allocation(bad).has_value(), "'" << bad << "'");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(this_machine_topology_is_detected) {
+  std::string note;
+  const auto topo = machine_topology::detect(&note);
+  BOOST_TEST(!topo.cpus.empty());
+  auto all = resolve_cpu_allocation(*parse_cpu_allocation("all"), topo);
+  RILL_REQUIRE_OK(all);
+  BOOST_TEST(all->size() == topo.cpus.size());
+}
