@@ -1,0 +1,173 @@
+#include "net/frame.h"
+
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "base/endian.h"
+#include "net/errc.h"
+#include "net/proto/rill.pb.h"
+
+namespace rill::net {
+
+std::string_view to_string(status s) noexcept {
+  switch (s) {
+    case status::ok: return "ok";
+    case status::malformed_frame: return "malformed_frame";
+    case status::frame_too_large: return "frame_too_large";
+    case status::unknown_api: return "unknown_api";
+    case status::unsupported_version: return "unsupported_version";
+    case status::bad_header: return "bad_header";
+    case status::unsupported: return "unsupported";
+    case status::invalid_name: return "invalid_name";
+    case status::invalid_config: return "invalid_config";
+    case status::stream_not_found: return "stream_not_found";
+    case status::topic_not_found: return "topic_not_found";
+    case status::partition_not_found: return "partition_not_found";
+    case status::already_exists: return "already_exists";
+    case status::invalid_batch: return "invalid_batch";
+    case status::crc_mismatch: return "crc_mismatch";
+    case status::batch_too_large: return "batch_too_large";
+    case status::unsupported_compression: return "unsupported_compression";
+    case status::sequence_gap: return "sequence_gap";
+    case status::producer_fenced: return "producer_fenced";
+    case status::offset_out_of_range: return "offset_out_of_range";
+    case status::overloaded: return "overloaded";
+    case status::unavailable: return "unavailable";
+    case status::timeout: return "timeout";
+    case status::storage_error: return "storage_error";
+    case status::partition_fenced: return "partition_fenced";
+    case status::internal_error: return "internal_error";
+  }
+  return "unknown_status";
+}
+
+std::string_view to_string(api a) noexcept {
+  switch (a) {
+    case api::ping: return "ping";
+    case api::login: return "login";
+    case api::stream_create: return "stream_create";
+    case api::stream_get: return "stream_get";
+    case api::stream_list: return "stream_list";
+    case api::stream_update: return "stream_update";
+    case api::stream_delete: return "stream_delete";
+    case api::topic_create: return "topic_create";
+    case api::topic_get: return "topic_get";
+    case api::topic_list: return "topic_list";
+    case api::topic_update: return "topic_update";
+    case api::topic_delete: return "topic_delete";
+    case api::partitions_add: return "partitions_add";
+    case api::partitions_delete: return "partitions_delete";
+    case api::produce: return "produce";
+    case api::poll: return "poll";
+    case api::offset_store: return "offset_store";
+    case api::offset_get: return "offset_get";
+    case api::stats: return "stats";
+  }
+  return "unknown_api";
+}
+
+std::optional<api> api_from_wire(std::uint16_t v) noexcept {
+  const auto a = static_cast<api>(v);
+  return to_string(a) == "unknown_api" ? std::nullopt : std::optional<api>(a);
+}
+
+expected<std::optional<std::size_t>> next_frame_size(std::span<const std::byte> buffered, std::size_t min_frame_bytes,
+                                                     std::uint64_t frame_bytes_max) {
+  if (buffered.size() < length_bytes) {
+    return std::optional<std::size_t>{};
+  }
+  const std::uint64_t total = std::uint64_t{load_be<std::uint32_t>(buffered.data())} + length_bytes;
+  if (total > frame_bytes_max) {
+    return unexpected(make_error_code(errc::frame_too_large),
+                      fmt::format("a frame of {} bytes; the limit is {}", total, frame_bytes_max));
+  }
+  if (total < min_frame_bytes) {
+    return unexpected(make_error_code(errc::malformed_frame),
+                      fmt::format("a frame of {} bytes is shorter than its {}-byte prefix", total, min_frame_bytes));
+  }
+  if (buffered.size() < total) {
+    return std::optional<std::size_t>{};
+  }
+  return std::optional<std::size_t>{static_cast<std::size_t>(total)};
+}
+
+namespace {
+expected<std::pair<std::span<const std::byte>, std::span<const std::byte>>> split(std::span<const std::byte> frame,
+                                                                                    std::size_t prefix) {
+  const std::uint32_t header_length = load_be<std::uint32_t>(frame.data() + prefix - 4);
+  if (header_length > frame.size() - prefix) {
+    return unexpected(make_error_code(errc::malformed_frame),
+                      fmt::format("header length {} runs past the {}-byte frame", header_length, frame.size()));
+  }
+  return std::make_pair(frame.subspan(prefix, header_length), frame.subspan(prefix + header_length));
+}
+
+void append_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix_tail,
+                  const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
+  const std::size_t header_length = header.ByteSizeLong();
+  const std::size_t start = out.size();
+  const std::size_t total = length_bytes + prefix_tail.size() + 4 + header_length + batches.size();
+  out.resize(start + total);
+  std::byte* p = out.data() + start;
+  store_be<std::uint32_t>(p, static_cast<std::uint32_t>(total - length_bytes));
+  p += length_bytes;
+  std::memcpy(p, prefix_tail.data(), prefix_tail.size());
+  p += prefix_tail.size();
+  store_be<std::uint32_t>(p, static_cast<std::uint32_t>(header_length));
+  p += 4;
+  header.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p));
+  p += header_length;
+  if (!batches.empty()) {
+    std::memcpy(p, batches.data(), batches.size());
+  }
+}
+}  // namespace
+
+expected<request_view> parse_request(std::span<const std::byte> frame) {
+  RILL_ASSERT(frame.size() >= request_prefix_bytes);
+  request_view v;
+  v.correlation_id = load_be<std::uint32_t>(frame.data() + 4);
+  v.api_wire = load_be<std::uint16_t>(frame.data() + 8);
+  v.version = load_be<std::uint16_t>(frame.data() + 10);
+  RILL_TRY(parts, split(frame, request_prefix_bytes));
+  v.header = parts.first;
+  v.batches = parts.second;
+  return v;
+}
+
+expected<reply_view> parse_reply(std::span<const std::byte> frame) {
+  RILL_ASSERT(frame.size() >= reply_prefix_bytes);
+  reply_view v;
+  v.correlation_id = load_be<std::uint32_t>(frame.data() + 4);
+  v.st = static_cast<status>(load_be<std::uint16_t>(frame.data() + 8));
+  RILL_TRY(parts, split(frame, reply_prefix_bytes));
+  v.header = parts.first;
+  v.batches = parts.second;
+  return v;
+}
+
+void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,
+                    const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
+  std::byte tail[8];
+  store_be<std::uint32_t>(tail, correlation_id);
+  store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(a));
+  store_be<std::uint16_t>(tail + 6, protocol_version);
+  append_frame(out, tail, header, batches);
+}
+
+void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
+                  const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
+  std::byte tail[6];
+  store_be<std::uint32_t>(tail, correlation_id);
+  store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(st));
+  append_frame(out, tail, header, batches);
+}
+
+void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st, const std::string& message) {
+  proto::ErrorReply e;
+  e.set_message(message);
+  append_reply(out, correlation_id, st, e);
+}
+
+}  // namespace rill::net

@@ -1,0 +1,50 @@
+#pragma once
+// Reply status codes of the client protocol (u16 in every reply frame). 0 is success; 100-199 are retriable (the
+// client library retries them); everything else is final. Every non-zero status comes with an ErrorReply header
+// whose message says what exactly went wrong.
+#include <cstdint>
+#include <string_view>
+
+namespace rill::net {
+
+enum class status : std::uint16_t {
+  ok = 0,
+  // The frame itself (the connection is closed after the reply).
+  malformed_frame = 1,
+  frame_too_large = 2,
+  // The request.
+  unknown_api = 3,
+  unsupported_version = 4,
+  bad_header = 5,           // the protobuf header does not parse, or lacks a required field
+  unsupported = 6,          // a reserved API (login) or option not built yet
+  invalid_name = 10,        // names are 1-255 bytes of [A-Za-z0-9._-]
+  invalid_config = 11,      // a topic setting out of range (the message names it)
+  stream_not_found = 20,
+  topic_not_found = 21,
+  partition_not_found = 22,
+  already_exists = 23,
+  invalid_batch = 30,
+  crc_mismatch = 31,
+  batch_too_large = 32,
+  unsupported_compression = 33,
+  sequence_gap = 34,        // an idempotent producer skipped a sequence number
+  producer_fenced = 35,     // an older producer epoch
+  offset_out_of_range = 40,
+  // Retriable.
+  overloaded = 100,         // back-pressure: try again shortly
+  unavailable = 101,        // the server is starting or stopping
+  timeout = 102,
+  // The server.
+  storage_error = 200,      // an I/O error (the message has the file and errno)
+  partition_fenced = 201,   // the partition refuses writes until restarted (failed fsync)
+  internal_error = 255,
+};
+
+[[nodiscard]] constexpr bool is_retriable(status s) noexcept {
+  const auto v = static_cast<std::uint16_t>(s);
+  return v >= 100 && v < 200;
+}
+
+[[nodiscard]] std::string_view to_string(status s) noexcept;
+
+}  // namespace rill::net
