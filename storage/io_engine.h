@@ -63,6 +63,17 @@ enum open_flag : std::uint32_t {
   open_directory = 1u << 4,  // open a directory (for fsync of its entries)
 };
 
+struct request;
+
+// Decides where a completion runs. The shard runtime gives each actor a router that turns the completion into a
+// message to the actor, so that storage code resumes inside the actor's handler, never beside it.
+class completion_router {
+ public:
+  virtual ~completion_router() = default;
+  // Takes the completed request; must eventually call r.on_complete(r) exactly once (after clearing r.router).
+  virtual void route(request& r) = 0;
+};
+
 struct request {
   opcode op = opcode::read;
   int fd = -1;
@@ -82,11 +93,21 @@ struct request {
   std::int64_t sync_result = 0;  // writev_datasync only
   void (*on_complete)(request&) = nullptr;
   void* user = nullptr;
+  completion_router* router = nullptr;  // when set, the engine hands the completion to it instead
 
   // Engine-private.
   request* next_ = nullptr;
   std::uint64_t seq_ = 0;
 };
+
+// What every engine does with a finished request.
+inline void complete(request& r) {
+  if (r.router != nullptr) {
+    r.router->route(r);
+  } else {
+    r.on_complete(r);
+  }
+}
 
 class engine {
  public:

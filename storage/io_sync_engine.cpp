@@ -22,7 +22,7 @@ std::size_t sync_engine::poll(bool /*wait*/) {
     queue_.pop_front();
     execute_blocking(*r);
     ++done;
-    r->on_complete(*r);
+    complete(*r);
   }
   return done;
 }

@@ -251,6 +251,40 @@ std::size_t uring_engine::reap(std::vector<request*>& done) {
   return done.size() - before;
 }
 
+void uring_engine::wake() noexcept {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(eventfd_, &one, sizeof one);
+}
+
+std::size_t uring_engine::poll_wait(std::optional<std::chrono::nanoseconds> timeout) {
+  std::vector<request*> done;
+  while (!pending_.empty() && prep(*pending_.front())) {
+    pending_.pop_front();
+  }
+  reap(done);
+  arm_eventfd();  // a wake() from another thread (or a helper completion) ends the sleep
+  int rc = 0;
+  if (!done.empty()) {
+    rc = io_uring_submit(&ring_);
+  } else if (timeout) {
+    const auto ns = std::max<std::int64_t>(timeout->count(), 0);
+    __kernel_timespec ts{ns / 1'000'000'000, ns % 1'000'000'000};
+    io_uring_cqe* cqe = nullptr;
+    rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+  } else {
+    rc = io_uring_submit_and_wait(&ring_, 1);
+  }
+  ++enters_;
+  RILL_ASSERT(rc >= 0 || rc == -EINTR || rc == -EBUSY || rc == -EAGAIN || rc == -ETIME, "io_uring_enter: {}",
+              std::strerror(-rc));
+  reap(done);
+  for (request* r : done) {
+    --in_flight_;
+    complete(*r);
+  }
+  return done.size();
+}
+
 std::size_t uring_engine::poll(bool wait) {
   std::vector<request*> done;
   for (;;) {
@@ -274,7 +308,7 @@ std::size_t uring_engine::poll(bool wait) {
   }
   for (request* r : done) {
     --in_flight_;
-    r->on_complete(*r);
+    complete(*r);
   }
   return done.size();
 }

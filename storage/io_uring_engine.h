@@ -9,7 +9,9 @@
 // - Not thread-safe: one owner thread (a shard worker in rilld, the main thread in tools and tests).
 #include <liburing.h>
 
+#include <chrono>
 #include <condition_variable>
+#include <optional>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -34,6 +36,12 @@ class uring_engine final : public engine {
   std::size_t poll(bool wait) override;
   [[nodiscard]] std::size_t in_flight() const override { return in_flight_; }
   [[nodiscard]] const char* name() const override { return "io_uring"; }
+
+  // For the shard runtime. wake() may be called from any thread: it makes a sleeping poll_wait() return.
+  void wake() noexcept;
+  // Blocks until at least one completion, a wake() or `timeout` (none: no limit), then runs the completions that
+  // are there. Unlike poll(true) it sleeps even with nothing in flight. Returns the completions run.
+  std::size_t poll_wait(std::optional<std::chrono::nanoseconds> timeout);
 
   [[nodiscard]] bool native_ftruncate() const noexcept { return native_ftruncate_; }
   // Counters for monitoring and benchmarks.

@@ -111,7 +111,7 @@ std::size_t sim_disk::poll(bool wait) {
     apply(*r);
     polling_ = false;
     ++n;
-    r->on_complete(*r);
+    io::complete(*r);
   }
   return n;
 }
