@@ -1,0 +1,40 @@
+#pragma once
+// runtime: the actor system of one rilld: one shard (worker thread + io_uring ring + timers) per allocated CPU,
+// every actor on a fixed home shard. This header stays free of CAF; actor code includes actors/runtime.hpp.
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "config/cpu_allocation.h"
+
+namespace caf {
+class actor_system;
+}
+
+namespace rill::actors {
+
+class shard;
+
+struct runtime_options {
+  std::vector<config::cpu_info> cpus;  // one shard per entry, in order
+  bool pin = true;                     // bind each shard thread to its CPU and memory node
+  std::size_t max_throughput = 64;     // messages per actor run before the shard checks I/O and other actors
+};
+
+class runtime {
+ public:
+  explicit runtime(runtime_options options);
+  ~runtime();  // stops the actor system (actors must have closed their files first) and the shards
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  caf::actor_system& system() noexcept;
+  [[nodiscard]] std::size_t shard_count() const noexcept;
+  shard& shard_at(std::size_t index) noexcept;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace rill::actors

@@ -1,0 +1,60 @@
+#pragma once
+// shard: what one worker thread of the runtime owns: its io_uring engine, its deadline heap and its buffer pool.
+// Every actor has a home shard and runs only on that shard's thread, so these need no locks.
+//
+// Contract: current_shard() is set on a shard's own thread (and nullptr elsewhere); code running in an actor uses it
+// to submit I/O and schedule timers. Nothing here includes CAF.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "actors/deadline_heap.h"
+#include "config/cpu_allocation.h"
+#include "storage/buffer_pool.h"
+#include "storage/io_uring_engine.h"
+
+namespace rill::actors {
+
+struct shard_stats {
+  std::atomic<std::uint64_t> jobs_run{0};
+  std::atomic<std::uint64_t> sleeps{0};
+  std::atomic<std::uint64_t> wakes_sent{0};
+  std::atomic<std::uint64_t> completions{0};
+  std::atomic<std::uint64_t> timers_fired{0};
+  std::atomic<std::uint64_t> run_queue_length{0};
+};
+
+class shard {
+ public:
+  shard(std::size_t index, std::optional<config::cpu_info> cpu) : index_(index), cpu_(cpu) {}
+
+  [[nodiscard]] std::size_t index() const noexcept { return index_; }
+  [[nodiscard]] const std::optional<config::cpu_info>& cpu() const noexcept { return cpu_; }
+  // Valid on the shard's thread once it has started.
+  storage::io::uring_engine& engine() noexcept { return *engine_; }
+  deadline_heap& timers() noexcept { return timers_; }
+  storage::buffer_pool& pool() noexcept { return pool_; }
+  shard_stats& stats() noexcept { return stats_; }
+
+  // Called once on the shard's thread before it runs anything.
+  void start_on_this_thread(bool pin);
+  [[nodiscard]] bool started() const noexcept { return engine_ != nullptr; }
+
+ private:
+  std::size_t index_;
+  std::optional<config::cpu_info> cpu_;
+  std::unique_ptr<storage::io::uring_engine> engine_;
+  deadline_heap timers_;
+  storage::buffer_pool pool_;
+  shard_stats stats_;
+};
+
+// The shard whose thread is calling, or nullptr.
+shard* current_shard() noexcept;
+void set_current_shard(shard* s) noexcept;
+
+// Monotonic time for the hot timers.
+std::chrono::nanoseconds monotonic_now() noexcept;
+
+}  // namespace rill::actors
