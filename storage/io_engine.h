@@ -50,6 +50,12 @@ enum class opcode : std::uint8_t {
   // the write. sync_result: 0 when the fdatasync ran and succeeded, -errno when it failed, -ECANCELED when it did
   // not run because the write failed or was short.
   writev_datasync,
+  // Sockets (the shard runtime's network I/O; not supported by sim_disk).
+  accept,  // fd (a listening socket) -> the accepted socket, non-blocking and close-on-exec
+  recv,    // fd, buffer, length -> bytes received (0: the peer closed)
+  send,    // fd, cbuffer, length -> bytes sent (MSG_NOSIGNAL)
+  cancel,  // target: the request to cancel (it completes with -ECANCELED if it was still pending) -> 0 or -ENOENT
+  // (cancel stays the last opcode: tables are sized by it)
 };
 
 const char* to_string(opcode op) noexcept;
@@ -88,6 +94,7 @@ struct request {
   std::uint32_t flags = 0;
   std::uint32_t mode = 0600;
   std::vector<std::string>* names = nullptr;  // list_dir output
+  request* target = nullptr;                  // cancel
 
   std::int64_t result = 0;
   std::int64_t sync_result = 0;  // writev_datasync only

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +44,14 @@ const char* to_string(opcode op) noexcept {
       return "file_size";
     case opcode::writev_datasync:
       return "writev_datasync";
+    case opcode::accept:
+      return "accept";
+    case opcode::recv:
+      return "recv";
+    case opcode::send:
+      return "send";
+    case opcode::cancel:
+      return "cancel";
   }
   return "unknown";
 }
@@ -145,6 +154,18 @@ void execute_blocking(request& r) noexcept {
           r.result >= 0 && static_cast<std::uint64_t>(r.result) == total ? ok_or_errno(::fdatasync(r.fd)) : -ECANCELED;
       return;
     }
+    case opcode::accept:
+      r.result = ok_or_errno(::accept4(r.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      return;
+    case opcode::recv:
+      r.result = ok_or_errno(::recv(r.fd, r.buffer, r.length, 0));
+      return;
+    case opcode::send:
+      r.result = ok_or_errno(::send(r.fd, r.cbuffer, r.length, MSG_NOSIGNAL));
+      return;
+    case opcode::cancel:
+      r.result = -ENOENT;  // blocking execution leaves nothing pending to cancel
+      return;
     case opcode::file_size: {
       struct stat st {};
       const int rc = ::fstat(r.fd, &st);

@@ -5,6 +5,7 @@
 #include "storage/io_uring_engine.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -159,6 +160,18 @@ bool uring_engine::prep(request& r) {
       break;
     case opcode::mkdir:
       io_uring_prep_mkdirat(sqe, AT_FDCWD, r.path.c_str(), r.mode);
+      break;
+    case opcode::accept:
+      io_uring_prep_accept(sqe, r.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      break;
+    case opcode::recv:
+      io_uring_prep_recv(sqe, r.fd, r.buffer, r.length, 0);
+      break;
+    case opcode::send:
+      io_uring_prep_send(sqe, r.fd, r.cbuffer, r.length, MSG_NOSIGNAL);
+      break;
+    case opcode::cancel:
+      io_uring_prep_cancel(sqe, r.target, 0);
       break;
     case opcode::list_dir:
     case opcode::file_size:

@@ -67,6 +67,10 @@ bool is_mutating(const io::request& r) {
     case io::opcode::read:
     case io::opcode::list_dir:
     case io::opcode::file_size:
+    case io::opcode::accept:
+    case io::opcode::recv:
+    case io::opcode::send:
+    case io::opcode::cancel:
       return false;
     default:
       return true;
@@ -231,6 +235,12 @@ void sim_disk::apply(io::request& r) {
     case io::opcode::fdatasync:
     case io::opcode::fsync:
       r.result = do_sync(r.fd);
+      return;
+    case io::opcode::accept:
+    case io::opcode::recv:
+    case io::opcode::send:
+    case io::opcode::cancel:
+      r.result = -EOPNOTSUPP;  // a disk: the network is simulated elsewhere
       return;
     case io::opcode::writev_datasync: {
       io::request write = r;

@@ -124,7 +124,7 @@ class sim_disk final : public io::engine {
   bool stopped_ = false;
   std::uint64_t used_bytes_ = 0;
   bool polling_ = false;
-  std::array<std::uint64_t, 16> op_counts_{};
+  std::array<std::uint64_t, static_cast<std::size_t>(io::opcode::cancel) + 1> op_counts_{};
 
   friend struct node;
 };
