@@ -5,7 +5,9 @@
 #include <fmt/core.h>
 
 #include "base/endian.h"
+#include "config/errc.h"
 #include "net/errc.h"
+#include "storage/errc.h"
 #include "net/proto/rill.pb.h"
 
 namespace rill::net {
@@ -40,6 +42,73 @@ std::string_view to_string(status s) noexcept {
     case status::internal_error: return "internal_error";
   }
   return "unknown_status";
+}
+
+namespace {
+class status_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "rill.status"; }
+  std::string message(int ev) const override { return std::string(to_string(static_cast<status>(ev))); }
+};
+}  // namespace
+
+const std::error_category& status_category() noexcept {
+  static const status_category_impl instance;
+  return instance;
+}
+
+status status_of(const std::error_code& code) noexcept {
+  if (!code) {
+    return status::ok;
+  }
+  if (code.category() == status_category()) {
+    return static_cast<status>(code.value());
+  }
+  if (code.category() == storage::storage_category()) {
+    switch (static_cast<storage::errc>(code.value())) {
+      case storage::errc::invalid_batch:
+        return status::invalid_batch;
+      case storage::errc::crc_mismatch:
+        return status::crc_mismatch;
+      case storage::errc::batch_too_large:
+        return status::batch_too_large;
+      case storage::errc::unsupported_compression:
+        return status::unsupported_compression;
+      case storage::errc::compression_error:
+        return status::invalid_batch;
+      case storage::errc::overloaded:
+        return status::overloaded;
+      case storage::errc::offset_out_of_range:
+        return status::offset_out_of_range;
+      case storage::errc::fenced:
+        return status::partition_fenced;
+      case storage::errc::closed:
+        return status::unavailable;
+      case storage::errc::invalid_argument:
+        return status::bad_header;
+      case storage::errc::io_error:
+      case storage::errc::no_space:
+      case storage::errc::corrupt_data:
+      case storage::errc::not_found:
+        return status::storage_error;
+    }
+  }
+  if (code.category() == config::config_category()) {
+    return status::invalid_config;
+  }
+  if (code.category() == net_category()) {
+    switch (static_cast<errc>(code.value())) {
+      case errc::frame_too_large:
+        return status::frame_too_large;
+      case errc::malformed_frame:
+        return status::malformed_frame;
+      case errc::bad_header:
+        return status::bad_header;
+      default:
+        return status::internal_error;
+    }
+  }
+  return status::internal_error;
 }
 
 std::string_view to_string(api a) noexcept {

@@ -4,6 +4,7 @@
 // whose message says what exactly went wrong.
 #include <cstdint>
 #include <string_view>
+#include <system_error>
 
 namespace rill::net {
 
@@ -47,4 +48,16 @@ enum class status : std::uint16_t {
 
 [[nodiscard]] std::string_view to_string(status s) noexcept;
 
+// Statuses double as error codes, so that layers above storage (metadata, partitions, connections) return
+// rill::error values that map straight to a reply status.
+const std::error_category& status_category() noexcept;
+inline std::error_code make_error_code(status s) noexcept { return {static_cast<int>(s), status_category()}; }
+
+// The reply status for any rill error: a status-category code as is, storage and config errors mapped, anything
+// else internal_error.
+status status_of(const std::error_code& code) noexcept;
+
 }  // namespace rill::net
+
+template <>
+struct std::is_error_code_enum<rill::net::status> : std::true_type {};

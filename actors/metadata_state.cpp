@@ -1,0 +1,474 @@
+#include "actors/metadata_state.h"
+
+#include <murmurhash.h>
+
+#include <fmt/core.h>
+
+#include "base/assert.h"
+#include "base/endian.h"
+#include "config/limits.h"
+#include "net/status.h"
+
+namespace rill::actors {
+namespace {
+
+rill::unexpected fail(net::status s, std::string message) { return rill::unexpected(make_error_code(s), std::move(message)); }
+
+std::string describe(const proto::Identifier& id) {
+  return id.kind_case() == proto::Identifier::kName ? "'" + id.name() + "'" : "#" + std::to_string(id.id());
+}
+
+// A range check on an optional TopicConfig field; `name` is what the error calls it.
+template <class T>
+expected<void> in_range(const char* name, T value, T lo, T hi) {
+  if (value < lo || value > hi) {
+    return fail(net::status::invalid_config, fmt::format("{} = {}: allowed range is [{}, {}]", name, value, lo, hi));
+  }
+  return {};
+}
+
+expected<void> check_config(const proto::TopicConfig& c) {
+  constexpr std::uint64_t year_ms = 365ull * 24 * 3600 * 1000;
+  if (c.has_partitions()) {
+    RILL_TRY_VOID(in_range<std::uint32_t>("partitions", c.partitions(), 1, 100'000));
+  }
+  if (c.has_replication_factor() && c.replication_factor() != 1) {
+    return fail(net::status::invalid_config,
+                fmt::format("replication_factor = {}: a single node serves replication_factor 1 only; replicated "
+                            "topics arrive with clustering",
+                            c.replication_factor()));
+  }
+  if (c.has_retention_ms()) {
+    RILL_TRY_VOID(in_range<std::uint64_t>("retention_ms", c.retention_ms(), 0, 100 * year_ms));
+  }
+  if (c.has_segment_bytes()) {
+    RILL_TRY_VOID(in_range<std::uint64_t>("segment_bytes", c.segment_bytes(), limits::segment_bytes_min,
+                                          limits::segment_bytes_limit));
+  }
+  if (c.has_max_message_bytes()) {
+    RILL_TRY_VOID(in_range<std::uint64_t>("max_message_bytes", c.max_message_bytes(), limits::batch_bytes_min,
+                                          limits::batch_bytes_limit));
+  }
+  if (c.has_sync_every_records()) {
+    RILL_TRY_VOID(in_range<std::uint64_t>("sync_every_records", c.sync_every_records(), 1, 1'000'000'000));
+  }
+  if (c.has_sync_every_ms()) {
+    RILL_TRY_VOID(in_range<std::uint64_t>("sync_every_ms", c.sync_every_ms(), 1, 3'600'000));
+  }
+  if (c.has_cleanup_policy() && c.cleanup_policy() == proto::CLEANUP_COMPACT) {
+    return fail(net::status::invalid_config,
+                "cleanup_policy = compact: key compaction arrives with its own issue; use delete");
+  }
+  if (c.has_compression() && !proto::Compression_IsValid(c.compression())) {
+    return fail(net::status::invalid_config, "compression: allowed are none and zstd");
+  }
+  if (c.has_durability() && !proto::Durability_IsValid(c.durability())) {
+    return fail(net::status::invalid_config, "durability: allowed are sync_before_ack, every_records and every_ms");
+  }
+  return {};
+}
+
+const stream_meta* stream_by_id(const metadata_view& v, std::uint32_t id) {
+  auto it = v.streams.find(id);
+  return it == v.streams.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+expected<const stream_meta*> metadata_view::find_stream(const proto::Identifier& id) const {
+  if (id.kind_case() == proto::Identifier::kId) {
+    if (const auto* s = stream_by_id(*this, id.id())) {
+      return s;
+    }
+  } else if (id.kind_case() == proto::Identifier::kName) {
+    for (const auto& [sid, s] : streams) {
+      if (s.name == id.name()) {
+        return &s;
+      }
+    }
+  } else {
+    return fail(net::status::bad_header, "no stream given");
+  }
+  return fail(net::status::stream_not_found, fmt::format("stream {} not found", describe(id)));
+}
+
+expected<const topic_meta*> metadata_view::find_topic(const stream_meta& stream, const proto::Identifier& id) const {
+  if (id.kind_case() == proto::Identifier::kId) {
+    auto it = stream.topics.find(id.id());
+    if (it != stream.topics.end()) {
+      return &it->second;
+    }
+  } else if (id.kind_case() == proto::Identifier::kName) {
+    for (const auto& [tid, t] : stream.topics) {
+      if (t.name == id.name()) {
+        return &t;
+      }
+    }
+  } else {
+    return fail(net::status::bad_header, "no topic given");
+  }
+  return fail(net::status::topic_not_found, fmt::format("topic {} not found in stream '{}'", describe(id), stream.name));
+}
+
+std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id) {
+  RILL_ASSERT(stream_id < stream_ids_max);
+  RILL_ASSERT(topic_id < topic_ids_max);
+  RILL_ASSERT(partition_id < partitions_max);
+  return (std::uint64_t{stream_id} << 32) | (std::uint64_t{topic_id} << 20) | partition_id;
+}
+
+std::size_t shard_of(std::uint64_t ns, std::size_t shards) {
+  RILL_ASSERT(shards > 0);
+  std::byte bytes[8];
+  store_le<std::uint64_t>(bytes, ns);
+  std::uint64_t out[2];
+  lmmh_x64_128(bytes, sizeof bytes, 0, out);
+  return static_cast<std::size_t>((out[0] >> 48) % shards);
+}
+
+expected<void> check_name(std::string_view what, std::string_view name) {
+  if (name.empty() || name.size() > name_bytes_max) {
+    return fail(net::status::invalid_name, fmt::format("{} name of {} bytes: a name has 1 to {} bytes", what,
+                                                       name.size(), name_bytes_max));
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) {
+      return fail(net::status::invalid_name,
+                  fmt::format("{} name '{}': only letters, digits, '.', '_' and '-' are allowed", what, name));
+    }
+  }
+  return {};
+}
+
+expected<proto::TopicConfig> complete_topic_config(const proto::TopicConfig& requested,
+                                                   const config::log_config& defaults) {
+  RILL_TRY_VOID(check_config(requested));
+  proto::TopicConfig c = requested;
+  if (!c.has_partitions()) {
+    c.set_partitions(1);
+  }
+  if (!c.has_replication_factor()) {
+    c.set_replication_factor(1);
+  }
+  if (!c.has_retention_ms()) {
+    c.set_retention_ms(defaults.retention_ms);
+  }
+  if (!c.has_retention_bytes()) {
+    c.set_retention_bytes(defaults.retention_bytes);
+  }
+  if (!c.has_segment_bytes()) {
+    c.set_segment_bytes(defaults.segment_bytes);
+  }
+  if (!c.has_compression()) {
+    c.set_compression(proto::COMPRESSION_NONE);
+  }
+  if (!c.has_cleanup_policy()) {
+    c.set_cleanup_policy(proto::CLEANUP_DELETE);
+  }
+  if (!c.has_durability()) {
+    c.set_durability(proto::DURABILITY_DEFAULT);
+  }
+  if (!c.has_max_message_bytes()) {
+    c.set_max_message_bytes(defaults.max_message_bytes);
+  }
+  if (!c.has_sync_every_records()) {
+    c.set_sync_every_records(defaults.sync_every_records);
+  }
+  if (!c.has_sync_every_ms()) {
+    c.set_sync_every_ms(defaults.sync_every_ms);
+  }
+  if (c.max_message_bytes() > c.segment_bytes()) {
+    // Allowed (such a batch gets its own segment), but almost certainly a mistake in a topic's settings.
+    return fail(net::status::invalid_config,
+                fmt::format("max_message_bytes = {} exceeds segment_bytes = {}", c.max_message_bytes(),
+                            c.segment_bytes()));
+  }
+  return c;
+}
+
+expected<proto::TopicConfig> patch_topic_config(const proto::TopicConfig& current, const proto::TopicConfig& patch) {
+  RILL_TRY_VOID(check_config(patch));
+  if (patch.has_partitions() && patch.partitions() != current.partitions()) {
+    return fail(net::status::invalid_config, "partitions: change them with partitions add / delete");
+  }
+  proto::TopicConfig c = current;
+  c.MergeFrom(patch);  // proto3 optional: only fields set in patch are copied
+  return c;
+}
+
+config::log_config log_config_for(const proto::TopicConfig& topic, const config::log_config& defaults) {
+  config::log_config c = defaults;
+  c.retention_ms = topic.retention_ms();
+  c.retention_bytes = topic.retention_bytes();
+  c.segment_bytes = topic.segment_bytes();
+  c.max_message_bytes = topic.max_message_bytes();
+  c.sync_every_records = topic.sync_every_records();
+  c.sync_every_ms = topic.sync_every_ms();
+  switch (topic.durability()) {
+    case proto::DURABILITY_SYNC_BEFORE_ACK:
+      c.durability = config::durability_mode::sync_before_ack;
+      break;
+    case proto::DURABILITY_EVERY_RECORDS:
+      c.durability = config::durability_mode::every_records;
+      break;
+    case proto::DURABILITY_EVERY_MS:
+      c.durability = config::durability_mode::every_ms;
+      break;
+    default:
+      break;  // the server's default
+  }
+  return c;
+}
+
+metadata_state::metadata_state() : view_(std::make_shared<const metadata_view>()) {}
+
+expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
+  const metadata_view& v = *view_;
+  auto stream_named = [&](const std::string& name) -> const stream_meta* {
+    for (const auto& [id, s] : v.streams) {
+      if (s.name == name) {
+        return &s;
+      }
+    }
+    return nullptr;
+  };
+  auto need_stream = [&](std::uint32_t id) -> expected<const stream_meta*> {
+    if (const auto* s = stream_by_id(v, id)) {
+      return s;
+    }
+    return fail(net::status::stream_not_found, fmt::format("stream #{} not found", id));
+  };
+  auto need_topic = [&](const stream_meta& s, std::uint32_t id) -> expected<const topic_meta*> {
+    auto it = s.topics.find(id);
+    if (it == s.topics.end()) {
+      return fail(net::status::topic_not_found, fmt::format("topic #{} not found in stream '{}'", id, s.name));
+    }
+    return &it->second;
+  };
+  auto topic_named = [](const stream_meta& s, const std::string& name) -> const topic_meta* {
+    for (const auto& [id, t] : s.topics) {
+      if (t.name == name) {
+        return &t;
+      }
+    }
+    return nullptr;
+  };
+  switch (cmd.kind_case()) {
+    case proto::MetadataCommand::kCreateStream: {
+      const auto& c = cmd.create_stream();
+      RILL_TRY_VOID(check_name("stream", c.name()));
+      if (stream_named(c.name()) != nullptr) {
+        return fail(net::status::already_exists, fmt::format("stream '{}' already exists", c.name()));
+      }
+      if (v.next_stream_id >= stream_ids_max) {
+        return fail(net::status::invalid_config, fmt::format("no more stream ids (at most {})", stream_ids_max));
+      }
+      return {};
+    }
+    case proto::MetadataCommand::kUpdateStream: {
+      const auto& c = cmd.update_stream();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY_VOID(check_name("stream", c.name()));
+      if (const auto* other = stream_named(c.name()); other != nullptr && other != s) {
+        return fail(net::status::already_exists, fmt::format("stream '{}' already exists", c.name()));
+      }
+      return {};
+    }
+    case proto::MetadataCommand::kDeleteStream:
+      return need_stream(cmd.delete_stream().stream_id()).has_value()
+                 ? expected<void>{}
+                 : expected<void>(fail(net::status::stream_not_found,
+                                       fmt::format("stream #{} not found", cmd.delete_stream().stream_id())));
+    case proto::MetadataCommand::kCreateTopic: {
+      const auto& c = cmd.create_topic();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY_VOID(check_name("topic", c.name()));
+      if (topic_named(*s, c.name()) != nullptr) {
+        return fail(net::status::already_exists,
+                    fmt::format("topic '{}' already exists in stream '{}'", c.name(), s->name));
+      }
+      if (s->next_topic_id >= topic_ids_max) {
+        return fail(net::status::invalid_config,
+                    fmt::format("no more topic ids in stream '{}' (at most {})", s->name, topic_ids_max));
+      }
+      return check_config(c.config());
+    }
+    case proto::MetadataCommand::kUpdateTopic: {
+      const auto& c = cmd.update_topic();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY(t, need_topic(*s, c.topic_id()));
+      if (c.has_name()) {
+        RILL_TRY_VOID(check_name("topic", c.name()));
+        if (const auto* other = topic_named(*s, c.name()); other != nullptr && other != t) {
+          return fail(net::status::already_exists,
+                      fmt::format("topic '{}' already exists in stream '{}'", c.name(), s->name));
+        }
+      }
+      RILL_TRY_VOID(patch_topic_config(t->config, c.config()));
+      return {};
+    }
+    case proto::MetadataCommand::kDeleteTopic: {
+      const auto& c = cmd.delete_topic();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY_VOID(need_topic(*s, c.topic_id()));
+      return {};
+    }
+    case proto::MetadataCommand::kAddPartitions: {
+      const auto& c = cmd.add_partitions();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY(t, need_topic(*s, c.topic_id()));
+      if (c.count() == 0 || std::uint64_t{t->config.partitions()} + c.count() > 100'000) {
+        return fail(net::status::invalid_config,
+                    fmt::format("adding {} partitions to {}: a topic has 1 to 100000", c.count(), t->config.partitions()));
+      }
+      return {};
+    }
+    case proto::MetadataCommand::kDeletePartitions: {
+      const auto& c = cmd.delete_partitions();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY(t, need_topic(*s, c.topic_id()));
+      if (c.count() == 0 || c.count() >= t->config.partitions()) {
+        return fail(net::status::invalid_config,
+                    fmt::format("deleting {} of {} partitions: a topic keeps at least one", c.count(),
+                                t->config.partitions()));
+      }
+      return {};
+    }
+    case proto::MetadataCommand::KIND_NOT_SET:
+      break;
+  }
+  return fail(net::status::bad_header, "empty metadata command");
+}
+
+metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd) {
+  {
+    auto ok = check(cmd);
+    RILL_ASSERT(ok.has_value(), "applying a command that does not check: {}", ok ? "" : ok.error().message());
+  }
+  auto next = std::make_shared<metadata_view>(*view_);
+  ++next->version;
+  applied out;
+  switch (cmd.kind_case()) {
+    case proto::MetadataCommand::kCreateStream: {
+      stream_meta s;
+      s.id = next->next_stream_id++;
+      s.name = cmd.create_stream().name();
+      s.created_ms = cmd.time_ms();
+      out.stream_id = s.id;
+      next->streams.emplace(s.id, std::move(s));
+      break;
+    }
+    case proto::MetadataCommand::kUpdateStream:
+      next->streams.at(cmd.update_stream().stream_id()).name = cmd.update_stream().name();
+      out.stream_id = cmd.update_stream().stream_id();
+      break;
+    case proto::MetadataCommand::kDeleteStream:
+      next->streams.erase(cmd.delete_stream().stream_id());
+      out.stream_id = cmd.delete_stream().stream_id();
+      break;
+    case proto::MetadataCommand::kCreateTopic: {
+      const auto& c = cmd.create_topic();
+      stream_meta& s = next->streams.at(c.stream_id());
+      topic_meta t;
+      t.id = s.next_topic_id++;
+      t.name = c.name();
+      t.created_ms = cmd.time_ms();
+      t.config = c.config();
+      out.stream_id = s.id;
+      out.topic_id = t.id;
+      s.topics.emplace(t.id, std::move(t));
+      break;
+    }
+    case proto::MetadataCommand::kUpdateTopic: {
+      const auto& c = cmd.update_topic();
+      topic_meta& t = next->streams.at(c.stream_id()).topics.at(c.topic_id());
+      if (c.has_name()) {
+        t.name = c.name();
+      }
+      t.config = *patch_topic_config(t.config, c.config());
+      out.stream_id = c.stream_id();
+      out.topic_id = c.topic_id();
+      break;
+    }
+    case proto::MetadataCommand::kDeleteTopic:
+      next->streams.at(cmd.delete_topic().stream_id()).topics.erase(cmd.delete_topic().topic_id());
+      out.stream_id = cmd.delete_topic().stream_id();
+      out.topic_id = cmd.delete_topic().topic_id();
+      break;
+    case proto::MetadataCommand::kAddPartitions: {
+      const auto& c = cmd.add_partitions();
+      auto& cfg = next->streams.at(c.stream_id()).topics.at(c.topic_id()).config;
+      cfg.set_partitions(cfg.partitions() + c.count());
+      out.stream_id = c.stream_id();
+      out.topic_id = c.topic_id();
+      break;
+    }
+    case proto::MetadataCommand::kDeletePartitions: {
+      const auto& c = cmd.delete_partitions();
+      auto& cfg = next->streams.at(c.stream_id()).topics.at(c.topic_id()).config;
+      cfg.set_partitions(cfg.partitions() - c.count());
+      out.stream_id = c.stream_id();
+      out.topic_id = c.topic_id();
+      break;
+    }
+    case proto::MetadataCommand::KIND_NOT_SET:
+      RILL_UNREACHABLE();
+  }
+  view_ = std::move(next);
+  return out;
+}
+
+proto::MetadataSnapshot metadata_state::snapshot(std::uint64_t applied_offset) const {
+  proto::MetadataSnapshot out;
+  out.set_applied_offset(applied_offset);
+  out.set_next_stream_id(view_->next_stream_id);
+  for (const auto& [id, s] : view_->streams) {
+    auto* ps = out.add_streams();
+    ps->set_id(s.id);
+    ps->set_name(s.name);
+    ps->set_created_ms(s.created_ms);
+    ps->set_next_topic_id(s.next_topic_id);
+    for (const auto& [tid, t] : s.topics) {
+      auto* pt = ps->add_topics();
+      pt->set_id(t.id);
+      pt->set_name(t.name);
+      pt->set_created_ms(t.created_ms);
+      *pt->mutable_config() = t.config;
+    }
+  }
+  return out;
+}
+
+expected<metadata_state> metadata_state::from_snapshot(const proto::MetadataSnapshot& snap) {
+  auto view = std::make_shared<metadata_view>();
+  view->next_stream_id = snap.next_stream_id();
+  for (const auto& ps : snap.streams()) {
+    if (ps.id() >= view->next_stream_id || view->streams.count(ps.id())) {
+      return fail(net::status::internal_error, fmt::format("metadata snapshot: stream id {} out of order", ps.id()));
+    }
+    stream_meta s;
+    s.id = ps.id();
+    s.name = ps.name();
+    s.created_ms = ps.created_ms();
+    s.next_topic_id = ps.next_topic_id();
+    for (const auto& pt : ps.topics()) {
+      if (pt.id() >= s.next_topic_id) {
+        return fail(net::status::internal_error, fmt::format("metadata snapshot: topic id {} out of order", pt.id()));
+      }
+      topic_meta t;
+      t.id = pt.id();
+      t.name = pt.name();
+      t.created_ms = pt.created_ms();
+      t.config = pt.config();
+      s.topics.emplace(t.id, std::move(t));
+    }
+    view->streams.emplace(s.id, std::move(s));
+  }
+  metadata_state state;
+  state.view_ = std::move(view);
+  return state;
+}
+
+}  // namespace rill::actors

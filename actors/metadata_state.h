@@ -1,0 +1,98 @@
+#pragma once
+// metadata_state: streams, topics and partitions, as a plain state machine over journal commands
+// (net/proto/metadata.proto). The metadata actor checks a command, appends it to the metadata log, applies it and
+// publishes the new immutable view; a restart loads the snapshot and replays the log after it, through the same
+// apply(). Deterministic: the same commands give the same state (ids are assigned from counters in the state).
+//
+// Invariants
+// - Names are 1-255 bytes of [A-Za-z0-9._-] and unique within their parent; ids are assigned from 0 and never
+//   reused (counters only grow).
+// - Ids fit the namespace packing: stream < 2^20, topic < 2^12, partition < 2^20.
+// - A view, once published, never changes: readers on every shard hold it without locks.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/expected.h"
+#include "config/log_config.h"
+#include "net/proto/metadata.pb.h"
+#include "net/proto/rill.pb.h"
+
+namespace rill::actors {
+
+inline constexpr std::uint32_t stream_ids_max = 1u << 20;
+inline constexpr std::uint32_t topic_ids_max = 1u << 12;
+inline constexpr std::uint32_t partitions_max = 1u << 20;
+inline constexpr std::size_t name_bytes_max = 255;
+
+struct topic_meta {
+  std::uint32_t id = 0;
+  std::string name;
+  std::uint64_t created_ms = 0;
+  proto::TopicConfig config;  // complete: every field set
+};
+
+struct stream_meta {
+  std::uint32_t id = 0;
+  std::string name;
+  std::uint64_t created_ms = 0;
+  std::uint32_t next_topic_id = 0;
+  std::map<std::uint32_t, topic_meta> topics;
+};
+
+// An immutable picture of all metadata.
+struct metadata_view {
+  std::map<std::uint32_t, stream_meta> streams;
+  std::uint32_t next_stream_id = 0;
+  std::uint64_t version = 0;  // commands applied so far
+
+  // Errors carry net::status codes (stream_not_found, topic_not_found) with a message naming what was asked.
+  expected<const stream_meta*> find_stream(const proto::Identifier& id) const;
+  expected<const topic_meta*> find_topic(const stream_meta& stream, const proto::Identifier& id) const;
+};
+
+// The partition's position in the namespace (stream 20 bits, topic 12 bits, partition 20 bits) and the shard that
+// owns it: upper 16 bits of murmur3_64(namespace) modulo the shard count.
+std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id);
+std::size_t shard_of(std::uint64_t ns, std::size_t shards);
+
+// A name as the protocol allows: 1-255 bytes of [A-Za-z0-9._-]. `what` names the kind in the error.
+expected<void> check_name(std::string_view what, std::string_view name);
+
+// The complete configuration of a new topic: `requested` fields where set, the server's defaults elsewhere. Every
+// field is range-checked; errors (invalid_config) name the field and the allowed range.
+expected<proto::TopicConfig> complete_topic_config(const proto::TopicConfig& requested,
+                                                   const config::log_config& defaults);
+// `current` with the fields `patch` sets, checked the same way.
+expected<proto::TopicConfig> patch_topic_config(const proto::TopicConfig& current, const proto::TopicConfig& patch);
+// The storage settings of a partition of a topic with `topic` config.
+config::log_config log_config_for(const proto::TopicConfig& topic, const config::log_config& defaults);
+
+class metadata_state {
+ public:
+  metadata_state();
+
+  // Is `cmd` valid now? Changes nothing. Errors: invalid_name, already_exists, stream_not_found, topic_not_found,
+  // invalid_config, partition_not_found (deleting more partitions than exist), unsupported.
+  expected<void> check(const proto::MetadataCommand& cmd) const;
+
+  struct applied {
+    std::uint32_t stream_id = 0;
+    std::uint32_t topic_id = 0;
+  };
+  // Applies a command that check() accepts (asserted). Returns the ids it created or touched.
+  applied apply(const proto::MetadataCommand& cmd);
+
+  [[nodiscard]] std::shared_ptr<const metadata_view> view() const noexcept { return view_; }
+
+  [[nodiscard]] proto::MetadataSnapshot snapshot(std::uint64_t applied_offset) const;
+  static expected<metadata_state> from_snapshot(const proto::MetadataSnapshot& s);
+
+ private:
+  std::shared_ptr<const metadata_view> view_;
+};
+
+}  // namespace rill::actors
