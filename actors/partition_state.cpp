@@ -1,0 +1,268 @@
+#include "actors/partition_state.h"
+
+#include <fmt/core.h>
+
+#include "actors/metadata_state.h"
+#include "base/endian.h"
+#include "net/status.h"
+#include "storage/atomic_file.h"
+#include "storage/crc32c.h"
+#include "storage/file_ops.h"
+
+namespace rill::actors {
+namespace {
+constexpr const char* offsets_dir = "offsets/consumers";
+constexpr std::size_t offset_file_bytes = 12;  // offset i64 + crc32c u32, big-endian
+
+rill::unexpected fail(net::status s, std::string message) { return rill::unexpected(make_error_code(s), std::move(message)); }
+
+std::int32_t next_sequence(std::int32_t s) { return s == INT32_MAX ? 0 : s + 1; }
+
+struct batch_header {
+  std::int64_t producer_id;
+  std::int16_t producer_epoch;
+  std::int32_t base_sequence;
+  std::int32_t offset_count;
+  std::int32_t records;
+  std::size_t position;
+  std::size_t size;
+};
+
+// Splits a produce request into its batches' headers (full validation happens in the log).
+expected<std::vector<batch_header>> headers_of(std::span<const std::byte> bytes, std::uint64_t batch_bytes_max) {
+  std::vector<batch_header> out;
+  std::size_t pos = 0;
+  while (pos < bytes.size()) {
+    RILL_TRY(size, storage::batch_view::size_from_prefix(bytes.subspan(pos), batch_bytes_max));
+    if (size > bytes.size() - pos || size < storage::batch_format::header_bytes) {
+      return unexpected(make_error_code(net::status::invalid_batch),
+                        fmt::format("batch {} (byte {}): truncated", out.size(), pos));
+    }
+    const auto v = storage::batch_view::trusted(bytes.subspan(pos, size));
+    out.push_back(batch_header{v.producer_id(), v.producer_epoch(), v.base_sequence(), v.last_offset_delta() + 1,
+                               v.records_count(), pos, size});
+    pos += size;
+  }
+  return out;
+}
+}  // namespace
+
+expected<void> check_consumer_name(const std::string& name) { return check_name("consumer", name); }
+
+task<expected<std::unique_ptr<partition_state>>> partition_state::open(storage::io::engine& engine,
+                                                                       storage::buffer_pool& pool, const clock& clk,
+                                                                       storage::log_reporter& reporter, std::string dir,
+                                                                       storage::log_options options) {
+  std::unique_ptr<partition_state> p(new partition_state(engine, reporter, dir));
+  RILL_CO_TRY(log, co_await storage::partition_log::open(engine, pool, clk, reporter, dir, options));
+  p->log_ = std::move(log);
+  auto rebuilt = co_await p->rebuild_producers();
+  if (rebuilt) {
+    rebuilt = co_await p->load_consumer_offsets();
+  }
+  if (!rebuilt) {
+    (void)co_await p->log_->close();
+    co_return unexpected(std::move(rebuilt).error());
+  }
+  co_return p;
+}
+
+void partition_state::record(std::map<std::int64_t, producer>& table, std::int64_t id, std::int16_t epoch,
+                             std::int32_t first, std::int32_t last, std::int64_t base_offset) {
+  producer& p = table[id];
+  if (epoch != p.epoch) {
+    p = producer{};
+    p.epoch = epoch;
+  }
+  p.last_sequence = last;
+  p.recent.push_back(producer_batch{first, last, base_offset});
+  while (p.recent.size() > producer_batches_kept) {
+    p.recent.pop_front();
+  }
+}
+
+task<expected<void>> partition_state::rebuild_producers() {
+  // The newest segment's batches, in order: enough for the retries a producer can still send.
+  const auto bases = log_->segment_bases();
+  storage::log_cursor cursor(*log_, bases.back(), true);
+  for (;;) {
+    RILL_CO_TRY(r, co_await cursor.next(UINT32_MAX, 1 << 20));
+    if (r.batches == 0) {
+      break;
+    }
+    std::size_t pos = 0;
+    const auto bytes = r.bytes.span();
+    while (pos < bytes.size()) {
+      const auto size = *storage::batch_view::size_from_prefix(bytes.subspan(pos), UINT32_MAX);
+      const auto v = storage::batch_view::trusted(bytes.subspan(pos, size));
+      if (v.producer_id() >= 0) {
+        record(written_, v.producer_id(), v.producer_epoch(), v.base_sequence(),
+               v.base_sequence() + v.last_offset_delta(), v.base_offset().value());
+      }
+      pos += size;
+    }
+  }
+  accepted_ = written_;
+  co_return expected<void>{};
+}
+
+task<expected<produce_result>> partition_state::produce(std::vector<std::byte> batches) {
+  RILL_CO_TRY(headers, headers_of(batches, limits::batch_bytes_limit));
+  if (headers.empty()) {
+    co_return fail(net::status::invalid_batch, "a produce request needs at least one batch");
+  }
+  // Idempotence: every batch of the request is either a retry of a recent one, or the next in sequence.
+  produce_result result;
+  result.base_offsets.assign(headers.size(), -1);
+  std::vector<std::size_t> fresh;  // indexes of batches to append
+  std::map<std::int64_t, producer> touched_before;
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    const auto& h = headers[i];
+    if (h.producer_id < 0) {
+      fresh.push_back(i);
+      continue;
+    }
+    const std::int32_t last = h.base_sequence + h.offset_count - 1;
+    auto it = accepted_.find(h.producer_id);
+    if (it != accepted_.end()) {
+      const producer& p = it->second;
+      if (h.producer_epoch < p.epoch) {
+        co_return fail(net::status::producer_fenced,
+                       fmt::format("producer {} epoch {} is older than the current epoch {}", h.producer_id,
+                                   h.producer_epoch, p.epoch));
+      }
+      if (h.producer_epoch == p.epoch) {
+        const auto dup = std::find_if(p.recent.begin(), p.recent.end(), [&](const producer_batch& b) {
+          return b.first_sequence == h.base_sequence && b.last_sequence == last;
+        });
+        if (dup != p.recent.end()) {
+          if (dup->base_offset < 0) {
+            co_return fail(net::status::overloaded,
+                           fmt::format("producer {}: sequence {} is a retry of a batch still being written; retry",
+                                       h.producer_id, h.base_sequence));
+          }
+          result.base_offsets[i] = dup->base_offset;  // a retry: answered with its original offset
+          continue;
+        }
+        if (h.base_sequence != next_sequence(p.last_sequence)) {
+          co_return fail(net::status::sequence_gap,
+                         fmt::format("producer {} epoch {}: sequence {} after {} (expected {})", h.producer_id,
+                                     h.producer_epoch, h.base_sequence, p.last_sequence,
+                                     next_sequence(p.last_sequence)));
+        }
+      } else if (h.base_sequence != 0) {
+        co_return fail(net::status::sequence_gap, fmt::format("producer {}: a new epoch {} must start at sequence 0, "
+                                                              "not {}",
+                                                              h.producer_id, h.producer_epoch, h.base_sequence));
+      }
+    }
+    if (!touched_before.count(h.producer_id)) {
+      auto prev = accepted_.find(h.producer_id);
+      touched_before[h.producer_id] = prev == accepted_.end() ? producer{} : prev->second;
+    }
+    record(accepted_, h.producer_id, h.producer_epoch, h.base_sequence, last, -1);  // offset known after append
+    fresh.push_back(i);
+  }
+  if (fresh.empty()) {
+    result.duplicate = true;
+    co_return result;
+  }
+  std::vector<std::byte> to_append;
+  if (fresh.size() == headers.size()) {
+    to_append = std::move(batches);
+  } else {
+    for (std::size_t i : fresh) {
+      to_append.insert(to_append.end(), batches.begin() + static_cast<std::ptrdiff_t>(headers[i].position),
+                       batches.begin() + static_cast<std::ptrdiff_t>(headers[i].position + headers[i].size));
+    }
+  }
+  auto appended = co_await log_->append(std::move(to_append));
+  if (!appended) {
+    // Back to what is really written, for every producer this request (and those queued with it) touched.
+    for (const auto& [id, p] : touched_before) {
+      auto w = written_.find(id);
+      if (w == written_.end()) {
+        accepted_.erase(id);
+      } else {
+        accepted_[id] = w->second;
+      }
+    }
+    co_return unexpected(std::move(appended).error());
+  }
+  std::int64_t offset = appended->base_offset.value();
+  for (std::size_t i : fresh) {
+    const auto& h = headers[i];
+    result.base_offsets[i] = offset;
+    if (h.producer_id >= 0) {
+      const std::int32_t last = h.base_sequence + h.offset_count - 1;
+      record(written_, h.producer_id, h.producer_epoch, h.base_sequence, last, offset);
+      // Fill in the offset of the accepted entry recorded before the append.
+      for (auto& b : accepted_[h.producer_id].recent) {
+        if (b.first_sequence == h.base_sequence && b.last_sequence == last) {
+          b.base_offset = offset;
+        }
+      }
+    }
+    offset += h.offset_count;
+  }
+  result.timestamp = appended->timestamp;
+  co_return result;
+}
+
+std::optional<std::int64_t> partition_state::consumer_offset(const std::string& consumer) const {
+  auto it = consumer_offsets_.find(consumer);
+  if (it == consumer_offsets_.end()) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+task<expected<std::optional<std::int64_t>>> partition_state::store_consumer_offset(std::string consumer,
+                                                                                   std::int64_t offset) {
+  RILL_CO_TRY_VOID(check_consumer_name(consumer));
+  if (offset < 0 || offset > log_->log_end().value()) {
+    co_return fail(net::status::offset_out_of_range,
+                   fmt::format("offset {} for consumer '{}': the partition has offsets up to {}", offset, consumer,
+                               log_->log_end().value()));
+  }
+  const std::string dir = storage::join_path(dir_, offsets_dir);
+  if (consumer_offsets_.empty()) {
+    RILL_CO_TRY_VOID(co_await storage::make_dirs(engine_, dir));
+  }
+  std::vector<std::byte> bytes(offset_file_bytes);
+  store_be<std::int64_t>(bytes.data(), offset);
+  store_be<std::uint32_t>(bytes.data() + 8, storage::crc32c(bytes.data(), 8));
+  RILL_CO_TRY_VOID(co_await storage::write_file_atomic(engine_, dir, consumer, bytes));
+  const auto previous = consumer_offset(consumer);
+  if (previous && *previous > offset) {
+    reporter_.notice(fmt::format("{}: consumer '{}' moved back from offset {} to {}", dir_, consumer, *previous, offset));
+  }
+  consumer_offsets_[consumer] = offset;
+  co_return previous;
+}
+
+task<expected<void>> partition_state::load_consumer_offsets() {
+  const std::string dir = storage::join_path(dir_, offsets_dir);
+  auto names = co_await storage::list_dir(engine_, dir);
+  if (!names) {
+    co_return expected<void>{};  // no consumer stored an offset yet
+  }
+  for (const auto& name : *names) {
+    if (storage::is_temp_name(name) || !check_consumer_name(name)) {
+      continue;
+    }
+    auto bytes = co_await storage::read_whole_file(engine_, storage::join_path(dir, name), 64);
+    if (!bytes || !bytes->has_value() || (*bytes)->size() != offset_file_bytes ||
+        load_be<std::uint32_t>((*bytes)->data() + 8) != storage::crc32c((*bytes)->data(), 8)) {
+      reporter_.corruption(storage::join_path(dir, name), 0, "consumer offset file does not verify",
+                           "ignored: the consumer starts from its poll strategy");
+      continue;
+    }
+    consumer_offsets_[name] = load_be<std::int64_t>((*bytes)->data());
+  }
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_state::close() { co_return co_await log_->close(); }
+
+}  // namespace rill::actors

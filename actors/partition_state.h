@@ -1,0 +1,88 @@
+#pragma once
+// partition_state: one partition as the broker serves it: its log, idempotent producers, and consumer offsets.
+// Plain C++ over injected I/O (the partition actor gives it an actor_io; tests give it the simulated disk).
+//
+// Idempotent producers: a batch with producer_id >= 0 carries its producer epoch and base sequence. Per producer
+// the state keeps the epoch, the last sequence and the last five batches: a retried batch (same sequences) is
+// answered with its original offsets and not appended again; a sequence gap is refused (sequence_gap); an older
+// epoch is refused (producer_fenced); a newer epoch must start at sequence 0. Checks use the sequences of accepted
+// appends still in flight; when an append fails, every producer it touched goes back to its last written state
+// (all appends queued behind a failure fail with it, so the producers retry from there). At open, the state is
+// rebuilt from the batches of the newest segment.
+//
+// Consumer offsets: the next offset to consume per named consumer, one atomic file each under offsets/consumers/
+// (the partition is their only writer); moving one back is allowed and reported.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/expected.h"
+#include "base/task.h"
+#include "storage/partition_log.h"
+
+namespace rill::actors {
+
+struct produce_result {
+  std::vector<std::int64_t> base_offsets;  // one per batch of the request, in order
+  timestamp_ms_t timestamp{-1};
+  bool duplicate = false;                  // every batch was a retry: nothing was appended
+};
+
+class partition_state {
+ public:
+  static constexpr std::size_t producer_batches_kept = 5;
+
+  static task<expected<std::unique_ptr<partition_state>>> open(storage::io::engine& engine, storage::buffer_pool& pool,
+                                                               const clock& clk, storage::log_reporter& reporter,
+                                                               std::string dir, storage::log_options options);
+
+  // Validates, checks idempotence, appends. Errors: those of partition_log::append, plus sequence_gap and
+  // producer_fenced (net::status codes).
+  task<expected<produce_result>> produce(std::vector<std::byte> batches);
+
+  task<expected<storage::read_result>> read(storage::read_request request) { return log_->read(request); }
+
+  [[nodiscard]] std::optional<std::int64_t> consumer_offset(const std::string& consumer) const;
+  // Stores `offset` for `consumer` (atomic file). Returns the previous offset, if any.
+  task<expected<std::optional<std::int64_t>>> store_consumer_offset(std::string consumer, std::int64_t offset);
+
+  storage::partition_log& log() noexcept { return *log_; }
+  task<expected<void>> close();
+
+ private:
+  struct producer_batch {
+    std::int32_t first_sequence;
+    std::int32_t last_sequence;
+    std::int64_t base_offset;
+  };
+  struct producer {
+    std::int16_t epoch = -1;
+    std::int32_t last_sequence = -1;
+    std::deque<producer_batch> recent;  // at most producer_batches_kept
+  };
+
+  partition_state(storage::io::engine& engine, storage::log_reporter& reporter, std::string dir)
+      : engine_(engine), reporter_(reporter), dir_(std::move(dir)) {}
+  task<expected<void>> rebuild_producers();
+  task<expected<void>> load_consumer_offsets();
+  void record(std::map<std::int64_t, producer>& table, std::int64_t id, std::int16_t epoch, std::int32_t first,
+              std::int32_t last, std::int64_t base_offset);
+
+  storage::io::engine& engine_;
+  storage::log_reporter& reporter_;
+  std::string dir_;
+  std::unique_ptr<storage::partition_log> log_;
+  std::map<std::int64_t, producer> written_;   // producers as of the last successful append
+  std::map<std::int64_t, producer> accepted_;  // including appends still in flight (what checks use)
+  std::map<std::string, std::int64_t> consumer_offsets_;
+};
+
+// Consumer names are used as file names: the same rules as stream and topic names.
+expected<void> check_consumer_name(const std::string& name);
+
+}  // namespace rill::actors

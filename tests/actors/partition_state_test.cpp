@@ -1,0 +1,156 @@
+// partition_state on the simulated disk: idempotent producers (retries, gaps, epochs, failures, restarts) and
+// consumer offsets.
+#include <boost/test/unit_test.hpp>
+
+#include "actors/partition_state.h"
+#include "net/status.h"
+#include "storage/sim_disk.h"
+#include "tests/storage/log_fixture.h"
+
+using namespace rill;
+using namespace rill::actors;
+using storage::testing::run;
+
+namespace {
+std::vector<std::byte> producer_batch(std::int64_t pid, std::int16_t epoch, std::int32_t seq, int records,
+                                      const std::string& tag) {
+  storage::batch_builder b;
+  b.producer(pid, epoch, seq);
+  for (int i = 0; i < records; ++i) {
+    b.add("k", tag + "-" + std::to_string(i));
+  }
+  return *b.build();
+}
+
+struct fixture {
+  fixture() : disk(3, storage::sim_disk_faults{}, &clk) { options.config.segment_bytes = 1 << 20; }
+  void open() {
+    auto p = run(disk, partition_state::open(disk, pool, clk, reporter, "/p", options));
+    RILL_REQUIRE_OK(p);
+    state = std::move(*p);
+  }
+  void reopen() {
+    RILL_REQUIRE_OK(run(disk, state->close()));
+    state.reset();
+    open();
+  }
+  ~fixture() {
+    if (state) {
+      (void)run(disk, state->close());
+    }
+  }
+  expected<produce_result> produce(std::vector<std::byte> b) { return run(disk, state->produce(std::move(b))); }
+  net::status status(const expected<produce_result>& r) {
+    return r ? net::status::ok : net::status_of(r.error().code());
+  }
+
+  manual_clock clk;
+  storage::sim_disk disk;
+  storage::buffer_pool pool;
+  storage::collecting_reporter reporter;
+  storage::log_options options;
+  std::unique_ptr<partition_state> state;
+};
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(partition_state_suite)
+
+BOOST_AUTO_TEST_CASE(retries_are_answered_with_their_original_offsets) {
+  fixture f;
+  f.open();
+  auto a = f.produce(producer_batch(7, 0, 0, 3, "a"));
+  RILL_REQUIRE_OK(a);
+  BOOST_TEST(a->base_offsets == (std::vector<std::int64_t>{0}));
+  auto b = f.produce(producer_batch(7, 0, 3, 2, "b"));
+  RILL_REQUIRE_OK(b);
+  BOOST_TEST(b->base_offsets == (std::vector<std::int64_t>{3}));
+  // The reply to b was lost; the producer sends it again.
+  auto again = f.produce(producer_batch(7, 0, 3, 2, "b"));
+  RILL_REQUIRE_OK(again);
+  BOOST_TEST(again->duplicate);
+  BOOST_TEST(again->base_offsets == (std::vector<std::int64_t>{3}));
+  BOOST_TEST(f.state->log().log_end().value() == 5);
+  // Non-idempotent batches are always appended.
+  auto plain = f.produce(producer_batch(-1, -1, -1, 1, "p"));
+  RILL_REQUIRE_OK(plain);
+  BOOST_TEST(plain->base_offsets == (std::vector<std::int64_t>{5}));
+}
+
+BOOST_AUTO_TEST_CASE(gaps_old_epochs_and_new_epochs) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(1, 2, 0, 2, "a")));
+  BOOST_TEST((f.status(f.produce(producer_batch(1, 2, 5, 1, "gap"))) == net::status::sequence_gap));
+  BOOST_TEST((f.status(f.produce(producer_batch(1, 1, 2, 1, "old"))) == net::status::producer_fenced));
+  BOOST_TEST((f.status(f.produce(producer_batch(1, 3, 4, 1, "new-not-0"))) == net::status::sequence_gap));
+  auto bumped = f.produce(producer_batch(1, 3, 0, 1, "new"));
+  RILL_REQUIRE_OK(bumped);
+  BOOST_TEST((f.status(f.produce(producer_batch(1, 2, 2, 1, "fenced-now"))) == net::status::producer_fenced));
+  BOOST_TEST(f.state->log().log_end().value() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_mixing_retries_and_new_batches_appends_only_the_new) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(4, 0, 0, 2, "a")));
+  auto req = producer_batch(4, 0, 0, 2, "a");
+  auto next = producer_batch(4, 0, 2, 3, "b");
+  req.insert(req.end(), next.begin(), next.end());
+  auto r = f.produce(req);
+  RILL_REQUIRE_OK(r);
+  BOOST_TEST(r->base_offsets == (std::vector<std::int64_t>{0, 2}));
+  BOOST_TEST(!r->duplicate);
+  BOOST_TEST(f.state->log().log_end().value() == 5);
+}
+
+BOOST_AUTO_TEST_CASE(producer_state_survives_a_restart) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(9, 1, 0, 4, "a")));
+  RILL_REQUIRE_OK(f.produce(producer_batch(9, 1, 4, 4, "b")));
+  f.reopen();
+  auto retry = f.produce(producer_batch(9, 1, 4, 4, "b"));
+  RILL_REQUIRE_OK(retry);
+  BOOST_TEST(retry->duplicate);
+  BOOST_TEST(retry->base_offsets == (std::vector<std::int64_t>{4}));
+  BOOST_TEST((f.status(f.produce(producer_batch(9, 1, 10, 1, "gap"))) == net::status::sequence_gap));
+  RILL_REQUIRE_OK(f.produce(producer_batch(9, 1, 8, 1, "c")));
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_append_rolls_the_producer_back_so_its_retry_is_written) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(2, 0, 0, 1, "a")));
+  f.disk.faults().write_error_ppm = 1'000'000;
+  auto failed = f.produce(producer_batch(2, 0, 1, 1, "b"));
+  BOOST_REQUIRE(!failed.has_value());
+  f.disk.faults().write_error_ppm = 0;
+  auto retry = f.produce(producer_batch(2, 0, 1, 1, "b"));
+  RILL_REQUIRE_OK(retry);
+  BOOST_TEST(!retry->duplicate);
+  BOOST_TEST(retry->base_offsets == (std::vector<std::int64_t>{1}));
+}
+
+BOOST_AUTO_TEST_CASE(consumer_offsets_are_stored_reloaded_and_may_move_back) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(-1, -1, -1, 10, "x")));
+  BOOST_TEST(!f.state->consumer_offset("c1").has_value());
+  auto prev = run(f.disk, f.state->store_consumer_offset("c1", 7));
+  RILL_REQUIRE_OK(prev);
+  BOOST_TEST(!prev->has_value());
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("c2", 10)));
+  BOOST_TEST((run(f.disk, f.state->store_consumer_offset("c3", 11)).error().code() ==
+              net::make_error_code(net::status::offset_out_of_range)));
+  BOOST_TEST(!run(f.disk, f.state->store_consumer_offset("bad name", 1)).has_value());
+  f.reopen();
+  BOOST_TEST(*f.state->consumer_offset("c1") == 7);
+  BOOST_TEST(*f.state->consumer_offset("c2") == 10);
+  auto back = run(f.disk, f.state->store_consumer_offset("c1", 2));
+  RILL_REQUIRE_OK(back);
+  BOOST_TEST(**back == 7);
+  BOOST_TEST(!f.reporter.notices.empty());
+  BOOST_TEST(f.reporter.notices.back().find("moved back from offset 7 to 2") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
