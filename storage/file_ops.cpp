@@ -270,6 +270,53 @@ task<expected<void>> make_dirs(io::engine& e, std::string path) {
   co_return expected<void>{};
 }
 
+namespace {
+// list_dir's raw result: the count, or -errno (-ENOENT: missing, -ENOTDIR: a file).
+task<std::int64_t> list_raw(io::engine& e, std::string path, std::vector<std::string>& names) {
+  io::awaitable r(e);
+  r.op = io::opcode::list_dir;
+  r.path = std::move(path);
+  r.names = &names;
+  co_return co_await r;
+}
+}  // namespace
+
+task<expected<void>> remove_tree(io::engine& e, std::string path, std::uint64_t step_bytes) {
+  std::vector<std::string> names;
+  const std::int64_t rc = co_await list_raw(e, path, names);
+  if (rc == -ENOENT) {
+    co_return expected<void>{};
+  }
+  if (rc < 0) {
+    co_return unexpected(io_error(static_cast<int>(rc), "list " + path));
+  }
+  for (const auto& name : names) {
+    const std::string child = join_path(path, name);
+    std::vector<std::string> sub;
+    const std::int64_t child_rc = co_await list_raw(e, child, sub);
+    if (child_rc >= 0) {
+      RILL_CO_TRY_VOID(co_await remove_tree(e, child, step_bytes));
+      continue;
+    }
+    if (child_rc != -ENOTDIR) {
+      co_return unexpected(io_error(static_cast<int>(child_rc), "list " + child));
+    }
+    RILL_CO_TRY(fd, co_await open_file(e, child, 0, 0600));
+    auto size = co_await size_of_file(e, fd, child);
+    std::uint64_t remaining = size ? *size : 0;
+    while (remaining > step_bytes) {
+      remaining -= step_bytes;
+      if (!co_await truncate_file(e, fd, remaining, child)) {
+        break;
+      }
+    }
+    (void)co_await close_file(e, fd, child);
+    RILL_CO_TRY_VOID(co_await unlink_file(e, child, true));
+  }
+  RILL_CO_TRY_VOID(co_await remove_dir(e, path));
+  co_return co_await sync_dir(e, parent_path(path));
+}
+
 task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path) {
   static const std::vector<std::byte> zeros(1024 * 1024);
   while (length > 0) {

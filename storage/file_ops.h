@@ -37,6 +37,11 @@ task<expected<std::vector<std::string>>> list_dir(io::engine& e, std::string pat
 task<expected<void>> sync_dir(io::engine& e, std::string path);
 // mkdir -p with mode 0700: creates every missing directory of `path` and syncs each parent it changed.
 task<expected<void>> make_dirs(io::engine& e, std::string path);
+// Deletes directory `path` and everything under it (a deleted partition, topic or stream): files larger than
+// `step_bytes` are shrunk in steps first (one big unlink stalls other files' fdatasync), then everything is
+// unlinked, the directories removed bottom-up and the parent synced. Missing `path` is not an error.
+task<expected<void>> remove_tree(io::engine& e, std::string path, std::uint64_t step_bytes);
+
 // Writes `length` zero bytes at `offset` in chunks (preallocation by writing).
 task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path);
 

@@ -172,4 +172,22 @@ BOOST_AUTO_TEST_CASE(sim_disk_undoes_unsynced_directory_entries_at_a_crash) {
   BOOST_TEST(disk.file_content("/a/y")->size() == 10u);
 }
 
+BOOST_AUTO_TEST_CASE(remove_tree_deletes_nested_files_and_directories) {
+  sim_disk disk(1);
+  RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/d/t/p0/offsets")));
+  RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/d/t/p1")));
+  for (const char* f : {"/d/t/p0/a.log", "/d/t/p0/offsets/c", "/d/t/p1/b.log"}) {
+    auto fd = run(disk, open_file(disk, f, io::open_create, 0600));
+    RILL_REQUIRE_OK(fd);
+    RILL_REQUIRE_OK(run(disk, write_all(disk, *fd, 0, std::vector<std::byte>(3 << 20), f)));
+    RILL_REQUIRE_OK(run(disk, close_file(disk, *fd, f)));
+  }
+  const auto truncates = disk.ops_of(io::opcode::ftruncate);
+  RILL_REQUIRE_OK(run(disk, remove_tree(disk, "/d/t", 1 << 20)));
+  BOOST_TEST(!disk.exists("/d/t"));
+  BOOST_TEST(disk.exists("/d"));
+  BOOST_TEST(disk.ops_of(io::opcode::ftruncate) - truncates == 6u);  // 3 MiB files shrunk in 1 MiB steps
+  RILL_REQUIRE_OK(run(disk, remove_tree(disk, "/d/missing", 1 << 20)));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
