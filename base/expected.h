@@ -113,32 +113,32 @@ class [[nodiscard]] expected<void> {
 };
 
 // Propagates an error from an expected<U> into the enclosing function's expected<T>.
-#define RILL_TRY(var, expr)                                      \
-  auto var##_result_ = (expr);                                   \
+#define RILL_TRY(var, ...)                                       \
+  auto var##_result_ = (__VA_ARGS__);                            \
   if (!var##_result_) {                                          \
     return ::rill::unexpected(std::move(var##_result_).error()); \
   }                                                              \
   auto var = std::move(var##_result_).value()
 
-#define RILL_TRY_VOID(expr)                                           \
+#define RILL_TRY_VOID(...)                                            \
   do {                                                                \
-    auto rill_try_result_ = (expr);                                   \
+    auto rill_try_result_ = (__VA_ARGS__);                            \
     if (!rill_try_result_) {                                          \
       return ::rill::unexpected(std::move(rill_try_result_).error()); \
     }                                                                 \
   } while (0)
 
 // The coroutine forms of the above, for task<expected<T>> bodies.
-#define RILL_CO_TRY(var, expr)                                      \
-  auto var##_result_ = (expr);                                      \
+#define RILL_CO_TRY(var, ...)                                       \
+  auto var##_result_ = (__VA_ARGS__);                               \
   if (!var##_result_) {                                             \
     co_return ::rill::unexpected(std::move(var##_result_).error()); \
   }                                                                 \
   auto var = std::move(var##_result_).value()
 
-#define RILL_CO_TRY_VOID(expr)                                           \
+#define RILL_CO_TRY_VOID(...)                                            \
   do {                                                                   \
-    auto rill_try_result_ = (expr);                                      \
+    auto rill_try_result_ = (__VA_ARGS__);                               \
     if (!rill_try_result_) {                                             \
       co_return ::rill::unexpected(std::move(rill_try_result_).error()); \
     }                                                                    \

@@ -1,0 +1,88 @@
+#pragma once
+// Messages between rill's actors (process-local: never serialized, so CAF may move them as they are).
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/proto/rill.pb.h"
+#include "net/status.h"
+#include "storage/partition_log.h"
+
+namespace rill::actors {
+
+using produce_atom = caf::atom_constant<caf::atom("produce")>;
+using poll_atom = caf::atom_constant<caf::atom("poll")>;
+using offset_get_atom = caf::atom_constant<caf::atom("offget")>;
+using offset_store_atom = caf::atom_constant<caf::atom("offstore")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
+using destroy_atom = caf::atom_constant<caf::atom("destroy")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using metadata_atom = caf::atom_constant<caf::atom("metadata")>;
+using accept_atom = caf::atom_constant<caf::atom("accept")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+// The outcome of a request to an actor: a status (ok or the error) and its message.
+struct outcome {
+  net::status st = net::status::ok;
+  std::string message;
+  [[nodiscard]] bool ok() const noexcept { return st == net::status::ok; }
+  static outcome of(const rill::error& e) { return outcome{net::status_of(e.code()), e.message()}; }
+};
+
+struct produce_msg {
+  std::shared_ptr<std::vector<std::byte>> batches;
+};
+struct produce_reply {
+  outcome result;
+  std::vector<std::int64_t> base_offsets;
+  std::int64_t timestamp_ms = -1;
+};
+
+struct poll_msg {
+  proto::PollRequest request;
+};
+struct poll_reply {
+  outcome result;
+  std::shared_ptr<storage::read_result> data;  // null with an error
+};
+
+struct offset_msg {
+  std::string consumer;
+  std::int64_t offset = -1;  // offset_store only
+};
+struct offset_reply {
+  outcome result;
+  std::optional<std::int64_t> offset;  // get: the stored one; store: the previous one
+};
+
+struct partition_info {
+  outcome result;
+  proto::PartitionInfo info;
+};
+
+// A metadata request: the API and its protobuf header; the reply is the reply header (or an error).
+struct metadata_msg {
+  std::uint16_t api = 0;
+  std::string header;  // serialized request header
+};
+struct metadata_reply {
+  outcome result;
+  std::string header;  // serialized reply header
+};
+
+}  // namespace rill::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::poll_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::poll_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::offset_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::offset_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::partition_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::metadata_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::metadata_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::outcome)

@@ -1,0 +1,98 @@
+#pragma once
+// metadata_actor: the only writer of metadata (shard 0). Each change is checked against metadata_state, appended
+// as a command to the metadata log (<data>/metadata/log, synced before it is applied), applied, and published as a
+// new routing table; partitions are spawned on their shards and destroyed with their data. A restart loads
+// <data>/metadata/snapshot.bin and replays the commands after it. Mutations run one at a time, in arrival order.
+#include <caf/all.hpp>
+
+#include <deque>
+#include <functional>
+#include <memory>
+
+#include "actors/actor_io.hpp"
+#include "actors/homed.h"
+#include "actors/messages.hpp"
+#include "actors/metadata_state.h"
+#include "actors/partition_actor.hpp"
+#include "actors/routing.hpp"
+#include "config/server_config.h"
+
+namespace rill::actors {
+
+struct metadata_services {
+  const config::server_config* config = nullptr;
+  routing* routes = nullptr;
+  const partition_services* partitions = nullptr;
+  std::size_t shards = 1;
+  std::uint64_t snapshot_every_commands = 1000;
+  std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
+};
+
+// "<data>/streams/<s>/topics/<t>/partitions/<p>"
+std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic, std::uint32_t partition);
+
+class metadata_actor final : public caf::event_based_actor, public homed {
+ public:
+  metadata_actor(caf::actor_config& cfg, const metadata_services* services);
+  caf::behavior make_behavior() override;
+
+ private:
+  task<expected<void>> recover();
+  task<expected<metadata_reply>> mutate(std::uint16_t api, std::string header);
+  task<expected<metadata_reply>> read(std::uint16_t api, std::string header);
+  task<expected<proto::TopicInfo>> topic_info(const stream_meta& s, const topic_meta& t);
+  task<expected<void>> commit(proto::MetadataCommand cmd);
+  task<expected<void>> destroy_partitions(std::vector<std::uint64_t> namespaces);
+  void spawn_partitions(std::uint32_t stream, std::uint32_t topic, std::uint32_t from, std::uint32_t to);
+  void publish();
+  void pump();
+
+  const metadata_services* services_;
+  std::unique_ptr<actor_io> io_;
+  std::unique_ptr<storage::partition_log> log_;
+  metadata_state state_;
+  std::map<std::uint64_t, caf::actor> partitions_;
+  std::uint64_t commands_since_snapshot_ = 0;
+  std::deque<std::function<void()>> mutations_;  // queued while one runs
+  bool mutating_ = false;
+  bool ready_ = false;
+};
+
+// Answers one request: the awaitable bridge from a coroutine to a CAF request/response.
+template <class Reply, class... Args>
+class actor_request {
+ public:
+  actor_request(caf::event_based_actor* self, caf::actor dest, Args... args)
+      : self_(self), dest_(std::move(dest)), args_(std::move(args)...) {}
+  bool await_ready() const noexcept { return false; }
+  void await_suspend(std::coroutine_handle<> h) {
+    std::apply(
+        [&](auto&... a) {
+          self_->request(dest_, caf::infinite, a...)
+              .then([this, h](Reply& r) {
+                    reply_ = std::move(r);
+                    h.resume();
+                  },
+                  [this, h](caf::error& e) {
+                    error_ = self_->system().render(e);
+                    h.resume();
+                  });
+        },
+        args_);
+  }
+  expected<Reply> await_resume() {
+    if (reply_) {
+      return std::move(*reply_);
+    }
+    return rill::unexpected(make_error_code(net::status::internal_error), "actor request failed: " + error_);
+  }
+
+ private:
+  caf::event_based_actor* self_;
+  caf::actor dest_;
+  std::tuple<Args...> args_;
+  std::optional<Reply> reply_;
+  std::string error_;
+};
+
+}  // namespace rill::actors

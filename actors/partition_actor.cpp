@@ -1,0 +1,307 @@
+#include "actors/partition_actor.hpp"
+
+#include <fmt/core.h>
+
+#include "actors/shard.h"
+#include "storage/file_ops.h"
+
+namespace rill::actors {
+namespace {
+using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;
+using retention_atom = caf::atom_constant<caf::atom("retention")>;
+}  // namespace
+
+partition_actor::partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id,
+                                 storage::log_options options, const partition_services* services)
+    : caf::event_based_actor(cfg), homed(home), id_(std::move(id)), options_(options), services_(services) {}
+
+caf::behavior partition_actor::make_behavior() {
+  io_ = std::make_unique<actor_io>(this);
+  ++operations_;
+  rill::spawn(partition_state::open(*io_, current_shard()->pool(), *services_->clk, *services_->reporter, id_.dir,
+                                    options_),
+              [this](expected<std::unique_ptr<partition_state>> r) {
+                --operations_;
+                opened(std::move(r));
+              });
+  // Until the log is open, only I/O completions are handled; everything else waits in the mailbox.
+  set_default_handler(caf::skip);
+  return io_completion_handler(*io_);
+}
+
+void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
+  if (!r) {
+    open_error_ = r.error();
+    services_->reporter->notice(fmt::format("partition {}: cannot open: {}", id_.dir, r.error().message()));
+  } else {
+    state_ = std::move(*r);
+    schedule_tick();
+    schedule_retention();
+  }
+  set_default_handler(caf::print_and_drop);
+  become(serving());
+}
+
+storage::read_request partition_actor::read_request_for(const proto::PollRequest& r) const {
+  storage::read_request q;
+  q.max_bytes = r.max_bytes() ? r.max_bytes() : services_->default_max_bytes;
+  q.max_records = r.max_records() ? r.max_records() : UINT32_MAX;
+  switch (r.strategy().kind()) {
+    case proto::PollStrategy::OFFSET:
+      q.start = storage::read_start::offset;
+      q.offset = offset_t(static_cast<std::int64_t>(r.strategy().value()));
+      break;
+    case proto::PollStrategy::TIMESTAMP:
+      q.start = storage::read_start::timestamp;
+      q.timestamp = timestamp_ms_t(static_cast<std::int64_t>(r.strategy().value()));
+      break;
+    case proto::PollStrategy::FIRST:
+      q.start = storage::read_start::first;
+      break;
+    case proto::PollStrategy::LAST:
+      q.start = storage::read_start::last;
+      break;
+    case proto::PollStrategy::NEXT: {
+      std::optional<std::int64_t> stored;
+      if (r.consumer().kind_case() == proto::Consumer::kName) {
+        stored = state_->consumer_offset(r.consumer().name());
+      }
+      if (stored) {
+        q.start = storage::read_start::offset;
+        q.offset = std::max(offset_t(*stored), state_->log().log_start());
+      } else {
+        q.start = storage::read_start::first;
+      }
+      break;
+    }
+    default:
+      q.start = storage::read_start::first;
+      break;
+  }
+  return q;
+}
+
+void partition_actor::run_poll(std::uint64_t waiter_id) {
+  auto it = waiters_.find(waiter_id);
+  if (it == waiters_.end() || it->second.reading) {
+    return;
+  }
+  it->second.reading = true;
+  ++operations_;
+  auto job = [](partition_actor* self, proto::PollRequest request) -> task<expected<storage::read_result>> {
+    RILL_CO_TRY(result, co_await self->state_->read(self->read_request_for(request)));
+    if (request.auto_commit() && result.batches > 0 && request.consumer().kind_case() == proto::Consumer::kName) {
+      RILL_CO_TRY_VOID(co_await self->state_->store_consumer_offset(request.consumer().name(),
+                                                                     result.next_offset.value()));
+    }
+    co_return result;
+  };
+  rill::spawn(job(this, it->second.request), [this, waiter_id](expected<storage::read_result> r) {
+    --operations_;
+    auto w = waiters_.find(waiter_id);
+    if (w == waiters_.end()) {
+      return;
+    }
+    w->second.reading = false;
+    const bool expired = w->second.timer == 0;
+    if (r && r->batches == 0 && !expired && !closing_) {
+      return;  // parked: a produce or the deadline retries it
+    }
+    if (w->second.timer != 0) {
+      current_shard()->timers().cancel(w->second.timer);
+    }
+    poll_reply reply;
+    if (r) {
+      reply.data = std::make_shared<storage::read_result>(std::move(*r));
+    } else {
+      reply.result = outcome::of(r.error());
+    }
+    w->second.promise.deliver(std::move(reply));
+    waiters_.erase(w);
+  });
+}
+
+void partition_actor::after_append() {
+  for (auto& [id, w] : waiters_) {
+    if (!w.reading) {
+      run_poll(id);
+    }
+  }
+  schedule_tick();
+}
+
+void partition_actor::schedule_tick() {
+  if (!state_) {
+    return;
+  }
+  const auto due = state_->log().next_deadline();
+  if (!due || (tick_at_ && *tick_at_ <= *due)) {
+    return;
+  }
+  tick_at_ = due;
+  // The log's deadlines are in its clock's monotonic time; the shard's heap uses steady time: convert the delay.
+  const auto delay = *due - services_->clk->monotonic();
+  auto self = caf::actor_cast<caf::actor>(this);
+  current_shard()->timers().schedule(monotonic_now() + std::max(delay, std::chrono::nanoseconds(0)),
+                                     [self] { caf::anon_send(self, tick_atom::value); });
+}
+
+void partition_actor::schedule_retention() {
+  auto self = caf::actor_cast<caf::actor>(this);
+  current_shard()->timers().schedule(monotonic_now() + services_->retention_interval,
+                                     [self] { caf::anon_send(self, retention_atom::value); });
+}
+
+void partition_actor::finish(bool destroy, caf::response_promise rp) {
+  closing_ = true;
+  for (auto& [id, w] : waiters_) {
+    if (!w.reading) {
+      if (w.timer != 0) {
+        current_shard()->timers().cancel(w.timer);
+      }
+      w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
+    }
+  }
+  ++operations_;
+  auto job = [](partition_actor* self, bool remove) -> task<expected<void>> {
+    if (self->state_) {
+      RILL_CO_TRY_VOID(co_await self->state_->close());
+    }
+    if (remove) {
+      RILL_CO_TRY_VOID(co_await storage::remove_tree(*self->io_, self->id_.dir, self->options_.config.delete_step_bytes));
+    }
+    co_return expected<void>{};
+  };
+  rill::spawn(job(this, destroy), [this, rp](expected<void> r) mutable {
+    --operations_;
+    state_.reset();
+    rp.deliver(r ? outcome{} : outcome::of(r.error()));
+    quit();
+  });
+}
+
+caf::behavior partition_actor::serving() {
+  caf::message_handler handlers{
+      [this](produce_atom, produce_msg& msg) -> caf::result<produce_reply> {
+        if (!state_ || closing_) {
+          return produce_reply{open_error_ ? outcome::of(*open_error_)
+                                           : outcome{net::status::unavailable, "the partition is closing"},
+                               {}, -1};
+        }
+        auto rp = make_response_promise<produce_reply>();
+        ++operations_;
+        rill::spawn(state_->produce(std::move(*msg.batches)), [this, rp](expected<produce_result> r) mutable {
+          --operations_;
+          produce_reply reply;
+          if (r) {
+            reply.base_offsets = std::move(r->base_offsets);
+            reply.timestamp_ms = r->timestamp.value();
+          } else {
+            reply.result = outcome::of(r.error());
+          }
+          rp.deliver(std::move(reply));
+          after_append();
+        });
+        return rp;
+      },
+      [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
+        if (!state_ || closing_) {
+          return poll_reply{open_error_ ? outcome::of(*open_error_)
+                                        : outcome{net::status::unavailable, "the partition is closing"},
+                            nullptr};
+        }
+        auto rp = make_response_promise<poll_reply>();
+        const std::uint64_t id = next_waiter_++;
+        waiter w{std::move(msg.request), rp, 0, false};
+        const std::uint64_t wait_ms = std::min<std::uint64_t>(w.request.max_wait_ms(), services_->long_poll_wait_ms_max);
+        if (wait_ms > 0) {
+          auto self = caf::actor_cast<caf::actor>(this);
+          w.timer = current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(wait_ms),
+                                                       [self, id] { caf::anon_send(self, poll_timeout_atom::value, id); });
+        }
+        waiters_.emplace(id, std::move(w));
+        run_poll(id);
+        return rp;
+      },
+      [this](poll_timeout_atom, std::uint64_t id) {
+        auto it = waiters_.find(id);
+        if (it == waiters_.end()) {
+          return;
+        }
+        it->second.timer = 0;  // expired: the next read answers, empty or not
+        if (!it->second.reading) {
+          run_poll(id);
+        }
+      },
+      [this](offset_get_atom, offset_msg& msg) -> offset_reply {
+        if (!state_) {
+          return offset_reply{outcome{net::status::unavailable, "the partition is not open"}, std::nullopt};
+        }
+        return offset_reply{outcome{}, state_->consumer_offset(msg.consumer)};
+      },
+      [this](offset_store_atom, offset_msg& msg) -> caf::result<offset_reply> {
+        if (!state_ || closing_) {
+          return offset_reply{outcome{net::status::unavailable, "the partition is not open"}, std::nullopt};
+        }
+        auto rp = make_response_promise<offset_reply>();
+        ++operations_;
+        rill::spawn(state_->store_consumer_offset(msg.consumer, msg.offset),
+                    [this, rp](expected<std::optional<std::int64_t>> r) mutable {
+                      --operations_;
+                      rp.deliver(r ? offset_reply{outcome{}, *r} : offset_reply{outcome::of(r.error()), std::nullopt});
+                    });
+        return rp;
+      },
+      [this](info_atom) -> partition_info {
+        partition_info out;
+        out.info.set_id(id_.partition_id);
+        if (!state_) {
+          out.result = open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "not open"};
+          return out;
+        }
+        const auto& log = state_->log();
+        const auto st = log.stats();
+        out.info.set_log_start(static_cast<std::uint64_t>(log.log_start().value()));
+        out.info.set_high_watermark(static_cast<std::uint64_t>(log.committed().value()));
+        out.info.set_log_end(static_cast<std::uint64_t>(log.log_end().value()));
+        out.info.set_bytes(st.bytes);
+        out.info.set_segments(static_cast<std::uint32_t>(st.segments));
+        return out;
+      },
+      [this](tick_atom) {
+        tick_at_.reset();
+        if (state_ && !closing_) {
+          state_->log().tick();
+        }
+        schedule_tick();
+      },
+      [this](retention_atom) {
+        if (!state_ || closing_) {
+          return;
+        }
+        ++operations_;
+        rill::spawn(state_->log().enforce_retention(), [this](expected<storage::retention_result> r) {
+          --operations_;
+          if (!r) {
+            services_->reporter->notice(fmt::format("{}: retention: {}", id_.dir, r.error().message()));
+          }
+          if (!closing_) {
+            schedule_retention();
+          }
+        });
+      },
+      [this](close_atom) -> caf::result<outcome> {
+        auto rp = make_response_promise<outcome>();
+        finish(false, rp);
+        return rp;
+      },
+      [this](destroy_atom) -> caf::result<outcome> {
+        auto rp = make_response_promise<outcome>();
+        finish(true, rp);
+        return rp;
+      },
+  };
+  return caf::behavior{io_completion_handler(*io_).or_else(handlers)};
+}
+
+}  // namespace rill::actors

@@ -1,0 +1,72 @@
+#pragma once
+// partition_actor: one partition, on the shard its namespace hashes to. A thin behavior over partition_state:
+// produce, poll (with long polls parked until data is committed or their deadline passes, on the shard's deadline
+// heap), consumer offsets, info, close and destroy. Requests that arrive while the log is being opened wait in the
+// mailbox.
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "actors/actor_io.hpp"
+#include "actors/homed.h"
+#include "actors/messages.hpp"
+#include "actors/partition_state.h"
+#include "base/clock.h"
+
+namespace rill::actors {
+
+struct partition_identity {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t partition_id = 0;
+  std::string dir;
+};
+
+// What every partition actor shares; owned by the broker, outliving its actors.
+struct partition_services {
+  const clock* clk = nullptr;
+  storage::log_reporter* reporter = nullptr;
+  std::uint64_t long_poll_wait_ms_max = 30'000;
+  std::chrono::milliseconds retention_interval{30'000};
+  std::uint64_t default_max_bytes = 1 << 20;
+};
+
+class partition_actor final : public caf::event_based_actor, public homed {
+ public:
+  partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id, storage::log_options options,
+                  const partition_services* services);
+  caf::behavior make_behavior() override;
+
+ private:
+  struct waiter {
+    proto::PollRequest request;
+    caf::response_promise promise;
+    deadline_heap::timer_id timer = 0;
+    bool reading = false;
+  };
+
+  caf::behavior serving();
+  void opened(expected<std::unique_ptr<partition_state>> r);
+  void run_poll(std::uint64_t waiter_id);
+  void after_append();
+  void schedule_tick();
+  void schedule_retention();
+  void finish(bool destroy, caf::response_promise rp);
+  storage::read_request read_request_for(const proto::PollRequest& r) const;
+
+  partition_identity id_;
+  storage::log_options options_;
+  const partition_services* services_;
+  std::unique_ptr<actor_io> io_;
+  std::unique_ptr<partition_state> state_;
+  std::optional<rill::error> open_error_;
+  std::map<std::uint64_t, waiter> waiters_;
+  std::uint64_t next_waiter_ = 1;
+  std::optional<std::chrono::nanoseconds> tick_at_;
+  std::size_t operations_ = 0;  // coroutines of this actor still running
+  bool closing_ = false;
+};
+
+}  // namespace rill::actors

@@ -1,0 +1,34 @@
+#pragma once
+// routing: what every connection needs to route a request without asking anyone: the metadata view and the actor
+// of every partition. Published by the metadata actor as an immutable table behind an atomic shared_ptr: any shard
+// reads the current one without locks; a change publishes a new table.
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <map>
+#include <memory>
+
+#include "actors/metadata_state.h"
+
+namespace rill::actors {
+
+struct routing_table {
+  std::shared_ptr<const metadata_view> view = std::make_shared<const metadata_view>();
+  std::map<std::uint64_t, caf::actor> partitions;  // by partition_namespace()
+
+  [[nodiscard]] caf::actor partition(std::uint32_t stream, std::uint32_t topic, std::uint32_t partition) const {
+    auto it = partitions.find(partition_namespace(stream, topic, partition));
+    return it == partitions.end() ? caf::actor{} : it->second;
+  }
+};
+
+class routing {
+ public:
+  [[nodiscard]] std::shared_ptr<const routing_table> current() const { return table_.load(std::memory_order_acquire); }
+  void publish(std::shared_ptr<const routing_table> next) { table_.store(std::move(next), std::memory_order_release); }
+
+ private:
+  std::atomic<std::shared_ptr<const routing_table>> table_{std::make_shared<const routing_table>()};
+};
+
+}  // namespace rill::actors
