@@ -9,7 +9,9 @@ deadline_heap::timer_id deadline_heap::schedule(clock_time deadline, std::functi
   return id;
 }
 
-bool deadline_heap::cancel(timer_id id) { return live_.erase(id) > 0; }
+bool deadline_heap::cancel(timer_id id) {
+  return live_.erase(id) > 0;
+}
 
 void deadline_heap::drop_cancelled() const {
   while (!heap_.empty() && !live_.count(heap_.top().id)) {

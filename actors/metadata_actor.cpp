@@ -13,7 +13,9 @@ namespace rill::actors {
 namespace {
 using recovered_atom = caf::atom_constant<caf::atom("recovered")>;
 
-rill::unexpected fail(net::status s, std::string message) { return rill::unexpected(make_error_code(s), std::move(message)); }
+rill::unexpected fail(net::status s, std::string message) {
+  return rill::unexpected(make_error_code(s), std::move(message));
+}
 
 template <class M>
 expected<M> parse(const std::string& header) {
@@ -38,7 +40,9 @@ void fill_stream(proto::StreamInfo& out, const stream_meta& s) {
   out.set_created_ms(s.created_ms);
 }
 
-std::string streams_root(const std::string& data_dir) { return storage::join_path(data_dir, "streams"); }
+std::string streams_root(const std::string& data_dir) {
+  return storage::join_path(data_dir, "streams");
+}
 }  // namespace
 
 std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic,
@@ -97,7 +101,8 @@ caf::behavior metadata_actor::make_behavior() {
             }
             // Close (not destroy) every partition, then the metadata log.
             for (auto ns : all) {
-              auto closed = co_await actor_request<outcome, close_atom>(self, self->partitions_.at(ns), close_atom::value);
+              auto closed =
+                  co_await actor_request<outcome, close_atom>(self, self->partitions_.at(ns), close_atom::value);
               (void)closed;
             }
             self->partitions_.clear();
@@ -144,8 +149,8 @@ void metadata_actor::spawn_partitions(std::uint32_t stream, std::uint32_t topic,
   for (std::uint32_t p = from; p < to; ++p) {
     const std::uint64_t ns = partition_namespace(stream, topic, p);
     partition_identity id{stream, topic, p, partition_dir(services_->config->data_dir, stream, topic, p)};
-    partitions_[ns] = system().spawn<partition_actor>(shard_of(ns, services_->shards), id, options,
-                                                      services_->partitions);
+    partitions_[ns] =
+        system().spawn<partition_actor>(shard_of(ns, services_->shards), id, options, services_->partitions);
   }
 }
 
@@ -153,7 +158,8 @@ task<expected<void>> metadata_actor::recover() {
   const std::string dir = storage::join_path(services_->config->data_dir, "metadata");
   RILL_CO_TRY_VOID(co_await storage::make_dirs(*io_, dir));
   std::int64_t replay_from = 0;
-  RILL_CO_TRY(snapshot_bytes, co_await storage::read_whole_file(*io_, storage::join_path(dir, "snapshot.bin"), 1u << 30));
+  RILL_CO_TRY(snapshot_bytes,
+              co_await storage::read_whole_file(*io_, storage::join_path(dir, "snapshot.bin"), 1u << 30));
   if (snapshot_bytes) {
     proto::MetadataSnapshot snap;
     if (!snap.ParseFromArray(snapshot_bytes->data(), static_cast<int>(snapshot_bytes->size()))) {
@@ -190,8 +196,8 @@ task<expected<void>> metadata_actor::recover() {
       storage::record_reader rr(v.records_region());
       auto rec = rr.next();
       if (!rec || !rec->has_value() || !(*rec)->value) {
-        co_return fail(net::status::internal_error, fmt::format("metadata log: command at offset {} does not parse",
-                                                                v.base_offset().value()));
+        co_return fail(net::status::internal_error,
+                       fmt::format("metadata log: command at offset {} does not parse", v.base_offset().value()));
       }
       proto::MetadataCommand cmd;
       const auto& value = *(*rec)->value;
@@ -262,8 +268,8 @@ task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
     const std::string s = snap.SerializeAsString();
     std::vector<std::byte> out(reinterpret_cast<const std::byte*>(s.data()),
                                reinterpret_cast<const std::byte*>(s.data()) + s.size());
-    auto saved = co_await storage::write_file_atomic(
-        *io_, storage::join_path(services_->config->data_dir, "metadata"), "snapshot.bin", std::move(out));
+    auto saved = co_await storage::write_file_atomic(*io_, storage::join_path(services_->config->data_dir, "metadata"),
+                                                     "snapshot.bin", std::move(out));
     if (saved) {
       commands_since_snapshot_ = 0;
     } else {
@@ -499,7 +505,8 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       RILL_CO_TRY_VOID(co_await commit(cmd));
       RILL_CO_TRY_VOID(co_await destroy_partitions(doomed));
       publish();
-      RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, fmt::format("{}/{}/topics/{}", streams_root(data_dir), sid, tid),
+      RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_,
+                                                     fmt::format("{}/{}/topics/{}", streams_root(data_dir), sid, tid),
                                                      services_->config->storage.delete_step_bytes));
       co_return reply_with(proto::TopicDeleteReply{});
     }

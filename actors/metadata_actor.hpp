@@ -29,7 +29,8 @@ struct metadata_services {
 };
 
 // "<data>/streams/<s>/topics/<t>/partitions/<p>"
-std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic, std::uint32_t partition);
+std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic,
+                          std::uint32_t partition);
 
 class metadata_actor final : public caf::event_based_actor, public homed {
  public:
@@ -69,7 +70,8 @@ class actor_request {
     std::apply(
         [&](auto&... a) {
           self_->request(dest_, caf::infinite, a...)
-              .then([this, h](Reply& r) {
+              .then(
+                  [this, h](Reply& r) {
                     reply_ = std::move(r);
                     h.resume();
                   },

@@ -12,7 +12,9 @@
 namespace rill::actors {
 namespace {
 
-rill::unexpected fail(net::status s, std::string message) { return rill::unexpected(make_error_code(s), std::move(message)); }
+rill::unexpected fail(net::status s, std::string message) {
+  return rill::unexpected(make_error_code(s), std::move(message));
+}
 
 std::string describe(const proto::Identifier& id) {
   return id.kind_case() == proto::Identifier::kName ? "'" + id.name() + "'" : "#" + std::to_string(id.id());
@@ -107,7 +109,8 @@ expected<const topic_meta*> metadata_view::find_topic(const stream_meta& stream,
   } else {
     return fail(net::status::bad_header, "no topic given");
   }
-  return fail(net::status::topic_not_found, fmt::format("topic {} not found in stream '{}'", describe(id), stream.name));
+  return fail(net::status::topic_not_found,
+              fmt::format("topic {} not found in stream '{}'", describe(id), stream.name));
 }
 
 std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id) {
@@ -128,12 +131,12 @@ std::size_t shard_of(std::uint64_t ns, std::size_t shards) {
 
 expected<void> check_name(std::string_view what, std::string_view name) {
   if (name.empty() || name.size() > name_bytes_max) {
-    return fail(net::status::invalid_name, fmt::format("{} name of {} bytes: a name has 1 to {} bytes", what,
-                                                       name.size(), name_bytes_max));
+    return fail(net::status::invalid_name,
+                fmt::format("{} name of {} bytes: a name has 1 to {} bytes", what, name.size(), name_bytes_max));
   }
   for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     if (!ok) {
       return fail(net::status::invalid_name,
                   fmt::format("{} name '{}': only letters, digits, '.', '_' and '-' are allowed", what, name));
@@ -181,9 +184,8 @@ expected<proto::TopicConfig> complete_topic_config(const proto::TopicConfig& req
   }
   if (c.max_message_bytes() > c.segment_bytes()) {
     // Allowed (such a batch gets its own segment), but almost certainly a mistake in a topic's settings.
-    return fail(net::status::invalid_config,
-                fmt::format("max_message_bytes = {} exceeds segment_bytes = {}", c.max_message_bytes(),
-                            c.segment_bytes()));
+    return fail(net::status::invalid_config, fmt::format("max_message_bytes = {} exceeds segment_bytes = {}",
+                                                         c.max_message_bytes(), c.segment_bytes()));
   }
   return c;
 }
@@ -320,8 +322,8 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
       RILL_TRY(s, need_stream(c.stream_id()));
       RILL_TRY(t, need_topic(*s, c.topic_id()));
       if (c.count() == 0 || std::uint64_t{t->config.partitions()} + c.count() > 100'000) {
-        return fail(net::status::invalid_config,
-                    fmt::format("adding {} partitions to {}: a topic has 1 to 100000", c.count(), t->config.partitions()));
+        return fail(net::status::invalid_config, fmt::format("adding {} partitions to {}: a topic has 1 to 100000",
+                                                             c.count(), t->config.partitions()));
       }
       return {};
     }
@@ -330,9 +332,8 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
       RILL_TRY(s, need_stream(c.stream_id()));
       RILL_TRY(t, need_topic(*s, c.topic_id()));
       if (c.count() == 0 || c.count() >= t->config.partitions()) {
-        return fail(net::status::invalid_config,
-                    fmt::format("deleting {} of {} partitions: a topic keeps at least one", c.count(),
-                                t->config.partitions()));
+        return fail(net::status::invalid_config, fmt::format("deleting {} of {} partitions: a topic keeps at least one",
+                                                             c.count(), t->config.partitions()));
       }
       return {};
     }

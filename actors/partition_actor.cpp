@@ -18,12 +18,12 @@ partition_actor::partition_actor(caf::actor_config& cfg, std::size_t home, parti
 caf::behavior partition_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
   ++operations_;
-  rill::spawn(partition_state::open(*io_, current_shard()->pool(), *services_->clk, *services_->reporter, id_.dir,
-                                    options_),
-              [this](expected<std::unique_ptr<partition_state>> r) {
-                --operations_;
-                opened(std::move(r));
-              });
+  rill::spawn(
+      partition_state::open(*io_, current_shard()->pool(), *services_->clk, *services_->reporter, id_.dir, options_),
+      [this](expected<std::unique_ptr<partition_state>> r) {
+        --operations_;
+        opened(std::move(r));
+      });
   // Until the log is open, only I/O completions are handled; everything else waits in the mailbox.
   set_default_handler(caf::skip);
   return io_completion_handler(*io_);
@@ -91,8 +91,8 @@ void partition_actor::run_poll(std::uint64_t waiter_id) {
   auto job = [](partition_actor* self, proto::PollRequest request) -> task<expected<storage::read_result>> {
     RILL_CO_TRY(result, co_await self->state_->read(self->read_request_for(request)));
     if (request.auto_commit() && result.batches > 0 && request.consumer().kind_case() == proto::Consumer::kName) {
-      RILL_CO_TRY_VOID(co_await self->state_->store_consumer_offset(request.consumer().name(),
-                                                                     result.next_offset.value()));
+      RILL_CO_TRY_VOID(
+          co_await self->state_->store_consumer_offset(request.consumer().name(), result.next_offset.value()));
     }
     co_return result;
   };
@@ -168,7 +168,8 @@ void partition_actor::finish(bool destroy, caf::response_promise rp) {
       RILL_CO_TRY_VOID(co_await self->state_->close());
     }
     if (remove) {
-      RILL_CO_TRY_VOID(co_await storage::remove_tree(*self->io_, self->id_.dir, self->options_.config.delete_step_bytes));
+      RILL_CO_TRY_VOID(
+          co_await storage::remove_tree(*self->io_, self->id_.dir, self->options_.config.delete_step_bytes));
     }
     co_return expected<void>{};
   };
@@ -184,9 +185,10 @@ caf::behavior partition_actor::serving() {
   caf::message_handler handlers{
       [this](produce_atom, produce_msg& msg) -> caf::result<produce_reply> {
         if (!state_ || closing_) {
-          return produce_reply{open_error_ ? outcome::of(*open_error_)
-                                           : outcome{net::status::unavailable, "the partition is closing"},
-                               {}, -1};
+          return produce_reply{
+              open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"},
+              {},
+              -1};
         }
         auto rp = make_response_promise<produce_reply>();
         ++operations_;
@@ -206,18 +208,20 @@ caf::behavior partition_actor::serving() {
       },
       [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
         if (!state_ || closing_) {
-          return poll_reply{open_error_ ? outcome::of(*open_error_)
-                                        : outcome{net::status::unavailable, "the partition is closing"},
-                            nullptr};
+          return poll_reply{
+              open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"},
+              nullptr};
         }
         auto rp = make_response_promise<poll_reply>();
         const std::uint64_t id = next_waiter_++;
         waiter w{std::move(msg.request), rp, 0, false};
-        const std::uint64_t wait_ms = std::min<std::uint64_t>(w.request.max_wait_ms(), services_->long_poll_wait_ms_max);
+        const std::uint64_t wait_ms =
+            std::min<std::uint64_t>(w.request.max_wait_ms(), services_->long_poll_wait_ms_max);
         if (wait_ms > 0) {
           auto self = caf::actor_cast<caf::actor>(this);
-          w.timer = current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(wait_ms),
-                                                       [self, id] { caf::anon_send(self, poll_timeout_atom::value, id); });
+          w.timer =
+              current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(wait_ms),
+                                                 [self, id] { caf::anon_send(self, poll_timeout_atom::value, id); });
         }
         waiters_.emplace(id, std::move(w));
         run_poll(id);

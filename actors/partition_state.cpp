@@ -14,9 +14,13 @@ namespace {
 constexpr const char* offsets_dir = "offsets/consumers";
 constexpr std::size_t offset_file_bytes = 12;  // offset i64 + crc32c u32, big-endian
 
-rill::unexpected fail(net::status s, std::string message) { return rill::unexpected(make_error_code(s), std::move(message)); }
+rill::unexpected fail(net::status s, std::string message) {
+  return rill::unexpected(make_error_code(s), std::move(message));
+}
 
-std::int32_t next_sequence(std::int32_t s) { return s == INT32_MAX ? 0 : s + 1; }
+std::int32_t next_sequence(std::int32_t s) {
+  return s == INT32_MAX ? 0 : s + 1;
+}
 
 struct batch_header {
   std::int64_t producer_id;
@@ -47,7 +51,9 @@ expected<std::vector<batch_header>> headers_of(std::span<const std::byte> bytes,
 }
 }  // namespace
 
-expected<void> check_consumer_name(const std::string& name) { return check_name("consumer", name); }
+expected<void> check_consumer_name(const std::string& name) {
+  return check_name("consumer", name);
+}
 
 task<expected<std::unique_ptr<partition_state>>> partition_state::open(storage::io::engine& engine,
                                                                        storage::buffer_pool& pool, const clock& clk,
@@ -145,10 +151,10 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
           continue;
         }
         if (h.base_sequence != next_sequence(p.last_sequence)) {
-          co_return fail(net::status::sequence_gap,
-                         fmt::format("producer {} epoch {}: sequence {} after {} (expected {})", h.producer_id,
-                                     h.producer_epoch, h.base_sequence, p.last_sequence,
-                                     next_sequence(p.last_sequence)));
+          co_return fail(
+              net::status::sequence_gap,
+              fmt::format("producer {} epoch {}: sequence {} after {} (expected {})", h.producer_id, h.producer_epoch,
+                          h.base_sequence, p.last_sequence, next_sequence(p.last_sequence)));
         }
       } else if (h.base_sequence != 0) {
         co_return fail(net::status::sequence_gap, fmt::format("producer {}: a new epoch {} must start at sequence 0, "
@@ -235,7 +241,8 @@ task<expected<std::optional<std::int64_t>>> partition_state::store_consumer_offs
   RILL_CO_TRY_VOID(co_await storage::write_file_atomic(engine_, dir, consumer, bytes));
   const auto previous = consumer_offset(consumer);
   if (previous && *previous > offset) {
-    reporter_.notice(fmt::format("{}: consumer '{}' moved back from offset {} to {}", dir_, consumer, *previous, offset));
+    reporter_.notice(
+        fmt::format("{}: consumer '{}' moved back from offset {} to {}", dir_, consumer, *previous, offset));
   }
   consumer_offsets_[consumer] = offset;
   co_return previous;
@@ -263,6 +270,8 @@ task<expected<void>> partition_state::load_consumer_offsets() {
   co_return expected<void>{};
 }
 
-task<expected<void>> partition_state::close() { co_return co_await log_->close(); }
+task<expected<void>> partition_state::close() {
+  co_return co_await log_->close();
+}
 
 }  // namespace rill::actors

@@ -30,7 +30,7 @@ namespace rill::actors {
 struct produce_result {
   std::vector<std::int64_t> base_offsets;  // one per batch of the request, in order
   timestamp_ms_t timestamp{-1};
-  bool duplicate = false;                  // every batch was a retry: nothing was appended
+  bool duplicate = false;  // every batch was a retry: nothing was appended
 };
 
 class partition_state {

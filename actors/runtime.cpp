@@ -40,8 +40,14 @@ runtime::~runtime() {
   impl_->system.reset();  // joins the workers
 }
 
-caf::actor_system& runtime::system() noexcept { return *impl_->system; }
-std::size_t runtime::shard_count() const noexcept { return impl_->shards.shards.size(); }
-shard& runtime::shard_at(std::size_t index) noexcept { return *impl_->shards.shards.at(index); }
+caf::actor_system& runtime::system() noexcept {
+  return *impl_->system;
+}
+std::size_t runtime::shard_count() const noexcept {
+  return impl_->shards.shards.size();
+}
+shard& runtime::shard_at(std::size_t index) noexcept {
+  return *impl_->shards.shards.at(index);
+}
 
 }  // namespace rill::actors

@@ -36,10 +36,16 @@ void pin_thread(const config::cpu_info& cpu) {
 }
 }  // namespace
 
-shard* current_shard() noexcept { return t_current; }
-void set_current_shard(shard* s) noexcept { t_current = s; }
+shard* current_shard() noexcept {
+  return t_current;
+}
+void set_current_shard(shard* s) noexcept {
+  t_current = s;
+}
 
-std::chrono::nanoseconds monotonic_now() noexcept { return std::chrono::steady_clock::now().time_since_epoch(); }
+std::chrono::nanoseconds monotonic_now() noexcept {
+  return std::chrono::steady_clock::now().time_since_epoch();
+}
 
 void shard::start_on_this_thread(bool pin) {
   RILL_ASSERT(engine_ == nullptr, "shard {} started twice", index_);

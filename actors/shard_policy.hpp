@@ -44,7 +44,7 @@ struct shard_policy : caf::policy::unprofiled {
     std::mutex mutex;
     std::deque<caf::resumable*> queue;  // guarded by mutex
     std::atomic<bool> sleeping{false};
-    shard* home = nullptr;              // set on the worker's thread at its first dequeue
+    shard* home = nullptr;  // set on the worker's thread at its first dequeue
     std::atomic<shard*> published{nullptr};
   };
 

@@ -13,11 +13,13 @@ enum class errc : int {
   connection_closed,    // the peer closed the connection
   connect_failed,       // no connection could be made (the detail has the address and errno)
   timed_out,
-  server_error,         // a reply with a non-zero status (the detail has the status name and message)
+  server_error,  // a reply with a non-zero status (the detail has the status name and message)
 };
 
 const std::error_category& net_category() noexcept;
-inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), net_category()}; }
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), net_category()};
+}
 
 }  // namespace rill::net
 

@@ -7,39 +7,65 @@
 #include "base/endian.h"
 #include "config/errc.h"
 #include "net/errc.h"
-#include "storage/errc.h"
 #include "net/proto/rill.pb.h"
+#include "storage/errc.h"
 
 namespace rill::net {
 
 std::string_view to_string(status s) noexcept {
   switch (s) {
-    case status::ok: return "ok";
-    case status::malformed_frame: return "malformed_frame";
-    case status::frame_too_large: return "frame_too_large";
-    case status::unknown_api: return "unknown_api";
-    case status::unsupported_version: return "unsupported_version";
-    case status::bad_header: return "bad_header";
-    case status::unsupported: return "unsupported";
-    case status::invalid_name: return "invalid_name";
-    case status::invalid_config: return "invalid_config";
-    case status::stream_not_found: return "stream_not_found";
-    case status::topic_not_found: return "topic_not_found";
-    case status::partition_not_found: return "partition_not_found";
-    case status::already_exists: return "already_exists";
-    case status::invalid_batch: return "invalid_batch";
-    case status::crc_mismatch: return "crc_mismatch";
-    case status::batch_too_large: return "batch_too_large";
-    case status::unsupported_compression: return "unsupported_compression";
-    case status::sequence_gap: return "sequence_gap";
-    case status::producer_fenced: return "producer_fenced";
-    case status::offset_out_of_range: return "offset_out_of_range";
-    case status::overloaded: return "overloaded";
-    case status::unavailable: return "unavailable";
-    case status::timeout: return "timeout";
-    case status::storage_error: return "storage_error";
-    case status::partition_fenced: return "partition_fenced";
-    case status::internal_error: return "internal_error";
+    case status::ok:
+      return "ok";
+    case status::malformed_frame:
+      return "malformed_frame";
+    case status::frame_too_large:
+      return "frame_too_large";
+    case status::unknown_api:
+      return "unknown_api";
+    case status::unsupported_version:
+      return "unsupported_version";
+    case status::bad_header:
+      return "bad_header";
+    case status::unsupported:
+      return "unsupported";
+    case status::invalid_name:
+      return "invalid_name";
+    case status::invalid_config:
+      return "invalid_config";
+    case status::stream_not_found:
+      return "stream_not_found";
+    case status::topic_not_found:
+      return "topic_not_found";
+    case status::partition_not_found:
+      return "partition_not_found";
+    case status::already_exists:
+      return "already_exists";
+    case status::invalid_batch:
+      return "invalid_batch";
+    case status::crc_mismatch:
+      return "crc_mismatch";
+    case status::batch_too_large:
+      return "batch_too_large";
+    case status::unsupported_compression:
+      return "unsupported_compression";
+    case status::sequence_gap:
+      return "sequence_gap";
+    case status::producer_fenced:
+      return "producer_fenced";
+    case status::offset_out_of_range:
+      return "offset_out_of_range";
+    case status::overloaded:
+      return "overloaded";
+    case status::unavailable:
+      return "unavailable";
+    case status::timeout:
+      return "timeout";
+    case status::storage_error:
+      return "storage_error";
+    case status::partition_fenced:
+      return "partition_fenced";
+    case status::internal_error:
+      return "internal_error";
   }
   return "unknown_status";
 }
@@ -113,25 +139,44 @@ status status_of(const std::error_code& code) noexcept {
 
 std::string_view to_string(api a) noexcept {
   switch (a) {
-    case api::ping: return "ping";
-    case api::login: return "login";
-    case api::stream_create: return "stream_create";
-    case api::stream_get: return "stream_get";
-    case api::stream_list: return "stream_list";
-    case api::stream_update: return "stream_update";
-    case api::stream_delete: return "stream_delete";
-    case api::topic_create: return "topic_create";
-    case api::topic_get: return "topic_get";
-    case api::topic_list: return "topic_list";
-    case api::topic_update: return "topic_update";
-    case api::topic_delete: return "topic_delete";
-    case api::partitions_add: return "partitions_add";
-    case api::partitions_delete: return "partitions_delete";
-    case api::produce: return "produce";
-    case api::poll: return "poll";
-    case api::offset_store: return "offset_store";
-    case api::offset_get: return "offset_get";
-    case api::stats: return "stats";
+    case api::ping:
+      return "ping";
+    case api::login:
+      return "login";
+    case api::stream_create:
+      return "stream_create";
+    case api::stream_get:
+      return "stream_get";
+    case api::stream_list:
+      return "stream_list";
+    case api::stream_update:
+      return "stream_update";
+    case api::stream_delete:
+      return "stream_delete";
+    case api::topic_create:
+      return "topic_create";
+    case api::topic_get:
+      return "topic_get";
+    case api::topic_list:
+      return "topic_list";
+    case api::topic_update:
+      return "topic_update";
+    case api::topic_delete:
+      return "topic_delete";
+    case api::partitions_add:
+      return "partitions_add";
+    case api::partitions_delete:
+      return "partitions_delete";
+    case api::produce:
+      return "produce";
+    case api::poll:
+      return "poll";
+    case api::offset_store:
+      return "offset_store";
+    case api::offset_get:
+      return "offset_get";
+    case api::stats:
+      return "stats";
   }
   return "unknown_api";
 }
@@ -163,7 +208,7 @@ expected<std::optional<std::size_t>> next_frame_size(std::span<const std::byte> 
 
 namespace {
 expected<std::pair<std::span<const std::byte>, std::span<const std::byte>>> split(std::span<const std::byte> frame,
-                                                                                    std::size_t prefix) {
+                                                                                  std::size_t prefix) {
   const std::uint32_t header_length = load_be<std::uint32_t>(frame.data() + prefix - 4);
   if (header_length > frame.size() - prefix) {
     return unexpected(make_error_code(errc::malformed_frame),
@@ -233,7 +278,26 @@ void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, sta
   append_frame(out, tail, header, batches);
 }
 
-void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st, const std::string& message) {
+void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
+                      std::span<const std::byte> header, std::span<const std::byte> batches) {
+  const std::size_t start = out.size();
+  const std::size_t total = reply_prefix_bytes + header.size() + batches.size();
+  out.resize(start + total);
+  std::byte* p = out.data() + start;
+  store_be<std::uint32_t>(p, static_cast<std::uint32_t>(total - length_bytes));
+  store_be<std::uint32_t>(p + 4, correlation_id);
+  store_be<std::uint16_t>(p + 8, static_cast<std::uint16_t>(st));
+  store_be<std::uint32_t>(p + 10, static_cast<std::uint32_t>(header.size()));
+  if (!header.empty()) {
+    std::memcpy(p + reply_prefix_bytes, header.data(), header.size());
+  }
+  if (!batches.empty()) {
+    std::memcpy(p + reply_prefix_bytes + header.size(), batches.data(), batches.size());
+  }
+}
+
+void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
+                        const std::string& message) {
   proto::ErrorReply e;
   e.set_message(message);
   append_reply(out, correlation_id, st, e);

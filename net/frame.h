@@ -87,7 +87,11 @@ void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, a
                     const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {});
 void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
                   const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {});
+// A reply whose header is already serialized.
+void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
+                      std::span<const std::byte> header, std::span<const std::byte> batches = {});
 // An error reply: status plus an ErrorReply header carrying `message`.
-void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st, const std::string& message);
+void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
+                        const std::string& message);
 
 }  // namespace rill::net

@@ -16,10 +16,10 @@ enum class status : std::uint16_t {
   // The request.
   unknown_api = 3,
   unsupported_version = 4,
-  bad_header = 5,           // the protobuf header does not parse, or lacks a required field
-  unsupported = 6,          // a reserved API (login) or option not built yet
-  invalid_name = 10,        // names are 1-255 bytes of [A-Za-z0-9._-]
-  invalid_config = 11,      // a topic setting out of range (the message names it)
+  bad_header = 5,       // the protobuf header does not parse, or lacks a required field
+  unsupported = 6,      // a reserved API (login) or option not built yet
+  invalid_name = 10,    // names are 1-255 bytes of [A-Za-z0-9._-]
+  invalid_config = 11,  // a topic setting out of range (the message names it)
   stream_not_found = 20,
   topic_not_found = 21,
   partition_not_found = 22,
@@ -28,16 +28,16 @@ enum class status : std::uint16_t {
   crc_mismatch = 31,
   batch_too_large = 32,
   unsupported_compression = 33,
-  sequence_gap = 34,        // an idempotent producer skipped a sequence number
-  producer_fenced = 35,     // an older producer epoch
+  sequence_gap = 34,     // an idempotent producer skipped a sequence number
+  producer_fenced = 35,  // an older producer epoch
   offset_out_of_range = 40,
   // Retriable.
-  overloaded = 100,         // back-pressure: try again shortly
-  unavailable = 101,        // the server is starting or stopping
+  overloaded = 100,   // back-pressure: try again shortly
+  unavailable = 101,  // the server is starting or stopping
   timeout = 102,
   // The server.
-  storage_error = 200,      // an I/O error (the message has the file and errno)
-  partition_fenced = 201,   // the partition refuses writes until restarted (failed fsync)
+  storage_error = 200,     // an I/O error (the message has the file and errno)
+  partition_fenced = 201,  // the partition refuses writes until restarted (failed fsync)
   internal_error = 255,
 };
 
@@ -51,7 +51,9 @@ enum class status : std::uint16_t {
 // Statuses double as error codes, so that layers above storage (metadata, partitions, connections) return
 // rill::error values that map straight to a reply status.
 const std::error_category& status_category() noexcept;
-inline std::error_code make_error_code(status s) noexcept { return {static_cast<int>(s), status_category()}; }
+inline std::error_code make_error_code(status s) noexcept {
+  return {static_cast<int>(s), status_category()};
+}
 
 // The reply status for any rill error: a status-category code as is, storage and config errors mapped, anything
 // else internal_error.

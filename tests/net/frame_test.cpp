@@ -5,6 +5,7 @@
 #include "base/random.h"
 #include "net/errc.h"
 #include "net/frame.h"
+#include "net/murmur2.h"
 #include "net/proto/rill.pb.h"
 #include "storage/record_batch_builder.h"
 #include "tests/test_util.h"
@@ -119,4 +120,16 @@ BOOST_AUTO_TEST_CASE(random_bytes_never_crash_the_frame_parser) {
       (void)parse_request(std::span<const std::byte>(junk).first(**s));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(murmur2_matches_kafkas_partitioner) {
+  // Kafka's own test vectors (UtilsTest.testMurmur2).
+  auto h = [](std::string_view s) { return murmur2(storage::as_bytes(s)); };
+  BOOST_TEST(h("21") == -973932308);
+  BOOST_TEST(h("foobar") == -790332482);
+  BOOST_TEST(h("a-little-bit-long-string") == -985981536);
+  BOOST_TEST(h("a-little-bit-longer-string") == -1486304829);
+  BOOST_TEST(h("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971);
+  BOOST_TEST(h("abc") == 479470107);
+  BOOST_TEST(partition_for_key(storage::as_bytes("foobar"), 7) == ((static_cast<std::uint32_t>(-790332482) & 0x7fffffffu) % 7));
 }

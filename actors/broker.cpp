@@ -1,0 +1,230 @@
+#include "actors/broker.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "actors/connection_actor.hpp"
+#include "actors/metadata_actor.hpp"
+#include "actors/partition_actor.hpp"
+#include "actors/routing.hpp"
+#include "actors/runtime.h"
+#include "config/errc.h"
+#include "storage/atomic_file.h"
+#include "storage/file_ops.h"
+#include "storage/io_sync_engine.h"
+
+namespace rill::actors {
+namespace {
+
+rill::unexpected fail(std::string message) {
+  return rill::unexpected(config::make_error_code(config::errc::bad_value), std::move(message));
+}
+
+// A reporter that writes to stderr: corruption and notices are operational events.
+class stderr_reporter final : public storage::log_reporter {
+ public:
+  void corruption(const std::string& file, std::uint64_t position, const std::string& problem,
+                  const std::string& action) override {
+    std::lock_guard<std::mutex> g(mutex_);
+    fmt::print(stderr, "rilld: CORRUPTION {} at byte {}: {} ({})\n", file, position, problem, action);
+  }
+  void notice(const std::string& what) override {
+    std::lock_guard<std::mutex> g(mutex_);
+    fmt::print(stderr, "rilld: {}\n", what);
+  }
+
+ private:
+  std::mutex mutex_;
+};
+
+// A thread-safe clock for the storage layer: the system's.
+system_clock_source g_clock;
+
+expected<std::pair<int, config::address>> bind_listener(const config::address& want) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(want.port);
+  if (const int rc = ::getaddrinfo(want.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return fail(fmt::format("network.tcp_address = {}: {}", want.to_string(), ::gai_strerror(rc)));
+  }
+  int fd = -1;
+  int err = 0;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
+      break;
+    }
+    err = errno;
+    ::close(fd);
+    fd = -1;
+  }
+  ::freeaddrinfo(res);
+  if (fd < 0) {
+    return fail(fmt::format("network.tcp_address = {}: cannot listen: {}", want.to_string(), std::strerror(err)));
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  config::address actual = want;
+  actual.port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                  : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return std::make_pair(fd, actual);
+}
+
+template <class T>
+T run_sync(storage::io::engine& e, task<T> t) {
+  std::optional<T> out;
+  spawn(std::move(t), [&](T v) { out.emplace(std::move(v)); });
+  storage::io::run_until(e, [&] { return out.has_value(); });
+  return std::move(*out);
+}
+
+}  // namespace
+
+struct broker::impl {
+  config::server_config config;
+  config::address bound;
+  int lock_fd = -1;
+  stderr_reporter reporter;
+  routing routes;
+  partition_services partition_svc;
+  metadata_services metadata_svc;
+  connection_services connection_svc;
+  std::atomic<std::uint32_t> connections{0};
+  std::unique_ptr<runtime> rt;
+  caf::actor metadata;
+  caf::actor listener;
+  bool stopped = false;
+};
+
+broker::broker(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+broker::~broker() {
+  stop();
+}
+const config::address& broker::tcp_address() const noexcept {
+  return impl_->bound;
+}
+std::size_t broker::shards() const noexcept {
+  return impl_->rt ? impl_->rt->shard_count() : 0;
+}
+
+expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
+  auto p = std::make_unique<impl>();
+  p->config = std::move(cfg);
+  // The data directory, and its lock.
+  storage::io::sync_engine sync;
+  const std::string runtime_dir = storage::join_path(p->config.data_dir, "runtime");
+  RILL_TRY_VOID(run_sync(sync, storage::make_dirs(sync, runtime_dir)));
+  const std::string lock_path = storage::join_path(runtime_dir, "lock");
+  p->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (p->lock_fd < 0 || ::flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    if (p->lock_fd >= 0) {
+      ::close(p->lock_fd);
+    }
+    return fail(fmt::format("server.data_dir = {}: {}", p->config.data_dir,
+                            e == EWOULDBLOCK ? "another rilld is using this data directory" : std::strerror(e)));
+  }
+  // CPUs.
+  RILL_TRY(spec, config::parse_cpu_allocation(p->config.cpu_allocation));
+  RILL_TRY(cpus, config::resolve_cpu_allocation(spec, config::machine_topology::detect()));
+  // The listener socket first: a port in use stops startup before anything else happens.
+  RILL_TRY(listener, bind_listener(p->config.tcp_address));
+  p->bound = listener.second;
+  runtime_options ro;
+  ro.cpus = cpus;
+  ro.pin = p->config.pin_cores;
+  ro.max_throughput = p->config.max_throughput;
+  p->rt = std::make_unique<runtime>(ro);
+
+  p->partition_svc.clk = &g_clock;
+  p->partition_svc.reporter = &p->reporter;
+  p->partition_svc.long_poll_wait_ms_max = p->config.long_poll_wait_ms_max;
+  std::promise<std::pair<bool, std::string>> ready;
+  auto ready_future = ready.get_future();
+  p->metadata_svc.config = &p->config;
+  p->metadata_svc.routes = &p->routes;
+  p->metadata_svc.partitions = &p->partition_svc;
+  p->metadata_svc.shards = p->rt->shard_count();
+  p->metadata_svc.on_ready = [&ready](bool ok, const std::string& why) { ready.set_value({ok, why}); };
+  p->metadata = p->rt->system().spawn<metadata_actor>(&p->metadata_svc);
+  const auto [ok, why] = ready_future.get();
+  p->metadata_svc.on_ready = nullptr;
+  if (!ok) {
+    ::close(listener.first);
+    broker b(std::move(p));
+    b.stop();
+    return fail("metadata recovery failed: " + why);
+  }
+  p->connection_svc.config = &p->config;
+  p->connection_svc.routes = &p->routes;
+  p->connection_svc.metadata = p->metadata;
+  p->connection_svc.connections = &p->connections;
+  p->listener = p->rt->system().spawn<listener_actor>(listener.first, p->rt->shard_count(), &p->connection_svc);
+
+  // The effective configuration, with the address actually bound.
+  config::server_config effective = p->config;
+  effective.tcp_address = p->bound;
+  const std::string text = config::render_toml(effective);
+  std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()),
+                               reinterpret_cast<const std::byte*>(text.data()) + text.size());
+  auto written = run_sync(sync, storage::write_file_atomic(sync, runtime_dir, "current_config.toml", std::move(bytes)));
+  std::unique_ptr<broker> b(new broker(std::move(p)));
+  if (!written) {
+    b->stop();
+    return unexpected(std::move(written).error());
+  }
+  return b;
+}
+
+void broker::stop() {
+  if (!impl_ || impl_->stopped) {
+    return;
+  }
+  impl_->stopped = true;
+  if (impl_->rt) {
+    caf::scoped_actor self{impl_->rt->system()};
+    if (impl_->listener) {
+      self->request(impl_->listener, std::chrono::seconds(10), stop_atom::value)
+          .receive([](outcome&) {}, [](caf::error&) {});
+    }
+    // Connections finish what they are serving; new requests are not read once their peers see the listener gone.
+    for (int i = 0; i < 200 && impl_->connections.load() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    if (impl_->metadata) {
+      self->request(impl_->metadata, std::chrono::seconds(60), close_atom::value)
+          .receive([](outcome&) {}, [](caf::error&) {});
+    }
+  }
+  impl_->rt.reset();  // joins the shards
+  if (impl_->lock_fd >= 0) {
+    ::flock(impl_->lock_fd, LOCK_UN);
+    ::close(impl_->lock_fd);
+    impl_->lock_fd = -1;
+  }
+}
+
+}  // namespace rill::actors

@@ -1,0 +1,468 @@
+#include "actors/connection_actor.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "actors/shard.h"
+#include "base/endian.h"
+#include "net/errc.h"
+
+namespace rill::actors {
+namespace {
+constexpr std::size_t recv_window_min = 64 * 1024;
+constexpr std::size_t recv_window_max = 4 * 1024 * 1024;
+constexpr const char* version_string = "rill 0.1.0";
+
+template <class M>
+bool parse_header(const net::request_view& req, M& m) {
+  return m.ParseFromArray(req.header.data(), static_cast<int>(req.header.size()));
+}
+
+template <class M>
+std::vector<std::byte> reply_frame(std::uint32_t correlation, const M& m, std::span<const std::byte> batches = {}) {
+  std::vector<std::byte> out;
+  net::append_reply(out, correlation, net::status::ok, m, batches);
+  return out;
+}
+}  // namespace
+
+connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int fd,
+                                   const connection_services* services)
+    : caf::event_based_actor(cfg), homed(home), fd_(fd), services_(services) {}
+
+caf::behavior connection_actor::make_behavior() {
+  io_ = std::make_unique<actor_io>(this);
+  recv_ = std::make_unique<storage::io::request>();
+  send_ = std::make_unique<storage::io::request>();
+  services_->connections->fetch_add(1);
+  start_recv();
+  caf::message_handler own{[this](stop_atom) { shut_down(); }};
+  return caf::behavior{io_completion_handler(*io_).or_else(own)};
+}
+
+bool connection_actor::can_read() const {
+  return !closing_ && !close_after_send_ && inflight_requests_ < services_->config->connection_inflight_requests_max &&
+         inflight_bytes_ < services_->config->connection_inflight_bytes_max;
+}
+
+void connection_actor::start_recv() {
+  if (recv_pending_ || !can_read()) {
+    return;
+  }
+  // Read at least a window; more when a large frame is known to be coming.
+  std::size_t want = recv_window_min;
+  if (in_.size() >= net::length_bytes) {
+    const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data())} + net::length_bytes;
+    if (frame > in_.size()) {
+      want = std::clamp<std::uint64_t>(frame - in_.size(), recv_window_min, recv_window_max);
+    }
+  }
+  const std::size_t have = in_.size();
+  in_.resize(have + want);
+  *recv_ = storage::io::request{};
+  recv_->op = storage::io::opcode::recv;
+  recv_->fd = fd_;
+  recv_->buffer = in_.data() + have;
+  recv_->length = want;
+  recv_->user = this;
+  recv_->offset = have;  // remembered: where this receive writes
+  recv_->on_complete = [](storage::io::request& r) { static_cast<connection_actor*>(r.user)->on_recv(r.result); };
+  recv_pending_ = true;
+  io_->submit(*recv_);
+}
+
+void connection_actor::on_recv(std::int64_t result) {
+  recv_pending_ = false;
+  const std::size_t have = recv_->offset;
+  if (result <= 0) {
+    in_.resize(have);
+    closing_ = true;  // the peer closed (0) or the socket failed: finish what is in flight, then go
+    maybe_finish();
+    return;
+  }
+  in_.resize(have + static_cast<std::size_t>(result));
+  std::size_t consumed = 0;
+  while (!close_after_send_) {
+    const auto rest = std::span<const std::byte>(in_).subspan(consumed);
+    auto size = net::next_frame_size(rest, net::request_prefix_bytes, services_->config->max_frame_bytes);
+    if (!size) {
+      const std::uint32_t correlation = rest.size() >= 8 ? load_be<std::uint32_t>(rest.data() + 4) : 0;
+      reply_error(correlation, net::status_of(size.error().code()), size.error().detail(), 0);
+      close_after_send_ = true;
+      break;
+    }
+    if (!size->has_value()) {
+      break;
+    }
+    handle_frame(rest.first(**size));
+    consumed += **size;
+  }
+  if (consumed > 0) {
+    in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(consumed));
+  }
+  start_recv();
+}
+
+void connection_actor::handle_frame(std::span<const std::byte> frame) {
+  auto req = net::parse_request(frame);
+  const std::uint32_t bytes = static_cast<std::uint32_t>(frame.size());
+  if (!req) {
+    reply_error(frame.size() >= 8 ? load_be<std::uint32_t>(frame.data() + 4) : 0, net::status::malformed_frame,
+                req.error().detail(), 0);
+    close_after_send_ = true;
+    return;
+  }
+  ++inflight_requests_;
+  inflight_bytes_ += bytes;
+  dispatch(*req, bytes);
+}
+
+void connection_actor::dispatch(const net::request_view& req, std::uint32_t bytes) {
+  const std::uint32_t corr = req.correlation_id;
+  const auto a = net::api_from_wire(req.api_wire);
+  if (!a) {
+    reply_error(corr, net::status::unknown_api, fmt::format("api {} does not exist", req.api_wire), bytes);
+    return;
+  }
+  if (req.version != net::protocol_version) {
+    reply_error(corr, net::status::unsupported_version,
+                fmt::format("protocol version {} (this server speaks {})", req.version, net::protocol_version), bytes);
+    return;
+  }
+  const auto table = services_->routes->current();
+  // Finds the partition actor of a request's stream, topic and partition, or replies with the error.
+  auto route = [&](const proto::Identifier& s, const proto::Identifier& t, std::optional<std::uint32_t> partition,
+                   std::uint32_t& chosen) -> caf::actor {
+    auto stream = table->view->find_stream(s);
+    if (!stream) {
+      reply_error(corr, net::status_of(stream.error().code()), stream.error().detail(), bytes);
+      return {};
+    }
+    auto topic = table->view->find_topic(**stream, t);
+    if (!topic) {
+      reply_error(corr, net::status_of(topic.error().code()), topic.error().detail(), bytes);
+      return {};
+    }
+    const std::uint32_t count = (*topic)->config.partitions();
+    chosen = partition ? *partition : balanced_next_++ % count;
+    if (chosen >= count) {
+      reply_error(corr, net::status::partition_not_found,
+                  fmt::format("partition {} not found in topic '{}' ({} partitions)", chosen, (*topic)->name, count),
+                  bytes);
+      return {};
+    }
+    auto actor = table->partition((*stream)->id, (*topic)->id, chosen);
+    if (!actor) {
+      reply_error(corr, net::status::unavailable, "the partition is being created or deleted; retry", bytes);
+    }
+    return actor;
+  };
+  auto bad_header = [&] { reply_error(corr, net::status::bad_header, "the request header does not parse", bytes); };
+
+  switch (*a) {
+    case net::api::ping: {
+      proto::PingReply r;
+      r.set_server_time_ms(static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count()));
+      r.set_version(version_string);
+      reply(reply_frame(corr, r), bytes);
+      return;
+    }
+    case net::api::login:
+      reply_error(corr, net::status::unsupported, "authentication arrives with a later version; no login is needed",
+                  bytes);
+      return;
+    case net::api::produce: {
+      proto::ProduceRequest h;
+      if (!parse_header(req, h)) {
+        return bad_header();
+      }
+      if (req.batches.empty()) {
+        return reply_error(corr, net::status::invalid_batch, "a produce request carries at least one batch", bytes);
+      }
+      std::optional<std::uint32_t> partition;
+      if (h.partitioning().kind_case() == proto::Partitioning::kPartitionId) {
+        partition = h.partitioning().partition_id();
+      }
+      std::uint32_t chosen = 0;
+      auto target = route(h.stream(), h.topic(), partition, chosen);
+      if (!target) {
+        return;
+      }
+      auto batches = std::make_shared<std::vector<std::byte>>(req.batches.begin(), req.batches.end());
+      request(target, caf::infinite, produce_atom::value, produce_msg{std::move(batches)})
+          .then(
+              [this, corr, bytes, chosen](produce_reply& r) {
+                if (!r.result.ok()) {
+                  return reply_error(corr, r.result.st, r.result.message, bytes);
+                }
+                proto::ProduceReply out;
+                out.set_partition_id(chosen);
+                for (auto o : r.base_offsets) {
+                  out.add_base_offsets(static_cast<std::uint64_t>(o));
+                }
+                out.set_timestamp_ms(static_cast<std::uint64_t>(std::max<std::int64_t>(r.timestamp_ms, 0)));
+                reply(reply_frame(corr, out), bytes);
+              },
+              [this, corr, bytes](caf::error& e) {
+                reply_error(corr, net::status::unavailable, system().render(e), bytes);
+              });
+      return;
+    }
+    case net::api::poll: {
+      proto::PollRequest h;
+      if (!parse_header(req, h)) {
+        return bad_header();
+      }
+      std::uint32_t chosen = 0;
+      auto target = route(h.stream(), h.topic(), h.partition_id(), chosen);
+      if (!target) {
+        return;
+      }
+      request(target, caf::infinite, poll_atom::value, poll_msg{std::move(h)})
+          .then(
+              [this, corr, bytes, chosen](poll_reply& r) {
+                if (!r.result.ok()) {
+                  return reply_error(corr, r.result.st, r.result.message, bytes);
+                }
+                proto::PollReply out;
+                out.set_partition_id(chosen);
+                out.set_first_offset(
+                    static_cast<std::uint64_t>(std::max<std::int64_t>(r.data->first_offset.value(), 0)));
+                out.set_next_offset(static_cast<std::uint64_t>(r.data->next_offset.value()));
+                out.set_high_watermark(static_cast<std::uint64_t>(r.data->high_watermark.value()));
+                out.set_log_start(static_cast<std::uint64_t>(r.data->log_start.value()));
+                out.set_batches(r.data->batches);
+                out.set_records(r.data->records);
+                const auto data = r.data->bytes ? r.data->bytes.span() : std::span<const std::byte>{};
+                reply(reply_frame(corr, out, data), bytes);
+              },
+              [this, corr, bytes](caf::error& e) {
+                reply_error(corr, net::status::unavailable, system().render(e), bytes);
+              });
+      return;
+    }
+    case net::api::offset_store:
+    case net::api::offset_get: {
+      const bool store = *a == net::api::offset_store;
+      proto::OffsetStoreRequest h;  // OffsetGetRequest has the same first four fields
+      if (!parse_header(req, h)) {
+        return bad_header();
+      }
+      if (h.consumer().kind_case() != proto::Consumer::kName) {
+        return reply_error(corr, net::status::unsupported,
+                           "consumer offsets need a named consumer (consumer groups arrive with their issue)", bytes);
+      }
+      std::uint32_t chosen = 0;
+      auto target = route(h.stream(), h.topic(), h.partition_id(), chosen);
+      if (!target) {
+        return;
+      }
+      offset_msg msg{h.consumer().name(), static_cast<std::int64_t>(h.offset())};
+      auto handle = [this, corr, bytes, store](offset_reply& r) {
+        if (!r.result.ok()) {
+          return reply_error(corr, r.result.st, r.result.message, bytes);
+        }
+        if (store) {
+          proto::OffsetStoreReply out;
+          if (r.offset) {
+            out.set_previous(static_cast<std::uint64_t>(*r.offset));
+          }
+          reply(reply_frame(corr, out), bytes);
+        } else {
+          proto::OffsetGetReply out;
+          if (r.offset) {
+            out.set_offset(static_cast<std::uint64_t>(*r.offset));
+          }
+          reply(reply_frame(corr, out), bytes);
+        }
+      };
+      auto on_error = [this, corr, bytes](caf::error& e) {
+        reply_error(corr, net::status::unavailable, system().render(e), bytes);
+      };
+      if (store) {
+        request(target, caf::infinite, offset_store_atom::value, std::move(msg)).then(handle, on_error);
+      } else {
+        request(target, caf::infinite, offset_get_atom::value, std::move(msg)).then(handle, on_error);
+      }
+      return;
+    }
+    default: {
+      // Streams, topics, partitions and stats: the metadata actor.
+      metadata_msg msg{req.api_wire, std::string(reinterpret_cast<const char*>(req.header.data()), req.header.size())};
+      const bool stats = *a == net::api::stats;
+      request(services_->metadata, caf::infinite, metadata_atom::value, std::move(msg))
+          .then(
+              [this, corr, bytes, stats](metadata_reply& r) {
+                if (!r.result.ok()) {
+                  return reply_error(corr, r.result.st, r.result.message, bytes);
+                }
+                if (stats) {
+                  proto::StatsReply s;
+                  s.ParseFromString(r.header);
+                  s.set_connections(services_->connections->load());
+                  s.set_version(version_string);
+                  r.header = s.SerializeAsString();
+                }
+                std::vector<std::byte> out;
+                net::append_reply_raw(
+                    out, corr, net::status::ok,
+                    std::span<const std::byte>(reinterpret_cast<const std::byte*>(r.header.data()), r.header.size()));
+                reply(std::move(out), bytes);
+              },
+              [this, corr, bytes](caf::error& e) {
+                reply_error(corr, net::status::unavailable, system().render(e), bytes);
+              });
+      return;
+    }
+  }
+}
+
+void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request_bytes) {
+  if (request_bytes > 0) {
+    RILL_ASSERT(inflight_requests_ > 0);
+    --inflight_requests_;
+    inflight_bytes_ -= request_bytes;
+  }
+  out_.push_back(std::move(frame));
+  start_send();
+  start_recv();  // below the caps again, perhaps
+}
+
+void connection_actor::reply_error(std::uint32_t correlation, net::status st, const std::string& message,
+                                   std::uint32_t request_bytes) {
+  std::vector<std::byte> out;
+  net::append_error_reply(out, correlation, st, message);
+  reply(std::move(out), request_bytes);
+}
+
+void connection_actor::start_send() {
+  if (send_pending_ || out_.empty() || fd_ < 0) {
+    return;
+  }
+  *send_ = storage::io::request{};
+  send_->op = storage::io::opcode::send;
+  send_->fd = fd_;
+  send_->cbuffer = out_.front().data() + out_sent_;
+  send_->length = out_.front().size() - out_sent_;
+  send_->user = this;
+  send_->on_complete = [](storage::io::request& r) { static_cast<connection_actor*>(r.user)->on_send(r.result); };
+  send_pending_ = true;
+  io_->submit(*send_);
+}
+
+void connection_actor::on_send(std::int64_t result) {
+  send_pending_ = false;
+  if (result < 0) {
+    out_.clear();  // the peer is gone: nothing more can be delivered
+    closing_ = true;
+    maybe_finish();
+    return;
+  }
+  out_sent_ += static_cast<std::size_t>(result);
+  if (out_sent_ == out_.front().size()) {
+    out_.pop_front();
+    out_sent_ = 0;
+  }
+  start_send();
+  maybe_finish();
+}
+
+void connection_actor::shut_down() {
+  closing_ = true;
+  if (recv_pending_) {
+    auto cancel = std::make_shared<storage::io::request>();
+    cancel->op = storage::io::opcode::cancel;
+    cancel->target = recv_.get();
+    cancel->user = nullptr;
+    cancel->on_complete = [](storage::io::request&) {};
+    // Owned by the callback's lifetime: keep it alive until it completes.
+    cancels_.push_back(cancel);
+    io_->submit(*cancel);
+  }
+  maybe_finish();
+}
+
+void connection_actor::maybe_finish() {
+  const bool done_sending = out_.empty() && !send_pending_;
+  const bool finished = (closing_ && inflight_requests_ == 0 && done_sending && !recv_pending_) ||
+                        (close_after_send_ && done_sending && !recv_pending_ && inflight_requests_ == 0);
+  if (!finished || fd_ < 0) {
+    if (close_after_send_ && done_sending && recv_pending_) {
+      shut_down();  // stop the pending read; its completion brings us back here
+    }
+    return;
+  }
+  ::close(fd_);  // not an I/O wait: closing a socket does not block
+  fd_ = -1;
+  services_->connections->fetch_sub(1);
+  quit();
+}
+
+listener_actor::listener_actor(caf::actor_config& cfg, int fd, std::size_t shards, const connection_services* services)
+    : caf::event_based_actor(cfg), homed(0), fd_(fd), shards_(shards), services_(services) {}
+
+caf::behavior listener_actor::make_behavior() {
+  io_ = std::make_unique<actor_io>(this);
+  accept_ = std::make_unique<storage::io::request>();
+  cancel_ = std::make_unique<storage::io::request>();
+  start_accept();
+  caf::message_handler own{[this](stop_atom) -> caf::result<outcome> {
+    stopped_ = make_response_promise<outcome>();
+    stopping_ = true;
+    for (auto& weak : connections_) {
+      if (auto c = weak.lock()) {
+        anon_send(caf::actor_cast<caf::actor>(c), stop_atom::value);
+      }
+    }
+    *cancel_ = storage::io::request{};
+    cancel_->op = storage::io::opcode::cancel;
+    cancel_->target = accept_.get();
+    cancel_->on_complete = [](storage::io::request&) {};
+    io_->submit(*cancel_);
+    return stopped_;
+  }};
+  return caf::behavior{io_completion_handler(*io_).or_else(own)};
+}
+
+void listener_actor::start_accept() {
+  *accept_ = storage::io::request{};
+  accept_->op = storage::io::opcode::accept;
+  accept_->fd = fd_;
+  accept_->user = this;
+  accept_->on_complete = [](storage::io::request& r) {
+    auto* self = static_cast<listener_actor*>(r.user);
+    if (self->stopping_) {
+      if (r.result >= 0) {
+        ::close(static_cast<int>(r.result));
+      }
+      ::close(self->fd_);
+      self->fd_ = -1;
+      self->stopped_.deliver(outcome{});
+      self->quit();
+      return;
+    }
+    if (r.result >= 0) {
+      const int fd = static_cast<int>(r.result);
+      if (self->services_->connections->load() >= self->services_->config->connections_max) {
+        ::close(fd);  // over the limit: refused at once
+      } else {
+        auto c = self->system().spawn<connection_actor>(self->next_shard_++ % self->shards_, fd, self->services_);
+        // Forget the ones that are gone, now and then, so the list stays as long as the connections are many.
+        if (self->connections_.size() >= 64 && self->connections_.size() % 64 == 0) {
+          std::erase_if(self->connections_, [](const caf::weak_actor_ptr& w) { return !w.lock(); });
+        }
+        self->connections_.push_back(caf::actor_cast<caf::weak_actor_ptr>(c));
+      }
+    }
+    self->start_accept();
+  };
+  io_->submit(*accept_);
+}
+
+}  // namespace rill::actors

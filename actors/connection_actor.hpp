@@ -1,0 +1,88 @@
+#pragma once
+// connection_actor: one client socket, on the shard the listener handed it to. Reads frames with io_uring recv,
+// routes each request (metadata changes and reads to the metadata actor; produce, poll and offsets straight to the
+// partition actor, found in the routing table without asking anyone), and sends the replies, in completion order,
+// tagged with their correlation ids.
+//
+// Limits: a frame over network.max_frame_bytes, or one that does not parse, gets an error reply and the connection
+// is closed (nothing of it is applied; other connections are untouched). Reading pauses while
+// connection_inflight_requests_max requests or connection_inflight_bytes_max request bytes are being served.
+#include <caf/all.hpp>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "actors/actor_io.hpp"
+#include "actors/homed.h"
+#include "actors/messages.hpp"
+#include "actors/routing.hpp"
+#include "config/server_config.h"
+#include "net/frame.h"
+
+namespace rill::actors {
+
+struct connection_services {
+  const config::server_config* config = nullptr;
+  routing* routes = nullptr;
+  caf::actor metadata;
+  std::atomic<std::uint32_t>* connections = nullptr;  // open connections (stats)
+};
+
+class connection_actor final : public caf::event_based_actor, public homed {
+ public:
+  connection_actor(caf::actor_config& cfg, std::size_t home, int fd, const connection_services* services);
+  caf::behavior make_behavior() override;
+
+ private:
+  void start_recv();
+  void on_recv(std::int64_t result);
+  void handle_frame(std::span<const std::byte> frame);
+  void dispatch(const net::request_view& req, std::uint32_t bytes);
+  void reply(std::vector<std::byte> frame, std::uint32_t request_bytes);
+  void reply_error(std::uint32_t correlation, net::status st, const std::string& message, std::uint32_t request_bytes);
+  void start_send();
+  void on_send(std::int64_t result);
+  void shut_down();
+  void maybe_finish();
+  bool can_read() const;
+
+  int fd_;
+  const connection_services* services_;
+  std::unique_ptr<actor_io> io_;
+  std::vector<std::byte> in_;                   // received, not yet framed
+  std::unique_ptr<storage::io::request> recv_;  // the recv in flight (stable address for cancel)
+  std::unique_ptr<storage::io::request> send_;
+  std::vector<std::shared_ptr<storage::io::request>> cancels_;  // cancel requests, alive until the actor goes
+  std::deque<std::vector<std::byte>> out_;                      // replies waiting to be sent; front is being sent
+  std::size_t out_sent_ = 0;                                    // bytes of out_.front() already sent
+  std::uint32_t inflight_requests_ = 0;
+  std::uint64_t inflight_bytes_ = 0;
+  std::uint32_t balanced_next_ = 0;  // round-robin partition for balanced produces
+  bool recv_pending_ = false;
+  bool send_pending_ = false;
+  bool closing_ = false;           // no more reading; finish replies, then close
+  bool close_after_send_ = false;  // a protocol error: send what is queued, then close
+};
+
+// listener_actor: accepts connections on a listening socket (shard 0) and hands them to the shards round-robin.
+class listener_actor final : public caf::event_based_actor, public homed {
+ public:
+  listener_actor(caf::actor_config& cfg, int fd, std::size_t shards, const connection_services* services);
+  caf::behavior make_behavior() override;
+
+ private:
+  void start_accept();
+  int fd_;
+  std::size_t shards_;
+  std::size_t next_shard_ = 0;
+  const connection_services* services_;
+  std::unique_ptr<actor_io> io_;
+  std::unique_ptr<storage::io::request> accept_;
+  std::unique_ptr<storage::io::request> cancel_;
+  bool stopping_ = false;
+  caf::response_promise stopped_;
+  std::vector<caf::weak_actor_ptr> connections_;  // told to stop when the listener stops
+};
+
+}  // namespace rill::actors
