@@ -50,7 +50,7 @@ bool connection_actor::can_read() const {
 }
 
 void connection_actor::start_recv() {
-  if (recv_pending_ || !can_read()) {
+  if (recv_pending_ || framing_ || !can_read()) {
     return;
   }
   // Read at least a window; more when a large frame is known to be coming.
@@ -85,6 +85,7 @@ void connection_actor::on_recv(std::int64_t result) {
     return;
   }
   in_.resize(have + static_cast<std::size_t>(result));
+  framing_ = true;
   std::size_t consumed = 0;
   while (!close_after_send_) {
     const auto rest = std::span<const std::byte>(in_).subspan(consumed);
@@ -104,7 +105,9 @@ void connection_actor::on_recv(std::int64_t result) {
   if (consumed > 0) {
     in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(consumed));
   }
+  framing_ = false;
   start_recv();
+  maybe_finish();
 }
 
 void connection_actor::handle_frame(std::span<const std::byte> frame) {
@@ -412,13 +415,12 @@ caf::behavior listener_actor::make_behavior() {
   accept_ = std::make_unique<storage::io::request>();
   cancel_ = std::make_unique<storage::io::request>();
   start_accept();
+  set_down_handler([this](caf::down_msg& m) { connections_.erase(m.source); });
   caf::message_handler own{[this](stop_atom) -> caf::result<outcome> {
     stopped_ = make_response_promise<outcome>();
     stopping_ = true;
-    for (auto& weak : connections_) {
-      if (auto c = weak.lock()) {
-        anon_send(caf::actor_cast<caf::actor>(c), stop_atom::value);
-      }
+    for (auto& [addr, c] : connections_) {
+      anon_send(c, stop_atom::value);
     }
     *cancel_ = storage::io::request{};
     cancel_->op = storage::io::opcode::cancel;
@@ -453,11 +455,8 @@ void listener_actor::start_accept() {
         ::close(fd);  // over the limit: refused at once
       } else {
         auto c = self->system().spawn<connection_actor>(self->next_shard_++ % self->shards_, fd, self->services_);
-        // Forget the ones that are gone, now and then, so the list stays as long as the connections are many.
-        if (self->connections_.size() >= 64 && self->connections_.size() % 64 == 0) {
-          std::erase_if(self->connections_, [](const caf::weak_actor_ptr& w) { return !w.lock(); });
-        }
-        self->connections_.push_back(caf::actor_cast<caf::weak_actor_ptr>(c));
+        self->monitor(c);
+        self->connections_.emplace(c.address(), c);
       }
     }
     self->start_accept();

@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "actors/actor_io.hpp"
@@ -60,6 +61,7 @@ class connection_actor final : public caf::event_based_actor, public homed {
   std::uint64_t inflight_bytes_ = 0;
   std::uint32_t balanced_next_ = 0;  // round-robin partition for balanced produces
   bool recv_pending_ = false;
+  bool framing_ = false;  // on_recv is splitting frames: in_ must not be touched by a new receive yet
   bool send_pending_ = false;
   bool closing_ = false;           // no more reading; finish replies, then close
   bool close_after_send_ = false;  // a protocol error: send what is queued, then close
@@ -82,7 +84,9 @@ class listener_actor final : public caf::event_based_actor, public homed {
   std::unique_ptr<storage::io::request> cancel_;
   bool stopping_ = false;
   caf::response_promise stopped_;
-  std::vector<caf::weak_actor_ptr> connections_;  // told to stop when the listener stops
+  // Strong handles keep the connections alive (an unreferenced actor is terminated); monitored, and forgotten
+  // when they go. Told to stop when the listener stops.
+  std::unordered_map<caf::actor_addr, caf::actor> connections_;
 };
 
 }  // namespace rill::actors

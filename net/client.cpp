@@ -1,0 +1,486 @@
+// Client library: blocking sockets on the caller's thread (a client is not a shard: blocking is fine here).
+#include "net/client.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "base/endian.h"
+#include "config/address.h"
+#include "net/errc.h"
+#include "net/murmur2.h"
+#include "storage/record_batch_builder.h"
+
+namespace rill::net {
+namespace {
+
+rill::unexpected net_error(errc e, std::string detail) {
+  return rill::unexpected(make_error_code(e), std::move(detail));
+}
+
+// Waits until fd is readable/writable or the deadline passes.
+bool wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return false;
+    }
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc > 0) {
+      return true;
+    }
+    if (rc < 0 && errno != EINTR) {
+      return false;
+    }
+  }
+}
+
+template <class M>
+expected<M> parse_reply(const reply& r) {
+  M m;
+  if (!m.ParseFromString(r.header)) {
+    return net_error(errc::bad_header, "the reply header does not parse");
+  }
+  return m;
+}
+
+}  // namespace
+
+proto::Identifier by_name(const std::string& name) {
+  proto::Identifier i;
+  i.set_name(name);
+  return i;
+}
+
+proto::Identifier by_id(std::uint32_t id) {
+  proto::Identifier i;
+  i.set_id(id);
+  return i;
+}
+
+expected<std::unique_ptr<client>> client::connect(client_options options) {
+  std::unique_ptr<client> c(new client(std::move(options)));
+  RILL_TRY_VOID(c->reconnect());
+  return c;
+}
+
+client::~client() {
+  disconnect();
+}
+
+void client::disconnect() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+expected<void> client::reconnect() {
+  disconnect();
+  RILL_TRY(addr, config::parse_address(options_.server));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(addr.host.c_str(), std::to_string(addr.port).c_str(), &hints, &res); rc != 0) {
+    return net_error(errc::connect_failed, fmt::format("{}: {}", options_.server, ::gai_strerror(rc)));
+  }
+  std::string last = "no address";
+  const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
+  for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+      last = std::strerror(errno);
+      continue;
+    }
+    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    if (rc < 0 && errno == EINPROGRESS) {
+      if (wait_fd(fd, POLLOUT, deadline)) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+        errno = err;
+      } else {
+        errno = ETIMEDOUT;
+      }
+    }
+    if (rc == 0) {
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      fd_ = fd;
+    } else {
+      last = std::strerror(errno);
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(res);
+  if (fd_ < 0) {
+    return net_error(errc::connect_failed, fmt::format("{}: {}", options_.server, last));
+  }
+  return {};
+}
+
+expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
+  if (fd_ < 0) {
+    RILL_TRY_VOID(reconnect());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
+  std::size_t sent = 0;
+  while (sent < frame.size()) {
+    const ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_fd(fd_, POLLOUT, deadline)) {
+        disconnect();
+        return net_error(errc::timed_out, fmt::format("sending {} to {}", to_string(a), options_.server));
+      }
+    } else {
+      const std::string why = std::strerror(errno);
+      disconnect();
+      return net_error(errc::connection_closed,
+                       fmt::format("sending {} to {}: {}", to_string(a), options_.server, why));
+    }
+  }
+  const std::uint32_t want_correlation = load_be<std::uint32_t>(frame.data() + 4);
+  std::vector<std::byte> in;
+  for (;;) {
+    auto size = next_frame_size(in, reply_prefix_bytes, options_.max_frame_bytes);
+    if (!size) {
+      disconnect();
+      return unexpected(std::move(size).error());
+    }
+    if (size->has_value()) {
+      auto r = parse_reply(std::span<const std::byte>(in).first(**size));
+      if (!r) {
+        disconnect();
+        return unexpected(std::move(r).error());
+      }
+      if (r->correlation_id != want_correlation) {
+        disconnect();
+        return net_error(errc::malformed_frame, fmt::format("a reply for request {} while waiting for {}",
+                                                            r->correlation_id, want_correlation));
+      }
+      reply out;
+      out.st = r->st;
+      out.header.assign(reinterpret_cast<const char*>(r->header.data()), r->header.size());
+      out.batches.assign(r->batches.begin(), r->batches.end());
+      return out;
+    }
+    const std::size_t have = in.size();
+    in.resize(have + 64 * 1024);
+    const ssize_t n = ::recv(fd_, in.data() + have, in.size() - have, 0);
+    if (n > 0) {
+      in.resize(have + static_cast<std::size_t>(n));
+      continue;
+    }
+    in.resize(have);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait_fd(fd_, POLLIN, deadline)) {
+        disconnect();
+        return net_error(errc::timed_out,
+                         fmt::format("waiting for the reply to {} from {}", to_string(a), options_.server));
+      }
+      continue;
+    }
+    disconnect();
+    return net_error(errc::connection_closed,
+                     fmt::format("{} closed the connection during {}", options_.server, to_string(a)));
+  }
+}
+
+expected<reply> client::call(api a, const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
+  auto backoff = options_.retry_backoff;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<std::byte> frame;
+    append_request(frame, next_correlation_++, a, header, batches);
+    auto r = call_once(a, frame);
+    bool retriable = false;
+    rill::error err;
+    if (!r) {
+      const auto code = r.error().code();
+      retriable = code == make_error_code(errc::connection_closed) || code == make_error_code(errc::connect_failed) ||
+                  code == make_error_code(errc::timed_out);
+      err = std::move(r).error();
+    } else if (r->st != status::ok) {
+      proto::ErrorReply e;
+      e.ParseFromString(r->header);
+      err = rill::error(make_error_code(r->st), e.message());
+      retriable = is_retriable(r->st);
+    } else {
+      return r;
+    }
+    if (!retriable || attempt >= options_.retries) {
+      return unexpected(std::move(err));
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(2000));
+  }
+}
+
+expected<proto::PingReply> client::ping() {
+  RILL_TRY(r, call(api::ping, proto::PingRequest{}));
+  return parse_reply<proto::PingReply>(r);
+}
+
+expected<proto::StatsReply> client::stats() {
+  RILL_TRY(r, call(api::stats, proto::StatsRequest{}));
+  return parse_reply<proto::StatsReply>(r);
+}
+
+expected<proto::StreamInfo> client::create_stream(const std::string& name) {
+  proto::StreamCreateRequest req;
+  req.set_name(name);
+  RILL_TRY(r, call(api::stream_create, req));
+  RILL_TRY(out, parse_reply<proto::StreamCreateReply>(r));
+  return out.stream();
+}
+
+expected<std::vector<proto::StreamInfo>> client::list_streams() {
+  RILL_TRY(r, call(api::stream_list, proto::StreamListRequest{}));
+  RILL_TRY(out, parse_reply<proto::StreamListReply>(r));
+  return std::vector<proto::StreamInfo>(out.streams().begin(), out.streams().end());
+}
+
+expected<proto::StreamGetReply> client::get_stream(const proto::Identifier& stream) {
+  proto::StreamGetRequest req;
+  *req.mutable_stream() = stream;
+  RILL_TRY(r, call(api::stream_get, req));
+  return parse_reply<proto::StreamGetReply>(r);
+}
+
+expected<void> client::delete_stream(const proto::Identifier& stream) {
+  proto::StreamDeleteRequest req;
+  *req.mutable_stream() = stream;
+  RILL_TRY_VOID(call(api::stream_delete, req));
+  return {};
+}
+
+expected<proto::TopicInfo> client::create_topic(const proto::Identifier& stream, const std::string& name,
+                                                const proto::TopicConfig& config) {
+  proto::TopicCreateRequest req;
+  *req.mutable_stream() = stream;
+  req.set_name(name);
+  *req.mutable_config() = config;
+  RILL_TRY(r, call(api::topic_create, req));
+  RILL_TRY(out, parse_reply<proto::TopicCreateReply>(r));
+  return out.topic();
+}
+
+expected<proto::TopicInfo> client::get_topic(const proto::Identifier& stream, const proto::Identifier& topic) {
+  proto::TopicGetRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  RILL_TRY(r, call(api::topic_get, req));
+  RILL_TRY(out, parse_reply<proto::TopicGetReply>(r));
+  return out.topic();
+}
+
+expected<std::vector<proto::TopicInfo>> client::list_topics(const proto::Identifier& stream) {
+  proto::TopicListRequest req;
+  *req.mutable_stream() = stream;
+  RILL_TRY(r, call(api::topic_list, req));
+  RILL_TRY(out, parse_reply<proto::TopicListReply>(r));
+  return std::vector<proto::TopicInfo>(out.topics().begin(), out.topics().end());
+}
+
+expected<void> client::delete_topic(const proto::Identifier& stream, const proto::Identifier& topic) {
+  proto::TopicDeleteRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  RILL_TRY_VOID(call(api::topic_delete, req));
+  return {};
+}
+
+expected<proto::ProduceReply> client::produce(const proto::Identifier& stream, const proto::Identifier& topic,
+                                              std::optional<std::uint32_t> partition,
+                                              std::span<const std::byte> batches) {
+  proto::ProduceRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  if (partition) {
+    req.mutable_partitioning()->set_partition_id(*partition);
+  } else {
+    req.mutable_partitioning()->set_balanced(true);
+  }
+  RILL_TRY(r, call(api::produce, req, batches));
+  return parse_reply<proto::ProduceReply>(r);
+}
+
+expected<client::poll_result> client::poll(const proto::PollRequest& request) {
+  RILL_TRY(r, call(api::poll, request));
+  RILL_TRY(h, parse_reply<proto::PollReply>(r));
+  return poll_result{std::move(h), std::move(r.batches)};
+}
+
+expected<std::optional<std::uint64_t>> client::get_offset(const proto::Identifier& stream,
+                                                          const proto::Identifier& topic, std::uint32_t partition,
+                                                          const std::string& consumer) {
+  proto::OffsetGetRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  req.set_partition_id(partition);
+  req.mutable_consumer()->set_name(consumer);
+  RILL_TRY(r, call(api::offset_get, req));
+  RILL_TRY(out, parse_reply<proto::OffsetGetReply>(r));
+  return out.has_offset() ? std::optional<std::uint64_t>(out.offset()) : std::nullopt;
+}
+
+expected<std::optional<std::uint64_t>> client::store_offset(const proto::Identifier& stream,
+                                                            const proto::Identifier& topic, std::uint32_t partition,
+                                                            const std::string& consumer, std::uint64_t offset) {
+  proto::OffsetStoreRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  req.set_partition_id(partition);
+  req.mutable_consumer()->set_name(consumer);
+  req.set_offset(offset);
+  RILL_TRY(r, call(api::offset_store, req));
+  RILL_TRY(out, parse_reply<proto::OffsetStoreReply>(r));
+  return out.has_previous() ? std::optional<std::uint64_t>(out.previous()) : std::nullopt;
+}
+
+// --- producer -------------------------------------------------------------------------------------------------
+
+producer::producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions)
+    : client_(c), stream_(std::move(s)), topic_(std::move(t)), options_(o), partitions_(partitions) {
+  std::random_device rd;
+  producer_id_ = static_cast<std::int64_t>((std::uint64_t{rd()} << 31) ^ rd()) & 0x3fffffffffffffffLL;
+}
+
+expected<std::unique_ptr<producer>> producer::create(client& c, proto::Identifier stream, proto::Identifier topic,
+                                                     producer_options options) {
+  RILL_TRY(info, c.get_topic(stream, topic));
+  return std::unique_ptr<producer>(
+      new producer(c, std::move(stream), std::move(topic), options, info.config().partitions()));
+}
+
+expected<std::vector<producer::ack>> producer::send(const message& m) {
+  std::uint32_t p = 0;
+  if (m.partition) {
+    p = *m.partition;
+  } else if (m.key) {
+    p = partition_for_key(storage::as_bytes(*m.key), partitions_);
+  } else {
+    p = next_balanced_++ % partitions_;
+  }
+  auto& q = pending_[p];
+  if (q.messages.empty()) {
+    q.first = std::chrono::steady_clock::now();
+  }
+  q.messages.push_back(m);
+  q.messages.back().partition = p;
+  q.bytes += (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0) + 16;
+  std::vector<ack> acks;
+  for (auto& [partition, pend] : pending_) {
+    const bool full = pend.messages.size() >= options_.max_batch_records || pend.bytes >= options_.max_batch_bytes;
+    const bool old = !pend.messages.empty() && std::chrono::steady_clock::now() - pend.first >= options_.linger;
+    if (full || (old && partition == p)) {
+      RILL_TRY(sent, send_partition(partition));
+      acks.insert(acks.end(), sent.begin(), sent.end());
+    }
+  }
+  return acks;
+}
+
+expected<std::vector<producer::ack>> producer::flush() {
+  std::vector<ack> acks;
+  for (auto& [partition, pend] : pending_) {
+    if (!pend.messages.empty()) {
+      RILL_TRY(sent, send_partition(partition));
+      acks.insert(acks.end(), sent.begin(), sent.end());
+    }
+  }
+  return acks;
+}
+
+expected<std::vector<producer::ack>> producer::send_partition(std::uint32_t partition) {
+  auto& pend = pending_[partition];
+  storage::batch_builder b(options_.zstd ? storage::compression::zstd : storage::compression::none);
+  const std::int32_t sequence = sequences_[partition];
+  if (options_.idempotent) {
+    b.producer(producer_id_, 0, sequence);
+  }
+  b.base_timestamp(timestamp_ms_t(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count()));
+  for (const auto& m : pend.messages) {
+    std::vector<storage::header_kv> headers;
+    for (const auto& [k, v] : m.headers) {
+      headers.push_back(
+          storage::header_kv{storage::as_bytes(k), v ? std::optional(storage::as_bytes(*v)) : std::nullopt});
+    }
+    b.add(m.key ? std::optional(storage::as_bytes(*m.key)) : std::nullopt,
+          m.value ? std::optional(storage::as_bytes(*m.value)) : std::nullopt, headers);
+  }
+  RILL_TRY(batch, b.build());
+  // The client retries retriable failures itself; the sequence makes a retry of a batch that did land a no-op.
+  RILL_TRY(r, client_.produce(stream_, topic_, partition, batch));
+  const std::uint64_t base = r.base_offsets().empty() ? 0 : r.base_offsets(0);
+  std::vector<ack> acks;
+  for (std::size_t i = 0; i < pend.messages.size(); ++i) {
+    acks.push_back(ack{partition, base + i});
+  }
+  sequences_[partition] = sequence + static_cast<std::int32_t>(pend.messages.size());
+  pend = pending{};
+  return acks;
+}
+
+expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches) {
+  std::vector<record> out;
+  std::vector<std::byte> scratch;
+  std::size_t pos = 0;
+  storage::batch_limits limits;
+  limits.batch_bytes_max = 1u << 30;
+  while (pos < batches.size()) {
+    RILL_TRY(v, storage::batch_view::validate(batches.subspan(pos), limits));
+    RILL_TRY(region, storage::records_of(v, limits.uncompressed_bytes_max, scratch));
+    storage::record_reader rr(region);
+    for (;;) {
+      RILL_TRY(next, rr.next());
+      if (!next) {
+        break;
+      }
+      record rec;
+      rec.partition = partition;
+      rec.offset = v.base_offset().value() + next->offset_delta;
+      rec.timestamp_ms =
+          v.log_append_time() ? v.max_timestamp().value() : v.base_timestamp().value() + next->timestamp_delta;
+      auto str = [](const std::optional<std::span<const std::byte>>& b) -> std::optional<std::string> {
+        if (!b) {
+          return std::nullopt;
+        }
+        return std::string(reinterpret_cast<const char*>(b->data()), b->size());
+      };
+      rec.key = str(next->key);
+      rec.value = str(next->value);
+      storage::header_reader hr(next->headers, next->header_count);
+      for (;;) {
+        RILL_TRY(h, hr.next());
+        if (!h) {
+          break;
+        }
+        rec.headers.emplace_back(std::string(reinterpret_cast<const char*>(h->key.data()), h->key.size()),
+                                 str(h->value));
+      }
+      out.push_back(std::move(rec));
+    }
+    pos += v.size();
+  }
+  return out;
+}
+
+}  // namespace rill::net

@@ -1,0 +1,161 @@
+#pragma once
+// The C++ client library.
+//
+// client: one connection to a rilld, synchronous calls (one request at a time per client; use one client per
+// thread). A call that fails with a retriable status (overloaded, unavailable, timeout) or a dropped connection is
+// retried after a backoff, reconnecting as needed, up to `retries` times. Produces are idempotent (producer id,
+// epoch and per-partition sequence in the batch header), so such a retry never duplicates a message.
+//
+// producer: batching (a batch per partition, sent at max_batch_records / max_batch_bytes or after `linger`), zstd
+// compression, partitioning (explicit partition, Kafka's murmur2 of the key, or round robin), idempotence.
+//
+// consumer: polls one partition from a strategy, with the server storing its offset (auto_commit) when named.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/expected.h"
+#include "net/frame.h"
+#include "net/proto/rill.pb.h"
+#include "storage/record_batch.h"
+
+namespace rill::net {
+
+struct client_options {
+  std::string server = "127.0.0.1:9420";
+  std::chrono::milliseconds connect_timeout{5'000};
+  std::chrono::milliseconds request_timeout{60'000};
+  int retries = 8;
+  std::chrono::milliseconds retry_backoff{100};  // doubled per attempt, up to 2 s
+  std::uint64_t max_frame_bytes = 64 * 1024 * 1024;
+};
+
+struct reply {
+  status st = status::ok;
+  std::string header;              // serialized reply header
+  std::vector<std::byte> batches;  // record batches that followed it
+};
+
+proto::Identifier by_name(const std::string& name);
+proto::Identifier by_id(std::uint32_t id);
+
+class client {
+ public:
+  static expected<std::unique_ptr<client>> connect(client_options options);
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  // One request and its reply, with retries for retriable failures. A non-ok status is returned as an error whose
+  // code is the status and whose detail is the server's message.
+  expected<reply> call(api a, const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {});
+
+  expected<proto::PingReply> ping();
+  expected<proto::StatsReply> stats();
+  expected<proto::StreamInfo> create_stream(const std::string& name);
+  expected<std::vector<proto::StreamInfo>> list_streams();
+  expected<proto::StreamGetReply> get_stream(const proto::Identifier& stream);
+  expected<void> delete_stream(const proto::Identifier& stream);
+  expected<proto::TopicInfo> create_topic(const proto::Identifier& stream, const std::string& name,
+                                          const proto::TopicConfig& config);
+  expected<proto::TopicInfo> get_topic(const proto::Identifier& stream, const proto::Identifier& topic);
+  expected<std::vector<proto::TopicInfo>> list_topics(const proto::Identifier& stream);
+  expected<void> delete_topic(const proto::Identifier& stream, const proto::Identifier& topic);
+  expected<proto::ProduceReply> produce(const proto::Identifier& stream, const proto::Identifier& topic,
+                                        std::optional<std::uint32_t> partition, std::span<const std::byte> batches);
+  struct poll_result {
+    proto::PollReply header;
+    std::vector<std::byte> batches;
+  };
+  expected<poll_result> poll(const proto::PollRequest& request);
+  expected<std::optional<std::uint64_t>> get_offset(const proto::Identifier& stream, const proto::Identifier& topic,
+                                                    std::uint32_t partition, const std::string& consumer);
+  expected<std::optional<std::uint64_t>> store_offset(const proto::Identifier& stream, const proto::Identifier& topic,
+                                                      std::uint32_t partition, const std::string& consumer,
+                                                      std::uint64_t offset);
+
+  [[nodiscard]] const client_options& options() const noexcept { return options_; }
+
+ private:
+  explicit client(client_options o) : options_(std::move(o)) {}
+  expected<void> reconnect();
+  expected<reply> call_once(api a, std::span<const std::byte> frame);
+  void disconnect();
+
+  client_options options_;
+  int fd_ = -1;
+  std::uint32_t next_correlation_ = 1;
+};
+
+// A message to produce.
+struct message {
+  std::optional<std::string> key;
+  std::optional<std::string> value;  // nullopt with a key: a tombstone
+  std::vector<std::pair<std::string, std::optional<std::string>>> headers;
+  std::optional<std::uint32_t> partition;  // explicit partition; otherwise the key's, or round robin
+};
+
+struct producer_options {
+  std::uint32_t max_batch_records = 1000;
+  std::uint64_t max_batch_bytes = 1024 * 1024;
+  std::chrono::milliseconds linger{5};
+  bool zstd = false;
+  bool idempotent = true;
+};
+
+class producer {
+ public:
+  // Looks the topic up (partition count) on `c`, which must outlive the producer.
+  static expected<std::unique_ptr<producer>> create(client& c, proto::Identifier stream, proto::Identifier topic,
+                                                    producer_options options = {});
+
+  struct ack {
+    std::uint32_t partition = 0;
+    std::uint64_t offset = 0;
+  };
+  // Queues a message; sends its partition's batch when it is full (or older than linger). Returns the acks of every
+  // batch sent by this call.
+  expected<std::vector<ack>> send(const message& m);
+  // Sends every queued batch; returns their acks, in the order the messages were given per partition.
+  expected<std::vector<ack>> flush();
+  [[nodiscard]] std::uint32_t partitions() const noexcept { return partitions_; }
+
+ private:
+  struct pending {
+    std::vector<message> messages;
+    std::uint64_t bytes = 0;
+    std::chrono::steady_clock::time_point first;
+  };
+  producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions);
+  expected<std::vector<ack>> send_partition(std::uint32_t partition);
+
+  client& client_;
+  proto::Identifier stream_;
+  proto::Identifier topic_;
+  producer_options options_;
+  std::uint32_t partitions_;
+  std::uint32_t next_balanced_ = 0;
+  std::int64_t producer_id_;
+  std::map<std::uint32_t, std::int32_t> sequences_;  // next sequence per partition
+  std::map<std::uint32_t, pending> pending_;
+};
+
+// A received message.
+struct record {
+  std::uint32_t partition = 0;
+  std::int64_t offset = 0;
+  std::int64_t timestamp_ms = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  std::vector<std::pair<std::string, std::optional<std::string>>> headers;
+};
+
+// Decodes every record of the batches of a poll reply (decompressing zstd).
+expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches);
+
+}  // namespace rill::net

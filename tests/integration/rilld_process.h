@@ -1,0 +1,136 @@
+#pragma once
+// Runs the real rilld as a child process on a temporary data directory and a port the kernel picks, and finds the
+// bound address in <data>/runtime/current_config.toml.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef RILLD_PATH
+#error "RILLD_PATH must name the rilld binary"
+#endif
+
+namespace rill::testing {
+
+class temp_data_dir {
+ public:
+  temp_data_dir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "rill-it-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~temp_data_dir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class rilld_process {
+ public:
+  rilld_process(std::string data_dir, std::vector<std::string> extra = {}, std::string tcp = "127.0.0.1:0")
+      : data_dir_(std::move(data_dir)), extra_(std::move(extra)), tcp_(std::move(tcp)) {}
+  ~rilld_process() {
+    if (pid_ > 0) {
+      kill_hard();
+    }
+  }
+
+  // Starts rilld and waits until it serves; returns "host:port" or nullopt (with its output in `log()`).
+  std::optional<std::string> start(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    const std::string config = data_dir_ + "/runtime/current_config.toml";
+    std::filesystem::remove(config);
+    log_path_ = data_dir_ + ".log";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<std::string> args = {RILLD_PATH,
+                                       "--data-dir",
+                                       data_dir_,
+                                       "--tcp",
+                                       tcp_,
+                                       "--set",
+                                       "runtime.cpu_allocation=2",
+                                       "--set",
+                                       "runtime.pin_cores=false"};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      std::vector<char*> argv;
+      for (auto& a : args) {
+        argv.push_back(a.data());
+      }
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(config);
+      std::string line;
+      while (std::getline(in, line)) {
+        // toml++ writes strings as 'literal' or "basic" strings.
+        if (line.rfind("tcp_address = ", 0) == 0 && line.size() > 16) {
+          address_ = line.substr(15, line.size() - 16);
+          return address_;
+        }
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        exit_status_ = status;
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return std::nullopt;
+  }
+
+  // SIGTERM and wait: the graceful stop. Returns the exit code (or -1).
+  int stop() {
+    if (pid_ <= 0) {
+      return -1;
+    }
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void kill_hard() {
+    if (pid_ <= 0) {
+      return;
+    }
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  std::string log() const {
+    std::ifstream in(log_path_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  const std::string& address() const { return address_; }
+  std::optional<int> exit_status() const { return exit_status_; }
+
+ private:
+  std::string data_dir_;
+  std::vector<std::string> extra_;
+  std::string tcp_;
+  std::string log_path_;
+  std::string address_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_status_;
+};
+
+}  // namespace rill::testing
