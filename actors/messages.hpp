@@ -30,7 +30,7 @@ struct outcome {
   net::status st = net::status::ok;
   std::string message;
   [[nodiscard]] bool ok() const noexcept { return st == net::status::ok; }
-  static outcome of(const rill::error& e) { return outcome{net::status_of(e.code()), e.message()}; }
+  static outcome of(const rill::error& e) { return outcome{net::status_of(e.code()), e.detail()}; }
 };
 
 struct produce_msg {
