@@ -47,15 +47,25 @@ int report(const rill::error& e) {
 json topic_json(const proto::TopicInfo& t) {
   json parts = json::array();
   for (const auto& p : t.partitions()) {
-    parts.push_back({{"id", p.id()}, {"log_start", p.log_start()}, {"high_watermark", p.high_watermark()},
-                     {"log_end", p.log_end()}, {"bytes", p.bytes()}, {"segments", p.segments()}});
+    parts.push_back({{"id", p.id()},
+                     {"log_start", p.log_start()},
+                     {"high_watermark", p.high_watermark()},
+                     {"log_end", p.log_end()},
+                     {"bytes", p.bytes()},
+                     {"segments", p.segments()}});
   }
   const auto& c = t.config();
-  return {{"stream_id", t.stream_id()}, {"id", t.id()}, {"name", t.name()}, {"partitions", parts},
+  return {{"stream_id", t.stream_id()},
+          {"id", t.id()},
+          {"name", t.name()},
+          {"partitions", parts},
           {"config",
-           {{"partitions", c.partitions()}, {"replication_factor", c.replication_factor()},
-            {"retention_ms", c.retention_ms()}, {"retention_bytes", c.retention_bytes()},
-            {"segment_bytes", c.segment_bytes()}, {"compression", c.compression() == proto::COMPRESSION_ZSTD ? "zstd" : "none"},
+           {{"partitions", c.partitions()},
+            {"replication_factor", c.replication_factor()},
+            {"retention_ms", c.retention_ms()},
+            {"retention_bytes", c.retention_bytes()},
+            {"segment_bytes", c.segment_bytes()},
+            {"compression", c.compression() == proto::COMPRESSION_ZSTD ? "zstd" : "none"},
             {"max_message_bytes", c.max_message_bytes()}}}};
 }
 
@@ -221,9 +231,14 @@ int main(int argc, char** argv) {
       return report(r.error());
     }
     if (g.json_output) {
-      fmt::print("{}\n", json{{"streams", r->streams()}, {"topics", r->topics()}, {"partitions", r->partitions()},
-                              {"messages", r->messages()}, {"bytes", r->bytes()}, {"connections", r->connections()},
-                              {"shards", r->shards()}, {"version", r->version()}}
+      fmt::print("{}\n", json{{"streams", r->streams()},
+                              {"topics", r->topics()},
+                              {"partitions", r->partitions()},
+                              {"messages", r->messages()},
+                              {"bytes", r->bytes()},
+                              {"connections", r->connections()},
+                              {"shards", r->shards()},
+                              {"version", r->version()}}
                              .dump());
     } else {
       fmt::print("{}: {} streams, {} topics, {} partitions, {} messages, {} bytes, {} connections, {} shards\n",
@@ -464,9 +479,12 @@ int main(int argc, char** argv) {
           for (const auto& [k, v] : rec.headers) {
             h[k] = v ? json(*v) : json(nullptr);
           }
-          fmt::print("{}\n", json{{"partition", rec.partition}, {"offset", rec.offset},
-                                  {"timestamp", rec.timestamp_ms}, {"key", rec.key ? json(*rec.key) : json(nullptr)},
-                                  {"headers", h}, {"value", rec.value ? json(*rec.value) : json(nullptr)}}
+          fmt::print("{}\n", json{{"partition", rec.partition},
+                                  {"offset", rec.offset},
+                                  {"timestamp", rec.timestamp_ms},
+                                  {"key", rec.key ? json(*rec.key) : json(nullptr)},
+                                  {"headers", h},
+                                  {"value", rec.value ? json(*rec.value) : json(nullptr)}}
                                  .dump());
         } else {
           fmt::print("{}\n", rec.value ? *rec.value : std::string());
@@ -506,9 +524,9 @@ int main(int argc, char** argv) {
       return report(r.error());
     }
     if (g.json_output) {
-      fmt::print("{}\n", json{{"consumer", consumer}, {"offset", offset_value},
-                              {"previous", *r ? json(**r) : json(nullptr)}}
-                             .dump());
+      fmt::print(
+          "{}\n",
+          json{{"consumer", consumer}, {"offset", offset_value}, {"previous", *r ? json(**r) : json(nullptr)}}.dump());
     } else {
       fmt::print("consumer {} now at {}{}\n", consumer, offset_value,
                  *r ? fmt::format(" (was {})", **r) : std::string());

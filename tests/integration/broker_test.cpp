@@ -3,11 +3,20 @@
 #define BOOST_TEST_MODULE rill_integration
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
+#include "base/endian.h"
+#include "base/random.h"
 #include "net/client.h"
+#include "net/murmur2.h"
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
 #include "tests/test_util.h"
@@ -129,4 +138,351 @@ BOOST_AUTO_TEST_CASE(streams_topics_produce_poll_and_restart) {
   auto p2 = s.cli->produce(by_name("orders"), by_name("eu"), 0, batch_of({{"k4", "v4"}}));
   RILL_REQUIRE_OK(p2);
   BOOST_TEST(p2->base_offsets(0) == 3u);
+}
+
+namespace {
+// A raw socket for sending hand-made (and broken) frames.
+int raw_connect(const std::string& address) {
+  const auto colon = address.rfind(':');
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+void setup_topic(client& c, const std::string& stream, const std::string& topic, std::uint32_t partitions) {
+  RILL_REQUIRE_OK(c.create_stream(stream));
+  proto::TopicConfig cfg;
+  cfg.set_partitions(partitions);
+  RILL_REQUIRE_OK(c.create_topic(by_name(stream), topic, cfg));
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(keys_headers_tombstones_compression_and_every_poll_strategy) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 4);
+  producer_options po;
+  po.zstd = true;
+  po.max_batch_records = 5;
+  auto p = producer::create(*s.cli, by_name("s"), by_name("t"), po);
+  RILL_REQUIRE_OK(p);
+  std::vector<producer::ack> acks;
+  for (int i = 0; i < 20; ++i) {
+    message m;
+    m.key = "user-7";
+    m.value = i == 19 ? std::nullopt : std::optional<std::string>("v" + std::to_string(i));  // the last: a tombstone
+    m.headers = {{"trace", "t" + std::to_string(i)}, {"empty", std::nullopt}};
+    auto a = (*p)->send(m);
+    RILL_REQUIRE_OK(a);
+    acks.insert(acks.end(), a->begin(), a->end());
+  }
+  auto rest = (*p)->flush();
+  RILL_REQUIRE_OK(rest);
+  acks.insert(acks.end(), rest->begin(), rest->end());
+  BOOST_REQUIRE(acks.size() == 20u);
+  const std::uint32_t part = partition_for_key(storage::as_bytes("user-7"), 4);
+  for (std::size_t i = 0; i < acks.size(); ++i) {
+    BOOST_TEST(acks[i].partition == part);  // Kafka's murmur2 placement
+    BOOST_TEST(acks[i].offset == i);
+  }
+  auto all = s.cli->poll(poll_request("s", "t", part, proto::PollStrategy::FIRST));
+  RILL_REQUIRE_OK(all);
+  auto recs = decode_records(part, all->batches);
+  RILL_REQUIRE_OK(recs);
+  BOOST_REQUIRE(recs->size() == 20u);
+  BOOST_TEST(*(*recs)[3].value == "v3");
+  BOOST_TEST(!(*recs)[19].value.has_value());
+  BOOST_TEST((*recs)[5].headers.size() == 2u);
+  BOOST_TEST(*(*recs)[5].headers[0].second == "t5");
+  BOOST_TEST(!(*recs)[5].headers[1].second.has_value());
+  // Stored batches are the producer's zstd batches, byte for byte.
+  auto first = storage::batch_view::validate(all->batches, storage::batch_limits{.batch_bytes_max = 1 << 20});
+  RILL_REQUIRE_OK(first);
+  BOOST_TEST((first->codec() == storage::compression::zstd));
+
+  // OFFSET inside a batch returns that batch; LAST the last batch; TIMESTAMP the first batch at or after it.
+  auto at7 = s.cli->poll(poll_request("s", "t", part, proto::PollStrategy::OFFSET, 7));
+  RILL_REQUIRE_OK(at7);
+  BOOST_TEST(at7->header.first_offset() == 5u);
+  auto last = s.cli->poll(poll_request("s", "t", part, proto::PollStrategy::LAST));
+  RILL_REQUIRE_OK(last);
+  BOOST_TEST(last->header.first_offset() == 15u);
+  auto ts = s.cli->poll(poll_request("s", "t", part, proto::PollStrategy::TIMESTAMP, 0));
+  RILL_REQUIRE_OK(ts);
+  BOOST_TEST(ts->header.first_offset() == 0u);
+  auto future = s.cli->poll(poll_request("s", "t", part, proto::PollStrategy::TIMESTAMP, 99'999'999'999'999ull));
+  RILL_REQUIRE_OK(future);
+  BOOST_TEST(future->header.batches() == 0u);
+  // NEXT for a consumer: from its stored offset, with auto_commit moving it.
+  auto next = poll_request("s", "t", part, proto::PollStrategy::NEXT);
+  next.mutable_consumer()->set_name("reader");
+  next.set_max_records(5);
+  next.set_auto_commit(true);
+  auto n1 = s.cli->poll(next);
+  RILL_REQUIRE_OK(n1);
+  BOOST_TEST(n1->header.first_offset() == 0u);
+  BOOST_TEST(*s.cli->get_offset(by_name("s"), by_name("t"), part, "reader").value() == 5u);
+  auto n2 = s.cli->poll(next);
+  RILL_REQUIRE_OK(n2);
+  BOOST_TEST(n2->header.first_offset() == 5u);
+  // Moving it back is allowed.
+  auto prev = s.cli->store_offset(by_name("s"), by_name("t"), part, "reader", 2);
+  RILL_REQUIRE_OK(prev);
+  BOOST_TEST(**prev == 10u);
+  auto beyond = s.cli->store_offset(by_name("s"), by_name("t"), part, "reader", 1000);
+  BOOST_TEST((status_of(beyond.error()) == status::offset_out_of_range));
+  s.restart();
+  BOOST_TEST(*s.cli->get_offset(by_name("s"), by_name("t"), part, "reader").value() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_long_poll_is_woken_by_a_produce) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 1);
+  client_options o;
+  o.server = s.proc.address();
+  auto other = client::connect(o);
+  RILL_REQUIRE_OK(other);
+  std::atomic<bool> produced{false};
+  std::thread producer_thread([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    produced = true;
+    auto r = (*other)->produce(by_name("s"), by_name("t"), 0, batch_of({{"k", "woke"}}));
+    BOOST_CHECK(r.has_value());
+  });
+  auto req = poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 0);
+  req.set_max_wait_ms(20'000);
+  auto r = s.cli->poll(req);  // parked until the produce commits
+  producer_thread.join();
+  RILL_REQUIRE_OK(r);
+  BOOST_TEST(produced.load());
+  BOOST_TEST(r->header.records() == 1u);
+  // With nothing coming, the poll ends at its deadline, empty.
+  auto idle = poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 1);
+  idle.set_max_wait_ms(200);
+  auto e = s.cli->poll(idle);
+  RILL_REQUIRE_OK(e);
+  BOOST_TEST(e->header.batches() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_retry_after_a_dropped_connection_does_not_duplicate) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 1);
+  // An idempotent batch sent on a raw connection that drops before the reply.
+  storage::batch_builder b;
+  b.producer(4242, 0, 0);
+  b.add("k", "once");
+  const auto batch = *b.build();
+  proto::ProduceRequest h;
+  *h.mutable_stream() = by_name("s");
+  *h.mutable_topic() = by_name("t");
+  h.mutable_partitioning()->set_partition_id(0);
+  std::vector<std::byte> frame;
+  append_request(frame, 1, api::produce, h, batch);
+  const int fd = raw_connect(s.proc.address());
+  BOOST_REQUIRE(::send(fd, frame.data(), frame.size(), 0) == static_cast<ssize_t>(frame.size()));
+  ::close(fd);  // gone before the reply
+  // The producer retries the same batch on another connection: answered, not appended again.
+  for (int i = 0; i < 3; ++i) {
+    auto r = s.cli->produce(by_name("s"), by_name("t"), 0, batch);
+    RILL_REQUIRE_OK(r);
+    BOOST_TEST(r->base_offsets(0) == 0u);
+  }
+  auto all = s.cli->poll(poll_request("s", "t", 0, proto::PollStrategy::FIRST));
+  RILL_REQUIRE_OK(all);
+  BOOST_TEST(all->header.records() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(garbage_frames_and_many_connections_leave_others_served) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 2);
+  // Hundreds of connections at once, each pinging.
+  std::vector<std::unique_ptr<client>> many;
+  client_options o;
+  o.server = s.proc.address();
+  for (int i = 0; i < 300; ++i) {
+    auto c = client::connect(o);
+    RILL_REQUIRE_OK(c);
+    many.push_back(std::move(*c));
+  }
+  for (auto& c : many) {
+    RILL_REQUIRE_OK(c->ping());
+  }
+  // Broken frames: oversized, too short, an unknown api, a header that does not parse, random bytes, truncation.
+  auto send_raw = [&](std::vector<std::byte> bytes, bool read_reply) {
+    const int fd = raw_connect(s.proc.address());
+    (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::string got;
+    if (read_reply) {
+      char buf[4096];
+      timeval tv{5, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ssize_t n = 0;
+      while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+        got.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    ::close(fd);
+    return got;
+  };
+  std::vector<std::byte> huge(16);
+  store_be<std::uint32_t>(huge.data(), 500'000'000);
+  BOOST_TEST(send_raw(huge, true).find("limit") != std::string::npos);  // an error reply, then closed
+  std::vector<std::byte> tiny(8);
+  store_be<std::uint32_t>(tiny.data(), 4);
+  BOOST_TEST(!send_raw(tiny, true).empty());
+  std::vector<std::byte> unknown;
+  append_request(unknown, 3, static_cast<api>(999), proto::PingRequest{});
+  BOOST_TEST(send_raw(unknown, false).empty());
+  std::vector<std::byte> badheader(16);
+  store_be<std::uint32_t>(badheader.data(), 12 + 3);
+  store_be<std::uint16_t>(badheader.data() + 8, static_cast<std::uint16_t>(api::produce));
+  store_be<std::uint16_t>(badheader.data() + 10, 1);
+  store_be<std::uint32_t>(badheader.data() + 12, 3);
+  badheader.push_back(std::byte{0xff});
+  badheader.push_back(std::byte{0xff});
+  badheader.push_back(std::byte{0xff});
+  (void)send_raw(badheader, false);
+  prng rng(3);
+  for (int i = 0; i < 50; ++i) {
+    std::vector<std::byte> junk(rng.below(200));
+    for (auto& b : junk) {
+      b = static_cast<std::byte>(rng.next());
+    }
+    (void)send_raw(junk, false);
+  }
+  std::vector<std::byte> good;
+  append_request(good, 4, api::ping, proto::PingRequest{});
+  good.resize(good.size() - 2);  // truncated, then the connection closes
+  (void)send_raw(good, false);
+  // Everyone else is still served, and nothing partial was applied.
+  for (auto& c : many) {
+    RILL_REQUIRE_OK(c->ping());
+  }
+  auto t = s.cli->get_topic(by_name("s"), by_name("t"));
+  RILL_REQUIRE_OK(t);
+  BOOST_TEST(t->partitions(0).high_watermark() == 0u);
+  BOOST_TEST(t->partitions(1).high_watermark() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(errors_are_clear) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 1);
+  proto::TopicConfig big;
+  big.set_max_message_bytes(1024);
+  RILL_REQUIRE_OK(s.cli->create_topic(by_name("s"), "small", big));
+  storage::batch_builder b;
+  b.add("k", std::string(5000, 'x'));
+  auto r = s.cli->produce(by_name("s"), by_name("small"), 0, *b.build());
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST((status_of(r.error()) == status::batch_too_large));
+  BOOST_TEST(r.error().detail().find("1024") != std::string::npos);
+  auto bad_topic = s.cli->create_topic(by_name("s"), "x/y", proto::TopicConfig{});
+  BOOST_TEST((status_of(bad_topic.error()) == status::invalid_name));
+  proto::TopicConfig seg;
+  seg.set_segment_bytes(5);
+  auto bad_cfg = s.cli->create_topic(by_name("s"), "seg", seg);
+  BOOST_TEST((status_of(bad_cfg.error()) == status::invalid_config));
+  BOOST_TEST(bad_cfg.error().detail().find("segment_bytes = 5") != std::string::npos);
+  auto poll_missing = s.cli->poll(poll_request("s", "t", 3, proto::PollStrategy::FIRST));
+  BOOST_TEST((status_of(poll_missing.error()) == status::partition_not_found));
+  auto far = s.cli->poll(poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 50));
+  BOOST_TEST((status_of(far.error()) == status::offset_out_of_range));
+  // Deleting a stream removes its topics and data; its name can be reused.
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("t"), 0, batch_of({{"k", "v"}})));
+  RILL_REQUIRE_OK(s.cli->delete_stream(by_name("s")));
+  BOOST_TEST((status_of(s.cli->get_stream(by_name("s")).error()) == status::stream_not_found));
+  RILL_REQUIRE_OK(s.cli->create_stream("s"));
+  BOOST_TEST(s.cli->list_topics(by_name("s"))->empty());
+}
+
+BOOST_AUTO_TEST_CASE(bad_configuration_stops_startup_naming_the_key) {
+  temp_data_dir dir;
+  rilld_process bad(dir.path() + "/d", {"--set", "network.max_frame_bytes=10"});
+  BOOST_TEST(!bad.start().has_value());
+  BOOST_TEST(bad.log().find("network.max_frame_bytes = 10") != std::string::npos);
+  BOOST_TEST(bad.log().find("[4096, 268435456]") != std::string::npos);
+  // Two servers on one data directory: the second refuses.
+  rilld_process first(dir.path() + "/e");
+  BOOST_REQUIRE(first.start().has_value());
+  rilld_process second(dir.path() + "/e");
+  BOOST_TEST(!second.start().has_value());
+  BOOST_TEST(second.log().find("another rilld") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(sigkill_during_concurrent_produces_loses_nothing_acknowledged) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 4);
+  std::mutex m;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::string> acked;  // (partition, offset) -> value
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      client_options o;
+      o.server = s.proc.address();
+      o.retries = 0;
+      auto c = client::connect(o);
+      if (!c) {
+        return;
+      }
+      for (int i = 0; !stop.load(); ++i) {
+        const std::string value = "w" + std::to_string(w) + "-" + std::to_string(i);
+        auto r = (*c)->produce(by_name("s"), by_name("t"), static_cast<std::uint32_t>(w), batch_of({{"k", value}}));
+        if (!r) {
+          return;  // the server is gone
+        }
+        std::lock_guard<std::mutex> g(m);
+        acked[{r->partition_id(), r->base_offsets(0)}] = value;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  s.proc.kill_hard();
+  stop = true;
+  for (auto& t : writers) {
+    t.join();
+  }
+  BOOST_TEST_MESSAGE(acked.size() << " acknowledged before SIGKILL");
+  BOOST_REQUIRE(acked.size() > 10u);
+  auto a = s.proc.start();
+  BOOST_REQUIRE_MESSAGE(a.has_value(), s.proc.log());
+  s.connect();
+  for (std::uint32_t p = 0; p < 4; ++p) {
+    std::map<std::uint64_t, std::string> present;
+    std::uint64_t at = 0;
+    for (;;) {
+      auto r = s.cli->poll(poll_request("s", "t", p, proto::PollStrategy::OFFSET, at));
+      RILL_REQUIRE_OK(r);
+      if (r->header.batches() == 0) {
+        break;
+      }
+      auto recs = decode_records(p, r->batches);
+      RILL_REQUIRE_OK(recs);
+      for (const auto& rec : *recs) {
+        BOOST_TEST(!present.count(static_cast<std::uint64_t>(rec.offset)));
+        present[static_cast<std::uint64_t>(rec.offset)] = *rec.value;
+      }
+      at = r->header.next_offset();
+    }
+    std::set<std::string> values;
+    for (const auto& [o, v] : present) {
+      BOOST_TEST(values.insert(v).second, "value " << v << " twice");
+    }
+    for (const auto& [key, value] : acked) {
+      if (key.first != p) {
+        continue;
+      }
+      auto it = present.find(key.second);
+      BOOST_TEST_REQUIRE((it != present.end()),
+                         "acknowledged offset " << key.second << " of partition " << p << " lost");
+      BOOST_TEST(it->second == value);
+    }
+    // New offsets continue after them.
+    auto next = s.cli->produce(by_name("s"), by_name("t"), p, batch_of({{"k", "after"}}));
+    RILL_REQUIRE_OK(next);
+    BOOST_TEST(next->base_offsets(0) == at);
+  }
 }
