@@ -242,6 +242,7 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
                 out.set_log_start(static_cast<std::uint64_t>(r.data->log_start.value()));
                 out.set_batches(r.data->batches);
                 out.set_records(r.data->records);
+                out.set_start_offset(static_cast<std::uint64_t>(std::max<std::int64_t>(r.data->requested.value(), 0)));
                 const auto data = r.data->bytes ? r.data->bytes.span() : std::span<const std::byte>{};
                 reply(reply_frame(corr, out, data), bytes);
               },

@@ -120,7 +120,9 @@ task<expected<read_result>> partition_log::read(read_request request) {
   }
   RILL_CO_TRY(start, co_await resolve_start(request));
   log_cursor cursor(*this, start, request.uncommitted);
-  co_return co_await cursor.next(request.max_records, request.max_bytes, request.verify_crc);
+  RILL_CO_TRY(result, co_await cursor.next(request.max_records, request.max_bytes, request.verify_crc));
+  result.requested = start;
+  co_return result;
 }
 
 log_cursor::log_cursor(log_cursor&& o) noexcept

@@ -111,6 +111,8 @@ struct read_result {
   pooled_buffer bytes;  // whole batches, back to back (may be empty)
   std::uint32_t batches = 0;
   std::uint32_t records = 0;
+  offset_t requested{-1};      // where the read was resolved to start: records before it in the first batch precede
+                               // the position asked for
   offset_t first_offset{-1};   // base offset of the first batch returned
   offset_t next_offset{0};     // where a following read continues
   offset_t high_watermark{0};  // committed at the time of the read

@@ -467,9 +467,8 @@ int main(int argc, char** argv) {
         if (count > 0 && printed == count) {
           break;
         }
-        // A batch may start before the requested position: skip what precedes it.
-        if (req.strategy().kind() == proto::PollStrategy::OFFSET &&
-            rec.offset < static_cast<std::int64_t>(req.strategy().value())) {
+        // A batch may start before the position the poll resolved to: skip what precedes it.
+        if (rec.offset < static_cast<std::int64_t>(r->header.start_offset())) {
           continue;
         }
         ++printed;
