@@ -32,7 +32,7 @@ std::vector<std::byte> reply_frame(std::uint32_t correlation, const M& m, std::s
 
 connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int fd,
                                    const connection_services* services)
-    : caf::event_based_actor(cfg), homed(home), fd_(fd), services_(services) {}
+    : metered<>(cfg, "connection", home), homed(home), fd_(fd), services_(services) {}
 
 caf::behavior connection_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
@@ -409,7 +409,7 @@ void connection_actor::maybe_finish() {
 }
 
 listener_actor::listener_actor(caf::actor_config& cfg, int fd, std::size_t shards, const connection_services* services)
-    : caf::event_based_actor(cfg), homed(0), fd_(fd), shards_(shards), services_(services) {}
+    : metered<>(cfg, "listener", 0), homed(0), fd_(fd), shards_(shards), services_(services) {}
 
 caf::behavior listener_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);

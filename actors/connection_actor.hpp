@@ -17,6 +17,7 @@
 #include "actors/actor_io.hpp"
 #include "actors/homed.h"
 #include "actors/messages.hpp"
+#include "actors/metered.hpp"
 #include "actors/routing.hpp"
 #include "config/server_config.h"
 #include "net/frame.h"
@@ -30,7 +31,7 @@ struct connection_services {
   std::atomic<std::uint32_t>* connections = nullptr;  // open connections (stats)
 };
 
-class connection_actor final : public caf::event_based_actor, public homed {
+class connection_actor final : public metered<>, public homed {
  public:
   connection_actor(caf::actor_config& cfg, std::size_t home, int fd, const connection_services* services);
   caf::behavior make_behavior() override;
@@ -68,7 +69,7 @@ class connection_actor final : public caf::event_based_actor, public homed {
 };
 
 // listener_actor: accepts connections on a listening socket (shard 0) and hands them to the shards round-robin.
-class listener_actor final : public caf::event_based_actor, public homed {
+class listener_actor final : public metered<>, public homed {
  public:
   listener_actor(caf::actor_config& cfg, int fd, std::size_t shards, const connection_services* services);
   caf::behavior make_behavior() override;

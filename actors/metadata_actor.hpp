@@ -12,6 +12,7 @@
 #include "actors/actor_io.hpp"
 #include "actors/homed.h"
 #include "actors/messages.hpp"
+#include "actors/metered.hpp"
 #include "actors/metadata_state.h"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
@@ -32,7 +33,7 @@ struct metadata_services {
 std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic,
                           std::uint32_t partition);
 
-class metadata_actor final : public caf::event_based_actor, public homed {
+class metadata_actor final : public metered<>, public homed {
  public:
   metadata_actor(caf::actor_config& cfg, const metadata_services* services);
   caf::behavior make_behavior() override;

@@ -12,6 +12,7 @@
 #include "actors/actor_io.hpp"
 #include "actors/homed.h"
 #include "actors/messages.hpp"
+#include "actors/metered.hpp"
 #include "actors/partition_state.h"
 #include "base/clock.h"
 
@@ -33,7 +34,7 @@ struct partition_services {
   std::uint64_t default_max_bytes = 1 << 20;
 };
 
-class partition_actor final : public caf::event_based_actor, public homed {
+class partition_actor final : public metered<>, public homed {
  public:
   partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id, storage::log_options options,
                   const partition_services* services);

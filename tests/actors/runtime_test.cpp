@@ -11,6 +11,7 @@
 
 #include "actors/actor_io.hpp"
 #include "actors/homed.h"
+#include "actors/metered.hpp"
 #include "actors/runtime.h"
 #include "actors/shard.h"
 #include "storage/file_ops.h"
@@ -36,9 +37,9 @@ runtime_options two_shards() {
 }
 
 // Answers with the shard it runs on; relays to another actor and reports both shards.
-class probe final : public caf::event_based_actor, public homed {
+class probe final : public metered<>, public homed {
  public:
-  probe(caf::actor_config& cfg, std::size_t home) : caf::event_based_actor(cfg), homed(home) {}
+  probe(caf::actor_config& cfg, std::size_t home) : metered<>(cfg, "probe", home), homed(home) {}
 
   caf::behavior make_behavior() override {
     return {
@@ -150,6 +151,19 @@ BOOST_AUTO_TEST_CASE(actors_run_on_their_home_shard_and_messages_cross_shards) {
     }
   }
   BOOST_TEST(rt.shard_at(0).stats().sleeps.load() > 0u);
+  // Every actor is metered: b handled 50 where requests and 50 relayed ones.
+  bool found = false;
+  for (const auto& m : metrics_registry::instance().snapshot()) {
+    if (m.id == b.id()) {
+      found = true;
+      BOOST_TEST(m.kind == "probe");
+      BOOST_TEST(m.shard == 1u);
+      BOOST_TEST(m.processed >= 100u);
+      BOOST_TEST(m.received >= m.processed);
+      BOOST_TEST(m.busy_ns > 0u);
+    }
+  }
+  BOOST_TEST(found);
   BOOST_TEST(rt.shard_at(0).stats().wakes_sent.load() > 0u);
   self->send_exit(a, caf::exit_reason::user_shutdown);
   self->send_exit(b, caf::exit_reason::user_shutdown);
