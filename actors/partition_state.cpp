@@ -150,6 +150,13 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
           result.base_offsets[i] = dup->base_offset;  // a retry: answered with its original offset
           continue;
         }
+        const bool behind = h.base_sequence <= p.last_sequence && p.last_sequence - h.base_sequence < (1 << 30);
+        if (behind) {
+          co_return fail(net::status::duplicate_sequence,
+                         fmt::format("producer {} epoch {}: sequences {}..{} were written before (the partition "
+                                     "remembers the last {} batches only)",
+                                     h.producer_id, h.producer_epoch, h.base_sequence, last, producer_batches_kept));
+        }
         if (h.base_sequence != next_sequence(p.last_sequence)) {
           co_return fail(
               net::status::sequence_gap,

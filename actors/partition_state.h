@@ -4,9 +4,10 @@
 //
 // Idempotent producers: a batch with producer_id >= 0 carries its producer epoch and base sequence. Per producer
 // the state keeps the epoch, the last sequence and the last five batches: a retried batch (same sequences) is
-// answered with its original offsets and not appended again; a sequence gap is refused (sequence_gap); an older
-// epoch is refused (producer_fenced); a newer epoch must start at sequence 0. Checks use the sequences of accepted
-// appends still in flight; when an append fails, every producer it touched goes back to its last written state
+// answered with its original offsets and not appended again; a retry older than those is refused as
+// duplicate_sequence (it was written; its offsets are no longer known); a sequence gap is refused (sequence_gap); an
+// older epoch is refused (producer_fenced); a newer epoch must start at sequence 0. Checks use the sequences of
+// accepted appends still in flight; when an append fails, every producer it touched goes back to its last written state
 // (all appends queued behind a failure fail with it, so the producers retry from there). At open, the state is
 // rebuilt from the batches of the newest segment.
 //

@@ -52,6 +52,8 @@ std::string_view to_string(status s) noexcept {
       return "sequence_gap";
     case status::producer_fenced:
       return "producer_fenced";
+    case status::duplicate_sequence:
+      return "duplicate_sequence";
     case status::offset_out_of_range:
       return "offset_out_of_range";
     case status::overloaded:

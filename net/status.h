@@ -28,8 +28,9 @@ enum class status : std::uint16_t {
   crc_mismatch = 31,
   batch_too_large = 32,
   unsupported_compression = 33,
-  sequence_gap = 34,     // an idempotent producer skipped a sequence number
-  producer_fenced = 35,  // an older producer epoch
+  sequence_gap = 34,        // an idempotent producer skipped a sequence number
+  producer_fenced = 35,     // an older producer epoch
+  duplicate_sequence = 36,  // a retry of a batch written long ago (older than the 5 the partition remembers)
   offset_out_of_range = 40,
   // Retriable.
   overloaded = 100,   // back-pressure: try again shortly

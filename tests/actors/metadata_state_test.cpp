@@ -28,7 +28,9 @@ proto::MetadataCommand create_topic(std::uint32_t stream, const std::string& nam
   *t->mutable_config() = *complete_topic_config(requested, config::log_config{});
   return c;
 }
-net::status status_of(const expected<void>& r) { return r ? net::status::ok : net::status_of(r.error().code()); }
+net::status status_of(const expected<void>& r) {
+  return r ? net::status::ok : net::status_of(r.error().code());
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(streams_and_topics_are_created_named_found_and_deleted) {

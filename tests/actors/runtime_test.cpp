@@ -134,10 +134,10 @@ BOOST_AUTO_TEST_CASE(actors_run_on_their_home_shard_and_messages_cross_shards) {
   auto b = sys.spawn<probe>(std::size_t{1});
   caf::scoped_actor self{sys};
   for (int i = 0; i < 50; ++i) {
-    self->request(a, caf::infinite, where_atom::value).receive([](std::uint64_t s) { BOOST_TEST(s == 0u); },
-                                                                [](caf::error&) { BOOST_FAIL("no reply"); });
-    self->request(b, caf::infinite, where_atom::value).receive([](std::uint64_t s) { BOOST_TEST(s == 1u); },
-                                                                [](caf::error&) { BOOST_FAIL("no reply"); });
+    self->request(a, caf::infinite, where_atom::value)
+        .receive([](std::uint64_t s) { BOOST_TEST(s == 0u); }, [](caf::error&) { BOOST_FAIL("no reply"); });
+    self->request(b, caf::infinite, where_atom::value)
+        .receive([](std::uint64_t s) { BOOST_TEST(s == 1u); }, [](caf::error&) { BOOST_FAIL("no reply"); });
     self->request(a, caf::infinite, relay_atom::value, b)
         .receive(
             [](std::uint64_t mine, std::uint64_t theirs) {
