@@ -46,7 +46,8 @@ caf::behavior connection_actor::make_behavior() {
 
 bool connection_actor::can_read() const {
   return !closing_ && !close_after_send_ && inflight_requests_ < services_->config->connection_inflight_requests_max &&
-         inflight_bytes_ < services_->config->connection_inflight_bytes_max;
+         inflight_bytes_ < services_->config->connection_inflight_bytes_max &&
+         out_bytes_ < services_->config->connection_inflight_bytes_max;
 }
 
 void connection_actor::start_recv() {
@@ -333,6 +334,7 @@ void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request
     --inflight_requests_;
     inflight_bytes_ -= request_bytes;
   }
+  out_bytes_ += frame.size();
   out_.push_back(std::move(frame));
   start_send();
   start_recv();  // below the caps again, perhaps
@@ -364,16 +366,19 @@ void connection_actor::on_send(std::int64_t result) {
   send_pending_ = false;
   if (result < 0) {
     out_.clear();  // the peer is gone: nothing more can be delivered
+    out_bytes_ = 0;
     closing_ = true;
     maybe_finish();
     return;
   }
   out_sent_ += static_cast<std::size_t>(result);
   if (out_sent_ == out_.front().size()) {
+    out_bytes_ -= out_.front().size();
     out_.pop_front();
     out_sent_ = 0;
   }
   start_send();
+  start_recv();  // replies drained: reading may resume
   maybe_finish();
 }
 

@@ -6,7 +6,8 @@
 //
 // Limits: a frame over network.max_frame_bytes, or one that does not parse, gets an error reply and the connection
 // is closed (nothing of it is applied; other connections are untouched). Reading pauses while
-// connection_inflight_requests_max requests or connection_inflight_bytes_max request bytes are being served.
+// connection_inflight_requests_max requests or connection_inflight_bytes_max request bytes are being served, or
+// while as many reply bytes wait for a client that does not read them: then the client's own sends block.
 #include <caf/all.hpp>
 
 #include <deque>
@@ -58,6 +59,7 @@ class connection_actor final : public metered<>, public homed {
   std::vector<std::shared_ptr<storage::io::request>> cancels_;  // cancel requests, alive until the actor goes
   std::deque<std::vector<std::byte>> out_;                      // replies waiting to be sent; front is being sent
   std::size_t out_sent_ = 0;                                    // bytes of out_.front() already sent
+  std::uint64_t out_bytes_ = 0;  // bytes queued in out_ (a client that does not read its replies pauses reading)
   std::uint32_t inflight_requests_ = 0;
   std::uint64_t inflight_bytes_ = 0;
   std::uint32_t balanced_next_ = 0;  // round-robin partition for balanced produces

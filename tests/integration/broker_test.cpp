@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -485,4 +486,78 @@ BOOST_AUTO_TEST_CASE(sigkill_during_concurrent_produces_loses_nothing_acknowledg
     RILL_REQUIRE_OK(next);
     BOOST_TEST(next->base_offsets(0) == at);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_flooding_client_is_held_back_and_memory_stays_bounded) {
+  temp_data_dir dir;
+  rilld_process proc(dir.path() + "/data", {"--set", "network.connection_inflight_bytes_max=4194304"});
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
+  client_options o;
+  o.server = proc.address();
+  auto c = client::connect(o);
+  RILL_REQUIRE_OK(c);
+  setup_topic(**c, "s", "t", 1);
+  // Four clients send 100 KiB produces to one partition as fast as their sockets take them and never read a reply:
+  // together they offer more than the disk can take.
+  storage::batch_builder b;
+  b.add("k", std::string(100 * 1024, 'f'));
+  const auto batch = *b.build();
+  proto::ProduceRequest h;
+  *h.mutable_stream() = by_name("s");
+  *h.mutable_topic() = by_name("t");
+  h.mutable_partitioning()->set_partition_id(0);
+  std::vector<std::byte> frame;
+  append_request(frame, 1, api::produce, h, batch);
+  std::atomic<std::uint64_t> offered{0};
+  std::vector<int> fds;
+  std::vector<std::thread> flooders;
+  for (int t = 0; t < 4; ++t) {
+    const int fd = raw_connect(proc.address());
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    fds.push_back(fd);
+    flooders.emplace_back([&, fd] {
+      for (int i = 0; i < 1500; ++i) {
+        const ssize_t n = ::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL);
+        if (n <= 0) {
+          break;  // the server stopped reading us
+        }
+        offered += static_cast<std::uint64_t>(n);
+      }
+    });
+  }
+  // The server's memory, sampled while the flood lasts, stays near the connection caps (4 x 4 MiB of requests being
+  // served), not near what is offered (600 MB). (Without the connection caps the partition's 64 MiB pending limit
+  // would still bound it, but near 90 MiB here: the bound below tells the two apart.)
+  auto rss_kb = [&] {
+    std::ifstream status("/proc/" + std::to_string(proc.pid()) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmRSS:", 0) == 0) {
+        return std::stoull(line.substr(6));
+      }
+    }
+    return 0ull;
+  };
+  std::uint64_t peak_kb = 0;
+  std::atomic<bool> flooding{true};
+  std::thread sampler([&] {
+    while (flooding) {
+      peak_kb = std::max<std::uint64_t>(peak_kb, rss_kb());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  for (auto& t : flooders) {
+    t.join();
+  }
+  flooding = false;
+  sampler.join();
+  BOOST_TEST_MESSAGE("offered " << offered / (1024 * 1024) << " MiB; rilld peak RSS " << peak_kb / 1024 << " MiB");
+  BOOST_TEST(peak_kb > 0u);
+  BOOST_TEST(peak_kb < 80u * 1024);
+  for (int fd : fds) {
+    ::close(fd);
+  }
+  // Everyone else is still served.
+  RILL_REQUIRE_OK((*c)->ping());
 }

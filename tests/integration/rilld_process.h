@@ -121,6 +121,7 @@ class rilld_process {
     return s.str();
   }
   const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
   std::optional<int> exit_status() const { return exit_status_; }
 
  private:
