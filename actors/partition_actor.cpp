@@ -35,6 +35,8 @@ void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
     services_->reporter->notice(fmt::format("partition {}: cannot open: {}", id_.dir, r.error().message()));
   } else {
     state_ = std::move(*r);
+    // Parked long polls look again whenever more becomes visible (after a produce's sync, or a periodic one).
+    state_->log().on_committed([this] { after_append(); });
     schedule_tick();
     schedule_retention();
   }

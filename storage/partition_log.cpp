@@ -60,15 +60,23 @@ void partition_log::fence(const rill::error& e) {
 }
 
 void partition_log::advance_commit() {
-  if (options_.auto_commit) {
-    committed_ = std::max(committed_, synced_end_);
+  if (options_.auto_commit && synced_end_ > committed_) {
+    committed_ = synced_end_;
+    if (on_committed_) {
+      on_committed_();
+    }
   }
 }
 
 void partition_log::commit_to(offset_t offset) {
   RILL_ASSERT(!options_.auto_commit, "commit_to() is for external commit mode");
   RILL_ASSERT(offset <= log_end_, "commit_to({}) beyond log_end {}", offset.value(), log_end_.value());
-  committed_ = std::max(committed_, offset);
+  if (offset > committed_) {
+    committed_ = offset;
+    if (on_committed_) {
+      on_committed_();
+    }
+  }
 }
 
 void partition_log::enqueue(std::unique_ptr<work> w) {

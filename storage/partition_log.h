@@ -166,6 +166,10 @@ class partition_log {
   // External commit (auto_commit = false): raises committed to `offset` (<= log_end; never lowers it).
   void commit_to(offset_t offset);
 
+  // Called (on the log's thread, from inside its own work) each time committed moves forward: long polls wait on
+  // it. It must not call back into the log synchronously (spawning a read is fine).
+  void on_committed(std::function<void()> callback) { on_committed_ = std::move(callback); }
+
   // Makes `epoch` the leader epoch stamped on future appends, starting at log_end(); persisted in leader-epochs
   // before it returns. Epochs must increase.
   task<expected<void>> set_leader_epoch(epoch_t epoch);
@@ -302,6 +306,7 @@ class partition_log {
   std::uint64_t truncations_ = 0;  // truncate_after calls so far (cursors revalidate their positions)
   bool closed_ = false;
   log_stats stats_;
+  std::function<void()> on_committed_;
 };
 
 // A read position that survives between reads: it keeps the segment it is in pinned, so a segment that retention

@@ -260,6 +260,22 @@ BOOST_AUTO_TEST_CASE(a_long_poll_is_woken_by_a_produce) {
   RILL_REQUIRE_OK(r);
   BOOST_TEST(produced.load());
   BOOST_TEST(r->header.records() == 1u);
+  // Under a relaxed durability, data becomes visible at the periodic sync: that wakes a parked poll too.
+  proto::TopicConfig relaxed;
+  relaxed.set_durability(proto::DURABILITY_EVERY_MS);
+  relaxed.set_sync_every_ms(200);
+  RILL_REQUIRE_OK(s.cli->create_topic(by_name("s"), "relaxed", relaxed));
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("relaxed"), 0, batch_of({{"k", "later"}})));
+  auto parked = poll_request("s", "relaxed", 0, proto::PollStrategy::OFFSET, 0);
+  parked.set_max_wait_ms(20'000);
+  const auto before = std::chrono::steady_clock::now();
+  auto woke = s.cli->poll(parked);
+  RILL_REQUIRE_OK(woke);
+  BOOST_TEST(woke->header.records() == 1u);
+  BOOST_TEST_MESSAGE(
+      "visible after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - before).count()
+      << " ms");
   // With nothing coming, the poll ends at its deadline, empty.
   auto idle = poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 1);
   idle.set_max_wait_ms(200);
