@@ -516,18 +516,21 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
     mark_synced(log_end_);
   }
 
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    items[i]->append_done->complete(results[i]);
-  }
+  // Relaxed policies: the sync deadline is set before the appends complete, so whoever they wake (the partition
+  // actor scheduling its ticks) already sees it.
   if (mode != config::durability_mode::sync_before_ack) {
     for (const auto& w : items) {
       unsynced_records_ += w->records;
     }
-    if (mode == config::durability_mode::every_records && unsynced_records_ >= options_.config.sync_every_records) {
-      (void)co_await sync_log();  // a failure fences the partition; the appends were already acknowledged
-    } else if (mode == config::durability_mode::every_ms && !sync_due_) {
+    if (mode == config::durability_mode::every_ms && !sync_due_) {
       sync_due_ = clock_.monotonic() + std::chrono::milliseconds(options_.config.sync_every_ms);
     }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    items[i]->append_done->complete(results[i]);
+  }
+  if (mode == config::durability_mode::every_records && unsynced_records_ >= options_.config.sync_every_records) {
+    (void)co_await sync_log();  // a failure fences the partition; the appends were already acknowledged
   }
   if (committed_ - superblock_.current().committed >=
       static_cast<std::int64_t>(options_.config.superblock_interval_records)) {
