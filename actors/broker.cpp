@@ -36,17 +36,25 @@ rill::unexpected fail(std::string message) {
 // A reporter that writes to stderr: corruption and notices are operational events.
 class stderr_reporter final : public storage::log_reporter {
  public:
+  explicit stderr_reporter(config::log_level level) : level_(level) {}
   void corruption(const std::string& file, std::uint64_t position, const std::string& problem,
                   const std::string& action) override {
+    if (level_ > config::log_level::error) {
+      return;
+    }
     std::lock_guard<std::mutex> g(mutex_);
     fmt::print(stderr, "rilld: CORRUPTION {} at byte {}: {} ({})\n", file, position, problem, action);
   }
   void notice(const std::string& what) override {
+    if (level_ > config::log_level::info) {
+      return;
+    }
     std::lock_guard<std::mutex> g(mutex_);
     fmt::print(stderr, "rilld: {}\n", what);
   }
 
  private:
+  config::log_level level_;
   std::mutex mutex_;
 };
 
@@ -107,7 +115,7 @@ struct broker::impl {
   config::server_config config;
   config::address bound;
   int lock_fd = -1;
-  stderr_reporter reporter;
+  std::unique_ptr<stderr_reporter> reporter;
   routing routes;
   partition_services partition_svc;
   metadata_services metadata_svc;
@@ -160,7 +168,8 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->rt = std::make_unique<runtime>(ro);
 
   p->partition_svc.clk = &g_clock;
-  p->partition_svc.reporter = &p->reporter;
+  p->reporter = std::make_unique<stderr_reporter>(p->config.level);
+  p->partition_svc.reporter = p->reporter.get();
   p->partition_svc.long_poll_wait_ms_max = p->config.long_poll_wait_ms_max;
   std::promise<std::pair<bool, std::string>> ready;
   auto ready_future = ready.get_future();

@@ -172,7 +172,7 @@ const std::vector<key_spec>& registry() {
     k.push_back(storage_integer("storage.superblock_interval_records", 1, 1'000'000'000,
                                 "Persist the committed offset after this many newly committed records.",
                                 &log_config::superblock_interval_records));
-    k.push_back(key_spec{"logging.level", kind::choice, "Least severe log messages written.", 0, 0,
+    k.push_back(key_spec{"logging.level", kind::choice, "Least severe events rilld writes to stderr (notices are info, corruption reports error).", 0, 0,
                          {"trace", "debug", "info", "warn", "error", "off"}, false,
                          [](server_config& c, const config_value& v) {
                            const auto& s = std::get<std::string>(v);
