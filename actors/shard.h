@@ -28,23 +28,31 @@ struct shard_stats {
 class shard {
  public:
   shard(std::size_t index, std::optional<config::cpu_info> cpu) : index_(index), cpu_(cpu) {}
+  // A shard whose I/O goes to `external` (the simulated disk), for tests that drive actors themselves (CAF's test
+  // coordinator): it has no ring and no thread of its own.
+  shard(std::size_t index, storage::io::engine& external) : index_(index), external_(&external) {}
 
   [[nodiscard]] std::size_t index() const noexcept { return index_; }
   [[nodiscard]] const std::optional<config::cpu_info>& cpu() const noexcept { return cpu_; }
-  // Valid on the shard's thread once it has started.
-  storage::io::uring_engine& engine() noexcept { return *engine_; }
+  // Where actors of this shard submit I/O. Valid on the shard's thread once it has started.
+  storage::io::engine& engine() noexcept {
+    return external_ != nullptr ? *external_ : static_cast<storage::io::engine&>(*engine_);
+  }
+  // The ring itself (production shards only): the scheduler policy polls, sleeps and wakes through it.
+  storage::io::uring_engine& ring() noexcept { return *engine_; }
   deadline_heap& timers() noexcept { return timers_; }
   storage::buffer_pool& pool() noexcept { return pool_; }
   shard_stats& stats() noexcept { return stats_; }
 
   // Called once on the shard's thread before it runs anything.
   void start_on_this_thread(bool pin);
-  [[nodiscard]] bool started() const noexcept { return engine_ != nullptr; }
+  [[nodiscard]] bool started() const noexcept { return engine_ != nullptr || external_ != nullptr; }
 
  private:
   std::size_t index_;
   std::optional<config::cpu_info> cpu_;
   std::unique_ptr<storage::io::uring_engine> engine_;
+  storage::io::engine* external_ = nullptr;
   deadline_heap timers_;
   storage::buffer_pool pool_;
   shard_stats stats_;

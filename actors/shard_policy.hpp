@@ -70,7 +70,7 @@ struct shard_policy : caf::policy::unprofiled {
     if (d.sleeping.exchange(false)) {
       if (shard* s = d.published.load(std::memory_order_acquire)) {
         s->stats().wakes_sent.fetch_add(1, std::memory_order_relaxed);
-        s->engine().wake();
+        s->ring().wake();
       }
     }
   }
@@ -120,7 +120,7 @@ struct shard_policy : caf::policy::unprofiled {
     shard& s = *d.home;
     for (;;) {
       // I/O completions and due timers first: they turn into messages for this shard's actors.
-      s.stats().completions.fetch_add(s.engine().poll(false), std::memory_order_relaxed);
+      s.stats().completions.fetch_add(s.ring().poll(false), std::memory_order_relaxed);
       s.stats().timers_fired.fetch_add(s.timers().fire_due(monotonic_now()), std::memory_order_relaxed);
       if (caf::resumable* job = try_pop(self)) {
         s.stats().jobs_run.fetch_add(1, std::memory_order_relaxed);
@@ -138,7 +138,7 @@ struct shard_policy : caf::policy::unprofiled {
         timeout = std::max(*next - monotonic_now(), std::chrono::nanoseconds(0));
       }
       s.stats().sleeps.fetch_add(1, std::memory_order_relaxed);
-      s.stats().completions.fetch_add(s.engine().poll_wait(timeout), std::memory_order_relaxed);
+      s.stats().completions.fetch_add(s.ring().poll_wait(timeout), std::memory_order_relaxed);
       d.sleeping.store(false);
     }
   }
