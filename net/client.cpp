@@ -305,6 +305,51 @@ expected<void> client::delete_topic(const proto::Identifier& stream, const proto
   return {};
 }
 
+expected<proto::StreamInfo> client::update_stream(const proto::Identifier& stream, const std::string& new_name) {
+  proto::StreamUpdateRequest req;
+  *req.mutable_stream() = stream;
+  req.set_name(new_name);
+  RILL_TRY(r, call(api::stream_update, req));
+  RILL_TRY(out, parse_reply<proto::StreamUpdateReply>(r));
+  return out.stream();
+}
+
+expected<proto::TopicInfo> client::update_topic(const proto::Identifier& stream, const proto::Identifier& topic,
+                                                const proto::TopicConfig& config, std::optional<std::string> new_name) {
+  proto::TopicUpdateRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  *req.mutable_config() = config;
+  if (new_name) {
+    req.set_name(*new_name);
+  }
+  RILL_TRY(r, call(api::topic_update, req));
+  RILL_TRY(out, parse_reply<proto::TopicUpdateReply>(r));
+  return out.topic();
+}
+
+expected<proto::TopicInfo> client::add_partitions(const proto::Identifier& stream, const proto::Identifier& topic,
+                                                  std::uint32_t count) {
+  proto::PartitionsAddRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  req.set_count(count);
+  RILL_TRY(r, call(api::partitions_add, req));
+  RILL_TRY(out, parse_reply<proto::PartitionsAddReply>(r));
+  return out.topic();
+}
+
+expected<proto::TopicInfo> client::delete_partitions(const proto::Identifier& stream, const proto::Identifier& topic,
+                                                     std::uint32_t count) {
+  proto::PartitionsDeleteRequest req;
+  *req.mutable_stream() = stream;
+  *req.mutable_topic() = topic;
+  req.set_count(count);
+  RILL_TRY(r, call(api::partitions_delete, req));
+  RILL_TRY(out, parse_reply<proto::PartitionsDeleteReply>(r));
+  return out.topic();
+}
+
 expected<proto::ProduceReply> client::produce(const proto::Identifier& stream, const proto::Identifier& topic,
                                               std::optional<std::uint32_t> partition,
                                               std::span<const std::byte> batches) {
@@ -479,6 +524,52 @@ expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<
       out.push_back(std::move(rec));
     }
     pos += v.size();
+  }
+  return out;
+}
+
+consumer::consumer(client& c, proto::Identifier stream, proto::Identifier topic, std::uint32_t partition,
+                   consumer_options options)
+    : client_(c),
+      stream_(std::move(stream)),
+      topic_(std::move(topic)),
+      partition_(partition),
+      options_(std::move(options)) {}
+
+expected<std::vector<record>> consumer::next() {
+  proto::PollRequest req;
+  *req.mutable_stream() = stream_;
+  *req.mutable_topic() = topic_;
+  req.set_partition_id(partition_);
+  if (position_) {
+    req.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
+    req.mutable_strategy()->set_value(*position_);
+  } else {
+    req.mutable_strategy()->set_kind(options_.start);
+    req.mutable_strategy()->set_value(options_.start_value);
+  }
+  if (options_.name) {
+    req.mutable_consumer()->set_name(*options_.name);
+  }
+  req.set_max_records(options_.max_records);
+  req.set_max_bytes(options_.max_bytes);
+  req.set_max_wait_ms(static_cast<std::uint32_t>(options_.max_wait.count()));
+  RILL_TRY(r, client_.poll(req));
+  RILL_TRY(all, decode_records(partition_, r.batches));
+  // Records before the position the poll resolved to (the rest of the first batch) were read before.
+  std::vector<record> out;
+  for (auto& rec : all) {
+    if (rec.offset >= static_cast<std::int64_t>(r.header.start_offset())) {
+      out.push_back(std::move(rec));
+    }
+  }
+  if (r.header.batches() > 0) {
+    position_ = r.header.next_offset();
+    if (options_.name) {
+      RILL_TRY_VOID(client_.store_offset(stream_, topic_, partition_, *options_.name, *position_));
+    }
+  } else if (!position_) {
+    position_ = r.header.start_offset();
   }
   return out;
 }

@@ -66,6 +66,16 @@ class client {
   expected<proto::TopicInfo> get_topic(const proto::Identifier& stream, const proto::Identifier& topic);
   expected<std::vector<proto::TopicInfo>> list_topics(const proto::Identifier& stream);
   expected<void> delete_topic(const proto::Identifier& stream, const proto::Identifier& topic);
+  expected<proto::StreamInfo> update_stream(const proto::Identifier& stream, const std::string& new_name);
+  // Changes the fields `config` sets (and the name, if given); the topic's partitions reopen with them.
+  expected<proto::TopicInfo> update_topic(const proto::Identifier& stream, const proto::Identifier& topic,
+                                          const proto::TopicConfig& config,
+                                          std::optional<std::string> new_name = std::nullopt);
+  expected<proto::TopicInfo> add_partitions(const proto::Identifier& stream, const proto::Identifier& topic,
+                                            std::uint32_t count);
+  // Deletes the `count` highest-numbered partitions and their data.
+  expected<proto::TopicInfo> delete_partitions(const proto::Identifier& stream, const proto::Identifier& topic,
+                                               std::uint32_t count);
   expected<proto::ProduceReply> produce(const proto::Identifier& stream, const proto::Identifier& topic,
                                         std::optional<std::uint32_t> partition, std::span<const std::byte> batches);
   struct poll_result {
@@ -157,5 +167,33 @@ struct record {
 
 // Decodes every record of the batches of a poll reply (decompressing zstd).
 expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches);
+
+struct consumer_options {
+  std::optional<std::string> name;  // a named consumer: starts from, and stores, its offset on the server
+  proto::PollStrategy::Kind start = proto::PollStrategy::NEXT;  // where to begin (NEXT: the stored offset)
+  std::uint64_t start_value = 0;                                // OFFSET / TIMESTAMP
+  std::uint32_t max_records = 1000;
+  std::uint64_t max_bytes = 1024 * 1024;
+  std::chrono::milliseconds max_wait{1000};  // a poll with nothing visible waits this long on the server
+};
+
+// consumer: reads one partition in order from its start position. With a name, its position is stored on the
+// server after the records next() returned (so a restarted consumer resumes after them).
+class consumer {
+ public:
+  consumer(client& c, proto::Identifier stream, proto::Identifier topic, std::uint32_t partition,
+           consumer_options options = {});
+  // The next records (empty when none arrived within max_wait).
+  expected<std::vector<record>> next();
+  [[nodiscard]] std::optional<std::uint64_t> position() const noexcept { return position_; }
+
+ private:
+  client& client_;
+  proto::Identifier stream_;
+  proto::Identifier topic_;
+  std::uint32_t partition_;
+  consumer_options options_;
+  std::optional<std::uint64_t> position_;  // the next offset to read, once known
+};
 
 }  // namespace rill::net

@@ -577,3 +577,65 @@ BOOST_AUTO_TEST_CASE(a_flooding_client_is_held_back_and_memory_stays_bounded) {
   // Everyone else is still served.
   RILL_REQUIRE_OK((*c)->ping());
 }
+
+BOOST_AUTO_TEST_CASE(updates_partitions_and_the_consumer_class) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 2);
+  auto renamed = s.cli->update_stream(by_name("s"), "s2");
+  RILL_REQUIRE_OK(renamed);
+  BOOST_TEST(renamed->name() == "s2");
+  BOOST_TEST((status_of(s.cli->get_stream(by_name("s")).error()) == status::stream_not_found));
+  proto::TopicConfig patch;
+  patch.set_retention_ms(60'000);
+  auto updated = s.cli->update_topic(by_name("s2"), by_name("t"), patch, "t2");
+  RILL_REQUIRE_OK(updated);
+  BOOST_TEST(updated->name() == "t2");
+  BOOST_TEST(updated->config().retention_ms() == 60'000u);
+  proto::TopicConfig parts;
+  parts.set_partitions(9);
+  BOOST_TEST((status_of(s.cli->update_topic(by_name("s2"), by_name("t2"), parts).error()) == status::invalid_config));
+  // Data survives a reopen with new settings; partitions come and go with their data.
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s2"), by_name("t2"), 1, batch_of({{"k", "kept"}})));
+  auto grown = s.cli->add_partitions(by_name("s2"), by_name("t2"), 3);
+  RILL_REQUIRE_OK(grown);
+  BOOST_TEST(grown->partitions_size() == 5);
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s2"), by_name("t2"), 4, batch_of({{"k", "in-4"}})));
+  auto shrunk = s.cli->delete_partitions(by_name("s2"), by_name("t2"), 3);
+  RILL_REQUIRE_OK(shrunk);
+  BOOST_TEST(shrunk->partitions_size() == 2);
+  BOOST_TEST((status_of(s.cli->produce(by_name("s2"), by_name("t2"), 4, batch_of({{"k", "x"}})).error()) ==
+              status::partition_not_found));
+  BOOST_TEST((status_of(s.cli->delete_partitions(by_name("s2"), by_name("t2"), 2).error()) == status::invalid_config));
+  auto back = s.cli->add_partitions(by_name("s2"), by_name("t2"), 3);  // partition 4 comes back empty
+  RILL_REQUIRE_OK(back);
+  BOOST_TEST(back->partitions(4).high_watermark() == 0u);
+  // The consumer class: named, resumes after what it returned, across a restart.
+  for (int i = 0; i < 10; ++i) {
+    RILL_REQUIRE_OK(s.cli->produce(by_name("s2"), by_name("t2"), 0, batch_of({{"k", std::to_string(i)}})));
+  }
+  consumer_options co;
+  co.name = "worker";
+  co.max_records = 4;
+  co.max_wait = std::chrono::milliseconds(100);
+  {
+    consumer c(*s.cli, by_name("s2"), by_name("t2"), 0, co);
+    auto first = c.next();
+    RILL_REQUIRE_OK(first);
+    BOOST_REQUIRE(first->size() == 4u);
+    BOOST_TEST(*(*first)[0].value == "0");
+  }
+  s.restart();
+  consumer c(*s.cli, by_name("s2"), by_name("t2"), 0, co);
+  std::vector<std::string> rest;
+  for (int i = 0; i < 5; ++i) {
+    auto got = c.next();
+    RILL_REQUIRE_OK(got);
+    for (const auto& r : *got) {
+      rest.push_back(*r.value);
+    }
+  }
+  BOOST_TEST(rest == (std::vector<std::string>{"4", "5", "6", "7", "8", "9"}));
+  auto t = s.cli->get_topic(by_name("s2"), by_name("t2"));
+  RILL_REQUIRE_OK(t);
+  BOOST_TEST(t->partitions(1).high_watermark() == 1u);  // kept across the topic's reopen
+}
