@@ -570,7 +570,12 @@ BOOST_AUTO_TEST_CASE(a_flooding_client_is_held_back_and_memory_stays_bounded) {
   sampler.join();
   BOOST_TEST_MESSAGE("offered " << offered / (1024 * 1024) << " MiB; rilld peak RSS " << peak_kb / 1024 << " MiB");
   BOOST_TEST(peak_kb > 0u);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's shadow memory and quarantine (freed memory held back) make RSS say nothing here.
+  BOOST_TEST_MESSAGE("memory bound not checked under AddressSanitizer");
+#else
   BOOST_TEST(peak_kb < 80u * 1024);
+#endif
   for (int fd : fds) {
     ::close(fd);
   }
