@@ -178,18 +178,12 @@ task<expected<void>> metadata_actor::recover() {
   log_ = std::move(log);
   // Replay the commands after the snapshot.
   storage::log_cursor cursor(*log_, std::max(offset_t(replay_from), log_->log_start()));
-  std::vector<std::byte> scratch;
   for (;;) {
     RILL_CO_TRY(r, co_await cursor.next(UINT32_MAX, 1 << 20));
     if (r.batches == 0) {
       break;
     }
-    std::size_t pos = 0;
-    const auto bytes = r.bytes.span();
-    while (pos < bytes.size()) {
-      const auto size = *storage::batch_view::size_from_prefix(bytes.subspan(pos), UINT32_MAX);
-      const auto v = storage::batch_view::trusted(bytes.subspan(pos, size));
-      pos += size;
+    for (const auto& v : r.batch_views()) {
       if (v.base_offset().value() < replay_from) {
         continue;
       }

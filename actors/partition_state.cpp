@@ -96,16 +96,11 @@ task<expected<void>> partition_state::rebuild_producers() {
     if (r.batches == 0) {
       break;
     }
-    std::size_t pos = 0;
-    const auto bytes = r.bytes.span();
-    while (pos < bytes.size()) {
-      const auto size = *storage::batch_view::size_from_prefix(bytes.subspan(pos), UINT32_MAX);
-      const auto v = storage::batch_view::trusted(bytes.subspan(pos, size));
+    for (const auto& v : r.batch_views()) {
       if (v.producer_id() >= 0) {
         record(written_, v.producer_id(), v.producer_epoch(), v.base_sequence(),
                v.base_sequence() + v.last_offset_delta(), v.base_offset().value());
       }
-      pos += size;
     }
   }
   accepted_ = written_;

@@ -18,6 +18,20 @@
 
 namespace rill::storage {
 
+std::vector<batch_view> read_result::batch_views() const {
+  std::vector<batch_view> out;
+  out.reserve(batches);
+  const auto all = bytes ? bytes.span() : std::span<const std::byte>{};
+  std::size_t pos = 0;
+  while (pos < all.size()) {
+    const auto size = batch_view::size_from_prefix(all.subspan(pos), UINT32_MAX);
+    RILL_ASSERT(size.has_value() && *size <= all.size() - pos, "a read result holds whole batches");
+    out.push_back(batch_view::trusted(all.subspan(pos, *size)));
+    pos += *size;
+  }
+  return out;
+}
+
 std::shared_ptr<segment> partition_log::segment_for(offset_t offset) const {
   if (segments_.empty() || offset < segments_.front()->base_offset) {
     return nullptr;

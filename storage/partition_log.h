@@ -117,6 +117,9 @@ struct read_result {
   offset_t next_offset{0};     // where a following read continues
   offset_t high_watermark{0};  // committed at the time of the read
   offset_t log_start{0};
+
+  // The returned batches, one view each (they came from the log, which checked them).
+  [[nodiscard]] std::vector<batch_view> batch_views() const;
 };
 
 struct retention_result {

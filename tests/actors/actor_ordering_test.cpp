@@ -105,15 +105,10 @@ history run_scenario(std::uint64_t seed, int producers, int per_producer) {
     req.set_max_bytes(1 << 20);
     self->request(partition, caf::infinite, poll_atom::value, poll_msg{req}).then([&](poll_reply& r) {
       BOOST_REQUIRE(r.result.ok());
-      std::size_t pos = 0;
-      const auto bytes = r.data->bytes.span();
-      while (pos < bytes.size()) {
-        const auto size = *storage::batch_view::size_from_prefix(bytes.subspan(pos), 1 << 20);
-        auto v = storage::batch_view::trusted(bytes.subspan(pos, size));
+      for (const auto& v : r.data->batch_views()) {
         storage::record_reader rr(v.records_region());
         auto rec = rr.next();
         h.polled.emplace_back(reinterpret_cast<const char*>((*rec)->value->data()), (*rec)->value->size());
-        pos += size;
       }
     });
     return {};
