@@ -99,25 +99,31 @@ history run_scenario(std::uint64_t seed, int producers, int per_producer) {
   }
   drive();
   // Read everything back through the actor.
-  auto reader = sys.spawn([&](caf::event_based_actor* self) -> caf::behavior {
-    proto::PollRequest req;
-    req.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
-    req.set_max_bytes(1 << 20);
-    self->request(partition, caf::infinite, poll_atom::value, poll_msg{req}).then([&](poll_reply& r) {
-      BOOST_REQUIRE(r.result.ok());
-      for (const auto& v : r.data->batch_views()) {
-        storage::record_reader rr(v.records_region());
-        auto rec = rr.next();
-        h.polled.emplace_back(reinterpret_cast<const char*>((*rec)->value->data()), (*rec)->value->size());
-      }
-    });
-    return {};
-  });
+  // (CAF 0.17 spawns an argument-less function through a null pointer to its empty argument tuple, which UBSan
+  // reports: the functions below take a dummy argument.)
+  auto reader = sys.spawn(
+      [&](caf::event_based_actor* self, int) -> caf::behavior {
+        proto::PollRequest req;
+        req.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
+        req.set_max_bytes(1 << 20);
+        self->request(partition, caf::infinite, poll_atom::value, poll_msg{req}).then([&](poll_reply& r) {
+          BOOST_REQUIRE(r.result.ok());
+          for (const auto& v : r.data->batch_views()) {
+            storage::record_reader rr(v.records_region());
+            auto rec = rr.next();
+            h.polled.emplace_back(reinterpret_cast<const char*>((*rec)->value->data()), (*rec)->value->size());
+          }
+        });
+        return {};
+      },
+      0);
   drive();
-  auto closer = sys.spawn([&](caf::event_based_actor* self) -> caf::behavior {
-    self->request(partition, caf::infinite, close_atom::value).then([](outcome&) {});
-    return {};
-  });
+  auto closer = sys.spawn(
+      [&](caf::event_based_actor* self, int) -> caf::behavior {
+        self->request(partition, caf::infinite, close_atom::value).then([](outcome&) {});
+        return {};
+      },
+      0);
   drive();
   set_current_shard(nullptr);
   (void)reader;
