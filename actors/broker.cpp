@@ -121,6 +121,7 @@ struct broker::impl {
   metadata_services metadata_svc;
   connection_services connection_svc;
   std::atomic<std::uint32_t> connections{0};
+  std::atomic<std::uint64_t> requests_inflight{0};
   std::unique_ptr<runtime> rt;
   caf::actor metadata;
   caf::actor listener;
@@ -191,6 +192,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->connection_svc.routes = &p->routes;
   p->connection_svc.metadata = p->metadata;
   p->connection_svc.connections = &p->connections;
+  p->connection_svc.requests_inflight = &p->requests_inflight;
   p->listener = p->rt->system().spawn<listener_actor>(listener.first, p->rt->shard_count(), &p->connection_svc);
 
   // The effective configuration, with the address actually bound.
@@ -219,14 +221,29 @@ void broker::stop() {
       self->request(impl_->listener, std::chrono::seconds(10), stop_atom::value)
           .receive([](outcome&) {}, [](caf::error&) {});
     }
-    // Connections finish what they are serving; new requests are not read once their peers see the listener gone.
-    for (int i = 0; i < 200 && impl_->connections.load() > 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    // Connections read no new requests now. Parked long polls are answered with what there is, at once.
+    for (const auto& [ns, partition] : impl_->routes.current()->partitions) {
+      self->send(partition, drain_atom::value);
     }
+    auto wait_until = [](int rounds, auto&& done) {
+      for (int i = 0; i < rounds && !done(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      }
+    };
+    // Requests being served finish (a produce waiting for its fsync is acknowledged): up to 5 s.
+    wait_until(200, [&] { return impl_->requests_inflight.load() == 0; });
+    // Partitions close, then the metadata log.
     if (impl_->metadata) {
       self->request(impl_->metadata, std::chrono::seconds(60), close_atom::value)
           .receive([](outcome&) {}, [](caf::error&) {});
     }
+    // Connections flush their replies and close: up to 1 s; then whoever is left (a client that does not read its
+    // replies) is dropped.
+    wait_until(40, [&] { return impl_->connections.load() == 0; });
+    if (impl_->listener) {
+      self->send(impl_->listener, force_atom::value);
+    }
+    wait_until(200, [&] { return impl_->connections.load() == 0; });
   }
   impl_->rt.reset();  // joins the shards
   if (impl_->lock_fd >= 0) {

@@ -40,7 +40,7 @@ caf::behavior connection_actor::make_behavior() {
   send_ = std::make_unique<storage::io::request>();
   services_->connections->fetch_add(1);
   start_recv();
-  caf::message_handler own{[this](stop_atom) { shut_down(); }};
+  caf::message_handler own{[this](stop_atom) { shut_down(); }, [this](force_atom) { force_close(); }};
   return caf::behavior{io_completion_handler(*io_).or_else(own)};
 }
 
@@ -121,6 +121,7 @@ void connection_actor::handle_frame(std::span<const std::byte> frame) {
     return;
   }
   ++inflight_requests_;
+  services_->requests_inflight->fetch_add(1);
   inflight_bytes_ += bytes;
   dispatch(*req, bytes);
 }
@@ -329,9 +330,13 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
 }
 
 void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request_bytes) {
+  if (fd_ < 0 || forced_) {
+    return;  // closed meanwhile: the reply has nowhere to go
+  }
   if (request_bytes > 0) {
     RILL_ASSERT(inflight_requests_ > 0);
     --inflight_requests_;
+    services_->requests_inflight->fetch_sub(1);
     inflight_bytes_ -= request_bytes;
   }
   out_bytes_ += frame.size();
@@ -371,6 +376,12 @@ void connection_actor::on_send(std::int64_t result) {
     maybe_finish();
     return;
   }
+  if (forced_) {
+    out_.clear();  // nothing more is sent
+    out_bytes_ = 0;
+    maybe_finish();
+    return;
+  }
   out_sent_ += static_cast<std::size_t>(result);
   if (out_sent_ == out_.front().size()) {
     out_bytes_ -= out_.front().size();
@@ -385,31 +396,83 @@ void connection_actor::on_send(std::int64_t result) {
 void connection_actor::shut_down() {
   closing_ = true;
   if (recv_pending_) {
-    auto cancel = std::make_shared<storage::io::request>();
-    cancel->op = storage::io::opcode::cancel;
-    cancel->target = recv_.get();
-    cancel->user = nullptr;
-    cancel->on_complete = [](storage::io::request&) {};
-    // Owned by the callback's lifetime: keep it alive until it completes.
-    cancels_.push_back(cancel);
-    io_->submit(*cancel);
+    submit_cancel(recv_.get());
   }
   maybe_finish();
 }
 
+void connection_actor::submit_cancel(storage::io::request* target) {
+  auto cancel = std::make_unique<storage::io::request>();
+  cancel->op = storage::io::opcode::cancel;
+  cancel->target = target;
+  cancel->user = this;
+  // The actor finishes only once every request it submitted has completed, cancels included.
+  cancel->on_complete = [](storage::io::request& r) { static_cast<connection_actor*>(r.user)->maybe_finish(); };
+  io_->submit(*cancel);
+  cancels_.push_back(std::move(cancel));
+}
+
+void connection_actor::force_close() {
+  // The server is going away: stop waiting for replies still being computed and for a client that does not read.
+  forced_ = true;
+  if (send_pending_) {
+    // The kernel may still read the front reply: it stays until the send completes (cancelled).
+    while (out_.size() > 1) {
+      out_bytes_ -= out_.back().size();
+      out_.pop_back();
+    }
+    submit_cancel(send_.get());
+  } else {
+    out_.clear();
+    out_bytes_ = 0;
+    out_sent_ = 0;
+  }
+  shut_down();
+}
+
+void connection_actor::on_exit() {
+  if (io_ && io_->in_flight() > 0) {
+    // Terminated from outside (the runtime going down) with requests still in the kernel: what they point at (the
+    // requests, their buffers, the router) is leaked on purpose rather than freed under the kernel's feet.
+    struct orphaned_io {
+      std::unique_ptr<actor_io> io;
+      std::unique_ptr<storage::io::request> recv;
+      std::unique_ptr<storage::io::request> send;
+      std::vector<std::unique_ptr<storage::io::request>> cancels;
+      std::vector<std::byte> in;
+      std::deque<std::vector<std::byte>> out;
+    };
+    [[maybe_unused]] auto* leaked = new orphaned_io{std::move(io_),      std::move(recv_), std::move(send_),
+                                                    std::move(cancels_), std::move(in_),   std::move(out_)};
+  }
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+    services_->connections->fetch_sub(1);
+    services_->requests_inflight->fetch_sub(inflight_requests_);
+  }
+}
+
 void connection_actor::maybe_finish() {
   const bool done_sending = out_.empty() && !send_pending_;
-  const bool finished = (closing_ && inflight_requests_ == 0 && done_sending && !recv_pending_) ||
-                        (close_after_send_ && done_sending && !recv_pending_ && inflight_requests_ == 0);
-  if (!finished || fd_ < 0) {
-    if (close_after_send_ && done_sending && recv_pending_) {
+  const bool requests_done = inflight_requests_ == 0 || forced_;
+  if (fd_ < 0 || !done_sending || !requests_done) {
+    return;
+  }
+  if (!closing_) {
+    if (close_after_send_) {
       shut_down();  // stop the pending read; its completion brings us back here
     }
+    return;
+  }
+  // Nothing of ours may be left in the kernel when the actor goes: the pending read and the cancels complete first.
+  if (recv_pending_ || io_->in_flight() > 0) {
     return;
   }
   ::close(fd_);  // not an I/O wait: closing a socket does not block
   fd_ = -1;
   services_->connections->fetch_sub(1);
+  services_->requests_inflight->fetch_sub(inflight_requests_);  // forced: never to be answered
   quit();
 }
 
@@ -421,21 +484,42 @@ caf::behavior listener_actor::make_behavior() {
   accept_ = std::make_unique<storage::io::request>();
   cancel_ = std::make_unique<storage::io::request>();
   start_accept();
-  set_down_handler([this](caf::down_msg& m) { connections_.erase(m.source); });
-  caf::message_handler own{[this](stop_atom) -> caf::result<outcome> {
-    stopped_ = make_response_promise<outcome>();
-    stopping_ = true;
-    for (auto& [addr, c] : connections_) {
-      anon_send(c, stop_atom::value);
-    }
-    *cancel_ = storage::io::request{};
-    cancel_->op = storage::io::opcode::cancel;
-    cancel_->target = accept_.get();
-    cancel_->on_complete = [](storage::io::request&) {};
-    io_->submit(*cancel_);
-    return stopped_;
-  }};
+  set_down_handler([this](caf::down_msg& m) {
+    connections_.erase(m.source);
+    maybe_quit();
+  });
+  caf::message_handler own{[this](force_atom) {
+                             // Connections still open are dropped; the listener keeps their handles until they are
+                             // gone.
+                             forced_ = true;
+                             for (auto& [addr, c] : connections_) {
+                               anon_send(c, force_atom::value);
+                             }
+                             maybe_quit();
+                           },
+                           [this](stop_atom) -> caf::result<outcome> {
+                             stopped_ = make_response_promise<outcome>();
+                             stopping_ = true;
+                             for (auto& [addr, c] : connections_) {
+                               anon_send(c, stop_atom::value);
+                             }
+                             *cancel_ = storage::io::request{};
+                             cancel_->op = storage::io::opcode::cancel;
+                             cancel_->target = accept_.get();
+                             cancel_->user = this;
+                             cancel_->on_complete = [](storage::io::request& r) {
+                               static_cast<listener_actor*>(r.user)->maybe_quit();
+                             };
+                             io_->submit(*cancel_);
+                             return stopped_;
+                           }};
   return caf::behavior{io_completion_handler(*io_).or_else(own)};
+}
+
+void listener_actor::maybe_quit() {
+  if (forced_ && connections_.empty() && fd_ < 0 && io_->in_flight() == 0) {
+    quit();
+  }
 }
 
 void listener_actor::start_accept() {
@@ -452,7 +536,7 @@ void listener_actor::start_accept() {
       ::close(self->fd_);
       self->fd_ = -1;
       self->stopped_.deliver(outcome{});
-      self->quit();
+      self->maybe_quit();  // not before force: the listener holds the connections' handles
       return;
     }
     if (r.result >= 0) {

@@ -29,7 +29,8 @@ struct connection_services {
   const config::server_config* config = nullptr;
   routing* routes = nullptr;
   caf::actor metadata;
-  std::atomic<std::uint32_t>* connections = nullptr;  // open connections (stats)
+  std::atomic<std::uint32_t>* connections = nullptr;        // open connections (stats)
+  std::atomic<std::uint64_t>* requests_inflight = nullptr;  // read and not yet answered, over all connections
 };
 
 class connection_actor final : public metered<>, public homed {
@@ -47,7 +48,10 @@ class connection_actor final : public metered<>, public homed {
   void start_send();
   void on_send(std::int64_t result);
   void shut_down();
+  void force_close();
+  void submit_cancel(storage::io::request* target);
   void maybe_finish();
+  void on_exit() override;
   bool can_read() const;
 
   int fd_;
@@ -56,7 +60,7 @@ class connection_actor final : public metered<>, public homed {
   std::vector<std::byte> in_;                   // received, not yet framed
   std::unique_ptr<storage::io::request> recv_;  // the recv in flight (stable address for cancel)
   std::unique_ptr<storage::io::request> send_;
-  std::vector<std::shared_ptr<storage::io::request>> cancels_;  // cancel requests, alive until the actor goes
+  std::vector<std::unique_ptr<storage::io::request>> cancels_;  // cancel requests, alive until the actor goes
   std::deque<std::vector<std::byte>> out_;                      // replies waiting to be sent; front is being sent
   std::size_t out_sent_ = 0;                                    // bytes of out_.front() already sent
   std::uint64_t out_bytes_ = 0;  // bytes queued in out_ (a client that does not read its replies pauses reading)
@@ -68,6 +72,7 @@ class connection_actor final : public metered<>, public homed {
   bool send_pending_ = false;
   bool closing_ = false;           // no more reading; finish replies, then close
   bool close_after_send_ = false;  // a protocol error: send what is queued, then close
+  bool forced_ = false;            // the server is stopping: drop pending replies and unsent bytes, then close
 };
 
 // listener_actor: accepts connections on a listening socket (shard 0) and hands them to the shards round-robin.
@@ -78,6 +83,7 @@ class listener_actor final : public metered<>, public homed {
 
  private:
   void start_accept();
+  void maybe_quit();
   int fd_;
   std::size_t shards_;
   std::size_t next_shard_ = 0;
@@ -86,6 +92,7 @@ class listener_actor final : public metered<>, public homed {
   std::unique_ptr<storage::io::request> accept_;
   std::unique_ptr<storage::io::request> cancel_;
   bool stopping_ = false;
+  bool forced_ = false;  // told to drop every connection: quits once they are gone
   caf::response_promise stopped_;
   // Strong handles keep the connections alive (an unreferenced actor is terminated); monitored, and forgotten
   // when they go. Told to stop when the listener stops.

@@ -24,6 +24,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using metadata_atom = caf::atom_constant<caf::atom("metadata")>;
 using accept_atom = caf::atom_constant<caf::atom("accept")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using force_atom = caf::atom_constant<caf::atom("force")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
 
 // The outcome of a request to an actor: a status (ok or the error) and its message.
 struct outcome {

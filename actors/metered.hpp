@@ -61,9 +61,8 @@ class metered : public Base {
       metrics_->processed.fetch_add(1, std::memory_order_relaxed);
     }
     metrics_->busy_ns.fetch_add(
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::steady_clock::now() - start)
-                                       .count()),
+        static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count()),
         std::memory_order_relaxed);
     return result;
   }

@@ -124,12 +124,21 @@ void partition_actor::run_poll(std::uint64_t waiter_id) {
 }
 
 void partition_actor::after_append() {
-  for (auto& [id, w] : waiters_) {
+  wake_waiters();
+  schedule_tick();
+}
+
+void partition_actor::wake_waiters() {
+  // Ids first: a read that completes without suspending erases its waiter while we would be iterating.
+  std::vector<std::uint64_t> idle;
+  for (const auto& [id, w] : waiters_) {
     if (!w.reading) {
-      run_poll(id);
+      idle.push_back(id);
     }
   }
-  schedule_tick();
+  for (auto id : idle) {
+    run_poll(id);
+  }
 }
 
 void partition_actor::schedule_tick() {
@@ -219,7 +228,7 @@ caf::behavior partition_actor::serving() {
         waiter w{std::move(msg.request), rp, 0, false};
         const std::uint64_t wait_ms =
             std::min<std::uint64_t>(w.request.max_wait_ms(), services_->long_poll_wait_ms_max);
-        if (wait_ms > 0) {
+        if (wait_ms > 0 && !draining_) {
           auto self = caf::actor_cast<caf::actor>(this);
           w.timer =
               current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(wait_ms),
@@ -228,6 +237,17 @@ caf::behavior partition_actor::serving() {
         waiters_.emplace(id, std::move(w));
         run_poll(id);
         return rp;
+      },
+      [this](drain_atom) {
+        // The server is stopping: no poll parks any more, and those parked are answered now with what there is.
+        draining_ = true;
+        for (auto& [id, w] : waiters_) {
+          if (w.timer != 0) {
+            current_shard()->timers().cancel(w.timer);
+            w.timer = 0;
+          }
+        }
+        wake_waiters();
       },
       [this](poll_timeout_atom, std::uint64_t id) {
         auto it = waiters_.find(id);

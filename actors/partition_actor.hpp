@@ -52,6 +52,7 @@ class partition_actor final : public metered<>, public homed {
   void opened(expected<std::unique_ptr<partition_state>> r);
   void run_poll(std::uint64_t waiter_id);
   void after_append();
+  void wake_waiters();
   void schedule_tick();
   void schedule_retention();
   void finish(bool destroy, caf::response_promise rp);
@@ -68,6 +69,7 @@ class partition_actor final : public metered<>, public homed {
   std::optional<std::chrono::nanoseconds> tick_at_;
   std::size_t operations_ = 0;  // coroutines of this actor still running
   bool closing_ = false;
+  bool draining_ = false;  // the server is stopping: polls do not park
 };
 
 }  // namespace rill::actors

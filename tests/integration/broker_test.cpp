@@ -583,6 +583,62 @@ BOOST_AUTO_TEST_CASE(a_flooding_client_is_held_back_and_memory_stays_bounded) {
   RILL_REQUIRE_OK((*c)->ping());
 }
 
+BOOST_AUTO_TEST_CASE(sigterm_stops_promptly_despite_a_parked_poll_and_a_client_that_does_not_read) {
+  temp_data_dir dir;
+  rilld_process proc(dir.path() + "/data");
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
+  client_options o;
+  o.server = proc.address();
+  auto c = client::connect(o);
+  RILL_REQUIRE_OK(c);
+  setup_topic(**c, "s", "t", 1);
+  // 8 MB of data (batches just under the 1 MiB limit), so that polls of all of it fill any socket buffer.
+  for (int i = 0; i < 8; ++i) {
+    storage::batch_builder b;
+    b.add("k", std::string(1000 * 1024, static_cast<char>('a' + i)));
+    RILL_REQUIRE_OK((*c)->produce(by_name("s"), by_name("t"), 0, *b.build()));
+  }
+  // A long poll parked far past the end of the log, for a minute.
+  auto waiter = client::connect(o);
+  RILL_REQUIRE_OK(waiter);
+  std::atomic<bool> poll_returned{false};
+  std::thread poller([&] {
+    auto req = poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 8);
+    req.set_max_wait_ms(60'000);
+    (void)(*waiter)->poll(req);  // answered or cut off by the stop: either way it returns
+    poll_returned = true;
+  });
+  // A client that asks for the whole log again and again and never reads a reply: its replies back up.
+  const int reader = raw_connect(proc.address());
+  std::vector<std::byte> frames;
+  for (std::uint32_t i = 0; i < 64; ++i) {
+    auto req = poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 0);
+    req.set_max_bytes(16u * 1024 * 1024);
+    append_request(frames, i + 1, api::poll, req);
+  }
+  BOOST_REQUIRE(::send(reader, frames.data(), frames.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frames.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the poll parks, the replies pile up
+  // SIGTERM: rilld drains what it can, drops what nobody will take, and exits 0. The bound is for liveness (the
+  // shutdown's own waits add up to about 12 s), not speed.
+  const auto before = std::chrono::steady_clock::now();
+  BOOST_TEST(proc.stop() == 0);
+  const auto took = std::chrono::steady_clock::now() - before;
+  BOOST_TEST_MESSAGE("stopped in " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  BOOST_TEST(took < std::chrono::seconds(30));
+  poller.join();
+  BOOST_TEST(poll_returned.load());
+  ::close(reader);
+  // Nothing acknowledged was lost.
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
+  o.server = proc.address();
+  auto again = client::connect(o);
+  RILL_REQUIRE_OK(again);
+  auto last = (*again)->poll(poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 7));
+  RILL_REQUIRE_OK(last);
+  BOOST_TEST(last->header.records() == 1u);
+  BOOST_TEST(last->header.next_offset() == 8u);
+}
+
 BOOST_AUTO_TEST_CASE(updates_partitions_and_the_consumer_class) {
   server s;
   setup_topic(*s.cli, "s", "t", 2);
