@@ -55,8 +55,8 @@ machine_topology machine_topology::detect(std::string* note) {
       while (p != nullptr && p->memory_arity == 0) {
         p = p->parent;
       }
-      c.numa_node = (p != nullptr && p->memory_first_child != nullptr) ? static_cast<int>(p->memory_first_child->os_index)
-                                                                       : -1;
+      c.numa_node =
+          (p != nullptr && p->memory_first_child != nullptr) ? static_cast<int>(p->memory_first_child->os_index) : -1;
       out.cpus.push_back(c);
     }
     hwloc_topology_destroy(topo);
@@ -69,7 +69,8 @@ machine_topology machine_topology::detect(std::string* note) {
       out.cpus.push_back(cpu_info{i, i, 0});
     }
   }
-  std::sort(out.cpus.begin(), out.cpus.end(), [](const cpu_info& a, const cpu_info& b) { return a.os_index < b.os_index; });
+  std::sort(out.cpus.begin(), out.cpus.end(),
+            [](const cpu_info& a, const cpu_info& b) { return a.os_index < b.os_index; });
   return out;
 }
 
@@ -205,8 +206,8 @@ expected<std::vector<cpu_info>> resolve_cpu_allocation(const cpu_spec& spec, con
           ++taken;
         }
         if (spec.cores_per_node && taken < *spec.cores_per_node) {
-          return error(fmt::format("NUMA node {} has only {} usable CPUs, {} requested", node, taken,
-                                   *spec.cores_per_node));
+          return error(
+              fmt::format("NUMA node {} has only {} usable CPUs, {} requested", node, taken, *spec.cores_per_node));
         }
       }
       return out;

@@ -37,10 +37,10 @@ struct machine_topology {
 struct cpu_spec {
   enum class kind : std::uint8_t { all, count, range, numa };
   kind k = kind::all;
-  unsigned count = 0;          // kind::count
-  unsigned first = 0;          // kind::range
-  unsigned last = 0;           // kind::range
-  std::vector<int> nodes;      // kind::numa; empty = every node
+  unsigned count = 0;      // kind::count
+  unsigned first = 0;      // kind::range
+  unsigned last = 0;       // kind::range
+  std::vector<int> nodes;  // kind::numa; empty = every node
   std::optional<unsigned> cores_per_node;
   bool no_ht = false;
 };

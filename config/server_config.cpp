@@ -61,20 +61,38 @@ std::string env_name(const std::string& key) {
 
 key_spec integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
                  std::uint64_t server_config::*field) {
-  return key_spec{std::move(name), kind::integer, std::move(description), min, max, {}, false,
+  return key_spec{std::move(name),
+                  kind::integer,
+                  std::move(description),
+                  min,
+                  max,
+                  {},
+                  false,
                   [field](server_config& c, const config_value& v) { c.*field = std::get<std::uint64_t>(v); },
                   [field](const server_config& c) { return config_value{c.*field}; }};
 }
 
 key_spec storage_integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
                          std::uint64_t log_config::*field) {
-  return key_spec{std::move(name), kind::integer, std::move(description), min, max, {}, false,
+  return key_spec{std::move(name),
+                  kind::integer,
+                  std::move(description),
+                  min,
+                  max,
+                  {},
+                  false,
                   [field](server_config& c, const config_value& v) { c.storage.*field = std::get<std::uint64_t>(v); },
                   [field](const server_config& c) { return config_value{c.storage.*field}; }};
 }
 
 key_spec address_key(std::string name, std::string description, address server_config::*field) {
-  return key_spec{std::move(name), kind::addr, std::move(description), 0, 0, {}, false,
+  return key_spec{std::move(name),
+                  kind::addr,
+                  std::move(description),
+                  0,
+                  0,
+                  {},
+                  false,
                   [field](server_config& c, const config_value& v) {
                     c.*field = *parse_address(std::get<std::string>(v));  // checked before set
                   },
@@ -88,18 +106,24 @@ const std::vector<key_spec>& registry() {
   constexpr std::uint64_t year_ms = 365ull * 24 * 3600 * 1000;
   static const std::vector<key_spec> keys = [] {
     std::vector<key_spec> k;
-    k.push_back(key_spec{"server.data_dir", kind::string,
-                         "Directory of all persistent state (streams, metadata, runtime files); created 0700 if missing.",
-                         0, 0, {}, false,
-                         [](server_config& c, const config_value& v) { c.data_dir = std::get<std::string>(v); },
-                         [](const server_config& c) { return config_value{c.data_dir}; }});
+    k.push_back(
+        key_spec{"server.data_dir",
+                 kind::string,
+                 "Directory of all persistent state (streams, metadata, runtime files); created 0700 if missing.",
+                 0,
+                 0,
+                 {},
+                 false,
+                 [](server_config& c, const config_value& v) { c.data_dir = std::get<std::string>(v); },
+                 [](const server_config& c) { return config_value{c.data_dir}; }});
     k.push_back(address_key("network.tcp_address", "Client protocol listener (HOST:PORT; port 0 picks a free port).",
                             &server_config::tcp_address));
     k.push_back(address_key("network.http_address", "HTTP listener for /metrics, /healthz, /api and /ui.",
                             &server_config::http_address));
-    k.push_back(integer("network.max_frame_bytes", 4 * kib, 256 * mib,
-                        "Largest request frame accepted; a larger one gets an error reply and the connection is closed.",
-                        &server_config::max_frame_bytes));
+    k.push_back(
+        integer("network.max_frame_bytes", 4 * kib, 256 * mib,
+                "Largest request frame accepted; a larger one gets an error reply and the connection is closed.",
+                &server_config::max_frame_bytes));
     k.push_back(integer("network.connections_max", 1, 1'000'000, "Client connections accepted at once.",
                         &server_config::connections_max));
     k.push_back(integer("network.connection_inflight_requests_max", 1, 65'536,
@@ -110,14 +134,23 @@ const std::vector<key_spec>& registry() {
                         &server_config::connection_inflight_bytes_max));
     k.push_back(integer("network.long_poll_wait_ms_max", 0, 600'000, "Longest max wait a poll may ask for.",
                         &server_config::long_poll_wait_ms_max));
-    k.push_back(key_spec{"runtime.cpu_allocation", kind::string,
+    k.push_back(key_spec{"runtime.cpu_allocation",
+                         kind::string,
                          "CPUs that run shards, one shard each: \"all\", N, \"a..b\", \"numa:auto\" or "
                          "\"numa:nodes=0,1;cores=N;no_ht=true\".",
-                         0, 0, {}, false,
+                         0,
+                         0,
+                         {},
+                         false,
                          [](server_config& c, const config_value& v) { c.cpu_allocation = std::get<std::string>(v); },
                          [](const server_config& c) { return config_value{c.cpu_allocation}; }});
-    k.push_back(key_spec{"runtime.pin_cores", kind::boolean,
-                         "Bind each shard's thread to its CPU and memory node.", 0, 0, {}, false,
+    k.push_back(key_spec{"runtime.pin_cores",
+                         kind::boolean,
+                         "Bind each shard's thread to its CPU and memory node.",
+                         0,
+                         0,
+                         {},
+                         false,
                          [](server_config& c, const config_value& v) { c.pin_cores = std::get<bool>(v); },
                          [](const server_config& c) { return config_value{c.pin_cores}; }});
     k.push_back(integer("runtime.max_throughput", 1, 100'000,
@@ -137,17 +170,22 @@ const std::vector<key_spec>& registry() {
                                 &log_config::retention_bytes));
     k.push_back(storage_integer("storage.max_message_bytes", limits::batch_bytes_min, limits::batch_bytes_limit,
                                 "Largest record batch accepted.", &log_config::max_message_bytes));
-    k.push_back(key_spec{"storage.durability", kind::choice,
-                         "When an append is acknowledged: after the fsync that covers it, or once written with an "
-                         "fsync every N records or T ms (consumers see only synced data either way).",
-                         0, 0, {"sync_before_ack", "every_records", "every_ms"}, false,
-                         [](server_config& c, const config_value& v) {
-                           const auto& s = std::get<std::string>(v);
-                           c.storage.durability = s == "every_records" ? durability_mode::every_records
-                                                  : s == "every_ms"   ? durability_mode::every_ms
-                                                                      : durability_mode::sync_before_ack;
-                         },
-                         [](const server_config& c) { return config_value{std::string(to_string(c.storage.durability))}; }});
+    k.push_back(
+        key_spec{"storage.durability",
+                 kind::choice,
+                 "When an append is acknowledged: after the fsync that covers it, or once written with an "
+                 "fsync every N records or T ms (consumers see only synced data either way).",
+                 0,
+                 0,
+                 {"sync_before_ack", "every_records", "every_ms"},
+                 false,
+                 [](server_config& c, const config_value& v) {
+                   const auto& s = std::get<std::string>(v);
+                   c.storage.durability = s == "every_records" ? durability_mode::every_records
+                                          : s == "every_ms"    ? durability_mode::every_ms
+                                                               : durability_mode::sync_before_ack;
+                 },
+                 [](const server_config& c) { return config_value{std::string(to_string(c.storage.durability))}; }});
     k.push_back(storage_integer("storage.sync_every_records", 1, 1'000'000'000,
                                 "Under durability = every_records: fsync after this many records.",
                                 &log_config::sync_every_records));
@@ -165,15 +203,19 @@ const std::vector<key_spec>& registry() {
     k.push_back(storage_integer("storage.read_window_bytes", limits::read_window_bytes_min,
                                 limits::read_window_bytes_limit, "Size of one positional read of a fetch.",
                                 &log_config::read_window_bytes));
-    k.push_back(storage_integer("storage.delete_step_bytes", limits::delete_step_bytes_min,
-                                limits::delete_step_bytes_limit,
-                                "Retention shrinks a file by this much per step before unlinking it.",
-                                &log_config::delete_step_bytes));
+    k.push_back(storage_integer(
+        "storage.delete_step_bytes", limits::delete_step_bytes_min, limits::delete_step_bytes_limit,
+        "Retention shrinks a file by this much per step before unlinking it.", &log_config::delete_step_bytes));
     k.push_back(storage_integer("storage.superblock_interval_records", 1, 1'000'000'000,
                                 "Persist the committed offset after this many newly committed records.",
                                 &log_config::superblock_interval_records));
-    k.push_back(key_spec{"logging.level", kind::choice, "Least severe events rilld writes to stderr (notices are info, corruption reports error).", 0, 0,
-                         {"trace", "debug", "info", "warn", "error", "off"}, false,
+    k.push_back(key_spec{"logging.level",
+                         kind::choice,
+                         "Least severe events rilld writes to stderr (notices are info, corruption reports error).",
+                         0,
+                         0,
+                         {"trace", "debug", "info", "warn", "error", "off"},
+                         false,
                          [](server_config& c, const config_value& v) {
                            const auto& s = std::get<std::string>(v);
                            const char* names[] = {"trace", "debug", "info", "warn", "error", "off"};
@@ -210,8 +252,9 @@ std::string allowed_text(const key_spec& k) {
     case kind::boolean:
       return "true or false";
     case kind::string:
-      return k.name == "runtime.cpu_allocation" ? "\"all\", N, \"a..b\", \"numa:auto\" or \"numa:nodes=..;cores=..;no_ht=..\""
-                                                : "a string";
+      return k.name == "runtime.cpu_allocation"
+                 ? "\"all\", N, \"a..b\", \"numa:auto\" or \"numa:nodes=..;cores=..;no_ht=..\""
+                 : "a string";
     case kind::addr:
       return "HOST:PORT";
     case kind::choice: {
@@ -252,7 +295,8 @@ expected<void> check_and_set(server_config& c, const key_spec& k, const config_v
     }
     case kind::addr:
       if (auto a = parse_address(std::get<std::string>(v)); !a) {
-        return unexpected(make_error_code(errc::bad_value), fmt::format("{} (from {}): {}", k.name, origin, a.error().detail()));
+        return unexpected(make_error_code(errc::bad_value),
+                          fmt::format("{} (from {}): {}", k.name, origin, a.error().detail()));
       }
       break;
     case kind::choice:
@@ -339,9 +383,9 @@ expected<void> config_builder::load_toml(std::string_view text, const std::strin
     const std::string section(section_key.str());
     const auto* table = section_node.as_table();
     if (table == nullptr) {
-      return unexpected(make_error_code(errc::unknown_key),
-                        fmt::format("{}: '{}' at the top level; every key belongs to a section such as [network]",
-                                    origin, section));
+      return unexpected(
+          make_error_code(errc::unknown_key),
+          fmt::format("{}: '{}' at the top level; every key belongs to a section such as [network]", origin, section));
     }
     for (const auto& [name_key, node] : *table) {
       const std::string name = section + "." + std::string(name_key.str());
@@ -403,9 +447,9 @@ expected<void> config_builder::load_environment(const std::vector<std::string>& 
       }
     }
     if (found == nullptr) {
-      return unexpected(make_error_code(errc::unknown_key),
-                        fmt::format("environment variable {}: no such configuration key (see docs/operations.md)",
-                                    name));
+      return unexpected(
+          make_error_code(errc::unknown_key),
+          fmt::format("environment variable {}: no such configuration key (see docs/operations.md)", name));
     }
     RILL_TRY(v, from_text(*found, value, "environment " + name));
     RILL_TRY_VOID(check_and_set(config_, *found, v, "environment " + name));

@@ -44,10 +44,10 @@ struct server_config {
 using config_value = std::variant<std::uint64_t, bool, std::string>;
 
 struct key_doc {
-  std::string key;          // "network.max_frame_bytes"
-  std::string env;          // "RILL_NETWORK_MAX_FRAME_BYTES"
-  std::string type;         // "integer", "boolean", "string", "address", "one of a|b|c"
-  std::string allowed;      // "[4096, 268435456]", or empty
+  std::string key;      // "network.max_frame_bytes"
+  std::string env;      // "RILL_NETWORK_MAX_FRAME_BYTES"
+  std::string type;     // "integer", "boolean", "string", "address", "one of a|b|c"
+  std::string allowed;  // "[4096, 268435456]", or empty
   std::string default_text;
   std::string description;
   bool secret = false;

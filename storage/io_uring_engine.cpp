@@ -5,9 +5,9 @@
 #include "storage/io_uring_engine.h"
 
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>

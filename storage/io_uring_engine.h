@@ -11,10 +11,10 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <optional>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 

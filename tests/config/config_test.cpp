@@ -13,12 +13,16 @@ using namespace rill;
 using namespace rill::config;
 
 namespace {
-std::string error_of(const expected<void>& r) { return r ? std::string() : r.error().detail(); }
+std::string error_of(const expected<void>& r) {
+  return r ? std::string() : r.error().detail();
+}
 template <class T>
 std::string error_of(const expected<T>& r) {
   return r ? std::string() : r.error().detail();
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // Two NUMA nodes, four cores each, two hyperthreads per core: CPUs 0-7 on node 0 (core k has CPUs k and k+4),
 // 8-15 on node 1.
@@ -118,14 +122,15 @@ level = "debug"
   config_builder addr;
   BOOST_TEST(contains(error_of(addr.load_toml("[network]\ntcp_address = \"localhost\"\n", "f")), "no port"));
   config_builder cpu;
-  BOOST_TEST(contains(error_of(cpu.load_toml("[runtime]\ncpu_allocation = \"lots\"\n", "f")), "runtime.cpu_allocation"));
+  BOOST_TEST(
+      contains(error_of(cpu.load_toml("[runtime]\ncpu_allocation = \"lots\"\n", "f")), "runtime.cpu_allocation"));
 }
 
 BOOST_AUTO_TEST_CASE(layers_apply_in_order_file_environment_flags) {
   config_builder b;
   RILL_REQUIRE_OK(b.load_toml("[network]\nmax_frame_bytes = 100000\nconnections_max = 5\n", "file"));
-  RILL_REQUIRE_OK(b.load_environment({"PATH=/usr/bin", "RILL_NETWORK_MAX_FRAME_BYTES=200000",
-                                      "RILL_RUNTIME_PIN_CORES=false"}));
+  RILL_REQUIRE_OK(
+      b.load_environment({"PATH=/usr/bin", "RILL_NETWORK_MAX_FRAME_BYTES=200000", "RILL_RUNTIME_PIN_CORES=false"}));
   RILL_REQUIRE_OK(b.set("network.max_frame_bytes", "300000", "--set"));
   auto c = b.build();
   RILL_REQUIRE_OK(c);

@@ -131,5 +131,6 @@ BOOST_AUTO_TEST_CASE(murmur2_matches_kafkas_partitioner) {
   BOOST_TEST(h("a-little-bit-longer-string") == -1486304829);
   BOOST_TEST(h("lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971);
   BOOST_TEST(h("abc") == 479470107);
-  BOOST_TEST(partition_for_key(storage::as_bytes("foobar"), 7) == ((static_cast<std::uint32_t>(-790332482) & 0x7fffffffu) % 7));
+  BOOST_TEST(partition_for_key(storage::as_bytes("foobar"), 7) ==
+             ((static_cast<std::uint32_t>(-790332482) & 0x7fffffffu) % 7));
 }
