@@ -29,7 +29,7 @@ using rill::testing::temp_data_dir;
 
 namespace {
 struct server {
-  server() : proc(dir.path() + "/data") {
+  explicit server(std::vector<std::string> extra = {}) : proc(dir.path() + "/data", std::move(extra)) {
     auto a = proc.start();
     BOOST_REQUIRE_MESSAGE(a.has_value(), "rilld did not start:\n" << proc.log());
     connect();
@@ -505,14 +505,9 @@ BOOST_AUTO_TEST_CASE(sigkill_during_concurrent_produces_loses_nothing_acknowledg
 }
 
 BOOST_AUTO_TEST_CASE(a_flooding_client_is_held_back_and_memory_stays_bounded) {
-  temp_data_dir dir;
-  rilld_process proc(dir.path() + "/data", {"--set", "network.connection_inflight_bytes_max=4194304"});
-  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
-  client_options o;
-  o.server = proc.address();
-  auto c = client::connect(o);
-  RILL_REQUIRE_OK(c);
-  setup_topic(**c, "s", "t", 1);
+  server s({"--set", "network.connection_inflight_bytes_max=4194304"});
+  auto& proc = s.proc;
+  setup_topic(*s.cli, "s", "t", 1);
   // Four clients send 100 KiB produces to one partition as fast as their sockets take them and never read a reply:
   // together they offer more than the disk can take.
   storage::batch_builder b;
@@ -580,25 +575,22 @@ BOOST_AUTO_TEST_CASE(a_flooding_client_is_held_back_and_memory_stays_bounded) {
     ::close(fd);
   }
   // Everyone else is still served.
-  RILL_REQUIRE_OK((*c)->ping());
+  RILL_REQUIRE_OK(s.cli->ping());
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_stops_promptly_despite_a_parked_poll_and_a_client_that_does_not_read) {
-  temp_data_dir dir;
-  rilld_process proc(dir.path() + "/data");
-  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
-  client_options o;
-  o.server = proc.address();
-  auto c = client::connect(o);
-  RILL_REQUIRE_OK(c);
-  setup_topic(**c, "s", "t", 1);
+  server s;
+  auto& proc = s.proc;
+  setup_topic(*s.cli, "s", "t", 1);
   // 8 MB of data (batches just under the 1 MiB limit), so that polls of all of it fill any socket buffer.
   for (int i = 0; i < 8; ++i) {
     storage::batch_builder b;
     b.add("k", std::string(1000 * 1024, static_cast<char>('a' + i)));
-    RILL_REQUIRE_OK((*c)->produce(by_name("s"), by_name("t"), 0, *b.build()));
+    RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("t"), 0, *b.build()));
   }
   // A long poll parked far past the end of the log, for a minute.
+  client_options o;
+  o.server = proc.address();
   auto waiter = client::connect(o);
   RILL_REQUIRE_OK(waiter);
   std::atomic<bool> poll_returned{false};
@@ -630,10 +622,8 @@ BOOST_AUTO_TEST_CASE(sigterm_stops_promptly_despite_a_parked_poll_and_a_client_t
   ::close(reader);
   // Nothing acknowledged was lost.
   BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
-  o.server = proc.address();
-  auto again = client::connect(o);
-  RILL_REQUIRE_OK(again);
-  auto last = (*again)->poll(poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 7));
+  s.connect();
+  auto last = s.cli->poll(poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 7));
   RILL_REQUIRE_OK(last);
   BOOST_TEST(last->header.records() == 1u);
   BOOST_TEST(last->header.next_offset() == 8u);
