@@ -1,0 +1,246 @@
+#pragma once
+// replica: one member of a VSR group, as a pure state machine. Inputs are method calls (a message, a tick, a journal
+// write/read completion, a vsr_state persist completion); outputs are effects appended to a vector the caller
+// executes: send a message, write or read a prepare in the journal, persist the vsr_state, report an applied op.
+// No thread, clock, I/O or unseeded randomness inside: the simulator and the production actor drive the same code.
+//
+// The protocol is Viewstamped Replication Revisited with TigerBeetle's refinements (docs/consensus.md has it message
+// by message): pipelined prepares, hash-chained (each prepare carries its parent's checksum), acknowledged only once
+// durable; commit heartbeats; start_view_change as a vote that needs a quorum; do_view_change carrying the log
+// suffix; the new log taken from the highest last-normal view; view and log view persisted before they are
+// advertised (so a restart needs no recovery protocol); repair of missing headers and prepares from peers; a client
+// table with sessions.
+//
+// Invariants (asserted where they are established):
+// - view_ >= log_view_; status normal implies log_view_ == view_.
+// - Every header in log_ above commit_min_ is on the canonical chain as far as this replica can tell: an entry
+//   whose successor's parent disagrees is dropped, never applied.
+// - commit_min_ <= commit_max_ <= op_ ... except transiently when commit_max_ is learnt ahead of op_ (a backup that
+//   missed prepares): commit_min_ never passes an op whose prepare this replica has not verified.
+// - A prepare_ok is sent only for a prepare durable in this replica's journal, in the sender's current view.
+// - No message carrying a view is sent before that view is durable (messages wait in deferred_).
+// - The primary commits ops in order, each once a replication quorum (itself included) has it durable.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <variant>
+#include <vector>
+
+#include "base/random.h"
+#include "consensus/client_table.h"
+#include "consensus/message.h"
+#include "consensus/state_machine.h"
+#include "consensus/vsr_state.h"
+
+namespace rill::consensus {
+
+struct replica_options {
+  std::uint64_t cluster = 0;
+  replica_t replica = 0;
+  std::uint8_t replica_count = 1;
+  std::uint32_t pipeline_max = 8;        // prepares in flight at the primary
+  std::uint32_t request_queue_max = 64;  // requests waiting for room in the pipeline
+  std::uint32_t clients_max = 64;        // sessions in the client table
+  // Timeouts, in ticks (the driver decides what a tick is; production: 10 ms).
+  std::uint32_t heartbeat_ticks = 5;       // the primary sends a commit heartbeat this often
+  std::uint32_t primary_timeout_ticks = 40;  // a backup that hears nothing from its primary this long votes to leave
+  std::uint32_t view_change_timeout_ticks = 80;  // a view change not done by then votes for the next view
+  std::uint32_t resend_ticks = 10;  // unacknowledged prepares, votes, do_view_change and repair requests are resent
+  // A primary whose pipeline has not committed for this long stops its heartbeats, so that the backups elect
+  // another (it may be cut off from a quorum in one direction only).
+  std::uint32_t abdicate_ticks = 120;
+  std::uint64_t seed = 0;           // jitter on the timeouts (so replicas do not time out in lockstep)
+};
+
+// Limits that make every input bounded.
+inline constexpr std::uint32_t pipeline_max_limit = 64;
+inline constexpr std::size_t repair_requests_per_tick = 8;
+
+// Test-only deliberate bugs, each off in production: the simulator's tests prove the checkers find them.
+struct replica_bugs {
+  bool commit_without_quorum = false;    // the primary commits on its own write
+  bool advertise_before_persist = false;  // messages carrying a new view are sent before it is durable
+  bool accept_out_of_order = false;       // a backup acknowledges a prepare that does not chain to its log
+  bool forget_client_table = false;       // retried requests are executed again
+};
+
+enum class status : std::uint8_t { normal, view_change };
+
+// Effects.
+struct send_effect {
+  replica_t to;
+  message m;
+};
+struct reply_effect {  // to the client named in m.h.client
+  message m;
+};
+struct write_effect {  // write this prepare to the journal at m.h.op (replacing whatever is there)
+  message m;
+};
+struct read_effect {  // read the prepare at op; it must have this checksum
+  std::uint64_t op;
+  checksum_t checksum;
+};
+struct persist_effect {  // make this vsr_state durable
+  vsr_state state;
+};
+struct applied_effect {  // op was applied on this replica (for tracing and checkers)
+  header prepare;
+};
+using effect = std::variant<send_effect, reply_effect, write_effect, read_effect, persist_effect, applied_effect>;
+
+// What a replica recovers from its storage at start.
+struct recovered_state {
+  vsr_state state;
+  std::vector<header> journal;  // valid prepares found in the journal (any order, any views)
+};
+
+class replica {
+ public:
+  // A fresh replica (empty journal, view 0) or a restarted one. `sm` is at its initial state: the replica replays
+  // the committed prefix it finds in its journal (reads) before applying anything new.
+  replica(const replica_options& options, state_machine& sm, recovered_state recovered, replica_bugs bugs = {});
+
+  // Inputs. Each appends the effects it causes to `out`.
+  void on_message(const message& m, std::vector<effect>& out);
+  void on_tick(std::vector<effect>& out);
+  void on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std::vector<effect>& out);
+  // `prepare` is null when the journal could not produce it (read error, checksum mismatch).
+  void on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out);
+  void on_persist_done(const vsr_state& state, std::vector<effect>& out);
+
+  // Observers (for drivers, tests and checkers).
+  [[nodiscard]] replica_t index() const noexcept { return options_.replica; }
+  [[nodiscard]] view_t view() const noexcept { return view_; }
+  [[nodiscard]] view_t log_view() const noexcept { return log_view_; }
+  [[nodiscard]] enum status status() const noexcept { return status_; }
+  [[nodiscard]] bool is_primary() const noexcept;
+  [[nodiscard]] op_t op() const noexcept { return op_t(op_); }
+  [[nodiscard]] op_t commit_min() const noexcept { return op_t(commit_min_); }
+  [[nodiscard]] op_t commit_max() const noexcept { return op_t(commit_max_); }
+  [[nodiscard]] const vsr_state& durable_state() const noexcept { return durable_; }
+  [[nodiscard]] const client_table& clients() const noexcept { return clients_; }
+  // The header this replica holds at op, if any.
+  [[nodiscard]] const header* header_at(std::uint64_t op) const;
+
+ private:
+  struct entry {
+    header h;
+    bool durable = false;  // the body is in the journal, synced
+    bool writing = false;  // a write of this header's body is in flight
+  };
+  struct pipeline_entry {
+    header h;
+    std::uint32_t ok = 0;  // bitset of replicas whose prepare_ok arrived (self: once durable)
+  };
+  struct pending_read {
+    checksum_t checksum;
+    std::set<replica_t> requesters;  // replicas that asked for this prepare
+    bool for_commit = false;         // the apply loop waits for it
+    bool for_pipeline = false;       // the primary resends it
+  };
+
+  // Sending.
+  void send(replica_t to, message m, std::vector<effect>& out);
+  void broadcast(const message& m, std::vector<effect>& out);
+  void flush_deferred(std::vector<effect>& out);
+  [[nodiscard]] message make(command c) const;
+
+  // Normal operation.
+  void on_request(const message& m, std::vector<effect>& out);
+  void prepare_next(std::vector<effect>& out);
+  void on_prepare(const message& m, std::vector<effect>& out);
+  void on_prepare_ok(const message& m, std::vector<effect>& out);
+  void on_commit(const message& m, std::vector<effect>& out);
+  void store_prepare(const message& m, std::vector<effect>& out);
+  void commit_pipeline(std::vector<effect>& out);
+  void advance_commit_max(std::uint64_t commit, std::vector<effect>& out);
+  void commit_journal(std::vector<effect>& out);
+  void apply(const message& prepare, std::vector<effect>& out);
+  void send_prepare_ok(const header& h, std::vector<effect>& out);
+
+  // View change.
+  void vote_view_change(view_t v, std::vector<effect>& out);
+  void on_start_view_change(const message& m, std::vector<effect>& out);
+  void count_view_change_votes(view_t v, std::vector<effect>& out);
+  void start_view_change(view_t v, std::vector<effect>& out);
+  void send_do_view_change(std::vector<effect>& out);
+  void on_do_view_change(const message& m, std::vector<effect>& out);
+  void on_start_view(const message& m, std::vector<effect>& out);
+  void on_request_start_view(const message& m, std::vector<effect>& out);
+  void install_log(const std::map<std::uint64_t, header>& headers, std::uint64_t op, std::vector<effect>& out);
+  void become_normal(std::vector<effect>& out);
+  [[nodiscard]] std::vector<header> suffix_headers() const;
+  [[nodiscard]] message make_start_view() const;
+
+  // Repair.
+  void on_request_headers(const message& m, std::vector<effect>& out);
+  void on_headers(const message& m, std::vector<effect>& out);
+  void on_request_prepare(const message& m, std::vector<effect>& out);
+  void repair(std::vector<effect>& out);
+  bool accept_header(const header& h, bool trusted);
+  void drop_stale_below(std::uint64_t op);
+  void read_prepare(std::uint64_t op, std::vector<effect>& out);
+
+  // Persistence.
+  void persist(std::vector<effect>& out);
+  [[nodiscard]] vsr_state wanted_state() const;
+
+  // Helpers.
+  [[nodiscard]] replica_t primary_of_view(view_t v) const noexcept;
+  [[nodiscard]] std::uint32_t jitter(std::uint32_t ticks);
+  [[nodiscard]] const message* cached(std::uint64_t op, const checksum_t& checksum) const;
+  [[nodiscard]] std::size_t count(std::uint32_t bits) const noexcept;
+  void recover(recovered_state recovered);
+
+  replica_options options_;
+  replica_bugs bugs_;
+  state_machine& sm_;
+  client_table clients_;
+  prng rng_;
+
+  enum status status_ = status::normal;
+  view_t view_{0};
+  view_t log_view_{0};
+  std::uint64_t op_ = 0;
+  std::uint64_t commit_min_ = 0;  // applied
+  std::uint64_t commit_max_ = 0;  // known committed
+  std::uint64_t commit_persisted_ = 0;  // the commit lower bound last handed to persist
+  std::pair<std::uint64_t, checksum_t> commit_checksum_{0, {}};  // the primary's header checksum at its commit
+  std::vector<header> view_headers_;  // the suffix installed when log_view_ began (persisted with it)
+  std::map<std::uint64_t, entry> log_;        // headers by op (the in-memory journal index); op 0 is the root
+  std::map<std::uint64_t, message> bodies_;   // prepares held in memory (uncommitted, or read back for apply)
+  std::map<std::uint64_t, pending_read> reads_;
+
+  // Durability.
+  vsr_state durable_;                 // what storage has confirmed
+  std::optional<vsr_state> persisting_;  // in flight
+  bool persist_again_ = false;        // wanted_state() changed while persisting_
+  std::vector<send_effect> deferred_;  // messages waiting for their view to be durable
+
+  // Primary.
+  std::deque<pipeline_entry> pipeline_;
+  std::deque<message> request_queue_;
+
+  // View change.
+  std::map<std::uint32_t, std::uint32_t> svc_votes_;  // view -> bitset of voters
+  std::map<replica_t, message> dvcs_;                 // do_view_change messages for view_ (primary of view_)
+  bool voted_ = false;                                // this replica voted to leave view_
+
+  // Time (ticks).
+  std::uint64_t ticks_ = 0;
+  std::uint64_t primary_seen_ = 0;      // backup: last message from the primary
+  std::uint64_t view_change_began_ = 0;
+  std::uint64_t heartbeat_due_ = 0;
+  std::uint64_t resend_due_ = 0;
+  std::uint32_t primary_timeout_ = 0;   // with jitter
+  std::uint32_t view_change_timeout_ = 0;
+  std::uint64_t heartbeat_sequence_ = 0;
+  std::uint64_t commit_progress_ = 0;  // primary: last tick its commit advanced or its pipeline was empty
+  std::uint64_t commit_heartbeat_seen_ = 0;
+};
+
+}  // namespace rill::consensus

@@ -1,0 +1,52 @@
+#pragma once
+// The numbers VSR is made of, as distinct types: a view, an op (a position in the replicated log), a replica's index
+// in its group, and the 128-bit checksum that chains prepares together.
+//
+// Invariants:
+// - view 0 is the first view; its primary is replica 0. The primary of view v is replica v mod replica_count.
+// - op 0 is the root: a header every replica has, never prepared by anyone. The first prepared op is 1.
+// - A checksum is XXH3-128 (libxxhash): fast, well distributed, not cryptographic. It detects corruption and
+//   ordering mistakes, not an attacker; authenticity comes from the transport (TLS, a later issue).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/strong.h"
+
+namespace rill::consensus {
+
+using view_t = strong<std::uint32_t, struct view_tag>;
+using op_t = strong<std::uint64_t, struct op_tag>;
+using replica_t = std::uint8_t;
+
+// The most replicas in one group (a bitset of this width records votes and acknowledgements).
+inline constexpr std::size_t replicas_max = 6;
+
+struct checksum_t {
+  std::uint64_t low = 0;
+  std::uint64_t high = 0;
+  friend constexpr bool operator==(const checksum_t&, const checksum_t&) = default;
+  [[nodiscard]] constexpr bool zero() const noexcept { return low == 0 && high == 0; }
+};
+
+// XXH3-128 of `bytes`, seeded by `domain` so that a header checksum never equals a body checksum of the same bytes.
+[[nodiscard]] checksum_t checksum_of(std::span<const std::byte> bytes, std::uint64_t domain = 0) noexcept;
+
+// Short hex form for logs and traces (the first 8 bytes).
+[[nodiscard]] std::string to_string(const checksum_t& c);
+
+// Quorums (TigerBeetle's flexible quorums restricted to majorities): replication needs a majority; a view change needs
+// enough replicas that every replication quorum intersects it. Two replicas need both for either.
+[[nodiscard]] constexpr std::size_t quorum_replication(std::size_t replica_count) noexcept {
+  return replica_count / 2 + 1;
+}
+[[nodiscard]] constexpr std::size_t quorum_view_change(std::size_t replica_count) noexcept {
+  return replica_count == 2 ? 2 : replica_count - quorum_replication(replica_count) + 1;
+}
+
+[[nodiscard]] constexpr replica_t primary_of(view_t view, std::size_t replica_count) noexcept {
+  return static_cast<replica_t>(view.value() % replica_count);
+}
+
+}  // namespace rill::consensus

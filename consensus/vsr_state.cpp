@@ -1,0 +1,69 @@
+#include "consensus/vsr_state.h"
+
+#include <fmt/core.h>
+
+#include "base/endian.h"
+#include "storage/errc.h"
+
+namespace rill::consensus {
+namespace {
+constexpr std::uint32_t magic = 0x52565352;  // "RSVR"
+constexpr std::size_t fixed_size = 4 + 8 + 1 + 1 + 2 + 4 + 4 + 8 + 4;
+constexpr std::size_t view_headers_max = 256;
+}  // namespace
+
+std::vector<std::byte> encode(const vsr_state& s) {
+  RILL_ASSERT(s.view_headers.size() <= view_headers_max);
+  std::vector<std::byte> out(fixed_size);
+  std::byte* p = out.data();
+  store_le<std::uint32_t>(p, magic);
+  store_le<std::uint64_t>(p + 4, s.cluster);
+  p[12] = static_cast<std::byte>(s.replica);
+  p[13] = static_cast<std::byte>(s.replica_count);
+  store_le<std::uint16_t>(p + 14, 0);
+  store_le<std::uint32_t>(p + 16, s.view.value());
+  store_le<std::uint32_t>(p + 20, s.log_view.value());
+  store_le<std::uint64_t>(p + 24, s.commit.value());
+  store_le<std::uint32_t>(p + 32, static_cast<std::uint32_t>(s.view_headers.size()));
+  auto headers = encode_headers(s.view_headers);
+  out.insert(out.end(), headers.begin(), headers.end());
+  return out;
+}
+
+expected<vsr_state> decode_vsr_state(std::span<const std::byte> bytes) {
+  auto bad = [](std::string detail) { return storage::make_unexpected(storage::errc::corrupt_data, std::move(detail)); };
+  if (bytes.size() < fixed_size) {
+    return bad(fmt::format("vsr state of {} bytes is shorter than {}", bytes.size(), fixed_size));
+  }
+  const std::byte* p = bytes.data();
+  if (load_le<std::uint32_t>(p) != magic) {
+    return bad("vsr state has a bad magic number");
+  }
+  vsr_state s;
+  s.cluster = load_le<std::uint64_t>(p + 4);
+  s.replica = static_cast<replica_t>(p[12]);
+  s.replica_count = static_cast<std::uint8_t>(p[13]);
+  s.view = view_t(load_le<std::uint32_t>(p + 16));
+  s.log_view = view_t(load_le<std::uint32_t>(p + 20));
+  s.commit = op_t(load_le<std::uint64_t>(p + 24));
+  const std::uint32_t count = load_le<std::uint32_t>(p + 32);
+  if (count > view_headers_max || bytes.size() != fixed_size + count * header::encoded_size) {
+    return bad(fmt::format("vsr state declares {} view headers in {} bytes", count, bytes.size()));
+  }
+  if (s.replica_count == 0 || s.replica_count > replicas_max || s.replica >= s.replica_count) {
+    return bad(fmt::format("vsr state names replica {} of {}", s.replica, s.replica_count));
+  }
+  if (s.log_view > s.view) {
+    return bad(fmt::format("vsr state log view {} is above its view {}", s.log_view.value(), s.view.value()));
+  }
+  RILL_TRY(headers, decode_headers(bytes.subspan(fixed_size)));
+  for (std::size_t i = 1; i < headers.size(); ++i) {
+    if (headers[i].op != headers[i - 1].op + 1 || headers[i].parent != headers[i - 1].checksum) {
+      return bad(fmt::format("vsr state view headers are not chained at op {}", headers[i].op));
+    }
+  }
+  s.view_headers = std::move(headers);
+  return s;
+}
+
+}  // namespace rill::consensus

@@ -1,0 +1,37 @@
+#pragma once
+// vsr_state: what a replica keeps durable outside its journal (in the superblock), so that a restart needs no
+// recovery protocol.
+//
+// Invariants (checked by the replica, relied on at restart):
+// - view >= log_view; neither ever decreases, across restarts too.
+// - A view (and log view) is persisted before any message carrying it is sent.
+// - commit is a lower bound of the committed prefix: persisted lazily, never ahead of what is committed.
+// - view_headers is the suffix of the log this replica installed when its log view began, or the latest suffix it
+//   persisted since (at most pipeline_max + 1 headers, ascending and hash-chained). At restart, journal entries in
+//   that range must match them, and entries above it from an older view are stale (truncated by that view change).
+#include <cstdint>
+#include <vector>
+
+#include "base/expected.h"
+#include "consensus/message.h"
+
+namespace rill::consensus {
+
+struct vsr_state {
+  std::uint64_t cluster = 0;
+  replica_t replica = 0;
+  std::uint8_t replica_count = 0;
+  view_t view{0};
+  view_t log_view{0};
+  op_t commit{0};
+  std::vector<header> view_headers;
+
+  friend bool operator==(const vsr_state&, const vsr_state&) = default;
+};
+
+// A fixed binary form (for the superblock): little-endian fields, then the headers. decode checks every header's
+// checksum and the invariants above that it can see.
+[[nodiscard]] std::vector<std::byte> encode(const vsr_state& s);
+[[nodiscard]] expected<vsr_state> decode_vsr_state(std::span<const std::byte> bytes);
+
+}  // namespace rill::consensus
