@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include <fmt/core.h>
+
 #include "base/assert.h"
 #include "base/endian.h"
 
@@ -16,7 +18,9 @@ constexpr std::uint64_t commit_persist_every = 64;  // the durable commit lower 
 
 // do_view_change body: the headers, then one flag byte per header, then a u32 count of headers (at the end, so the
 // headers decode with decode_headers after trimming).
-enum dvc_flag : std::uint8_t { dvc_present = 0, dvc_missing = 1 };
+// present: the body is durable here; missing: never had it (a nack); faulty: had it, lost it (not a nack);
+// unverified: a header this replica cannot yet confirm is on the log (ignored).
+enum dvc_flag : std::uint8_t { dvc_present = 0, dvc_missing = 1, dvc_faulty = 2, dvc_unverified = 3 };
 
 std::vector<std::byte> encode_dvc_body(const std::vector<header>& headers, const std::vector<std::uint8_t>& flags) {
   RILL_ASSERT(headers.size() == flags.size());
@@ -82,58 +86,71 @@ void replica::recover(recovered_state recovered) {
   commit_max_ = s.commit.value();
   commit_persisted_ = commit_max_;
   view_headers_ = s.view_headers;
-  log_[0] = entry{root_header(options_.cluster), true, false};
+  log_[0] = entry{root_header(options_.cluster), true, false, false, true};
 
-  std::sort(recovered.journal.begin(), recovered.journal.end(),
-            [](const header& a, const header& b) { return a.op < b.op; });
+  // Which recovered prepares belong to this replica's log: those of the suffix installed at log_view (they must
+  // match it), those prepared in log_view above it, and, below it, those that chain down from it (committed ops).
   const std::uint64_t vh_lo = view_headers_.empty() ? 0 : view_headers_.front().op;
   const std::uint64_t vh_hi = view_headers_.empty() ? 0 : view_headers_.back().op;
-  for (const header& h : recovered.journal) {
-    if (h.op == 0 || h.cluster != options_.cluster) {
-      continue;
+  auto admit = [&](const header& h, bool readable) {
+    if (h.op == 0 || h.cluster != options_.cluster || h.cmd != command::prepare) {
+      return;
     }
+    bool trusted = view_headers_.empty() && log_view_.value() == 0;  // only view 0 ever existed: one primary
     if (!view_headers_.empty() && h.op >= vh_lo && h.op <= vh_hi) {
       if (view_headers_[h.op - vh_lo].checksum != h.checksum) {
-        continue;  // replaced by the view change that began log_view; the body is repaired from peers
+        return;  // replaced by the view change that began log_view; the body is repaired from peers
       }
+      trusted = true;
     } else if (h.op > vh_hi && h.view < log_view_.value()) {
-      continue;  // a prepare of an older view above the suffix installed at log_view: that view change cut it
+      return;  // a prepare of an older view above the suffix installed at log_view: that view change cut it
     } else if (h.view > view_.value()) {
-      continue;  // cannot be ours: we never accepted a prepare from a view we had not persisted
+      return;  // cannot be ours: we never accepted a prepare from a view we had not persisted
+    } else if (h.op > vh_hi) {
+      trusted = true;  // prepared in log_view by its primary
     }
-    log_[h.op] = entry{h, true, false};
+    if (readable || !log_.contains(h.op)) {
+      log_[h.op] = entry{h, readable, false, !readable, trusted};
+    }
+  };
+  for (const header& h : recovered.faulty) {
+    admit(h, false);
+  }
+  for (const header& h : recovered.journal) {
+    admit(h, true);
   }
   for (const header& h : view_headers_) {
-    auto it = log_.find(h.op);
-    if (it == log_.end()) {
-      log_[h.op] = entry{h, false, false};  // known, body missing
+    if (!log_.contains(h.op)) {
+      log_[h.op] = entry{h, false, false, false, true};  // known, body missing
     }
   }
   op_ = log_.rbegin()->first;
-  drop_stale_below(op_);
-  // Entries below a gap cannot be verified from above: forget them (repair fetches them again, chained).
-  std::uint64_t expect = op_;
-  for (auto it = log_.rbegin(); it != log_.rend();) {
-    if (it->first == 0) {
-      break;
+  // Below the trusted part, an entry is verified only by chaining down from it; the rest waits for repair (kept,
+  // so a body we hold need not be fetched again once its header is confirmed).
+  std::vector<std::uint64_t> anchors;
+  for (const auto& [k, e] : log_) {
+    if (e.verified && k > 0) {
+      anchors.push_back(k);
     }
-    if (it->first != expect) {
-      auto victim = std::next(it).base();
-      it = std::make_reverse_iterator(log_.erase(victim));
-      continue;
-    }
-    expect = it->first - 1;
-    ++it;
   }
-  // A gap under op_ keeps op_ (the primary's top is still known) but nothing unverifiable below it.
+  for (auto k : anchors) {
+    verify_down_from(k);
+  }
   if (options_.replica_count == 1) {
-    // Alone, everything durable is committed, and this replica is the primary of every view.
+    // Alone, this replica is the primary of every view, and what it holds durably without a gap is committed: an op
+    // above a gap never was (it commits in order, each op once durable here), so it is cut.
+    std::uint64_t top = 0;
+    while (log_.contains(top + 1) && log_.at(top + 1).durable) {
+      ++top;
+    }
+    log_.erase(log_.upper_bound(top), log_.end());
+    op_ = top;
     if (log_view_ < view_) {
       log_view_ = view_;
     }
     status_ = status::normal;
-    commit_max_ = std::max(commit_max_, op_);
-  } else if (log_view_ == view_ && primary_of_view(view_) != options_.replica) {
+    commit_max_ = op_;
+  } else if (log_view_ == view_ && (primary_of_view(view_) != options_.replica || recovered.formatted)) {
     status_ = status::normal;
   } else {
     // Either a view change was under way, or this replica was the primary and lost its pipeline: it will vote for
@@ -206,6 +223,9 @@ void replica::on_tick(std::vector<effect>& out) {
         commit_progress_ = ticks_;
       }
       const bool abdicating = ticks_ - commit_progress_ > options_.abdicate_ticks;
+      if (abdicating && !solo) {
+        vote_view_change(view_ + 1, out);  // and vote to be replaced, so that a minority of backups suffices
+      }
       if (!solo && ticks_ >= heartbeat_due_ && !abdicating) {
         heartbeat_due_ = ticks_ + options_.heartbeat_ticks;
         message c = make(command::commit);
@@ -241,10 +261,13 @@ void replica::on_tick(std::vector<effect>& out) {
     } else if (ticks_ - primary_seen_ > primary_timeout_) {
       vote_view_change(view_ + 1, out);
     }
-  } else if (ticks_ - view_change_began_ > view_change_timeout_) {
-    vote_view_change(view_ + 1, out);
-  } else if (ticks_ % options_.resend_ticks == 0) {
-    send_do_view_change(out);
+  } else {
+    if (ticks_ - view_change_began_ > view_change_timeout_) {
+      vote_view_change(view_ + 1, out);
+    }
+    if (ticks_ % options_.resend_ticks == 0) {
+      send_do_view_change(out);
+    }
   }
   if (ticks_ % options_.resend_ticks == 0) {
     repair(out);
@@ -267,6 +290,7 @@ void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std:
     return;
   }
   e.durable = true;
+  e.faulty = false;
   if (status_ == status::normal && is_primary()) {
     for (auto& p : pipeline_) {
       if (p.h.op == op && p.h.checksum == checksum) {
@@ -291,6 +315,7 @@ void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message*
   if (prepare == nullptr || prepare->h.checksum != checksum) {
     if (e != log_.end() && e->second.h.checksum == checksum) {
       e->second.durable = false;  // the journal lost it: repair fetches it from a peer
+      e->second.faulty = true;
     }
     return;
   }
@@ -340,6 +365,9 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
   if (status_ != status::normal || !is_primary()) {
     return;  // the client tries the other replicas
   }
+  if (commit_min_ < commit_max_) {
+    return;  // still applying what is committed: the client table is not current (the client retries)
+  }
   const bool reg = m.h.operation == operation_register;
   if (reg ? m.h.request != 0 : (m.h.operation < operation_user_min || m.h.request == 0)) {
     return;
@@ -354,6 +382,11 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
     }
   } else {
     if (session == nullptr) {
+      for (const auto& p : pipeline_) {
+        if (p.h.client == m.h.client && p.h.operation == operation_register) {
+          return;  // its register is not committed here yet (a new primary catching up): not an eviction
+        }
+      }
       message ev = make(command::eviction);
       ev.h.client = m.h.client;
       ev.h.request = m.h.request;
@@ -412,7 +445,7 @@ void replica::prepare_next(std::vector<effect>& out) {
     p.body = std::move(req.body);
     seal(p);
     op_ = p.h.op;
-    log_[op_] = entry{p.h, false, true};
+    log_[op_] = entry{p.h, false, true, false, true};
     bodies_[op_] = p;
     pipeline_.push_back(pipeline_entry{p.h, 0});
     out.push_back(write_effect{p});
@@ -428,13 +461,18 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
   // A repair: a prepare we know the header of but do not hold, from any view.
   if (existing != log_.end() && existing->second.h.checksum == m.h.checksum) {
     entry& e = existing->second;
+    if (!e.verified && m.h.view == view_.value() && m.h.replica == primary_of_view(view_) &&
+        status_ == status::normal) {
+      e.verified = true;  // the current primary's own prepare
+      verify_down_from(m.h.op);
+    }
     if (!e.durable && !e.writing) {
-      store_prepare(m, out);
+      store_prepare(m, e.verified, out);
     } else if (e.durable && status_ == status::normal && m.h.view == view_.value() && !is_primary()) {
       send_prepare_ok(e.h, out);  // the primary resent it: our ack was lost
     }
     if (m.h.view == view_.value() && m.h.replica == primary_of_view(view_)) {
-      primary_seen_ = ticks_;
+      heard_from_primary();
       advance_commit_max(m.h.commit, out);
     }
     return;
@@ -452,11 +490,11 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
   if (!from_primary) {
     // Not the current primary's: only a prepare that chains to a header we trust is taken (repair of a gap).
     if (m.h.op > commit_min_ && accept_header(m.h, false)) {
-      store_prepare(m, out);
+      store_prepare(m, true, out);
     }
     return;
   }
-  primary_seen_ = ticks_;
+  heard_from_primary();
   if (m.h.op <= commit_min_) {
     return;
   }
@@ -476,15 +514,15 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
       ++it;
     }
   }
-  store_prepare(m, out);
+  store_prepare(m, true, out);
   if (!bugs_.accept_out_of_order) {
-    drop_stale_below(m.h.op);
+    verify_down_from(m.h.op);
   }
   advance_commit_max(m.h.commit, out);
 }
 
-void replica::store_prepare(const message& m, std::vector<effect>& out) {
-  log_[m.h.op] = entry{m.h, false, true};
+void replica::store_prepare(const message& m, bool verified, std::vector<effect>& out) {
+  log_[m.h.op] = entry{m.h, false, true, false, verified};
   if (m.h.op > commit_min_) {
     bodies_[m.h.op] = m;
   }
@@ -544,7 +582,7 @@ void replica::on_commit(const message& m, std::vector<effect>& out) {
       m.h.replica != primary_of_view(view_)) {
     return;
   }
-  primary_seen_ = ticks_;
+  heard_from_primary();
   if (m.h.timestamp <= commit_heartbeat_seen_) {
     return;  // an old heartbeat, delivered late
   }
@@ -571,8 +609,8 @@ void replica::commit_journal(std::vector<effect>& out) {
   while (commit_min_ < commit_max_) {
     const std::uint64_t k = commit_min_ + 1;
     auto it = log_.find(k);
-    if (it == log_.end()) {
-      break;  // repair fetches it
+    if (it == log_.end() || !it->second.verified) {
+      break;  // repair fetches (or confirms) it
     }
     const auto prev = log_.find(commit_min_);
     RILL_ASSERT(prev != log_.end(), "no header at the applied op {}", commit_min_);
@@ -657,9 +695,12 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
   if (options_.replica_count == 1) {
     return;
   }
+  v = std::max(v, vote_view_);  // keep voting for the highest view we joined
+  const bool fresh = !voted_ || v != vote_view_ || (svc_votes_[v.value()] & bit(options_.replica)) == 0;
+  vote_view_ = v;
   voted_ = true;
   svc_votes_[v.value()] |= bit(options_.replica);
-  if (ticks_ % options_.resend_ticks == 0 || count(svc_votes_[v.value()]) == 1) {
+  if (fresh || ticks_ % options_.resend_ticks == 0) {
     message svc = make(command::start_view_change);
     svc.h.view = v.value();
     seal(svc);
@@ -674,10 +715,21 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
 
 void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
   const view_t v(m.h.view);
+  if (v == view_ && status_ == status::view_change) {
+    // The sender is still voting for the view we are changing to: echo our vote so that it can count a quorum.
+    message svc = make(command::start_view_change);
+    seal(svc);
+    out.push_back(send_effect{m.h.replica, std::move(svc)});
+    return;
+  }
   if (v <= view_) {
     return;
   }
   svc_votes_[v.value()] |= bit(m.h.replica);
+  if (voted_ && v > vote_view_) {
+    vote_view_change(v, out);  // we want out of view_ too: join the highest vote rather than split the votes
+    return;
+  }
   count_view_change_votes(v, out);
 }
 
@@ -697,6 +749,7 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
   request_queue_.clear();
   dvcs_.clear();
   voted_ = false;
+  vote_view_ = view_t(0);
   svc_votes_.erase(svc_votes_.begin(), svc_votes_.upper_bound(v.value()));
   deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
                                  [&](const send_effect& s) { return s.m.h.view < v.value(); }),
@@ -713,11 +766,13 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
   send_do_view_change(out);
 }
 
-std::vector<header> replica::suffix_headers() const {
+std::vector<header> replica::suffix_headers(bool verified_only) const {
   std::vector<header> out;
   const std::uint64_t lo = op_ > options_.pipeline_max ? op_ - options_.pipeline_max : 1;
   for (auto it = log_.lower_bound(lo); it != log_.end(); ++it) {
-    out.push_back(it->second.h);
+    if (it->second.verified || !verified_only) {
+      out.push_back(it->second.h);
+    }
   }
   return out;
 }
@@ -730,11 +785,11 @@ void replica::send_do_view_change(std::vector<effect>& out) {
   dvc.h.log_view = log_view_.value();
   dvc.h.op = op_;
   dvc.h.commit = commit_max_;
-  const auto headers = suffix_headers();
+  const auto headers = suffix_headers(false);
   std::vector<std::uint8_t> flags;
   for (const header& h : headers) {
     const entry& e = log_.at(h.op);
-    flags.push_back(e.durable ? dvc_present : dvc_missing);
+    flags.push_back(!e.verified ? dvc_unverified : e.durable ? dvc_present : e.faulty ? dvc_faulty : dvc_missing);
   }
   dvc.body = encode_dvc_body(headers, flags);
   seal(dvc);
@@ -772,9 +827,13 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
     log_view_max = std::max(log_view_max, d.h.log_view);
     commit = std::max(commit, d.h.commit);
   }
+  struct suffix {
+    std::uint64_t lo = 0;
+    std::uint64_t op = 0;
+    std::map<std::uint64_t, std::pair<checksum_t, std::uint8_t>> held;  // op -> (checksum, flag)
+  };
+  std::vector<suffix> suffixes;
   std::map<std::uint64_t, header> canonical;
-  std::map<std::uint64_t, std::size_t> present;  // op -> do_view_changes that hold its body
-  std::map<std::uint64_t, std::size_t> known;    // op -> do_view_changes that know its header
   std::uint64_t op = 0;
   for (const auto& [r, d] : dvcs_) {
     std::vector<header> hs;
@@ -782,33 +841,60 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
     if (!decode_dvc_body(d.body, hs, flags)) {
       continue;
     }
+    suffix sfx;
+    sfx.op = d.h.op;
+    sfx.lo = d.h.op > options_.pipeline_max ? d.h.op - options_.pipeline_max : 1;
     for (std::size_t i = 0; i < hs.size(); ++i) {
-      if (flags[i] == dvc_present) {
-        ++present[hs[i].op];
-      }
-      ++known[hs[i].op];
+      sfx.held[hs[i].op] = {hs[i].checksum, flags[i]};
     }
+    suffixes.push_back(std::move(sfx));
     if (d.h.log_view != log_view_max) {
       continue;
     }
     op = std::max(op, d.h.op);
-    for (const header& h : hs) {
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+      if (flags[i] == dvc_unverified) {
+        continue;
+      }
+      const header& h = hs[i];
       auto [it, inserted] = canonical.emplace(h.op, h);
       RILL_ASSERT(inserted || it->second.checksum == h.checksum,
                   "two headers at op {} in log view {}: the do_view_change logs diverge", h.op, log_view_max);
     }
   }
+  // Whoever prepared op had op - pipeline_max committed (a primary keeps at most pipeline_max - 1 ops uncommitted
+  // when it prepares another): only the window above that can be cut.
+  if (op > options_.pipeline_max) {
+    commit = std::max(commit, op - options_.pipeline_max);
+  }
   RILL_ASSERT(op >= commit_min_, "the new log ({}) is shorter than what we applied ({})", op, commit_min_);
-  // Truncate: the first op above the commit point that no quorum member holds, or whose body enough members
-  // never had that a replication quorum cannot have held it.
+  // Truncate at the first op above the commit point that is not chained, or that enough members never had (a nack
+  // quorum: then no replication quorum can have held it, so it did not commit, nor anything after it). A member
+  // whose copy was corrupted is not a nack: it may have acknowledged it.
   const std::size_t nack_quorum = options_.replica_count - quorum_replication(options_.replica_count) + 1;
   const std::uint64_t lowest = canonical.empty() ? op + 1 : canonical.begin()->first;
   for (std::uint64_t k = std::max(commit + 1, lowest); k <= op; ++k) {
     auto it = canonical.find(k);
-    const bool chained = it != canonical.end() &&
-                         (k == lowest || !canonical.contains(k - 1) || canonical.at(k - 1).checksum == it->second.parent);
-    const std::size_t holders = present.contains(k) ? present.at(k) : 0;
-    const std::size_t nacks = dvcs_.size() - holders;
+    const bool chained = it != canonical.end() && (k == lowest || !canonical.contains(k - 1) ||
+                                                   canonical.at(k - 1).checksum == it->second.parent);
+    std::size_t holders = 0;
+    std::size_t nacks = 0;
+    if (chained) {
+      for (const suffix& sfx : suffixes) {
+        auto h = sfx.held.find(k);
+        if (h == sfx.held.end()) {
+          nacks += (k > sfx.op || k >= sfx.lo) ? 1 : 0;
+        } else if (h->second.second == dvc_unverified) {
+          // cannot tell: neither
+        } else if (h->second.first != it->second.checksum) {
+          ++nacks;  // a different op k: it never held this one
+        } else if (h->second.second == dvc_present) {
+          ++holders;
+        } else if (h->second.second == dvc_missing) {
+          ++nacks;
+        }
+      }
+    }
     if (!chained || (holders == 0 && nacks >= nack_quorum)) {
       op = k - 1;
       break;
@@ -822,6 +908,11 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
 }
 
 void replica::install_log(const std::map<std::uint64_t, header>& headers, std::uint64_t op, std::vector<effect>&) {
+  // What we hold above the commit point is suspect now, unless the new log confirms it (by header, or by chaining
+  // down from a header it has).
+  for (auto it = log_.upper_bound(commit_min_); it != log_.end(); ++it) {
+    it->second.verified = false;
+  }
   for (const auto& [k, h] : headers) {
     if (k > op) {
       break;
@@ -832,8 +923,10 @@ void replica::install_log(const std::map<std::uint64_t, header>& headers, std::u
                   "the new view's log differs at op {}, which this replica applied", k);
       continue;
     }
-    if (it == log_.end() || it->second.h.checksum != h.checksum) {
-      log_[k] = entry{h, false, false};
+    if (it != log_.end() && it->second.h.checksum == h.checksum) {
+      it->second.verified = true;
+    } else {
+      log_[k] = entry{h, false, false, false, true};
       bodies_.erase(k);
     }
   }
@@ -841,8 +934,10 @@ void replica::install_log(const std::map<std::uint64_t, header>& headers, std::u
   bodies_.erase(bodies_.upper_bound(op), bodies_.end());
   reads_.erase(reads_.upper_bound(op), reads_.end());
   op_ = std::max(op, commit_min_);
-  if (!headers.empty()) {
-    drop_stale_below(headers.begin()->first);
+  for (auto it = headers.rbegin(); it != headers.rend(); ++it) {
+    if (it->first <= op_ && it->first > commit_min_) {
+      verify_down_from(it->first);
+    }
   }
   // The suffix that persists with the log view: the chained run ending at op.
   view_headers_.clear();
@@ -863,6 +958,7 @@ void replica::become_normal(std::vector<effect>& out) {
   log_view_ = view_;
   status_ = status::normal;
   voted_ = false;
+  vote_view_ = view_t(0);
   primary_seen_ = ticks_;
   dvcs_.clear();
   pipeline_.clear();
@@ -886,7 +982,7 @@ message replica::make_start_view() const {
   sv.h.log_view = view_.value();
   sv.h.op = op_;
   sv.h.commit = commit_max_;
-  sv.body = encode_headers(suffix_headers());
+  sv.body = encode_headers(suffix_headers(true));
   seal(sv);
   return sv;
 }
@@ -943,13 +1039,17 @@ void replica::repair(std::vector<effect>& out) {
   // Headers: gaps under op_, and (a backup that missed prepares) ops up to the known commit.
   const std::uint64_t top = std::max(op_, commit_max_);
   std::uint64_t k = commit_min_ + 1;
+  auto known = [&](std::uint64_t op) {
+    auto it = log_.find(op);
+    return it != log_.end() && it->second.verified;
+  };
   while (k <= top && budget > 0) {
-    if (log_.contains(k)) {
+    if (known(k)) {
       ++k;
       continue;
     }
     std::uint64_t hi = k;
-    while (hi + 1 <= top && !log_.contains(hi + 1) && hi - k + 1 < headers_per_reply_max) {
+    while (hi + 1 <= top && !known(hi + 1) && hi - k + 1 < headers_per_reply_max) {
       ++hi;
     }
     message r = make(command::request_headers);
@@ -963,7 +1063,7 @@ void replica::repair(std::vector<effect>& out) {
   // Bodies: headers we hold without a durable prepare.
   for (auto it = log_.upper_bound(commit_min_); it != log_.end() && budget > 0; ++it) {
     entry& e = it->second;
-    if (e.durable || e.writing) {
+    if (e.durable || e.writing || !e.verified) {
       continue;
     }
     if (const message* body = cached(it->first, e.h.checksum)) {
@@ -989,7 +1089,9 @@ void replica::on_request_headers(const message& m, std::vector<effect>& out) {
     if (hs.size() >= headers_per_reply_max) {
       break;
     }
-    hs.push_back(it->second.h);
+    if (it->second.verified) {
+      hs.push_back(it->second.h);
+    }
   }
   if (hs.empty()) {
     return;
@@ -1020,11 +1122,12 @@ bool replica::accept_header(const header& h, bool trusted) {
     return false;
   }
   auto it = log_.find(h.op);
-  if (it != log_.end() && it->second.h.checksum == h.checksum) {
+  if (it != log_.end() && it->second.verified && it->second.h.checksum == h.checksum) {
     return true;
   }
   bool verified = trusted;
-  if (auto next = log_.find(h.op + 1); next != log_.end() && next->second.h.parent == h.checksum) {
+  if (auto next = log_.find(h.op + 1);
+      next != log_.end() && next->second.verified && next->second.h.parent == h.checksum) {
     verified = true;
   }
   if (commit_checksum_.first == h.op && commit_checksum_.second == h.checksum) {
@@ -1033,28 +1136,39 @@ bool replica::accept_header(const header& h, bool trusted) {
   if (!verified) {
     return false;
   }
-  bodies_.erase(h.op);
-  log_[h.op] = entry{h, false, false};
+  if (it != log_.end() && it->second.h.checksum == h.checksum) {
+    it->second.verified = true;  // what we held is confirmed: its body need not be fetched
+  } else {
+    bodies_.erase(h.op);
+    reads_.erase(h.op);
+    log_[h.op] = entry{h, false, false, false, true};
+  }
   op_ = std::max(op_, h.op);
-  drop_stale_below(h.op);
+  verify_down_from(h.op);
   return true;
 }
 
-void replica::drop_stale_below(std::uint64_t op) {
-  // Walk down from op: an entry that is not the parent its successor names is stale.
+void replica::verify_down_from(std::uint64_t op) {
+  // The entry at op is on the log: its parent checksum confirms the entry below it, and so on down, until a gap,
+  // an entry already confirmed, or the applied prefix. An entry that is not the parent named is stale: dropped.
   auto it = log_.find(op);
-  while (it != log_.end() && it->first > commit_min_ + 1) {
-    auto prev = log_.find(it->first - 1);
+  while (it != log_.end() && it->first > 0) {
+    const std::uint64_t below = it->first - 1;
+    auto prev = log_.find(below);
     if (prev == log_.end()) {
-      break;
+      return;
     }
     if (prev->second.h.checksum != it->second.h.parent) {
-      RILL_ASSERT(prev->first > commit_min_, "an applied op {} is not the parent of op {}", prev->first, it->first);
-      bodies_.erase(prev->first);
-      reads_.erase(prev->first);
+      RILL_ASSERT(below > commit_min_, "applied op {} is not the parent of op {} on the log", below, it->first);
+      bodies_.erase(below);
+      reads_.erase(below);
       log_.erase(prev);
-      break;
+      return;
     }
+    if (below <= commit_min_ || prev->second.verified) {
+      return;
+    }
+    prev->second.verified = true;
     it = prev;
   }
 }
@@ -1162,6 +1276,12 @@ message replica::make(command c) const {
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
 
+void replica::heard_from_primary() {
+  primary_seen_ = ticks_;
+  voted_ = false;  // the primary is alive after all: stop voting against it
+  vote_view_ = view_t(0);
+}
+
 bool replica::is_primary() const noexcept {
   return primary_of_view(view_) == options_.replica;
 }
@@ -1181,6 +1301,30 @@ const message* replica::cached(std::uint64_t op, const checksum_t& checksum) con
 
 std::size_t replica::count(std::uint32_t bits) const noexcept {
   return static_cast<std::size_t>(std::popcount(bits));
+}
+
+std::string replica::describe() const {
+  std::string out = fmt::format("r{} {} v{} lv{} op{} cmin{} cmax{}", options_.replica,
+                                status_ == status::normal ? "normal" : "view_change", view_.value(),
+                                log_view_.value(), op_, commit_min_, commit_max_);
+  if (is_primary() && status_ == status::normal) {
+    out += fmt::format(" pipeline{}", pipeline_.size());
+    if (!pipeline_.empty()) {
+      out += fmt::format(" head(op{} ok{:#x})", pipeline_.front().h.op, pipeline_.front().ok);
+    }
+  }
+  const std::uint64_t next = commit_min_ + 1;
+  if (auto it = log_.find(next); it == log_.end()) {
+    out += fmt::format(" next:none");
+  } else {
+    const entry& e = it->second;
+    out += fmt::format(" next:{}{}{}{}{}", e.verified ? "v" : "-", e.durable ? "d" : "-", e.writing ? "w" : "-",
+                       e.faulty ? "f" : "-", cached(next, e.h.checksum) != nullptr ? "c" : "-");
+  }
+  if (voted_) {
+    out += fmt::format(" voting{}", vote_view_.value());
+  }
+  return out;
 }
 
 const header* replica::header_at(std::uint64_t op) const {

@@ -26,6 +26,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -96,6 +97,10 @@ using effect = std::variant<send_effect, reply_effect, write_effect, read_effect
 struct recovered_state {
   vsr_state state;
   std::vector<header> journal;  // valid prepares found in the journal (any order, any views)
+  std::vector<header> faulty;   // prepares the journal held but can no longer read (corruption, not a torn write)
+  // True only the first time a replica starts on storage formatted for it: the primary of view 0 may then begin
+  // in view 0. Any later start of a primary goes through a view change (it may have sent prepares it lost).
+  bool formatted = false;
 };
 
 class replica {
@@ -123,6 +128,8 @@ class replica {
   [[nodiscard]] op_t commit_max() const noexcept { return op_t(commit_max_); }
   [[nodiscard]] const vsr_state& durable_state() const noexcept { return durable_; }
   [[nodiscard]] const client_table& clients() const noexcept { return clients_; }
+  // One line of state for diagnostics: status, views, ops, pipeline head, the next op to apply.
+  [[nodiscard]] std::string describe() const;
   // The header this replica holds at op, if any.
   [[nodiscard]] const header* header_at(std::uint64_t op) const;
 
@@ -131,6 +138,8 @@ class replica {
     header h;
     bool durable = false;  // the body is in the journal, synced
     bool writing = false;  // a write of this header's body is in flight
+    bool faulty = false;   // it was durable here and got lost (corruption): never reported as "never had it"
+    bool verified = true;  // on the log as far as this replica knows; unverified entries are never applied
   };
   struct pipeline_entry {
     header h;
@@ -155,7 +164,7 @@ class replica {
   void on_prepare(const message& m, std::vector<effect>& out);
   void on_prepare_ok(const message& m, std::vector<effect>& out);
   void on_commit(const message& m, std::vector<effect>& out);
-  void store_prepare(const message& m, std::vector<effect>& out);
+  void store_prepare(const message& m, bool verified, std::vector<effect>& out);
   void commit_pipeline(std::vector<effect>& out);
   void advance_commit_max(std::uint64_t commit, std::vector<effect>& out);
   void commit_journal(std::vector<effect>& out);
@@ -173,7 +182,7 @@ class replica {
   void on_request_start_view(const message& m, std::vector<effect>& out);
   void install_log(const std::map<std::uint64_t, header>& headers, std::uint64_t op, std::vector<effect>& out);
   void become_normal(std::vector<effect>& out);
-  [[nodiscard]] std::vector<header> suffix_headers() const;
+  [[nodiscard]] std::vector<header> suffix_headers(bool verified_only) const;
   [[nodiscard]] message make_start_view() const;
 
   // Repair.
@@ -182,7 +191,7 @@ class replica {
   void on_request_prepare(const message& m, std::vector<effect>& out);
   void repair(std::vector<effect>& out);
   bool accept_header(const header& h, bool trusted);
-  void drop_stale_below(std::uint64_t op);
+  void verify_down_from(std::uint64_t op);
   void read_prepare(std::uint64_t op, std::vector<effect>& out);
 
   // Persistence.
@@ -190,6 +199,7 @@ class replica {
   [[nodiscard]] vsr_state wanted_state() const;
 
   // Helpers.
+  void heard_from_primary();
   [[nodiscard]] replica_t primary_of_view(view_t v) const noexcept;
   [[nodiscard]] std::uint32_t jitter(std::uint32_t ticks);
   [[nodiscard]] const message* cached(std::uint64_t op, const checksum_t& checksum) const;
@@ -229,6 +239,7 @@ class replica {
   std::map<std::uint32_t, std::uint32_t> svc_votes_;  // view -> bitset of voters
   std::map<replica_t, message> dvcs_;                 // do_view_change messages for view_ (primary of view_)
   bool voted_ = false;                                // this replica voted to leave view_
+  view_t vote_view_{0};                               // the view it votes for
 
   // Time (ticks).
   std::uint64_t ticks_ = 0;

@@ -1,0 +1,124 @@
+#include "simulation/checker.h"
+
+#include <fmt/core.h>
+
+namespace rill::simulation {
+
+using consensus::command;
+
+void checker::fail(std::uint64_t tick, std::string what) {
+  ++violations_;
+  if (!violation_) {
+    violation_ = fmt::format("tick {}: {}", tick, what);
+  }
+}
+
+void checker::on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload) {
+  replica_track& t = replicas_.at(r);
+  if (h.op != t.applied + 1) {
+    fail(tick, fmt::format("replica {} applied op {} after op {}", r, h.op, t.applied));
+  }
+  t.applied = h.op;
+  auto [it, first] = canonical_.emplace(h.op, h.checksum);
+  if (!first && it->second != h.checksum) {
+    fail(tick, fmt::format("replica {} applied op {} as {}, the canonical history has {}", r, h.op,
+                           consensus::to_string(h.checksum), consensus::to_string(it->second)));
+  }
+  if (first && h.operation >= consensus::operation_user_min && payload.client != 0) {
+    auto [p, fresh] = payload_op_.emplace(payload, h.op);
+    if (!fresh) {
+      fail(tick, fmt::format("payload {}/{} executed twice: ops {} and {}", payload.client, payload.sequence,
+                             p->second, h.op));
+    }
+  }
+}
+
+void checker::on_restart(consensus::replica_t r) {
+  replica_track& t = replicas_.at(r);
+  t.applied = 0;
+  t.view = 0;
+  t.commit_max = 0;
+}
+
+void checker::on_persisted(std::uint64_t tick, consensus::replica_t r, const consensus::vsr_state& s) {
+  replica_track& t = replicas_.at(r);
+  if (t.durable_known) {
+    if (s.view < t.durable.view || s.log_view < t.durable.log_view || s.commit < t.durable.commit) {
+      fail(tick, fmt::format("replica {} persisted view {} log view {} commit {} after view {} log view {} commit {}",
+                             r, s.view.value(), s.log_view.value(), s.commit.value(), t.durable.view.value(),
+                             t.durable.log_view.value(), t.durable.commit.value()));
+    }
+  }
+  t.durable = s;
+  t.durable_known = true;
+}
+
+void checker::on_sent(std::uint64_t tick, consensus::replica_t r, const consensus::message& m) {
+  const replica_track& t = replicas_.at(r);
+  if (!t.durable_known || m.h.cmd == command::start_view_change || m.h.cmd == command::request_start_view ||
+      m.h.cmd == command::prepare) {
+    return;  // votes and requests propose a view; a prepare carries the view it was made in
+  }
+  if (m.h.view > t.durable.view.value() ||
+      (m.h.cmd == command::start_view && m.h.log_view > t.durable.log_view.value()) ||
+      (m.h.cmd == command::do_view_change && m.h.log_view > t.durable.log_view.value())) {
+    fail(tick, fmt::format("replica {} sent {} in view {} (log view {}) with view {} (log view {}) durable", r,
+                           consensus::to_string(m.h.cmd), m.h.view, m.h.log_view, t.durable.view.value(),
+                           t.durable.log_view.value()));
+  }
+}
+
+void checker::on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack) {
+  auto it = canonical_.find(ack.op);
+  if (it == canonical_.end()) {
+    fail(tick, fmt::format("client {} acknowledged op {}, which no replica has applied", client, ack.op));
+    return;
+  }
+  if (it->second != ack.prepare_checksum) {
+    fail(tick, fmt::format("client {} acknowledged op {} as {}, the canonical history has {}", client, ack.op,
+                           consensus::to_string(ack.prepare_checksum), consensus::to_string(it->second)));
+  }
+  auto p = payload_op_.find(ack.payload);
+  if (p == payload_op_.end() || p->second != ack.op) {
+    fail(tick, fmt::format("client {} payload {} acknowledged at op {}, which holds another payload", client,
+                           ack.payload.sequence, ack.op));
+  }
+  acked_[ack.op] = client;
+}
+
+void checker::on_duplicate(std::uint64_t tick, consensus::replica_t r) {
+  fail(tick, fmt::format("replica {} executed a payload twice (a retried request was not answered from the client "
+                         "table)",
+                         r));
+}
+
+void checker::on_state(std::uint64_t tick, const consensus::replica& r) {
+  replica_track& t = replicas_.at(r.index());
+  if (r.view().value() < t.view) {
+    fail(tick, fmt::format("replica {} view went back from {} to {}", r.index(), t.view, r.view().value()));
+  }
+  if (r.commit_max().value() < t.commit_max) {
+    fail(tick, fmt::format("replica {} commit went back from {} to {}", r.index(), t.commit_max,
+                           r.commit_max().value()));
+  }
+  if (r.log_view() > r.view()) {
+    fail(tick, fmt::format("replica {} log view {} above its view {}", r.index(), r.log_view().value(),
+                           r.view().value()));
+  }
+  t.view = r.view().value();
+  t.commit_max = r.commit_max().value();
+}
+
+void checker::check_acks_applied(std::uint64_t tick, const std::vector<const consensus::replica*>& replicas) {
+  for (const auto& [op, client] : acked_) {
+    for (const consensus::replica* r : replicas) {
+      if (r->commit_min().value() < op) {
+        fail(tick, fmt::format("op {} acknowledged to client {} is not applied on replica {} (applied up to {})", op,
+                               client, r->index(), r->commit_min().value()));
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace rill::simulation

@@ -1,0 +1,66 @@
+#pragma once
+// checker: the safety properties of a simulated run, checked as events happen (after every step).
+//
+// - One canonical committed history: the first replica to apply op k fixes its checksum; every replica's applied
+//   prefix must match it, op by op, in order, without gaps (a restart replays from op 1).
+// - No acknowledged write lost: a client's reply names op k and the prepare checksum; it must be the canonical op
+//   k, and at the end every replica's applied prefix must include it.
+// - Exactly once: no payload appears twice in the canonical history.
+// - No regression: a replica's durable view, log view and commit never go backwards (across restarts too); within
+//   one incarnation its view and commit_max never go backwards.
+// - Persist before advertise: no replica sends a message carrying a view (or, for start_view, a log view) that is
+//   not yet durable (votes excepted: a start_view_change proposes a view, it does not adopt it).
+//
+// The first violation is kept (with the tick); later ones are counted.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "consensus/replica.h"
+#include "simulation/workload.h"
+
+namespace rill::simulation {
+
+class checker {
+ public:
+  explicit checker(std::size_t replica_count) : replicas_(replica_count) {}
+
+  void on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload);
+  void on_restart(consensus::replica_t r);
+  void on_persisted(std::uint64_t tick, consensus::replica_t r, const consensus::vsr_state& s);
+  void on_sent(std::uint64_t tick, consensus::replica_t r, const consensus::message& m);
+  void on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack);
+  // A replica's state machine executed a payload a second time.
+  void on_duplicate(std::uint64_t tick, consensus::replica_t r);
+  void on_state(std::uint64_t tick, const consensus::replica& r);
+  // At the end of the run: every acknowledged op is applied by each of `replicas` (those that converged).
+  void check_acks_applied(std::uint64_t tick, const std::vector<const consensus::replica*>& replicas);
+
+  [[nodiscard]] bool ok() const noexcept { return !violation_; }
+  [[nodiscard]] const std::string& violation() const noexcept { return *violation_; }
+  [[nodiscard]] std::uint64_t violations() const noexcept { return violations_; }
+  [[nodiscard]] std::uint64_t committed() const noexcept { return canonical_.size(); }
+  [[nodiscard]] std::uint64_t acks() const noexcept { return acked_.size(); }
+
+ private:
+  void fail(std::uint64_t tick, std::string what);
+
+  struct replica_track {
+    std::uint64_t applied = 0;  // this incarnation's applied prefix
+    consensus::vsr_state durable;
+    bool durable_known = false;
+    std::uint32_t view = 0;
+    std::uint64_t commit_max = 0;
+  };
+  std::vector<replica_track> replicas_;
+  std::map<std::uint64_t, consensus::checksum_t> canonical_;  // op -> prepare checksum
+  std::map<payload_id, std::uint64_t> payload_op_;             // payload -> op in the canonical history
+  std::map<std::uint64_t, std::uint64_t> acked_;               // op -> client
+  std::optional<std::string> violation_;
+  std::uint64_t violations_ = 0;
+};
+
+}  // namespace rill::simulation

@@ -1,0 +1,409 @@
+#include "simulation/cluster.h"
+
+#include <fmt/core.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "base/assert.h"
+
+namespace rill::simulation {
+
+using consensus::effect;
+using consensus::replica_t;
+
+struct cluster::node {
+  replica_t index = 0;
+  std::unique_ptr<model_storage> storage;
+  std::unique_ptr<ledger> sm;
+  std::unique_ptr<consensus::replica> r;
+  bool up = false;
+  std::uint64_t restart_at = 0;
+  std::uint32_t incarnation = 0;
+  std::uint64_t seed = 0;
+  consensus::status last_status = consensus::status::normal;
+  std::uint32_t last_view = 0;
+};
+
+cluster::cluster(const cluster_options& options, trace& t)
+    : options_(options),
+      trace_(t),
+      rng_(options.seed),
+      network_(options.network, rng_.next()),
+      checker_(options.replicas),
+      debug_(std::getenv("RILL_SIM_DEBUG") != nullptr) {
+  RILL_ASSERT(options_.replicas >= 1 && options_.replicas <= consensus::replicas_max);
+  for (replica_t i = 0; i < options_.replicas; ++i) {
+    auto n = std::make_unique<node>();
+    n->index = i;
+    n->seed = rng_.next();
+    consensus::vsr_state initial;
+    initial.cluster = options_.replica.cluster;
+    initial.replica = i;
+    initial.replica_count = options_.replicas;
+    n->storage = std::make_unique<model_storage>(options_.storage, rng_.next(), initial,
+                                                 [this, i](std::uint64_t op) { return may_fault(i, op); });
+    nodes_.push_back(std::move(n));
+  }
+  for (auto& n : nodes_) {
+    restart(*n);
+  }
+  for (std::uint32_t c = 0; c < options_.clients; ++c) {
+    clients_.push_back(std::make_unique<sim_client>(options_.replica.cluster, c + 1, options_.replicas,
+                                                    options_.client, rng_.next()));
+  }
+}
+
+cluster::~cluster() = default;
+
+bool cluster::may_fault(replica_t r, std::uint64_t op) const {
+  if (liveness_) {
+    return false;
+  }
+  const std::size_t n = options_.replicas;
+  const std::size_t allowed = consensus::quorum_replication(n) - 1;
+  for (std::size_t i = 0; i < allowed; ++i) {
+    if ((op + i) % n == r) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void cluster::restart(node& n) {
+  ++n.incarnation;
+  consensus::replica_options o = options_.replica;
+  o.replica = n.index;
+  o.replica_count = options_.replicas;
+  o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation);
+  n.sm = std::make_unique<ledger>();
+  auto recovered = n.storage->recover();
+  if (debug_) {
+    std::string ops;
+    std::uint64_t prev = 0;
+    for (const auto& h : recovered.journal) {
+      if (h.op != prev + 1) {
+        ops += fmt::format(" gap{}-{}", prev + 1, h.op - 1);
+      }
+      prev = h.op;
+    }
+    fmt::print("{} restart r{}: journal {} entries up to {}{}, faulty {}, view {} log_view {} commit {}\n", now_,
+               n.index, recovered.journal.size(), prev, ops, recovered.faulty.size(),
+               recovered.state.view.value(), recovered.state.log_view.value(), recovered.state.commit.value());
+  }
+  n.r = std::make_unique<consensus::replica>(o, *n.sm, std::move(recovered), options_.bugs);
+  n.up = true;
+  n.last_status = n.r->status();
+  n.last_view = n.r->view().value();
+  checker_.on_restart(n.index);
+  if (n.incarnation > 1) {
+    trace_.event(now_, "fault", {{"replica", n.index}, {"view", n.r->view().value()}}, "restart");
+  }
+}
+
+void cluster::crash(node& n) {
+  n.storage->crash();
+  n.r.reset();
+  n.sm.reset();
+  n.up = false;
+  n.restart_at = now_ + 1 + rng_.below(options_.restart_ticks_max);
+  ++result_.crashes;
+  trace_.event(now_, "fault", {{"replica", n.index}}, "crash");
+  if (debug_) {
+    fmt::print("{} crash r{}\n", now_, n.index);
+  }
+}
+
+void cluster::execute(node& n, std::vector<effect>& effects) {
+  for (auto& e : effects) {
+    if (auto* s = std::get_if<consensus::send_effect>(&e)) {
+      checker_.on_sent(now_, n.index, s->m);
+      trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{s->to} << 48) ^
+                 (static_cast<std::uint64_t>(s->m.h.cmd) << 40) ^ s->m.h.op);
+      ++result_.messages;
+      network_.send(n.index, s->to, std::move(s->m), now_);
+    } else if (auto* rep = std::get_if<consensus::reply_effect>(&e)) {
+      const std::uint64_t client = rep->m.h.client;
+      if (client >= 1 && client <= clients_.size()) {
+        network_.send(n.index, client_base + static_cast<node_t>(client - 1), std::move(rep->m), now_);
+      }
+    } else if (auto* w = std::get_if<consensus::write_effect>(&e)) {
+      n.storage->write(w->m, now_);
+    } else if (auto* rd = std::get_if<consensus::read_effect>(&e)) {
+      n.storage->read(rd->op, rd->checksum, now_);
+    } else if (auto* p = std::get_if<consensus::persist_effect>(&e)) {
+      n.storage->persist(p->state, now_);
+    } else if (auto* a = std::get_if<consensus::applied_effect>(&e)) {
+      const bool first = a->prepare.op > checker_.committed();
+      checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op));
+      if (first && checker_.committed() == a->prepare.op) {
+        trace_.event(now_, "commit", {{"op", static_cast<std::int64_t>(a->prepare.op)},
+                                      {"view", a->prepare.view},
+                                      {"replica", n.index}});
+      }
+      if (n.sm->duplicates() > 0) {
+        checker_.on_duplicate(now_, n.index);
+      }
+    }
+  }
+  effects.clear();
+}
+
+void cluster::observe(node& n) {
+  checker_.on_state(now_, *n.r);
+  if (n.r->status() != n.last_status || n.r->view().value() != n.last_view) {
+    n.last_status = n.r->status();
+    n.last_view = n.r->view().value();
+    ++result_.view_changes;
+    if (debug_) {
+      fmt::print("{} state {}\n", now_, n.r->describe());
+    }
+    trace_.event(now_, "view",
+                 {{"replica", n.index},
+                  {"view", n.last_view},
+                  {"log_view", n.r->log_view().value()},
+                  {"op", static_cast<std::int64_t>(n.r->op().value())},
+                  {"commit", static_cast<std::int64_t>(n.r->commit_max().value())}},
+                 n.last_status == consensus::status::normal ? "normal" : "view_change");
+  }
+}
+
+void cluster::inject_faults() {
+  const std::size_t n = options_.replicas;
+  std::size_t down = 0;
+  for (auto& nd : nodes_) {
+    down += nd->up ? 0 : 1;
+  }
+  const std::size_t down_max = std::max<std::size_t>(1, n - consensus::quorum_replication(n));
+  for (auto& nd : nodes_) {
+    if (nd->up && down < down_max && rng_.chance_ppm(options_.crash_ppm)) {
+      crash(*nd);
+      ++down;
+    }
+    if (nd->up && options_.rot_ppm > 0 && rng_.chance_ppm(options_.rot_ppm)) {
+      const auto& journal = nd->storage->journal();
+      if (!journal.empty()) {
+        auto it = journal.begin();
+        std::advance(it, static_cast<std::ptrdiff_t>(rng_.below(journal.size())));
+        if (may_fault(nd->index, it->first)) {
+          nd->storage->rot(it->first);
+          trace_.event(now_, "fault", {{"replica", nd->index}, {"op", static_cast<std::int64_t>(it->first)}},
+                       "rot");
+        }
+      }
+    }
+  }
+  if (partition_until_ != 0 && now_ >= partition_until_) {
+    network_.heal_all();
+    partition_until_ = 0;
+    trace_.event(now_, "fault", {}, "heal");
+  } else if (partition_until_ == 0 && n > 1 && rng_.chance_ppm(options_.partition_ppm)) {
+    // One of: a single replica cut off both ways; a random split both ways; a random split one way only.
+    const std::uint64_t kind = rng_.below(3);
+    std::vector<bool> side(n, false);
+    if (kind == 0) {
+      side[rng_.below(n)] = true;
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        side[i] = rng_.below(2) == 1;
+      }
+    }
+    for (std::size_t a = 0; a < n; ++a) {
+      for (std::size_t b = 0; b < n; ++b) {
+        if (side[a] && !side[b]) {
+          network_.cut(static_cast<node_t>(a), static_cast<node_t>(b));
+          if (kind != 2) {
+            network_.cut(static_cast<node_t>(b), static_cast<node_t>(a));
+          }
+        }
+      }
+    }
+    partition_until_ = now_ + 1 + rng_.below(options_.partition_ticks_max);
+    ++result_.partitions;
+    std::int64_t mask = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      mask |= side[i] ? (1 << i) : 0;
+    }
+    trace_.event(now_, "fault", {{"side", mask}, {"until", static_cast<std::int64_t>(partition_until_)}},
+                 kind == 2 ? "partition_one_way" : "partition");
+  }
+}
+
+void cluster::step() {
+  ++now_;
+  if (!liveness_) {
+    inject_faults();
+  }
+  for (auto& n : nodes_) {
+    if (!n->up && now_ >= n->restart_at) {
+      restart(*n);
+    }
+  }
+  std::vector<effect> effects;
+  for (auto& p : network_.deliver(now_)) {
+    if (p.to < client_base) {
+      node& n = *nodes_.at(p.to);
+      if (!n.up) {
+        continue;
+      }
+      if (debug_) {
+        fmt::print("{} deliver {}->{} {} v{} lv{} op{} commit{} | {}\n", now_, p.from, p.to,
+                   consensus::to_string(p.m.h.cmd), p.m.h.view, p.m.h.log_view, p.m.h.op, p.m.h.commit,
+                   n.r->describe());
+      }
+      n.r->on_message(p.m, effects);
+      execute(n, effects);
+      observe(n);
+    } else {
+      sim_client& c = *clients_.at(p.to - client_base);
+      auto ack = c.on_message(p.m, now_, {});
+      if (ack) {
+        checker_.on_ack(now_, c.id(), *ack);
+        trace_.event(now_, "ack",
+                     {{"client", static_cast<std::int64_t>(c.id())},
+                      {"op", static_cast<std::int64_t>(ack->op)},
+                      {"latency", static_cast<std::int64_t>(ack->latency_ticks)}});
+      }
+    }
+  }
+  for (auto& n : nodes_) {
+    if (!n->up) {
+      continue;
+    }
+    for (auto& c : n->storage->complete(now_)) {
+      switch (c.what) {
+        case storage_completion::kind::write:
+          n->r->on_write_done(c.op, c.checksum, c.ok, effects);
+          break;
+        case storage_completion::kind::read:
+          n->r->on_read_done(c.op, c.checksum, c.prepare ? &*c.prepare : nullptr, effects);
+          break;
+        case storage_completion::kind::persist:
+          checker_.on_persisted(now_, n->index, c.state);
+          n->r->on_persist_done(c.state, effects);
+          break;
+      }
+      execute(*n, effects);
+    }
+    n->r->on_tick(effects);
+    execute(*n, effects);
+    observe(*n);
+  }
+  for (auto& c : clients_) {
+    c->tick(now_, [&](node_t to, consensus::message m) { network_.send(client_base + c->id() - 1, to, std::move(m), now_); });
+  }
+}
+
+void cluster::enter_liveness() {
+  liveness_ = true;
+  network_.heal_all();
+  partition_until_ = 0;
+  network_options quiet = network_.options();
+  quiet.loss_ppm = 0;
+  quiet.duplicate_ppm = 0;
+  network_.set_options(quiet);
+  storage_options calm = options_.storage;
+  calm.write_fault_ppm = 0;
+  calm.read_fault_ppm = 0;
+  for (auto& n : nodes_) {
+    n->storage->set_options(calm);
+    if (!n->up) {
+      restart(*n);
+    }
+  }
+  trace_.event(now_, "liveness", {});
+}
+
+std::vector<const consensus::replica*> cluster::core() const {
+  // The replicas normal in the highest normal view, caught up (everything committed applied) at the same op.
+  std::uint32_t view = 0;
+  for (const auto& n : nodes_) {
+    if (n->up && n->r->status() == consensus::status::normal) {
+      view = std::max(view, n->r->view().value());
+    }
+  }
+  std::map<std::uint64_t, std::vector<const consensus::replica*>> by_op;
+  for (const auto& n : nodes_) {
+    if (!n->up) {
+      continue;
+    }
+    const auto& r = *n->r;
+    if (r.status() == consensus::status::normal && r.view().value() == view && r.commit_min() == r.commit_max() &&
+        r.commit_max() == r.op()) {
+      by_op[r.op().value()].push_back(&r);
+    }
+  }
+  return by_op.empty() ? std::vector<const consensus::replica*>{} : by_op.rbegin()->second;
+}
+
+bool cluster::converged() const {
+  // A replication quorum must converge; a replica left in a view change of its own (it counted votes that were
+  // later withdrawn) rejoins at the next view change, as in TigerBeetle, and is reported, not failed.
+  if (core().size() < consensus::quorum_replication(options_.replicas)) {
+    return false;
+  }
+  for (const auto& c : clients_) {
+    if (!c->done()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+run_result cluster::run() {
+  auto clients_done = [&] {
+    for (const auto& c : clients_) {
+      if (!c->done()) {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (now_ < options_.safety_ticks && checker_.ok() && !clients_done()) {
+    step();
+  }
+  if (checker_.ok()) {
+    enter_liveness();
+    const std::uint64_t bound = now_ + options_.liveness_ticks;
+    while (now_ < bound && checker_.ok() && !converged()) {
+      step();
+    }
+    if (checker_.ok() && converged()) {
+      const auto converged_core = core();
+      result_.lagging = options_.replicas - converged_core.size();
+      checker_.check_acks_applied(now_, converged_core);
+    }
+  }
+  result_.ticks = now_;
+  result_.committed = checker_.committed();
+  result_.acks = checker_.acks();
+  if (!checker_.ok()) {
+    result_.result = outcome::safety_failure;
+    result_.detail = checker_.violation();
+  } else if (!converged()) {
+    result_.result = outcome::liveness_failure;
+    std::string state;
+    for (const auto& n : nodes_) {
+      state += " [" + n->r->describe() + "]";
+    }
+    std::uint64_t done = 0;
+    for (const auto& c : clients_) {
+      done += c->done() ? 1 : 0;
+    }
+    result_.detail = fmt::format("not converged {} ticks after healing:{}; clients done {}/{}",
+                                 options_.liveness_ticks, state, done, clients_.size());
+  }
+  for (const auto& n : nodes_) {
+    if (n->up) {
+      result_.final_view = std::max(result_.final_view, n->r->view().value());
+    }
+  }
+  trace_.event(now_, "result",
+               {{"outcome", static_cast<std::int64_t>(result_.result)},
+                {"committed", static_cast<std::int64_t>(result_.committed)},
+                {"acks", static_cast<std::int64_t>(result_.acks)}});
+  result_.hash = trace_.hash();
+  return result_;
+}
+
+}  // namespace rill::simulation

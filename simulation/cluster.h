@@ -1,0 +1,96 @@
+#pragma once
+// cluster: one simulated run. 1 to 6 replicas of the real consensus code, each with its own state machine and
+// storage, simulated clients, one simulated network, all on one thread and one tick counter, every random choice
+// drawn from streams derived from the seed.
+//
+// A run has two phases. Safety: the workload runs while faults are injected (crashes and restarts, partitions, loss,
+// duplication, storage faults within the fault atlas); the checker runs after every step. Liveness: faults stop,
+// everything is healed and restarted; within a bound, a core of at least a replication quorum must converge (normal
+// in one view, everything committed and applied, at one op) and the clients must finish.
+//
+// The fault atlas: storage faults on op k are allowed only on the replicas k names (quorum_replication - 1 of
+// them), so every committed op keeps a readable copy on a replication quorum minus those.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "consensus/replica.h"
+#include "simulation/checker.h"
+#include "simulation/model_storage.h"
+#include "simulation/network.h"
+#include "simulation/trace.h"
+#include "simulation/workload.h"
+
+namespace rill::simulation {
+
+struct cluster_options {
+  std::uint64_t seed = 0;
+  std::uint8_t replicas = 3;
+  std::uint32_t clients = 4;
+  client_options client;
+  std::uint64_t safety_ticks = 20'000;    // the faulty phase ends here (or when the clients are done)
+  std::uint64_t liveness_ticks = 20'000;  // the healed cluster must converge within this
+  network_options network;
+  storage_options storage;
+  std::uint32_t crash_ppm = 200;        // per replica per tick
+  std::uint32_t restart_ticks_max = 400;  // a crashed replica restarts after 1..this
+  std::uint32_t partition_ppm = 100;     // per tick: a new partition
+  std::uint32_t partition_ticks_max = 2000;
+  std::uint32_t rot_ppm = 0;  // per replica per tick: a stored prepare rots
+  consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
+  consensus::replica_bugs bugs;
+};
+
+enum class outcome { passed, safety_failure, liveness_failure };
+
+struct run_result {
+  outcome result = outcome::passed;
+  std::string detail;
+  std::uint64_t hash = 0;
+  std::uint64_t ticks = 0;
+  std::uint64_t committed = 0;
+  std::uint64_t acks = 0;
+  std::uint64_t crashes = 0;
+  std::uint64_t partitions = 0;
+  std::uint64_t view_changes = 0;
+  std::uint64_t messages = 0;
+  std::uint32_t final_view = 0;
+  std::size_t lagging = 0;  // replicas outside the converged core at the end (stuck in a view change of their own)
+};
+
+class cluster {
+ public:
+  explicit cluster(const cluster_options& options, trace& t);
+  ~cluster();
+  run_result run();
+
+ private:
+  struct node;
+  void step();
+  void execute(node& n, std::vector<consensus::effect>& effects);
+  void inject_faults();
+  void crash(node& n);
+  void restart(node& n);
+  void enter_liveness();
+  [[nodiscard]] bool converged() const;
+  [[nodiscard]] std::vector<const consensus::replica*> core() const;
+  [[nodiscard]] bool may_fault(consensus::replica_t r, std::uint64_t op) const;
+  void observe(node& n);
+
+  cluster_options options_;
+  trace& trace_;
+  prng rng_;
+  sim_network network_;
+  checker checker_;
+  std::vector<std::unique_ptr<node>> nodes_;
+  std::vector<std::unique_ptr<sim_client>> clients_;
+  std::uint64_t now_ = 0;
+  bool liveness_ = false;
+  bool debug_ = false;  // RILL_SIM_DEBUG set: every delivery and state change on stdout
+  std::uint64_t partition_until_ = 0;
+  run_result result_;
+};
+
+}  // namespace rill::simulation

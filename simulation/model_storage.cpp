@@ -1,0 +1,106 @@
+#include "simulation/model_storage.h"
+
+#include <algorithm>
+
+namespace rill::simulation {
+
+using consensus::message;
+
+model_storage::model_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
+                             std::function<bool(std::uint64_t)> may_fault)
+    : options_(options), rng_(seed), may_fault_(std::move(may_fault)), superblock_(std::move(initial)) {}
+
+std::uint64_t model_storage::due(std::uint64_t now) {
+  return now + options_.latency_min_ticks + rng_.below(std::uint64_t{options_.latency_spread_ticks} + 1);
+}
+
+void model_storage::write(const message& prepare, std::uint64_t now) {
+  pending_op p{due(now), sequence_++, {}, prepare};
+  p.c.what = storage_completion::kind::write;
+  p.c.op = prepare.h.op;
+  p.c.checksum = prepare.h.checksum;
+  pending_.push_back(std::move(p));
+}
+
+void model_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) {
+  pending_op p{due(now), sequence_++, {}, std::nullopt};
+  p.c.what = storage_completion::kind::read;
+  p.c.op = op;
+  p.c.checksum = checksum;
+  pending_.push_back(std::move(p));
+}
+
+void model_storage::persist(const consensus::vsr_state& state, std::uint64_t now) {
+  pending_op p{due(now), sequence_++, {}, std::nullopt};
+  p.c.what = storage_completion::kind::persist;
+  p.c.state = state;
+  pending_.push_back(std::move(p));
+}
+
+std::vector<storage_completion> model_storage::complete(std::uint64_t now) {
+  std::vector<pending_op> ready;
+  std::vector<pending_op> later;
+  for (auto& p : pending_) {
+    (p.due <= now ? ready : later).push_back(std::move(p));
+  }
+  pending_ = std::move(later);
+  std::sort(ready.begin(), ready.end(), [](const pending_op& a, const pending_op& b) {
+    return a.due != b.due ? a.due < b.due : a.sequence < b.sequence;
+  });
+  std::vector<storage_completion> out;
+  for (auto& p : ready) {
+    storage_completion c = std::move(p.c);
+    switch (c.what) {
+      case storage_completion::kind::write:
+        if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(c.op)) {
+          c.ok = false;  // nothing of it landed; what was there before stays
+        } else {
+          journal_[c.op] = std::move(*p.data);
+          rotten_.erase(c.op);
+        }
+        break;
+      case storage_completion::kind::read: {
+        auto it = journal_.find(c.op);
+        const bool readable = it != journal_.end() && !rotten_.contains(c.op) && it->second.h.checksum == c.checksum;
+        if (readable && !(rng_.chance_ppm(options_.read_fault_ppm) && may_fault_(c.op))) {
+          c.prepare = it->second;
+        } else {
+          c.ok = false;
+        }
+        break;
+      }
+      case storage_completion::kind::persist:
+        superblock_ = c.state;
+        break;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void model_storage::crash() {
+  for (const auto& p : pending_) {
+    if (p.c.what == storage_completion::kind::write && rng_.chance_ppm(options_.torn_ppm) && may_fault_(p.c.op)) {
+      journal_.erase(p.c.op);  // torn: the slot holds garbage now
+    }
+  }
+  pending_.clear();
+}
+
+consensus::recovered_state model_storage::recover() {
+  consensus::recovered_state r;
+  r.state = superblock_;
+  r.formatted = std::exchange(formatted_, false);
+  for (const auto& [op, m] : journal_) {
+    (rotten_.contains(op) ? r.faulty : r.journal).push_back(m.h);
+  }
+  return r;
+}
+
+void model_storage::rot(std::uint64_t op) {
+  if (journal_.contains(op)) {
+    rotten_[op] = true;
+  }
+}
+
+}  // namespace rill::simulation
