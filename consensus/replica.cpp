@@ -382,25 +382,16 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
     }
   } else {
     if (session == nullptr) {
-      for (const auto& p : pipeline_) {
-        if (p.h.client == m.h.client && p.h.operation == operation_register) {
-          return;  // its register is not committed here yet (a new primary catching up): not an eviction
-        }
-      }
-      message ev = make(command::eviction);
-      ev.h.client = m.h.client;
-      ev.h.request = m.h.request;
-      seal(ev);
-      out.push_back(reply_effect{std::move(ev)});
-      return;
-    }
-    if (m.h.request <= session->request) {
+      // Possibly evicted, possibly registered in an op this primary has not applied (or knows not to be committed):
+      // only the log can tell. The request is prepared; apply answers it with an eviction if the session is gone
+      // then. (A primary never evicts from its own view of the table: it may be stale, or not the primary at all.)
+    } else if (m.h.request <= session->request) {
       if (m.h.request == session->request) {
         out.push_back(reply_effect{session->reply});  // a retry of what is done: answered from the table
       }
       return;
     }
-    if (m.h.request > session->request + 1) {
+    if (session != nullptr && m.h.request > session->request + 1) {
       return;  // the client skipped a number: not ours to fix
     }
   }

@@ -256,6 +256,11 @@ void cluster::step() {
       observe(n);
     } else {
       sim_client& c = *clients_.at(p.to - client_base);
+      if (debug_) {
+        fmt::print("{} deliver {}->{} {} v{} op{} request{} prepare {}\n", now_, p.from, p.to,
+                   consensus::to_string(p.m.h.cmd), p.m.h.view, p.m.h.op, p.m.h.request,
+                   consensus::to_string(p.m.h.context));
+      }
       auto ack = c.on_message(p.m, now_, {});
       if (ack) {
         checker_.on_ack(now_, c.id(), *ack);
