@@ -372,7 +372,7 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
   if (reg ? m.h.request != 0 : (m.h.operation < operation_user_min || m.h.request == 0)) {
     return;
   }
-  const client_session* session = clients_.find(m.h.client);
+  const client_session* session = bugs_.forget_client_table ? nullptr : clients_.find(m.h.client);
   if (reg) {
     if (session != nullptr) {
       if (session->request == 0) {
@@ -476,8 +476,11 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
     out.push_back(send_effect{primary_of_view(view_t(m.h.view)), std::move(r)});
     return;
   }
-  const bool from_primary = status_ == status::normal && m.h.view == view_.value() &&
-                            m.h.replica == primary_of_view(view_) && !is_primary();
+  bool from_primary = status_ == status::normal && m.h.view == view_.value() &&
+                      m.h.replica == primary_of_view(view_) && !is_primary();
+  if (bugs_.accept_out_of_order && status_ == status::normal && !is_primary() && m.h.view < view_.value()) {
+    from_primary = true;  // the deliberate bug: a deposed primary's prepare taken as the current one's
+  }
   if (!from_primary) {
     // Not the current primary's: only a prepare that chains to a header we trust is taken (repair of a gap).
     if (m.h.op > commit_min_ && accept_header(m.h, false)) {
@@ -506,9 +509,7 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
     }
   }
   store_prepare(m, true, out);
-  if (!bugs_.accept_out_of_order) {
-    verify_down_from(m.h.op);
-  }
+  verify_down_from(m.h.op);
   advance_commit_max(m.h.commit, out);
 }
 

@@ -64,8 +64,8 @@ inline constexpr std::size_t repair_requests_per_tick = 8;
 struct replica_bugs {
   bool commit_without_quorum = false;    // the primary commits on its own write
   bool advertise_before_persist = false;  // messages carrying a new view are sent before it is durable
-  bool accept_out_of_order = false;       // a backup acknowledges a prepare that does not chain to its log
-  bool forget_client_table = false;       // retried requests are executed again
+  bool accept_out_of_order = false;       // a backup takes prepares of an older view as the current primary's
+  bool forget_client_table = false;       // retried requests are prepared and executed again
 };
 
 enum class status : std::uint8_t { normal, view_change };
