@@ -1296,9 +1296,13 @@ std::size_t replica::count(std::uint32_t bits) const noexcept {
 }
 
 std::string replica::describe() const {
-  std::string out = fmt::format("r{} {} v{} lv{} op{} cmin{} cmax{}", options_.replica,
+  std::string out = fmt::format("r{} {} v{} lv{} op{} cmin{} cmax{} durable(v{} lv{}{})", options_.replica,
                                 status_ == status::normal ? "normal" : "view_change", view_.value(),
-                                log_view_.value(), op_, commit_min_, commit_max_);
+                                log_view_.value(), op_, commit_min_, commit_max_, durable_.view.value(),
+                                durable_.log_view.value(), persisting_ ? " persisting" : "");
+  if (!request_queue_.empty()) {
+    out += fmt::format(" queued{}", request_queue_.size());
+  }
   if (is_primary() && status_ == status::normal) {
     out += fmt::format(" pipeline{}", pipeline_.size());
     if (!pipeline_.empty()) {

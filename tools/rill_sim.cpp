@@ -2,6 +2,8 @@
 //
 //   rill-sim --seed S [knobs] [--trace FILE]      one seed
 //   rill-sim --seeds N [--master-seed M] [knobs]  N seeds drawn from M
+//   rill-sim --duration-s T [--master-seed M]      seeds drawn from M until T seconds have passed
+//   rill-sim --seed-file FILE [knobs]              the seeds listed in FILE (one per line, # comments)
 //
 // Knobs not given on the command line are drawn from the seed (a swarm: each seed is a different cluster and fault
 // mix), so `--seed S` alone replays a run. Each seed runs in a child process, so that a crash (a failed assertion) is
@@ -13,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,6 +26,7 @@
 
 #include "base/random.h"
 #include "simulation/cluster.h"
+#include "simulation/swarm.h"
 
 namespace {
 
@@ -32,53 +36,6 @@ using namespace rill::simulation;
 constexpr int exit_safety = 129;
 constexpr int exit_liveness = 128;
 constexpr int exit_crash = 127;
-
-struct knobs {
-  std::map<std::string, std::uint64_t> given;  // knob name -> value, as typed
-  std::vector<std::string> bugs;
-  std::uint64_t ticks = 20'000;
-  std::uint64_t liveness_ticks = 30'000;
-};
-
-// Draws every knob not given from the seed.
-cluster_options options_for(std::uint64_t seed, const knobs& k) {
-  prng r(seed ^ 0x5357'4152'4d21'0001ULL);  // the swarm's own stream: independent of the run's
-  auto pick = [&](const char* name, std::uint64_t lo, std::uint64_t hi) {
-    const std::uint64_t drawn = r.between(lo, hi);  // drawn even when given: later knobs do not shift
-    auto it = k.given.find(name);
-    return it != k.given.end() ? it->second : drawn;
-  };
-  cluster_options o;
-  o.seed = seed;
-  o.replica.cluster = 1;
-  o.replicas = static_cast<std::uint8_t>(pick("replicas", 1, 6));
-  o.clients = static_cast<std::uint32_t>(pick("clients", 1, 8));
-  o.client.requests = pick("requests", 10, 60);
-  o.network.delay_min_ticks = static_cast<std::uint32_t>(pick("delay-min", 1, 3));
-  o.network.delay_spread_ticks = static_cast<std::uint32_t>(pick("delay-spread", 0, 10));
-  o.network.loss_ppm = static_cast<std::uint32_t>(pick("loss-ppm", 0, 100'000));
-  o.network.duplicate_ppm = static_cast<std::uint32_t>(pick("duplicate-ppm", 0, 100'000));
-  o.crash_ppm = static_cast<std::uint32_t>(pick("crash-ppm", 0, 600));
-  o.partition_ppm = static_cast<std::uint32_t>(pick("partition-ppm", 0, 400));
-  o.storage.write_fault_ppm = static_cast<std::uint32_t>(pick("write-fault-ppm", 0, 20'000));
-  o.storage.read_fault_ppm = static_cast<std::uint32_t>(pick("read-fault-ppm", 0, 20'000));
-  o.rot_ppm = static_cast<std::uint32_t>(pick("rot-ppm", 0, 300));
-  o.replica.pipeline_max = static_cast<std::uint32_t>(pick("pipeline", 1, 8));
-  o.safety_ticks = k.ticks;
-  o.liveness_ticks = k.liveness_ticks;
-  for (const auto& b : k.bugs) {
-    if (b == "commit_without_quorum") {
-      o.bugs.commit_without_quorum = true;
-    } else if (b == "advertise_before_persist") {
-      o.bugs.advertise_before_persist = true;
-    } else if (b == "accept_out_of_order") {
-      o.bugs.accept_out_of_order = true;
-    } else if (b == "forget_client_table") {
-      o.bugs.forget_client_table = true;
-    }
-  }
-  return o;
-}
 
 std::string replay_command(std::uint64_t seed, const knobs& k) {
   std::string cmd = fmt::format("rill-sim --seed {}", seed);
@@ -98,7 +55,7 @@ std::string replay_command(std::uint64_t seed, const knobs& k) {
 }
 
 // Runs one seed in this process: prints its line, returns its exit status.
-int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet) {
+int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet, int ticks_fd) {
   const cluster_options o = options_for(seed, k);
   trace t;
   if (!trace_path.empty() && !t.open(trace_path)) {
@@ -126,20 +83,36 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
     std::printf("  %s\n", r.detail.c_str());
   }
   std::fflush(stdout);
-  // Ticks for the parent's rate figure travel in the exit... no: through a pipe would do; stdout is enough here.
+  if (ticks_fd >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(ticks_fd, &r.ticks, sizeof r.ticks);  // for the parent's rate figure
+  }
   return r.result == outcome::passed ? 0 : r.result == outcome::safety_failure ? exit_safety : exit_liveness;
 }
 
+std::uint64_t ticks_total = 0;  // simulated ticks over every seed run (for the rate figure)
+
 int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet) {
   std::fflush(stdout);
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::perror("rill-sim: pipe");
+    return exit_crash;
+  }
   const pid_t pid = ::fork();
   if (pid < 0) {
     std::perror("rill-sim: fork");
     return exit_crash;
   }
   if (pid == 0) {
-    std::_Exit(run_seed(seed, k, trace_path, quiet));
+    ::close(fds[0]);
+    std::_Exit(run_seed(seed, k, trace_path, quiet, fds[1]));
   }
+  ::close(fds[1]);
+  std::uint64_t ticks = 0;
+  if (::read(fds[0], &ticks, sizeof ticks) == static_cast<ssize_t>(sizeof ticks)) {
+    ticks_total += ticks;
+  }
+  ::close(fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (WIFEXITED(status)) {
@@ -156,6 +129,9 @@ int main(int argc, char** argv) {
   CLI::App app{"rill-sim: the deterministic simulator of rill's VSR replication"};
   std::optional<std::uint64_t> seed;
   std::uint64_t seeds = 0;
+  double duration_s = 0;
+  std::string seed_file;
+  bool print_seeds = false;
   std::uint64_t master = 0;
   std::string trace_path;
   bool quiet = false;
@@ -163,37 +139,25 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "run this one seed");
   app.add_option("--seeds", seeds, "run this many seeds, drawn from --master-seed");
   app.add_option("--master-seed", master, "the seed the --seeds are drawn from (default 0)");
+  app.add_option("--duration-s", duration_s, "run seeds drawn from --master-seed until this many seconds pass")
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--seed-file", seed_file, "run the seeds listed in this file (one per line; # starts a comment)");
+  app.add_flag("--print-seeds", print_seeds, "print every seed run (eight per line) before the summary");
   app.add_option("--trace", trace_path, "write the run's events as JSON lines (one seed only)");
   app.add_flag("--quiet", quiet, "print only failures and the summary");
   app.add_option("--ticks", k.ticks, "ticks of the faulty (safety) phase, at most");
   app.add_option("--liveness-ticks", k.liveness_ticks, "ticks the healed cluster has to converge");
   std::map<std::string, std::uint64_t> values;
-  const std::vector<std::pair<const char*, const char*>> knob_help = {
-      {"replicas", "replicas, 1..6"},
-      {"clients", "clients"},
-      {"requests", "requests per client"},
-      {"delay-min", "minimum network delay, ticks"},
-      {"delay-spread", "extra network delay, uniform in [0, this] ticks"},
-      {"loss-ppm", "packet loss, parts per million"},
-      {"duplicate-ppm", "packet duplication, ppm"},
-      {"crash-ppm", "replica crash chance per tick, ppm"},
-      {"partition-ppm", "chance per tick that a partition begins, ppm"},
-      {"write-fault-ppm", "failed journal writes, ppm (within the fault atlas)"},
-      {"read-fault-ppm", "failed journal reads, ppm (within the fault atlas)"},
-      {"rot-ppm", "chance per replica per tick that a stored prepare rots, ppm (within the fault atlas)"},
-      {"pipeline", "prepares in flight at the primary, 1..64"},
-  };
-  for (const auto& [name, help] : knob_help) {
+  for (const auto& knob : swarm_knobs()) {
     app.add_option_function<std::uint64_t>(
-        std::string("--") + name, [&values, n = std::string(name)](std::uint64_t v) { values[n] = v; },
-        std::string(help) + " (default: drawn from the seed)");
+        std::string("--") + knob.name, [&values, n = std::string(knob.name)](std::uint64_t v) { values[n] = v; },
+        fmt::format("{} (default: drawn from the seed in {}..{})", knob.help, knob.lo, knob.hi));
   }
   std::vector<std::string> bugs;
   app.add_option("--bug", bugs,
                  "test only: enable a deliberate bug (commit_without_quorum, advertise_before_persist, "
                  "accept_out_of_order, forget_client_table)")
-      ->check(CLI::IsMember({"commit_without_quorum", "advertise_before_persist", "accept_out_of_order",
-                             "forget_client_table"}));
+      ->check(CLI::IsMember(bug_names()));
   CLI11_PARSE(app, argc, argv);
   k.given = values;
   k.bugs = bugs;
@@ -206,8 +170,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rill-sim: --pipeline: allowed is 1..64\n");
     return 2;
   }
-  if (seed.has_value() == (seeds > 0)) {
-    std::fprintf(stderr, "rill-sim: give either --seed S or --seeds N\n");
+  const int modes = (seed ? 1 : 0) + (seeds > 0 ? 1 : 0) + (duration_s > 0 ? 1 : 0) + (seed_file.empty() ? 0 : 1);
+  if (modes != 1) {
+    std::fprintf(stderr, "rill-sim: give exactly one of --seed S, --seeds N, --duration-s T, --seed-file FILE\n");
     return 2;
   }
   if (seed) {
@@ -221,13 +186,38 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rill-sim: --trace needs a single --seed\n");
     return 2;
   }
+  std::vector<std::uint64_t> listed;
+  if (!seed_file.empty()) {
+    std::ifstream in(seed_file);
+    if (!in) {
+      std::fprintf(stderr, "rill-sim: cannot read %s\n", seed_file.c_str());
+      return 2;
+    }
+    std::string line;
+    while (std::getline(in, line)) {
+      line = line.substr(0, line.find('#'));
+      if (line.find_first_not_of(" \t\r") == std::string::npos) {
+        continue;
+      }
+      try {
+        listed.push_back(std::stoull(line));
+      } catch (const std::exception&) {
+        std::fprintf(stderr, "rill-sim: %s: not a seed: %s\n", seed_file.c_str(), line.c_str());
+        return 2;
+      }
+    }
+  }
   prng draw(master);
   const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   std::uint64_t passed = 0;
   int worst = 0;
   std::vector<std::uint64_t> ran;
-  for (std::uint64_t i = 0; i < seeds; ++i) {
-    const std::uint64_t s = draw.next();
+  for (std::uint64_t i = 0;; ++i) {
+    if (!listed.empty() ? i >= listed.size() : duration_s > 0 ? elapsed() >= duration_s : i >= seeds) {
+      break;
+    }
+    const std::uint64_t s = !listed.empty() ? listed[i] : draw.next();
     ran.push_back(s);
     const int rc = run_forked(s, k, "", quiet);
     if (rc == 0) {
@@ -237,10 +227,17 @@ int main(int argc, char** argv) {
     std::printf("replay: %s\n", replay_command(s, k).c_str());
     worst = worst == 0 ? rc : std::max(worst, rc);
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%llu/%llu seeds passed (master seed %llu) in %.1f s: %.0f seeds per minute\n",
-              static_cast<unsigned long long>(passed), static_cast<unsigned long long>(seeds),
-              static_cast<unsigned long long>(master), seconds, seeds / seconds * 60.0);
+  if (print_seeds) {
+    for (std::size_t i = 0; i < ran.size(); ++i) {
+      std::printf("%s%llu", i % 8 == 0 ? (i == 0 ? "seeds: " : "\n       ") : " ",
+                  static_cast<unsigned long long>(ran[i]));
+    }
+    std::printf("\n");
+  }
+  const double seconds = elapsed();
+  std::printf("%llu/%zu seeds passed (%s) in %.1f s: %.0f seeds per minute, %.2f million simulated ticks per second\n",
+              static_cast<unsigned long long>(passed), ran.size(),
+              listed.empty() ? fmt::format("master seed {}", master).c_str() : seed_file.c_str(), seconds,
+              static_cast<double>(ran.size()) / seconds * 60.0, static_cast<double>(ticks_total) / seconds / 1e6);
   return worst;
 }

@@ -1,0 +1,75 @@
+#include "simulation/swarm.h"
+
+#include "base/assert.h"
+#include "base/random.h"
+
+namespace rill::simulation {
+
+const std::vector<knob_range>& swarm_knobs() {
+  static const std::vector<knob_range> knobs = {
+      {"replicas", 1, 6, "replicas in the group"},
+      {"clients", 1, 8, "clients"},
+      {"requests", 10, 60, "requests per client"},
+      {"delay-min", 1, 3, "minimum network delay, ticks"},
+      {"delay-spread", 0, 10, "extra network delay, uniform in [0, this] ticks"},
+      {"loss-ppm", 0, 100'000, "packet loss, parts per million"},
+      {"duplicate-ppm", 0, 100'000, "packet duplication, ppm"},
+      {"crash-ppm", 0, 600, "replica crash chance per tick, ppm"},
+      {"partition-ppm", 0, 400, "chance per tick that a partition begins, ppm"},
+      {"write-fault-ppm", 0, 20'000, "failed journal writes, ppm (within the fault atlas)"},
+      {"read-fault-ppm", 0, 20'000, "failed journal reads, ppm (within the fault atlas)"},
+      {"rot-ppm", 0, 300, "chance per replica per tick that a stored prepare rots, ppm (within the fault atlas)"},
+      {"pipeline", 1, 8, "prepares in flight at the primary"},
+  };
+  return knobs;
+}
+
+const std::vector<std::string>& bug_names() {
+  static const std::vector<std::string> names = {"commit_without_quorum", "advertise_before_persist",
+                                                 "accept_out_of_order", "forget_client_table"};
+  return names;
+}
+
+cluster_options options_for(std::uint64_t seed, const knobs& k) {
+  prng r(seed ^ 0x5357'4152'4d21'0001ULL);  // the swarm's own stream: independent of the run's
+  std::map<std::string, std::uint64_t> v;
+  for (const auto& knob : swarm_knobs()) {
+    const std::uint64_t drawn = r.between(knob.lo, knob.hi);
+    auto it = k.given.find(knob.name);
+    v[knob.name] = it != k.given.end() ? it->second : drawn;
+  }
+  cluster_options o;
+  o.seed = seed;
+  o.replica.cluster = 1;
+  o.replicas = static_cast<std::uint8_t>(v["replicas"]);
+  o.clients = static_cast<std::uint32_t>(v["clients"]);
+  o.client.requests = v["requests"];
+  o.network.delay_min_ticks = static_cast<std::uint32_t>(v["delay-min"]);
+  o.network.delay_spread_ticks = static_cast<std::uint32_t>(v["delay-spread"]);
+  o.network.loss_ppm = static_cast<std::uint32_t>(v["loss-ppm"]);
+  o.network.duplicate_ppm = static_cast<std::uint32_t>(v["duplicate-ppm"]);
+  o.crash_ppm = static_cast<std::uint32_t>(v["crash-ppm"]);
+  o.partition_ppm = static_cast<std::uint32_t>(v["partition-ppm"]);
+  o.storage.write_fault_ppm = static_cast<std::uint32_t>(v["write-fault-ppm"]);
+  o.storage.read_fault_ppm = static_cast<std::uint32_t>(v["read-fault-ppm"]);
+  o.rot_ppm = static_cast<std::uint32_t>(v["rot-ppm"]);
+  o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
+  o.safety_ticks = k.ticks;
+  o.liveness_ticks = k.liveness_ticks;
+  for (const auto& b : k.bugs) {
+    if (b == "commit_without_quorum") {
+      o.bugs.commit_without_quorum = true;
+    } else if (b == "advertise_before_persist") {
+      o.bugs.advertise_before_persist = true;
+    } else if (b == "accept_out_of_order") {
+      o.bugs.accept_out_of_order = true;
+    } else if (b == "forget_client_table") {
+      o.bugs.forget_client_table = true;
+    } else {
+      RILL_UNREACHABLE("unknown bug {}", b);
+    }
+  }
+  return o;
+}
+
+}  // namespace rill::simulation

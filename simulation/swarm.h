@@ -1,0 +1,37 @@
+#pragma once
+// swarm: turns a seed into a whole simulated run's options. Every knob not fixed by the caller is drawn from the
+// seed (VOPR's swarm testing: each seed is a different cluster size, workload and fault mix), so a seed alone
+// replays a run, and a sweep of seeds covers many configurations.
+//
+// Invariant: each knob is drawn in a fixed order whether or not it is given, so fixing one knob does not change
+// what the others draw.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "simulation/cluster.h"
+
+namespace rill::simulation {
+
+struct knobs {
+  std::map<std::string, std::uint64_t> given;  // knob name (as on rill-sim's command line) -> value
+  std::vector<std::string> bugs;               // deliberate bugs to enable (test only)
+  std::uint64_t ticks = 20'000;                // the safety phase's bound
+  std::uint64_t liveness_ticks = 30'000;       // the liveness phase's bound
+};
+
+// The knobs a swarm draws, with their ranges, for --help and docs/simulation.md.
+struct knob_range {
+  const char* name;
+  std::uint64_t lo;
+  std::uint64_t hi;
+  const char* help;
+};
+const std::vector<knob_range>& swarm_knobs();
+// The deliberate bugs (replica_bugs) by name.
+const std::vector<std::string>& bug_names();
+
+cluster_options options_for(std::uint64_t seed, const knobs& k);
+
+}  // namespace rill::simulation

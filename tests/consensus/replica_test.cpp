@@ -1,0 +1,282 @@
+// The replica driven by hand: a tiny deterministic network and instant storage, so that single properties can be
+// checked step by step (the simulator covers the rest under faults).
+#include <boost/test/unit_test.hpp>
+
+#include <deque>
+#include <map>
+#include <memory>
+
+#include "base/endian.h"
+#include "consensus/replica.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using namespace rill::consensus;
+
+namespace {
+constexpr std::uint64_t cluster_id = 9;
+
+class counter final : public state_machine {
+ public:
+  std::vector<std::byte> apply(const header&, std::span<const std::byte> body) override {
+    total_ += body.size();
+    std::vector<std::byte> out(8);
+    store_le<std::uint64_t>(out.data(), total_);
+    ++applied;
+    return out;
+  }
+  std::uint64_t applied = 0;
+
+ private:
+  std::uint64_t total_ = 0;
+};
+
+struct node {
+  std::unique_ptr<counter> sm;
+  std::unique_ptr<replica> r;
+  std::map<std::uint64_t, message> journal;  // durable prepares
+  vsr_state superblock;
+  std::vector<effect> io;  // writes, reads and persists not yet completed
+  std::vector<std::uint64_t> applied;
+  bool hold_io = false;  // keep I/O pending until released
+};
+
+struct mini {
+  explicit mini(std::uint8_t n) {
+    for (std::uint8_t i = 0; i < n; ++i) {
+      auto nd = std::make_unique<node>();
+      nd->superblock.cluster = cluster_id;
+      nd->superblock.replica = i;
+      nd->superblock.replica_count = n;
+      nodes.push_back(std::move(nd));
+    }
+    for (std::uint8_t i = 0; i < n; ++i) {
+      start(i, true);
+    }
+  }
+  replica_options options(std::uint8_t i) const {
+    replica_options o;
+    o.cluster = cluster_id;
+    o.replica = i;
+    o.replica_count = static_cast<std::uint8_t>(nodes.size());
+    o.pipeline_max = 4;
+    return o;
+  }
+  void start(std::uint8_t i, bool formatted) {
+    node& n = *nodes[i];
+    recovered_state rec;
+    rec.state = n.superblock;
+    rec.formatted = formatted;
+    for (const auto& [op, m] : n.journal) {
+      rec.journal.push_back(m.h);
+    }
+    n.sm = std::make_unique<counter>();
+    n.r = std::make_unique<replica>(options(i), *n.sm, rec);
+    n.applied.clear();
+    n.io.clear();
+  }
+  void crash(std::uint8_t i) { nodes[i]->r.reset(); }
+
+  void take(std::uint8_t i, std::vector<effect>& out) {
+    node& n = *nodes[i];
+    for (auto& e : out) {
+      if (auto* s = std::get_if<send_effect>(&e)) {
+        sent.push_back(*s);
+        if (!blocked.contains(i) && !blocked.contains(s->to) && !(drop_oks && s->m.h.cmd == command::prepare_ok)) {
+          net.push_back({s->to, s->m});
+        }
+      } else if (auto* rep = std::get_if<reply_effect>(&e)) {
+        replies.push_back(rep->m);
+      } else if (auto* a = std::get_if<applied_effect>(&e)) {
+        n.applied.push_back(a->prepare.op);
+      } else {
+        n.io.push_back(std::move(e));
+      }
+    }
+    out.clear();
+  }
+  // Completes pending I/O of every node that does not hold it.
+  bool complete_io() {
+    bool any = false;
+    for (std::uint8_t i = 0; i < nodes.size(); ++i) {
+      node& n = *nodes[i];
+      if (!n.r || n.hold_io || n.io.empty()) {
+        continue;
+      }
+      auto io = std::move(n.io);
+      n.io.clear();
+      std::vector<effect> out;
+      for (auto& e : io) {
+        if (auto* w = std::get_if<write_effect>(&e)) {
+          n.journal[w->m.h.op] = w->m;
+          n.r->on_write_done(w->m.h.op, w->m.h.checksum, true, out);
+        } else if (auto* rd = std::get_if<read_effect>(&e)) {
+          auto it = n.journal.find(rd->op);
+          n.r->on_read_done(rd->op, rd->checksum, it == n.journal.end() ? nullptr : &it->second, out);
+        } else if (auto* p = std::get_if<persist_effect>(&e)) {
+          n.superblock = p->state;
+          n.r->on_persist_done(p->state, out);
+        }
+        take(i, out);
+      }
+      any = true;
+    }
+    return any;
+  }
+  void pump(int rounds = 200) {
+    for (int round = 0; round < rounds; ++round) {
+      bool any = complete_io();
+      auto batch = std::move(net);
+      net.clear();
+      for (auto& [to, m] : batch) {
+        if (nodes[to]->r) {
+          std::vector<effect> out;
+          nodes[to]->r->on_message(m, out);
+          take(to, out);
+          any = true;
+        }
+      }
+      if (!any) {
+        return;
+      }
+    }
+  }
+  void tick(int times) {
+    for (int t = 0; t < times; ++t) {
+      for (std::uint8_t i = 0; i < nodes.size(); ++i) {
+        if (nodes[i]->r && !blocked.contains(i)) {
+          std::vector<effect> out;
+          nodes[i]->r->on_tick(out);
+          take(i, out);
+        }
+      }
+      pump();
+    }
+  }
+  void request(std::uint8_t to, std::uint64_t client, std::uint64_t number, std::size_t bytes) {
+    message m;
+    m.h.cmd = command::request;
+    m.h.cluster = cluster_id;
+    m.h.client = client;
+    m.h.request = number;
+    m.h.operation = number == 0 ? operation_register : operation_user_min;
+    m.body.resize(number == 0 ? 0 : bytes);
+    seal(m);
+    std::vector<effect> out;
+    nodes[to]->r->on_message(m, out);
+    take(to, out);
+    pump();
+  }
+  std::size_t sent_count(command c) const {
+    std::size_t n = 0;
+    for (const auto& s : sent) {
+      n += s.m.h.cmd == c ? 1 : 0;
+    }
+    return n;
+  }
+
+  std::vector<std::unique_ptr<node>> nodes;
+  std::deque<std::pair<replica_t, message>> net;
+  std::vector<send_effect> sent;
+  std::vector<message> replies;
+  std::set<std::uint8_t> blocked;  // cut off both ways
+  bool drop_oks = false;
+};
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_single_replica_commits_answers_and_replays_after_a_restart) {
+  mini c(1);
+  c.request(0, 5, 0, 0);
+  for (std::uint64_t n = 1; n <= 3; ++n) {
+    c.request(0, 5, n, 10 * n);
+  }
+  BOOST_REQUIRE(c.replies.size() == 4u);
+  BOOST_TEST(c.replies[3].h.op == 4u);
+  BOOST_TEST(load_le<std::uint64_t>(c.replies[3].body.data()) == 60u);
+  BOOST_TEST(c.nodes[0]->applied.size() == 4u);
+  // Restart: the journal is replayed (reads), the same ops applied again in order.
+  c.crash(0);
+  c.start(0, false);
+  c.tick(3);
+  BOOST_TEST(c.nodes[0]->applied == (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  BOOST_TEST(c.nodes[0]->sm->applied == 3u);
+  // A retry of the last request is answered from the client table, not executed again.
+  c.replies.clear();
+  c.request(0, 5, 3, 30);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  BOOST_TEST(c.replies[0].h.op == 4u);
+  BOOST_TEST(c.nodes[0]->sm->applied == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(the_primary_answers_only_once_a_quorum_holds_the_prepare_durably) {
+  mini c(3);
+  c.request(0, 5, 0, 0);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  c.drop_oks = true;
+  c.request(0, 5, 1, 8);
+  BOOST_TEST(c.replies.size() == 1u);  // written on the primary, no prepare_ok arrived: not committed
+  BOOST_TEST(c.nodes[0]->r->commit_max() == op_t(1));
+  c.drop_oks = false;
+  c.tick(12);  // the primary resends the prepare; the backups acknowledge again
+  BOOST_REQUIRE(c.replies.size() == 2u);
+  BOOST_TEST(c.replies[1].h.op == 2u);
+  // A backup with its writes held does not acknowledge: one backup is still enough.
+  c.nodes[2]->hold_io = true;
+  c.request(0, 5, 2, 8);
+  BOOST_TEST(c.replies.size() == 3u);
+  BOOST_TEST(c.nodes[2]->r->commit_min() < op_t(3));
+}
+
+BOOST_AUTO_TEST_CASE(a_silent_primary_is_replaced_and_the_new_view_is_persisted_before_it_is_advertised) {
+  mini c(3);
+  c.request(0, 5, 0, 0);
+  c.request(0, 5, 1, 8);
+  BOOST_REQUIRE(c.replies.size() == 2u);
+  c.blocked.insert(0);  // the primary is cut off
+  // Hold replica 1's persists: it may vote, but not send its do_view_change or start_view.
+  c.nodes[1]->hold_io = true;
+  c.nodes[2]->hold_io = true;
+  c.tick(200);
+  for (const auto& s : c.sent) {
+    if (s.m.h.cmd == command::do_view_change || s.m.h.cmd == command::start_view) {
+      BOOST_TEST(s.m.h.view <= c.nodes[s.m.h.replica]->superblock.view.value(),
+                 "sent " << to_string(s.m.h.cmd) << " for an undurable view");
+    }
+  }
+  BOOST_TEST(c.sent_count(command::start_view) == 0u);
+  c.nodes[1]->hold_io = false;
+  c.nodes[2]->hold_io = false;
+  c.tick(200);
+  BOOST_TEST((c.nodes[1]->r->status() == status::normal));
+  BOOST_TEST(c.nodes[1]->r->view() > view_t(0));
+  BOOST_TEST(c.nodes[1]->r->view() == c.nodes[2]->r->view());
+  BOOST_TEST(c.nodes[1]->superblock.view == c.nodes[1]->r->view());
+  // The new primary serves; what was committed is kept.
+  const replica_t primary = primary_of(c.nodes[1]->r->view(), 3);
+  BOOST_REQUIRE(primary != 0);
+  for (auto& n : c.nodes) {
+    BOOST_TEST_MESSAGE(n->r->describe());
+  }
+  c.replies.clear();
+  c.request(primary, 5, 2, 8);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  BOOST_TEST(c.replies.back().h.op == 3u);
+  // The old primary comes back, learns the view and catches up.
+  c.blocked.clear();
+  c.tick(100);
+  BOOST_TEST(c.nodes[0]->r->view() == c.nodes[1]->r->view());
+  BOOST_TEST(c.nodes[0]->r->commit_min() == op_t(3));
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_primary_does_not_lead_its_old_view_again) {
+  mini c(3);
+  c.request(0, 5, 0, 0);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  c.crash(0);
+  c.start(0, false);
+  BOOST_TEST((c.nodes[0]->r->status() == status::view_change));
+  c.tick(300);
+  BOOST_TEST(c.nodes[0]->r->view() > view_t(0));
+  BOOST_TEST((c.nodes[0]->r->status() == status::normal));
+  BOOST_TEST(c.nodes[0]->r->commit_min() == op_t(1));
+}

@@ -1,0 +1,103 @@
+// The simulator: a sweep of seeds passes, a seed replays byte for byte (same trace hash), and each deliberate bug in
+// the replica is found within a bounded number of seeds (the checkers bite).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <string>
+
+#include "base/random.h"
+#include "simulation/cluster.h"
+#include "simulation/swarm.h"
+
+using namespace rill;
+using namespace rill::simulation;
+
+namespace {
+run_result run_one(std::uint64_t seed, const knobs& k = {}) {
+  trace t;
+  cluster c(options_for(seed, k), t);
+  return c.run();
+}
+
+// Runs a seed in a child process: a failed assertion in the replica is a finding, not the end of this test.
+// Returns 0 passed, 1 safety, 2 liveness, 3 crash.
+int run_forked(std::uint64_t seed, const knobs& k) {
+  const pid_t pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(2);  // the replica's assertion message would only clutter the test log
+    std::signal(SIGABRT, SIG_DFL);  // not Boost.Test's handler: an abort here is a finding the parent reports
+    std::signal(SIGSEGV, SIG_DFL);
+    const run_result r = run_one(seed, k);
+    std::_Exit(r.result == outcome::passed ? 0 : r.result == outcome::safety_failure ? 1 : 2);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_sweep_of_seeds_passes) {
+  prng draw(20261130);
+  std::uint64_t passed = 0;
+  for (int i = 0; i < 400; ++i) {
+    const std::uint64_t seed = draw.next();
+    const run_result r = run_one(seed);
+    BOOST_TEST((r.result == outcome::passed), "seed " << seed << ": " << r.detail);
+    passed += r.result == outcome::passed ? 1 : 0;
+  }
+  BOOST_TEST_MESSAGE(passed << "/400 seeds passed");
+}
+
+BOOST_AUTO_TEST_CASE(the_regression_seeds_pass) {
+  std::ifstream in(RILL_REGRESSION_SEEDS);
+  BOOST_REQUIRE(in.good());
+  std::string line;
+  std::size_t count = 0;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      continue;
+    }
+    const std::uint64_t seed = std::stoull(line);
+    const run_result r = run_one(seed);
+    BOOST_TEST((r.result == outcome::passed), "seed " << seed << ": " << r.detail);
+    ++count;
+  }
+  BOOST_TEST(count >= 20u);
+}
+
+BOOST_AUTO_TEST_CASE(a_seed_replays_exactly) {
+  for (std::uint64_t seed : {1ULL, 42ULL, 0xdeadbeefULL}) {
+    const run_result a = run_one(seed);
+    const run_result b = run_one(seed);
+    BOOST_TEST(a.hash == b.hash, "seed " << seed);
+    BOOST_TEST(a.ticks == b.ticks);
+    BOOST_TEST(a.messages == b.messages);
+  }
+  BOOST_TEST(run_one(1).hash != run_one(2).hash);
+}
+
+BOOST_AUTO_TEST_CASE(every_deliberate_bug_is_found_within_a_bounded_number_of_seeds) {
+  // Seeds drawn from a fixed master seed, so a regression here is reproducible; the bound leaves room above the
+  // seed at which each is found today (printed).
+  constexpr int bound = 10000;
+  for (const auto& bug : bug_names()) {
+    knobs k;
+    k.bugs = {bug};
+    prng draw(7);
+    int found_at = -1;
+    for (int i = 0; i < bound && found_at < 0; ++i) {
+      const std::uint64_t seed = draw.next();
+      if (run_forked(seed, k) != 0) {
+        found_at = i;
+        BOOST_TEST_MESSAGE(bug << ": found by seed " << seed << " (the " << i + 1 << "th)");
+      }
+    }
+    BOOST_TEST(found_at >= 0, bug << " was not found in " << bound << " seeds");
+  }
+}
