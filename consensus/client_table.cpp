@@ -28,8 +28,7 @@ std::optional<std::uint64_t> client_table::open(std::uint64_t client, std::uint6
 void client_table::commit(std::uint64_t client, std::uint64_t request, std::uint64_t op, message reply) {
   auto it = sessions_.find(client);
   RILL_ASSERT(it != sessions_.end(), "commit for client {} without a session", client);
-  RILL_ASSERT(request > it->second.request, "client {} request {} not above {}", client, request,
-              it->second.request);
+  RILL_ASSERT(request > it->second.request, "client {} request {} not above {}", client, request, it->second.request);
   it->second.request = request;
   it->second.last_commit = op;
   it->second.reply = std::move(reply);

@@ -135,8 +135,8 @@ std::vector<std::byte> encode(const message& m) {
 
 expected<header> decode_header(std::span<const std::byte> bytes) {
   if (bytes.size() < header::encoded_size) {
-    return bad(fmt::format("message of {} bytes is shorter than its {}-byte header", bytes.size(),
-                           header::encoded_size));
+    return bad(
+        fmt::format("message of {} bytes is shorter than its {}-byte header", bytes.size(), header::encoded_size));
   }
   header h = decode_header_unchecked(bytes.data());
   if (checksum_of(bytes.subspan(checksummed_from, header::encoded_size - checksummed_from), domain_header) !=
@@ -184,8 +184,8 @@ expected<std::vector<header>> decode_headers(std::span<const std::byte> body) {
   for (std::size_t at = 0; at < body.size(); at += header::encoded_size) {
     RILL_TRY(h, decode_header(body.subspan(at, header::encoded_size)));
     if (h.cmd != command::prepare) {
-      return bad(fmt::format("header list entry {} is a {}, not a prepare", at / header::encoded_size,
-                             to_string(h.cmd)));
+      return bad(
+          fmt::format("header list entry {} is a {}, not a prepare", at / header::encoded_size, to_string(h.cmd)));
     }
     out.push_back(h);
   }

@@ -476,8 +476,8 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
     out.push_back(send_effect{primary_of_view(view_t(m.h.view)), std::move(r)});
     return;
   }
-  bool from_primary = status_ == status::normal && m.h.view == view_.value() &&
-                      m.h.replica == primary_of_view(view_) && !is_primary();
+  bool from_primary =
+      status_ == status::normal && m.h.view == view_.value() && m.h.replica == primary_of_view(view_) && !is_primary();
   if (bugs_.accept_out_of_order && status_ == status::normal && !is_primary() && m.h.view < view_.value()) {
     from_primary = true;  // the deliberate bug: a deposed primary's prepare taken as the current one's
   }
@@ -570,8 +570,7 @@ void replica::on_commit(const message& m, std::vector<effect>& out) {
     out.push_back(send_effect{primary_of_view(view_t(m.h.view)), std::move(r)});
     return;
   }
-  if (status_ != status::normal || m.h.view != view_.value() || is_primary() ||
-      m.h.replica != primary_of_view(view_)) {
+  if (status_ != status::normal || m.h.view != view_.value() || is_primary() || m.h.replica != primary_of_view(view_)) {
     return;
   }
   heard_from_primary();
@@ -743,9 +742,9 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
   voted_ = false;
   vote_view_ = view_t(0);
   svc_votes_.erase(svc_votes_.begin(), svc_votes_.upper_bound(v.value()));
-  deferred_.erase(std::remove_if(deferred_.begin(), deferred_.end(),
-                                 [&](const send_effect& s) { return s.m.h.view < v.value(); }),
-                  deferred_.end());
+  deferred_.erase(
+      std::remove_if(deferred_.begin(), deferred_.end(), [&](const send_effect& s) { return s.m.h.view < v.value(); }),
+      deferred_.end());
   // Tell everyone (our vote for v, so the rest join), then our log to v's primary once v is durable.
   message svc = make(command::start_view_change);
   seal(svc);
@@ -1100,8 +1099,8 @@ void replica::on_headers(const message& m, std::vector<effect>& out) {
     return;
   }
   // Headers from the current primary are the current view's log; anyone else's must chain to what we trust.
-  const bool trusted = status_ == status::normal && m.h.view == view_.value() &&
-                       m.h.replica == primary_of_view(view_) && !is_primary();
+  const bool trusted =
+      status_ == status::normal && m.h.view == view_.value() && m.h.replica == primary_of_view(view_) && !is_primary();
   std::sort(hs->begin(), hs->end(), [](const header& a, const header& b) { return a.op > b.op; });
   for (const header& h : *hs) {
     accept_header(h, trusted);
@@ -1201,8 +1200,8 @@ vsr_state replica::wanted_state() const {
   s.view = view_;
   s.log_view = log_view_;
   s.commit = op_t(std::max(durable_.commit.value(), commit_persisted_));
-  s.view_headers = log_view_ == durable_.log_view && status_ == status::view_change ? durable_.view_headers
-                                                                                      : view_headers_;
+  s.view_headers =
+      log_view_ == durable_.log_view && status_ == status::view_change ? durable_.view_headers : view_headers_;
   return s;
 }
 
@@ -1297,9 +1296,9 @@ std::size_t replica::count(std::uint32_t bits) const noexcept {
 
 std::string replica::describe() const {
   std::string out = fmt::format("r{} {} v{} lv{} op{} cmin{} cmax{} durable(v{} lv{}{})", options_.replica,
-                                status_ == status::normal ? "normal" : "view_change", view_.value(),
-                                log_view_.value(), op_, commit_min_, commit_max_, durable_.view.value(),
-                                durable_.log_view.value(), persisting_ ? " persisting" : "");
+                                status_ == status::normal ? "normal" : "view_change", view_.value(), log_view_.value(),
+                                op_, commit_min_, commit_max_, durable_.view.value(), durable_.log_view.value(),
+                                persisting_ ? " persisting" : "");
   if (!request_queue_.empty()) {
     out += fmt::format(" queued{}", request_queue_.size());
   }

@@ -46,14 +46,14 @@ struct replica_options {
   std::uint32_t request_queue_max = 64;  // requests waiting for room in the pipeline
   std::uint32_t clients_max = 64;        // sessions in the client table
   // Timeouts, in ticks (the driver decides what a tick is; production: 10 ms).
-  std::uint32_t heartbeat_ticks = 5;       // the primary sends a commit heartbeat this often
+  std::uint32_t heartbeat_ticks = 5;         // the primary sends a commit heartbeat this often
   std::uint32_t primary_timeout_ticks = 40;  // a backup that hears nothing from its primary this long votes to leave
   std::uint32_t view_change_timeout_ticks = 80;  // a view change not done by then votes for the next view
   std::uint32_t resend_ticks = 10;  // unacknowledged prepares, votes, do_view_change and repair requests are resent
   // A primary whose pipeline has not committed for this long stops its heartbeats, so that the backups elect
   // another (it may be cut off from a quorum in one direction only).
   std::uint32_t abdicate_ticks = 120;
-  std::uint64_t seed = 0;           // jitter on the timeouts (so replicas do not time out in lockstep)
+  std::uint64_t seed = 0;  // jitter on the timeouts (so replicas do not time out in lockstep)
 };
 
 // Limits that make every input bounded.
@@ -62,7 +62,7 @@ inline constexpr std::size_t repair_requests_per_tick = 8;
 
 // Test-only deliberate bugs, each off in production: the simulator's tests prove the checkers find them.
 struct replica_bugs {
-  bool commit_without_quorum = false;    // the primary commits on its own write
+  bool commit_without_quorum = false;     // the primary commits on its own write
   bool advertise_before_persist = false;  // messages carrying a new view are sent before it is durable
   bool accept_out_of_order = false;       // a backup takes prepares of an older view as the current primary's
   bool forget_client_table = false;       // retried requests are prepared and executed again
@@ -216,20 +216,20 @@ class replica {
   view_t view_{0};
   view_t log_view_{0};
   std::uint64_t op_ = 0;
-  std::uint64_t commit_min_ = 0;  // applied
-  std::uint64_t commit_max_ = 0;  // known committed
-  std::uint64_t commit_persisted_ = 0;  // the commit lower bound last handed to persist
+  std::uint64_t commit_min_ = 0;                                 // applied
+  std::uint64_t commit_max_ = 0;                                 // known committed
+  std::uint64_t commit_persisted_ = 0;                           // the commit lower bound last handed to persist
   std::pair<std::uint64_t, checksum_t> commit_checksum_{0, {}};  // the primary's header checksum at its commit
-  std::vector<header> view_headers_;  // the suffix installed when log_view_ began (persisted with it)
-  std::map<std::uint64_t, entry> log_;        // headers by op (the in-memory journal index); op 0 is the root
-  std::map<std::uint64_t, message> bodies_;   // prepares held in memory (uncommitted, or read back for apply)
+  std::vector<header> view_headers_;         // the suffix installed when log_view_ began (persisted with it)
+  std::map<std::uint64_t, entry> log_;       // headers by op (the in-memory journal index); op 0 is the root
+  std::map<std::uint64_t, message> bodies_;  // prepares held in memory (uncommitted, or read back for apply)
   std::map<std::uint64_t, pending_read> reads_;
 
   // Durability.
-  vsr_state durable_;                 // what storage has confirmed
+  vsr_state durable_;                    // what storage has confirmed
   std::optional<vsr_state> persisting_;  // in flight
-  bool persist_again_ = false;        // wanted_state() changed while persisting_
-  std::vector<send_effect> deferred_;  // messages waiting for their view to be durable
+  bool persist_again_ = false;           // wanted_state() changed while persisting_
+  std::vector<send_effect> deferred_;    // messages waiting for their view to be durable
 
   // Primary.
   std::deque<pipeline_entry> pipeline_;
@@ -243,11 +243,11 @@ class replica {
 
   // Time (ticks).
   std::uint64_t ticks_ = 0;
-  std::uint64_t primary_seen_ = 0;      // backup: last message from the primary
+  std::uint64_t primary_seen_ = 0;  // backup: last message from the primary
   std::uint64_t view_change_began_ = 0;
   std::uint64_t heartbeat_due_ = 0;
   std::uint64_t resend_due_ = 0;
-  std::uint32_t primary_timeout_ = 0;   // with jitter
+  std::uint32_t primary_timeout_ = 0;  // with jitter
   std::uint32_t view_change_timeout_ = 0;
   std::uint64_t heartbeat_sequence_ = 0;
   std::uint64_t commit_progress_ = 0;  // primary: last tick its commit advanced or its pipeline was empty

@@ -31,7 +31,9 @@ std::vector<std::byte> encode(const vsr_state& s) {
 }
 
 expected<vsr_state> decode_vsr_state(std::span<const std::byte> bytes) {
-  auto bad = [](std::string detail) { return storage::make_unexpected(storage::errc::corrupt_data, std::move(detail)); };
+  auto bad = [](std::string detail) {
+    return storage::make_unexpected(storage::errc::corrupt_data, std::move(detail));
+  };
   if (bytes.size() < fixed_size) {
     return bad(fmt::format("vsr state of {} bytes is shorter than {}", bytes.size(), fixed_size));
   }

@@ -27,8 +27,8 @@ void checker::on_applied(std::uint64_t tick, consensus::replica_t r, const conse
   if (first && h.operation >= consensus::operation_user_min && payload.client != 0) {
     auto [p, fresh] = payload_op_.emplace(payload, h.op);
     if (!fresh) {
-      fail(tick, fmt::format("payload {}/{} executed twice: ops {} and {}", payload.client, payload.sequence,
-                             p->second, h.op));
+      fail(tick, fmt::format("payload {}/{} executed twice: ops {} and {}", payload.client, payload.sequence, p->second,
+                             h.op));
     }
   }
 }
@@ -98,12 +98,12 @@ void checker::on_state(std::uint64_t tick, const consensus::replica& r) {
     fail(tick, fmt::format("replica {} view went back from {} to {}", r.index(), t.view, r.view().value()));
   }
   if (r.commit_max().value() < t.commit_max) {
-    fail(tick, fmt::format("replica {} commit went back from {} to {}", r.index(), t.commit_max,
-                           r.commit_max().value()));
+    fail(tick,
+         fmt::format("replica {} commit went back from {} to {}", r.index(), t.commit_max, r.commit_max().value()));
   }
   if (r.log_view() > r.view()) {
-    fail(tick, fmt::format("replica {} log view {} above its view {}", r.index(), r.log_view().value(),
-                           r.view().value()));
+    fail(tick,
+         fmt::format("replica {} log view {} above its view {}", r.index(), r.log_view().value(), r.view().value()));
   }
   t.view = r.view().value();
   t.commit_max = r.commit_max().value();

@@ -57,8 +57,8 @@ class checker {
   };
   std::vector<replica_track> replicas_;
   std::map<std::uint64_t, consensus::checksum_t> canonical_;  // op -> prepare checksum
-  std::map<payload_id, std::uint64_t> payload_op_;             // payload -> op in the canonical history
-  std::map<std::uint64_t, std::uint64_t> acked_;               // op -> client
+  std::map<payload_id, std::uint64_t> payload_op_;            // payload -> op in the canonical history
+  std::map<std::uint64_t, std::uint64_t> acked_;              // op -> client
   std::optional<std::string> violation_;
   std::uint64_t violations_ = 0;
 };

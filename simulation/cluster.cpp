@@ -49,8 +49,8 @@ cluster::cluster(const cluster_options& options, trace& t)
     restart(*n);
   }
   for (std::uint32_t c = 0; c < options_.clients; ++c) {
-    clients_.push_back(std::make_unique<sim_client>(options_.replica.cluster, c + 1, options_.replicas,
-                                                    options_.client, rng_.next()));
+    clients_.push_back(
+        std::make_unique<sim_client>(options_.replica.cluster, c + 1, options_.replicas, options_.client, rng_.next()));
   }
 }
 
@@ -88,8 +88,8 @@ void cluster::restart(node& n) {
       prev = h.op;
     }
     fmt::print("{} restart r{}: journal {} entries up to {}{}, faulty {}, view {} log_view {} commit {}\n", now_,
-               n.index, recovered.journal.size(), prev, ops, recovered.faulty.size(),
-               recovered.state.view.value(), recovered.state.log_view.value(), recovered.state.commit.value());
+               n.index, recovered.journal.size(), prev, ops, recovered.faulty.size(), recovered.state.view.value(),
+               recovered.state.log_view.value(), recovered.state.commit.value());
   }
   n.r = std::make_unique<consensus::replica>(o, *n.sm, std::move(recovered), options_.bugs);
   n.up = true;
@@ -137,9 +137,9 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
       const bool first = a->prepare.op > checker_.committed();
       checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op));
       if (first && checker_.committed() == a->prepare.op) {
-        trace_.event(now_, "commit", {{"op", static_cast<std::int64_t>(a->prepare.op)},
-                                      {"view", a->prepare.view},
-                                      {"replica", n.index}});
+        trace_.event(
+            now_, "commit",
+            {{"op", static_cast<std::int64_t>(a->prepare.op)}, {"view", a->prepare.view}, {"replica", n.index}});
       }
       if (n.sm->duplicates() > 0) {
         checker_.on_duplicate(now_, n.index);
@@ -187,8 +187,7 @@ void cluster::inject_faults() {
         std::advance(it, static_cast<std::ptrdiff_t>(rng_.below(journal.size())));
         if (may_fault(nd->index, it->first)) {
           nd->storage->rot(it->first);
-          trace_.event(now_, "fault", {{"replica", nd->index}, {"op", static_cast<std::int64_t>(it->first)}},
-                       "rot");
+          trace_.event(now_, "fault", {{"replica", nd->index}, {"op", static_cast<std::int64_t>(it->first)}}, "rot");
         }
       }
     }
@@ -295,7 +294,8 @@ void cluster::step() {
     observe(*n);
   }
   for (auto& c : clients_) {
-    c->tick(now_, [&](node_t to, consensus::message m) { network_.send(client_base + c->id() - 1, to, std::move(m), now_); });
+    c->tick(now_,
+            [&](node_t to, consensus::message m) { network_.send(client_base + c->id() - 1, to, std::move(m), now_); });
   }
 }
 
@@ -395,8 +395,8 @@ run_result cluster::run() {
     for (const auto& c : clients_) {
       done += c->done() ? 1 : 0;
     }
-    result_.detail = fmt::format("not converged {} ticks after healing:{}; clients done {}/{}",
-                                 options_.liveness_ticks, state, done, clients_.size());
+    result_.detail = fmt::format("not converged {} ticks after healing:{}; clients done {}/{}", options_.liveness_ticks,
+                                 state, done, clients_.size());
   }
   for (const auto& n : nodes_) {
     if (n->up) {

@@ -34,11 +34,11 @@ struct cluster_options {
   std::uint64_t liveness_ticks = 20'000;  // the healed cluster must converge within this
   network_options network;
   storage_options storage;
-  std::uint32_t crash_ppm = 200;        // per replica per tick
+  std::uint32_t crash_ppm = 200;          // per replica per tick
   std::uint32_t restart_ticks_max = 400;  // a crashed replica restarts after 1..this
-  std::uint32_t partition_ppm = 100;     // per tick: a new partition
+  std::uint32_t partition_ppm = 100;      // per tick: a new partition
   std::uint32_t partition_ticks_max = 2000;
-  std::uint32_t rot_ppm = 0;  // per replica per tick: a stored prepare rots
+  std::uint32_t rot_ppm = 0;           // per replica per tick: a stored prepare rots
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
   consensus::replica_bugs bugs;
 };

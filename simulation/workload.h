@@ -48,7 +48,7 @@ class ledger final : public consensus::state_machine {
 };
 
 struct client_options {
-  std::uint64_t requests = 50;          // user requests to complete
+  std::uint64_t requests = 50;  // user requests to complete
   std::uint32_t request_timeout_ticks = 60;
   std::size_t body_bytes_max = 256;
 };

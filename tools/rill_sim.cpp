@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "base/random.h"
 #include "simulation/cluster.h"
@@ -64,7 +64,7 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
   }
   cluster c(o, t);
   const run_result r = c.run();
-  const char* verdict = r.result == outcome::passed             ? "passed"
+  const char* verdict = r.result == outcome::passed           ? "passed"
                         : r.result == outcome::safety_failure ? "SAFETY FAILURE"
                                                               : "LIVENESS FAILURE";
   if (!quiet || r.result != outcome::passed) {
@@ -76,8 +76,7 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
         o.rot_ppm, static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.committed),
         static_cast<unsigned long long>(r.acks), static_cast<unsigned long long>(r.crashes),
         static_cast<unsigned long long>(r.partitions), r.final_view, r.lagging,
-        static_cast<unsigned long long>(r.messages),
-        static_cast<unsigned long long>(r.hash));
+        static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.hash));
   }
   if (r.result != outcome::passed) {
     std::printf("  %s\n", r.detail.c_str());

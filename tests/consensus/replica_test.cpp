@@ -254,9 +254,6 @@ BOOST_AUTO_TEST_CASE(a_silent_primary_is_replaced_and_the_new_view_is_persisted_
   // The new primary serves; what was committed is kept.
   const replica_t primary = primary_of(c.nodes[1]->r->view(), 3);
   BOOST_REQUIRE(primary != 0);
-  for (auto& n : c.nodes) {
-    BOOST_TEST_MESSAGE(n->r->describe());
-  }
   c.replies.clear();
   c.request(primary, 5, 2, 8);
   BOOST_REQUIRE(c.replies.size() == 1u);

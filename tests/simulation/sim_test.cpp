@@ -29,7 +29,7 @@ int run_forked(std::uint64_t seed, const knobs& k) {
   const pid_t pid = ::fork();
   BOOST_REQUIRE(pid >= 0);
   if (pid == 0) {
-    ::close(2);  // the replica's assertion message would only clutter the test log
+    ::close(2);                     // the replica's assertion message would only clutter the test log
     std::signal(SIGABRT, SIG_DFL);  // not Boost.Test's handler: an abort here is a finding the parent reports
     std::signal(SIGSEGV, SIG_DFL);
     const run_result r = run_one(seed, k);

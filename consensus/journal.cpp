@@ -1,0 +1,271 @@
+#include "consensus/journal.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "base/endian.h"
+#include "storage/errc.h"
+#include "storage/file_ops.h"
+
+namespace rill::consensus {
+namespace {
+using storage::errc;
+using storage::make_unexpected;
+
+constexpr std::uint64_t page = 4096;
+constexpr std::uint64_t scan_chunk_bytes =
+    8 * 1024 * 1024;  // the recovery scan reads the prepare ring this much at once
+
+bool all_zero(std::span<const std::byte> bytes) {
+  return std::all_of(bytes.begin(), bytes.end(), [](std::byte b) { return b == std::byte{0}; });
+}
+
+constexpr std::uint32_t superblock_magic = 0x52534250;             // "RSBP"
+constexpr std::size_t superblock_prefix = 4 + 4 + 8 + 4 + 4 + 16;  // magic, version, sequence, length, 0, checksum
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// journal
+
+std::uint64_t journal::prepares_offset() const noexcept {
+  return (options_.slot_count * header::encoded_size + page - 1) / page * page;
+}
+
+task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, std::string dir, journal_options o,
+                                                       bool create, journal_recovery& recovered) {
+  if (o.slot_count == 0 || o.slot_count > journal_slot_count_max) {
+    co_return make_unexpected(errc::invalid_argument, fmt::format("journal slot_count {}: allowed is 1..{}",
+                                                                  o.slot_count, journal_slot_count_max));
+  }
+  if (o.message_size_max < page || o.message_size_max % page != 0 || o.message_size_max > 64 * 1024 * 1024) {
+    co_return make_unexpected(
+        errc::invalid_argument,
+        fmt::format("journal message_size_max {}: allowed is a multiple of 4096 in [4096, 64 MiB]",
+                    o.message_size_max));
+  }
+  const std::string path = dir + "/journal.wal";
+  std::uint32_t flags = 0;
+  if (create) {
+    flags |= storage::io::open_create;
+  }
+  RILL_CO_TRY(fd, co_await storage::open_file(e, path, flags));
+  std::unique_ptr<journal> j(new journal(e, path, o, fd));
+  const std::uint64_t size = j->prepares_offset() + o.slot_count * o.message_size_max;
+  RILL_CO_TRY(current, co_await storage::size_of_file(e, fd, path));
+  if (current == 0 && create) {
+    RILL_CO_TRY_VOID(co_await storage::truncate_file(e, fd, size, path));
+    RILL_CO_TRY_VOID(co_await storage::datasync_file(e, fd, path));
+    RILL_CO_TRY_VOID(co_await storage::sync_dir(e, dir));
+    co_return j;  // all zero: nothing to recover
+  }
+  if (current != size) {
+    co_return make_unexpected(errc::invalid_argument, fmt::format("{} is {} bytes; {} slots of {} bytes need {}", path,
+                                                                  current, o.slot_count, o.message_size_max, size));
+  }
+  // The header ring, whole.
+  std::vector<std::byte> headers(o.slot_count * header::encoded_size);
+  RILL_CO_TRY(got, co_await storage::read_at(e, fd, 0, headers, path));
+  if (got != headers.size()) {
+    co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read of the header ring", path));
+  }
+  // The prepare ring, in chunks of whole slots.
+  const std::uint64_t slots_per_chunk = std::max<std::uint64_t>(1, scan_chunk_bytes / o.message_size_max);
+  std::vector<std::byte> chunk;
+  for (std::uint64_t first = 0; first < o.slot_count; first += slots_per_chunk) {
+    const std::uint64_t n = std::min(slots_per_chunk, o.slot_count - first);
+    chunk.resize(n * o.message_size_max);
+    RILL_CO_TRY(read, co_await storage::read_at(e, fd, j->prepares_offset() + first * o.message_size_max, chunk, path));
+    if (read != chunk.size()) {
+      co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read of the prepare ring", path));
+    }
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t slot = first + i;
+      const auto hbytes =
+          std::span<const std::byte>(headers).subspan(slot * header::encoded_size, header::encoded_size);
+      const auto pbytes = std::span<const std::byte>(chunk).subspan(i * o.message_size_max, o.message_size_max);
+      auto h = decode_header(hbytes);
+      const bool h_ok = h && h->cmd == command::prepare && h->op % o.slot_count == slot;
+      std::optional<header> p;
+      if (auto ph = decode_header(pbytes);
+          ph && ph->cmd == command::prepare && ph->size <= o.message_size_max && ph->op % o.slot_count == slot) {
+        if (auto m = decode(pbytes.first(ph->size)); m) {
+          p = m->h;
+        }
+      }
+      const bool p_zero = !p && all_zero(pbytes.first(header::encoded_size));
+      if (p) {
+        recovered.valid.push_back(*p);
+        if (h_ok && h->op > p->op) {
+          recovered.faulty.push_back(*h);
+        }
+      } else if (h_ok) {
+        recovered.faulty.push_back(*h);
+      } else if (!p_zero) {
+        recovered.faulty_slots.push_back(slot);
+      }
+    }
+  }
+  co_return j;
+}
+
+journal::~journal() = default;
+
+task<expected<void>> journal::write(const message& prepare) {
+  RILL_ASSERT(prepare.h.cmd == command::prepare);
+  RILL_ASSERT(prepare.h.size == header::encoded_size + prepare.body.size());
+  if (prepare.h.size > options_.message_size_max) {
+    co_return make_unexpected(errc::invalid_argument,
+                              fmt::format("prepare of op {} is {} bytes; the journal holds at most {}", prepare.h.op,
+                                          prepare.h.size, options_.message_size_max));
+  }
+  const std::uint64_t slot = prepare.h.op % options_.slot_count;
+  const auto bytes = encode(prepare);
+  RILL_CO_TRY_VOID(
+      co_await storage::write_all(*engine_, fd_, prepares_offset() + slot * options_.message_size_max, bytes, path_));
+  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, slot * header::encoded_size,
+                                               std::span(bytes).first(header::encoded_size), path_));
+  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
+  co_return expected<void>{};
+}
+
+task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
+  const std::uint64_t slot = op % options_.slot_count;
+  std::vector<std::byte> head(header::encoded_size);
+  const std::uint64_t at = prepares_offset() + slot * options_.message_size_max;
+  RILL_CO_TRY(got, co_await storage::read_at(*engine_, fd_, at, head, path_));
+  if (got != head.size()) {
+    co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read at slot {}", path_, slot));
+  }
+  auto h = decode_header(head);
+  if (!h || h->op != op || h->checksum != checksum || h->size > options_.message_size_max) {
+    co_return make_unexpected(errc::corrupt_data,
+                              fmt::format("{}: slot {} does not hold op {} {}", path_, slot, op, to_string(checksum)));
+  }
+  std::vector<std::byte> bytes(h->size);
+  RILL_CO_TRY(got2, co_await storage::read_at(*engine_, fd_, at, bytes, path_));
+  if (got2 != bytes.size()) {
+    co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read at slot {}", path_, slot));
+  }
+  RILL_CO_TRY(m, decode(bytes));
+  co_return m;
+}
+
+task<expected<void>> journal::close() {
+  if (fd_ >= 0) {
+    const int fd = fd_;
+    fd_ = -1;
+    RILL_CO_TRY_VOID(co_await storage::close_file(*engine_, fd, path_));
+  }
+  co_return expected<void>{};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// superblock
+
+namespace {
+std::vector<std::byte> encode_copy(std::uint64_t sequence, const vsr_state& s) {
+  const auto payload = encode(s);
+  RILL_ASSERT(superblock_prefix + payload.size() <= superblock::copy_size, "vsr_state of {} bytes", payload.size());
+  std::vector<std::byte> out(superblock::copy_size);
+  store_le<std::uint32_t>(out.data(), superblock_magic);
+  store_le<std::uint32_t>(out.data() + 4, 1);
+  store_le<std::uint64_t>(out.data() + 8, sequence);
+  store_le<std::uint32_t>(out.data() + 16, static_cast<std::uint32_t>(payload.size()));
+  std::memcpy(out.data() + superblock_prefix, payload.data(), payload.size());
+  std::vector<std::byte> covered(out.begin() + 8, out.begin() + 24);
+  covered.insert(covered.end(), payload.begin(), payload.end());
+  const checksum_t c = checksum_of(covered, 3);
+  store_le<std::uint64_t>(out.data() + 24, c.low);
+  store_le<std::uint64_t>(out.data() + 32, c.high);
+  return out;
+}
+
+std::optional<std::pair<std::uint64_t, vsr_state>> decode_copy(std::span<const std::byte> in) {
+  if (load_le<std::uint32_t>(in.data()) != superblock_magic || load_le<std::uint32_t>(in.data() + 4) != 1) {
+    return std::nullopt;
+  }
+  const std::uint64_t sequence = load_le<std::uint64_t>(in.data() + 8);
+  const std::uint32_t length = load_le<std::uint32_t>(in.data() + 16);
+  if (superblock_prefix + length > in.size()) {
+    return std::nullopt;
+  }
+  std::vector<std::byte> covered(in.begin() + 8, in.begin() + 24);
+  covered.insert(covered.end(), in.begin() + superblock_prefix, in.begin() + superblock_prefix + length);
+  const checksum_t c = checksum_of(covered, 3);
+  if (c.low != load_le<std::uint64_t>(in.data() + 24) || c.high != load_le<std::uint64_t>(in.data() + 32)) {
+    return std::nullopt;
+  }
+  auto s = decode_vsr_state(in.subspan(superblock_prefix, length));
+  if (!s) {
+    return std::nullopt;
+  }
+  return std::make_pair(sequence, std::move(*s));
+}
+}  // namespace
+
+task<expected<std::unique_ptr<superblock>>> superblock::open(storage::io::engine& e, std::string dir, bool create,
+                                                             const vsr_state& initial) {
+  const std::string path = dir + "/superblock";
+  RILL_CO_TRY(fd, co_await storage::open_file(e, path, create ? storage::io::open_create : 0u));
+  std::unique_ptr<superblock> sb(new superblock(e, path, fd));
+  RILL_CO_TRY(size, co_await storage::size_of_file(e, fd, path));
+  if (size == 0) {
+    if (!create) {
+      co_return make_unexpected(errc::not_found, fmt::format("{} is empty", path));
+    }
+    std::vector<std::byte> all;
+    for (std::size_t i = 0; i < copies; ++i) {
+      auto c = encode_copy(1, initial);
+      all.insert(all.end(), c.begin(), c.end());
+    }
+    RILL_CO_TRY_VOID(co_await storage::write_all(e, fd, 0, all, path));
+    RILL_CO_TRY_VOID(co_await storage::datasync_file(e, fd, path));
+    RILL_CO_TRY_VOID(co_await storage::sync_dir(e, dir));
+    sb->state_ = initial;
+    sb->sequence_ = 1;
+    co_return sb;
+  }
+  std::vector<std::byte> all(copies * copy_size);
+  RILL_CO_TRY(got, co_await storage::read_at(e, fd, 0, all, path));
+  std::optional<std::pair<std::uint64_t, vsr_state>> best;
+  for (std::size_t i = 0; i < copies && (i + 1) * copy_size <= got; ++i) {
+    auto c = decode_copy(std::span<const std::byte>(all).subspan(i * copy_size, copy_size));
+    if (c && (!best || c->first > best->first)) {
+      best = std::move(c);
+    }
+  }
+  if (!best) {
+    co_return make_unexpected(errc::corrupt_data, fmt::format("{}: no valid copy of the vsr state", path));
+  }
+  sb->sequence_ = best->first;
+  sb->state_ = std::move(best->second);
+  co_return sb;
+}
+
+superblock::~superblock() = default;
+
+task<expected<void>> superblock::write(vsr_state next) {
+  const std::uint64_t sequence = sequence_ + 1;
+  const auto bytes = encode_copy(sequence, next);
+  // Two copies per update, rotating: copies (2s, 2s+1) mod 4, never the two holding the previous update.
+  const std::size_t first = static_cast<std::size_t>((sequence * 2) % copies);
+  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, first * copy_size, bytes, path_));
+  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, ((first + 1) % copies) * copy_size, bytes, path_));
+  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
+  sequence_ = sequence;
+  state_ = std::move(next);
+  co_return expected<void>{};
+}
+
+task<expected<void>> superblock::close() {
+  if (fd_ >= 0) {
+    const int fd = fd_;
+    fd_ = -1;
+    RILL_CO_TRY_VOID(co_await storage::close_file(*engine_, fd, path_));
+  }
+  co_return expected<void>{};
+}
+
+}  // namespace rill::consensus

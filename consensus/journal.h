@@ -1,0 +1,108 @@
+#pragma once
+// journal: a replica's write-ahead log of prepares on disk (journal.wal), a ring of slots with redundant headers,
+// and the superblock that holds its vsr_state. Both run on io::engine, so the simulator's disk and io_uring drive the
+// same code.
+//
+// journal.wal layout: slot_count headers of 128 bytes (the header ring), padded to 4096, then slot_count prepare
+// slots of message_size_max bytes each (the prepare ring). Op k lives in slot k mod slot_count.
+//
+// Writes: the prepare goes to its slot first, then its header to the header ring, then one fdatasync; only then is
+// the write complete (a replica acknowledges nothing before). So at recovery, for each slot:
+//
+//   prepare slot            header slot                  verdict
+//   valid                   anything                     the prepare is valid (an older or torn header is fixed
+//                                                        by the next write; a newer header's op is faulty)
+//   unreadable, not zero    valid (op h)                 op h is faulty: its prepare was durable, now it is lost
+//   unreadable, not zero    zero or unreadable           the slot is faulty: something was there, we cannot say what
+//                                                        (a torn write of an op never acknowledged looks the same)
+//   zero                    valid (op h)                 op h is faulty (its prepare should be there)
+//   zero                    zero or unreadable           empty
+//
+// A faulty op or slot is never reported as "never had it" (see docs/consensus.md, view change): the replica may
+// have acknowledged it.
+//
+// superblock: the vsr_state in four fixed-size copies in one file; each update writes two copies (the two after the
+// newest) and fdatasyncs; open takes the valid copy with the highest sequence. A torn update leaves the previous
+// state; one rotten copy leaves the other copy of the same update.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/expected.h"
+#include "base/task.h"
+#include "consensus/message.h"
+#include "consensus/vsr_state.h"
+#include "storage/io_engine.h"
+
+namespace rill::consensus {
+
+struct journal_options {
+  std::uint64_t slot_count = 1024;               // ops the ring holds
+  std::uint32_t message_size_max = 1024 * 1024;  // the largest prepare, header included (a multiple of 4096)
+};
+inline constexpr std::uint64_t journal_slot_count_max = 1 << 20;
+
+struct journal_recovery {
+  std::vector<header> valid;                // prepares that read back whole
+  std::vector<header> faulty;               // prepares known by header whose bytes are lost
+  std::vector<std::uint64_t> faulty_slots;  // slots that held something unreadable, op unknown
+};
+
+class journal {
+ public:
+  // Opens dir/journal.wal, creating it (zero-filled, synced, the directory synced) when `create` and missing, and
+  // scans every slot. Errors: invalid_argument for options out of range or a file of the wrong size; I/O errors.
+  static task<expected<std::unique_ptr<journal>>> open(storage::io::engine& e, std::string dir, journal_options options,
+                                                       bool create, journal_recovery& recovered);
+  ~journal();
+
+  // Writes a prepare into its slot (replacing whatever op was there) and makes it durable. The message must fit.
+  task<expected<void>> write(const message& prepare);
+  // Reads op back; errors: corrupt_data when the slot holds another op, a different checksum, or bad bytes.
+  task<expected<message>> read(std::uint64_t op, checksum_t checksum);
+  task<expected<void>> close();
+
+  [[nodiscard]] const journal_options& options() const noexcept { return options_; }
+  [[nodiscard]] std::string path() const { return path_; }
+
+ private:
+  journal(storage::io::engine& e, std::string path, journal_options o, int fd)
+      : engine_(&e), path_(std::move(path)), options_(o), fd_(fd) {}
+  [[nodiscard]] std::uint64_t prepares_offset() const noexcept;
+
+  storage::io::engine* engine_;
+  std::string path_;
+  journal_options options_;
+  int fd_;
+};
+
+class superblock {
+ public:
+  static constexpr std::size_t copies = 4;
+  static constexpr std::size_t copy_size = 16 * 1024;
+
+  // Opens dir/superblock. A missing file with `create`: written with `initial` in every copy. Errors: corrupt_data
+  // when no copy is valid (the replica cannot know its view: it must not start), not_found when missing.
+  static task<expected<std::unique_ptr<superblock>>> open(storage::io::engine& e, std::string dir, bool create,
+                                                          const vsr_state& initial);
+  ~superblock();
+
+  [[nodiscard]] const vsr_state& state() const noexcept { return state_; }
+  [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_; }
+  // Persists `next`: two copies, then fdatasync. On error the old state stays current (and the caller must not
+  // advertise `next`).
+  task<expected<void>> write(vsr_state next);
+  task<expected<void>> close();
+
+ private:
+  superblock(storage::io::engine& e, std::string path, int fd) : engine_(&e), path_(std::move(path)), fd_(fd) {}
+
+  storage::io::engine* engine_;
+  std::string path_;
+  int fd_;
+  vsr_state state_;
+  std::uint64_t sequence_ = 0;
+};
+
+}  // namespace rill::consensus
