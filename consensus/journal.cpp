@@ -15,6 +15,7 @@ using storage::errc;
 using storage::make_unexpected;
 
 constexpr std::uint64_t page = 4096;
+constexpr std::uint64_t sector = 512;
 constexpr std::uint64_t scan_chunk_bytes =
     8 * 1024 * 1024;  // the recovery scan reads the prepare ring this much at once
 
@@ -39,11 +40,10 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
     co_return make_unexpected(errc::invalid_argument, fmt::format("journal slot_count {}: allowed is 1..{}",
                                                                   o.slot_count, journal_slot_count_max));
   }
-  if (o.message_size_max < page || o.message_size_max % page != 0 || o.message_size_max > 64 * 1024 * 1024) {
+  if (o.message_size_max < sector || o.message_size_max % sector != 0 || o.message_size_max > 64 * 1024 * 1024) {
     co_return make_unexpected(
         errc::invalid_argument,
-        fmt::format("journal message_size_max {}: allowed is a multiple of 4096 in [4096, 64 MiB]",
-                    o.message_size_max));
+        fmt::format("journal message_size_max {}: allowed is a multiple of 512 in [512, 64 MiB]", o.message_size_max));
   }
   const std::string path = dir + "/journal.wal";
   std::uint32_t flags = 0;

@@ -39,7 +39,7 @@ namespace rill::consensus {
 
 struct journal_options {
   std::uint64_t slot_count = 1024;               // ops the ring holds
-  std::uint32_t message_size_max = 1024 * 1024;  // the largest prepare, header included (a multiple of 4096)
+  std::uint32_t message_size_max = 1024 * 1024;  // the largest prepare, header included (a multiple of 512)
 };
 inline constexpr std::uint64_t journal_slot_count_max = 1 << 20;
 

@@ -22,34 +22,66 @@ constexpr std::uint64_t commit_persist_every = 64;  // the durable commit lower 
 // unverified: a header this replica cannot yet confirm is on the log (ignored).
 enum dvc_flag : std::uint8_t { dvc_present = 0, dvc_missing = 1, dvc_faulty = 2, dvc_unverified = 3 };
 
-std::vector<std::byte> encode_dvc_body(const std::vector<header>& headers, const std::vector<std::uint8_t>& flags) {
+// The body: headers, one flag per header, the journal's slot count, the faulty slots, then two u32 counts (faulty
+// slots, headers) at the very end.
+std::vector<std::byte> encode_dvc_body(const std::vector<header>& headers, const std::vector<std::uint8_t>& flags,
+                                       std::uint64_t slot_count, const std::set<std::uint64_t>& faulty_slots) {
   RILL_ASSERT(headers.size() == flags.size());
   auto out = encode_headers(headers);
   for (auto f : flags) {
     out.push_back(static_cast<std::byte>(f));
   }
-  std::byte count[4];
-  store_le<std::uint32_t>(count, static_cast<std::uint32_t>(headers.size()));
-  out.insert(out.end(), count, count + 4);
+  auto put64 = [&](std::uint64_t v) {
+    std::byte b[8];
+    store_le<std::uint64_t>(b, v);
+    out.insert(out.end(), b, b + 8);
+  };
+  auto put32 = [&](std::uint32_t v) {
+    std::byte b[4];
+    store_le<std::uint32_t>(b, v);
+    out.insert(out.end(), b, b + 4);
+  };
+  put64(slot_count);
+  for (auto slot : faulty_slots) {
+    put64(slot);
+  }
+  put32(static_cast<std::uint32_t>(faulty_slots.size()));
+  put32(static_cast<std::uint32_t>(headers.size()));
   return out;
 }
 
-bool decode_dvc_body(std::span<const std::byte> body, std::vector<header>& headers, std::vector<std::uint8_t>& flags) {
-  if (body.size() < 4) {
+struct dvc_body {
+  std::vector<header> headers;
+  std::vector<std::uint8_t> flags;
+  std::uint64_t slot_count = 0;
+  std::set<std::uint64_t> faulty_slots;
+};
+
+bool decode_dvc_body(std::span<const std::byte> body, dvc_body& out) {
+  if (body.size() < 16) {
     return false;
   }
   const std::uint32_t n = load_le<std::uint32_t>(body.data() + body.size() - 4);
-  if (body.size() != n * (header::encoded_size + 1) + 4) {
+  const std::uint32_t f = load_le<std::uint32_t>(body.data() + body.size() - 8);
+  if (n > 4096 || f > 4096 || body.size() != std::size_t{n} * (header::encoded_size + 1) + 8 + f * 8 + 8) {
     return false;
   }
   auto decoded = decode_headers(body.subspan(0, n * header::encoded_size));
   if (!decoded) {
     return false;
   }
-  headers = std::move(*decoded);
-  flags.clear();
+  out.headers = std::move(*decoded);
+  out.flags.clear();
+  const std::byte* p = body.data() + n * header::encoded_size;
   for (std::uint32_t i = 0; i < n; ++i) {
-    flags.push_back(static_cast<std::uint8_t>(body[n * header::encoded_size + i]));
+    out.flags.push_back(static_cast<std::uint8_t>(p[i]));
+  }
+  p += n;
+  out.slot_count = load_le<std::uint64_t>(p);
+  p += 8;
+  out.faulty_slots.clear();
+  for (std::uint32_t i = 0; i < f; ++i) {
+    out.faulty_slots.insert(load_le<std::uint64_t>(p + std::size_t{i} * 8));
   }
   return true;
 }
@@ -115,6 +147,10 @@ void replica::recover(recovered_state recovered) {
   };
   for (const header& h : recovered.faulty) {
     admit(h, false);
+  }
+  journal_slots_ = recovered.journal_slots;
+  if (journal_slots_ > 0) {
+    faulty_slots_.insert(recovered.faulty_slots.begin(), recovered.faulty_slots.end());
   }
   for (const header& h : recovered.journal) {
     admit(h, true);
@@ -291,6 +327,9 @@ void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std:
   }
   e.durable = true;
   e.faulty = false;
+  if (journal_slots_ > 0) {
+    faulty_slots_.erase(op % journal_slots_);  // the slot holds this op now
+  }
   if (status_ == status::normal && is_primary()) {
     for (auto& p : pipeline_) {
       if (p.h.op == op && p.h.checksum == checksum) {
@@ -415,8 +454,9 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
 
 void replica::prepare_next(std::vector<effect>& out) {
   // Nothing is prepared in a view that is not yet durable (its start_view has not gone out either).
+  // Without checkpoints the journal ring must not wrap: a full journal refuses new prepares (clients retry).
   while (!request_queue_.empty() && pipeline_.size() < options_.pipeline_max && status_ == status::normal &&
-         is_primary() && durable_.log_view == view_) {
+         is_primary() && durable_.log_view == view_ && (journal_slots_ == 0 || op_ + 1 <= journal_slots_)) {
     message req = std::move(request_queue_.front());
     request_queue_.pop_front();
     auto parent = log_.find(op_);
@@ -782,7 +822,7 @@ void replica::send_do_view_change(std::vector<effect>& out) {
     const entry& e = log_.at(h.op);
     flags.push_back(!e.verified ? dvc_unverified : e.durable ? dvc_present : e.faulty ? dvc_faulty : dvc_missing);
   }
-  dvc.body = encode_dvc_body(headers, flags);
+  dvc.body = encode_dvc_body(headers, flags, journal_slots_, faulty_slots_);
   seal(dvc);
   if (primary_of_view(view_) == options_.replica) {
     dvcs_[options_.replica] = dvc;
@@ -822,18 +862,23 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
     std::uint64_t lo = 0;
     std::uint64_t op = 0;
     std::map<std::uint64_t, std::pair<checksum_t, std::uint8_t>> held;  // op -> (checksum, flag)
+    std::uint64_t slot_count = 0;
+    std::set<std::uint64_t> faulty_slots;  // slots that lost something unknown: no nack for their ops
   };
   std::vector<suffix> suffixes;
   std::map<std::uint64_t, header> canonical;
   std::uint64_t op = 0;
   for (const auto& [r, d] : dvcs_) {
-    std::vector<header> hs;
-    std::vector<std::uint8_t> flags;
-    if (!decode_dvc_body(d.body, hs, flags)) {
+    dvc_body body;
+    if (!decode_dvc_body(d.body, body)) {
       continue;
     }
+    const auto& hs = body.headers;
+    const auto& flags = body.flags;
     suffix sfx;
     sfx.op = d.h.op;
+    sfx.slot_count = body.slot_count;
+    sfx.faulty_slots = body.faulty_slots;
     sfx.lo = d.h.op > options_.pipeline_max ? d.h.op - options_.pipeline_max : 1;
     for (std::size_t i = 0; i < hs.size(); ++i) {
       sfx.held[hs[i].op] = {hs[i].checksum, flags[i]};
@@ -874,7 +919,8 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
       for (const suffix& sfx : suffixes) {
         auto h = sfx.held.find(k);
         if (h == sfx.held.end()) {
-          nacks += (k > sfx.op || k >= sfx.lo) ? 1 : 0;
+          const bool lost_slot = sfx.slot_count > 0 && sfx.faulty_slots.contains(k % sfx.slot_count);
+          nacks += !lost_slot && (k > sfx.op || k >= sfx.lo) ? 1 : 0;
         } else if (h->second.second == dvc_unverified) {
           // cannot tell: neither
         } else if (h->second.first != it->second.checksum) {

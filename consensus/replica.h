@@ -98,6 +98,9 @@ struct recovered_state {
   vsr_state state;
   std::vector<header> journal;  // valid prepares found in the journal (any order, any views)
   std::vector<header> faulty;   // prepares the journal held but can no longer read (corruption, not a torn write)
+  // Journal slots that held something unreadable, op unknown (journal_slots: the ring's size; 0 when none).
+  std::vector<std::uint64_t> faulty_slots;
+  std::uint64_t journal_slots = 0;
   // True only the first time a replica starts on storage formatted for it: the primary of view 0 may then begin
   // in view 0. Any later start of a primary goes through a view change (it may have sent prepares it lost).
   bool formatted = false;
@@ -220,7 +223,9 @@ class replica {
   std::uint64_t commit_max_ = 0;                                 // known committed
   std::uint64_t commit_persisted_ = 0;                           // the commit lower bound last handed to persist
   std::pair<std::uint64_t, checksum_t> commit_checksum_{0, {}};  // the primary's header checksum at its commit
-  std::vector<header> view_headers_;         // the suffix installed when log_view_ began (persisted with it)
+  std::vector<header> view_headers_;      // the suffix installed when log_view_ began (persisted with it)
+  std::set<std::uint64_t> faulty_slots_;  // journal slots lost to corruption, op unknown: never nacked
+  std::uint64_t journal_slots_ = 0;
   std::map<std::uint64_t, entry> log_;       // headers by op (the in-memory journal index); op 0 is the root
   std::map<std::uint64_t, message> bodies_;  // prepares held in memory (uncommitted, or read back for apply)
   std::map<std::uint64_t, pending_read> reads_;

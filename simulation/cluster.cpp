@@ -6,6 +6,8 @@
 #include <map>
 
 #include "base/assert.h"
+#include "simulation/disk_storage.h"
+#include "simulation/model_storage.h"
 
 namespace rill::simulation {
 
@@ -14,7 +16,7 @@ using consensus::replica_t;
 
 struct cluster::node {
   replica_t index = 0;
-  std::unique_ptr<model_storage> storage;
+  std::unique_ptr<replica_storage> storage;
   std::unique_ptr<ledger> sm;
   std::unique_ptr<consensus::replica> r;
   bool up = false;
@@ -41,8 +43,12 @@ cluster::cluster(const cluster_options& options, trace& t)
     initial.cluster = options_.replica.cluster;
     initial.replica = i;
     initial.replica_count = options_.replicas;
-    n->storage = std::make_unique<model_storage>(options_.storage, rng_.next(), initial,
-                                                 [this, i](std::uint64_t op) { return may_fault(i, op); });
+    auto atlas = [this, i](std::uint64_t op) { return may_fault(i, op); };
+    if (options_.disk) {
+      n->storage = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas);
+    } else {
+      n->storage = std::make_unique<model_storage>(options_.storage, rng_.next(), initial, atlas);
+    }
     nodes_.push_back(std::move(n));
   }
   for (auto& n : nodes_) {
@@ -78,6 +84,8 @@ void cluster::restart(node& n) {
   o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation);
   n.sm = std::make_unique<ledger>();
   auto recovered = n.storage->recover();
+  // What the disk holds is durable, whether or not the replica saw its completion before the crash.
+  checker_.on_persisted(now_, n.index, recovered.state);
   if (debug_) {
     std::string ops;
     std::uint64_t prev = 0;
@@ -181,14 +189,8 @@ void cluster::inject_faults() {
       ++down;
     }
     if (nd->up && options_.rot_ppm > 0 && rng_.chance_ppm(options_.rot_ppm)) {
-      const auto& journal = nd->storage->journal();
-      if (!journal.empty()) {
-        auto it = journal.begin();
-        std::advance(it, static_cast<std::ptrdiff_t>(rng_.below(journal.size())));
-        if (may_fault(nd->index, it->first)) {
-          nd->storage->rot(it->first);
-          trace_.event(now_, "fault", {{"replica", nd->index}, {"op", static_cast<std::int64_t>(it->first)}}, "rot");
-        }
+      if (auto op = nd->storage->rot_one(rng_)) {
+        trace_.event(now_, "fault", {{"replica", nd->index}, {"op", static_cast<std::int64_t>(*op)}}, "rot");
       }
     }
   }

@@ -16,10 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "consensus/journal.h"
 #include "consensus/replica.h"
 #include "simulation/checker.h"
-#include "simulation/model_storage.h"
 #include "simulation/network.h"
+#include "simulation/replica_storage.h"
 #include "simulation/trace.h"
 #include "simulation/workload.h"
 
@@ -34,9 +35,13 @@ struct cluster_options {
   std::uint64_t liveness_ticks = 20'000;  // the healed cluster must converge within this
   network_options network;
   storage_options storage;
-  std::uint32_t crash_ppm = 200;          // per replica per tick
-  std::uint32_t restart_ticks_max = 400;  // a crashed replica restarts after 1..this
-  std::uint32_t partition_ppm = 100;      // per tick: a new partition
+  // true: each replica's journal.wal and superblock on its own simulated disk (the production code); false: the
+  // in-memory storage model (faster; no file formats).
+  bool disk = true;
+  consensus::journal_options journal{1024, 1024};  // no checkpoints yet: sized so a run stays below slot_count ops
+  std::uint32_t crash_ppm = 200;                   // per replica per tick
+  std::uint32_t restart_ticks_max = 400;           // a crashed replica restarts after 1..this
+  std::uint32_t partition_ppm = 100;               // per tick: a new partition
   std::uint32_t partition_ticks_max = 2000;
   std::uint32_t rot_ppm = 0;           // per replica per tick: a stored prepare rots
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)

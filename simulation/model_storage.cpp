@@ -97,10 +97,17 @@ consensus::recovered_state model_storage::recover() {
   return r;
 }
 
-void model_storage::rot(std::uint64_t op) {
-  if (journal_.contains(op)) {
-    rotten_[op] = true;
+std::optional<std::uint64_t> model_storage::rot_one(prng& rng) {
+  if (journal_.empty()) {
+    return std::nullopt;
   }
+  auto it = journal_.begin();
+  std::advance(it, static_cast<std::ptrdiff_t>(rng.below(journal_.size())));
+  if (!may_fault_(it->first)) {
+    return std::nullopt;
+  }
+  rotten_[it->first] = true;
+  return it->first;
 }
 
 }  // namespace rill::simulation

@@ -16,49 +16,24 @@
 #include <vector>
 
 #include "base/random.h"
-#include "consensus/replica.h"
+#include "simulation/replica_storage.h"
 
 namespace rill::simulation {
 
-struct storage_options {
-  std::uint32_t latency_min_ticks = 0;
-  std::uint32_t latency_spread_ticks = 2;
-  std::uint32_t write_fault_ppm = 0;  // a write reports failure
-  std::uint32_t read_fault_ppm = 0;   // a read reports failure (the data stays)
-  std::uint32_t torn_ppm = 500'000;   // a write in flight at a crash tears its slot
-};
-
-struct storage_completion {
-  enum class kind { write, read, persist } what;
-  std::uint64_t op = 0;
-  consensus::checksum_t checksum;
-  bool ok = true;
-  std::optional<consensus::message> prepare;  // read
-  consensus::vsr_state state;                 // persist
-};
-
-class model_storage {
+class model_storage final : public replica_storage {
  public:
   // `may_fault(op)` asks the fault atlas whether this replica may lose or fail op right now.
   model_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
                 std::function<bool(std::uint64_t op)> may_fault);
 
-  void write(const consensus::message& prepare, std::uint64_t now);
-  void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now);
-  void persist(const consensus::vsr_state& state, std::uint64_t now);
-  std::vector<storage_completion> complete(std::uint64_t now);
-
-  // Crash: pending operations vanish; writes in flight may tear their slots.
-  void crash();
-  // What a restarted replica finds.
-  [[nodiscard]] consensus::recovered_state recover();
-  // Silent corruption of a stored prepare (bit rot).
-  void rot(std::uint64_t op);
-
-  void set_options(const storage_options& o) { options_ = o; }
-  [[nodiscard]] const std::map<std::uint64_t, consensus::message>& journal() const noexcept { return journal_; }
-  [[nodiscard]] const consensus::vsr_state& superblock() const noexcept { return superblock_; }
-  [[nodiscard]] std::size_t pending() const noexcept { return pending_.size(); }
+  void write(const consensus::message& prepare, std::uint64_t now) override;
+  void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
+  void persist(const consensus::vsr_state& state, std::uint64_t now) override;
+  std::vector<storage_completion> complete(std::uint64_t now) override;
+  void crash() override;
+  [[nodiscard]] consensus::recovered_state recover() override;
+  std::optional<std::uint64_t> rot_one(prng& rng) override;
+  void set_options(const storage_options& o) override { options_ = o; }
 
  private:
   struct pending_op {

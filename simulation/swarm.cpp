@@ -54,6 +54,13 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   o.storage.read_fault_ppm = static_cast<std::uint32_t>(v["read-fault-ppm"]);
   o.rot_ppm = static_cast<std::uint32_t>(v["rot-ppm"]);
   o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
+  // No checkpoints yet, so the journal must hold every op of the run (registers, retries and duplicates included).
+  std::uint64_t slots = 1024;
+  while (slots < o.clients * (o.client.requests + 4) * 2) {
+    slots *= 2;
+  }
+  o.journal.slot_count = slots;
+  o.disk = !k.model_storage;
   o.safety_ticks = k.ticks;
   o.liveness_ticks = k.liveness_ticks;
   for (const auto& b : k.bugs) {

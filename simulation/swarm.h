@@ -19,6 +19,7 @@ struct knobs {
   std::vector<std::string> bugs;               // deliberate bugs to enable (test only)
   std::uint64_t ticks = 20'000;                // the safety phase's bound
   std::uint64_t liveness_ticks = 30'000;       // the liveness phase's bound
+  bool model_storage = false;                  // the in-memory storage model instead of journal.wal on a sim_disk
 };
 
 // The knobs a swarm draws, with their ranges, for --help and docs/simulation.md.

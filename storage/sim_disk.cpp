@@ -120,6 +120,13 @@ std::size_t sim_disk::poll(bool wait) {
   return n;
 }
 
+void sim_disk::advance_time(std::uint64_t ns) {
+  now_ns_ += ns;
+  if (clock_ != nullptr) {
+    clock_->advance(std::chrono::nanoseconds(ns));
+  }
+}
+
 void sim_disk::fail_stop_after(std::uint64_t n) {
   RILL_ASSERT(n >= 1);
   stop_at_ = mutating_ops_ + n;

@@ -67,6 +67,9 @@ class sim_disk final : public io::engine {
   // Operations of one kind applied so far (successful or not).
   [[nodiscard]] std::uint64_t ops_of(io::opcode op) const noexcept { return op_counts_[static_cast<std::size_t>(op)]; }
   void crash();
+  // Moves simulated time forward by `ns` (and the attached clock); operations due by then complete at the next
+  // poll(false). For drivers with their own notion of time (the VSR simulator's ticks).
+  void advance_time(std::uint64_t ns);
   // The process died but the machine did not: every fd is closed and the disk works again, while unsynced changes
   // stay in the "page cache" (a later crash() may still drop them). Requires nothing in flight, like crash().
   void restart_process();

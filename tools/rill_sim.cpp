@@ -51,6 +51,9 @@ std::string replay_command(std::uint64_t seed, const knobs& k) {
   for (const auto& b : k.bugs) {
     cmd += fmt::format(" --bug {}", b);
   }
+  if (k.model_storage) {
+    cmd += " --model-storage";
+  }
   return cmd;
 }
 
@@ -146,6 +149,9 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "print only failures and the summary");
   app.add_option("--ticks", k.ticks, "ticks of the faulty (safety) phase, at most");
   app.add_option("--liveness-ticks", k.liveness_ticks, "ticks the healed cluster has to converge");
+  app.add_flag("--model-storage", k.model_storage,
+               "each replica on the in-memory storage model instead of its journal.wal and superblock on a simulated "
+               "disk (about twice as fast; no file formats)");
   std::map<std::string, std::uint64_t> values;
   for (const auto& knob : swarm_knobs()) {
     app.add_option_function<std::uint64_t>(

@@ -1,0 +1,197 @@
+#include "simulation/disk_storage.h"
+
+#include "base/assert.h"
+#include "base/task.h"
+#include "storage/file_ops.h"
+
+namespace rill::simulation {
+namespace {
+constexpr const char* dir = "/replica";
+
+storage::sim_disk_faults disk_faults(const storage_options& o) {
+  storage::sim_disk_faults f;
+  // Latency within a tick or two; failures are injected by the adapter (where the fault atlas allows).
+  f.latency_ns_min = std::uint64_t{o.latency_min_ticks} * disk_storage::tick_ns / 4 + 10'000;
+  f.latency_ns_max = f.latency_ns_min + std::uint64_t{o.latency_spread_ticks} * disk_storage::tick_ns / 2;
+  f.crash_torn_ppm = o.torn_ppm / 2;
+  f.crash_keep_ppm = (1'000'000 - f.crash_torn_ppm) / 2;
+  return f;
+}
+
+// Runs a task to completion on the disk (startup only: open and recovery).
+template <class T>
+T run(storage::sim_disk& d, task<T> t) {
+  std::optional<T> out;
+  spawn(std::move(t), [&](T v) { out.emplace(std::move(v)); });
+  storage::io::run_until(d, [&] { return out.has_value(); });
+  RILL_ASSERT(out.has_value(), "a startup task on the simulated disk did not finish");
+  return std::move(*out);
+}
+}  // namespace
+
+disk_storage::disk_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
+                           consensus::journal_options journal, std::function<bool(std::uint64_t)> may_fault)
+    : options_(options),
+      rng_(seed),
+      disk_(seed ^ 0xd15c, disk_faults(options)),
+      initial_(std::move(initial)),
+      journal_options_(journal),
+      may_fault_(std::move(may_fault)) {}
+
+disk_storage::~disk_storage() {
+  crashing_ = true;
+  if (disk_.in_flight() > 0) {
+    disk_.halt();
+    while (disk_.in_flight() > 0) {
+      disk_.poll(true);
+    }
+  }
+}
+
+void disk_storage::settle() {
+  while (disk_.poll(false) > 0) {
+  }
+}
+
+void disk_storage::write(const consensus::message& prepare, std::uint64_t) {
+  RILL_ASSERT(open_);
+  const std::uint64_t op = prepare.h.op;
+  const consensus::checksum_t checksum = prepare.h.checksum;
+  if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(op)) {
+    storage_completion c;
+    c.what = storage_completion::kind::write;
+    c.op = op;
+    c.checksum = checksum;
+    c.ok = false;
+    done_.push_back(std::move(c));
+    return;
+  }
+  spawn(journal_->write(prepare), [this, op, checksum](expected<void> r) {
+    if (crashing_) {
+      return;
+    }
+    storage_completion c;
+    c.what = storage_completion::kind::write;
+    c.op = op;
+    c.checksum = checksum;
+    c.ok = r.has_value();
+    if (c.ok) {
+      const std::uint64_t slot = op % journal_options_.slot_count;
+      std::erase_if(stored_, [&](const auto& kv) { return kv.second == slot; });
+      stored_[op] = slot;
+    }
+    done_.push_back(std::move(c));
+  });
+}
+
+void disk_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t) {
+  RILL_ASSERT(open_);
+  if (rng_.chance_ppm(options_.read_fault_ppm) && may_fault_(op)) {
+    storage_completion c;
+    c.what = storage_completion::kind::read;
+    c.op = op;
+    c.checksum = checksum;
+    c.ok = false;
+    done_.push_back(std::move(c));
+    return;
+  }
+  spawn(journal_->read(op, checksum), [this, op, checksum](expected<consensus::message> r) {
+    if (crashing_) {
+      return;
+    }
+    storage_completion c;
+    c.what = storage_completion::kind::read;
+    c.op = op;
+    c.checksum = checksum;
+    c.ok = r.has_value();
+    if (r) {
+      c.prepare = std::move(*r);
+    }
+    done_.push_back(std::move(c));
+  });
+}
+
+void disk_storage::persist(const consensus::vsr_state& state, std::uint64_t) {
+  RILL_ASSERT(open_);
+  spawn(superblock_->write(state), [this, state](expected<void> r) {
+    if (crashing_) {
+      return;
+    }
+    RILL_ASSERT(r.has_value(), "superblock write failed: {}", r.error().message());
+    storage_completion c;
+    c.what = storage_completion::kind::persist;
+    c.state = state;
+    done_.push_back(std::move(c));
+  });
+}
+
+std::vector<storage_completion> disk_storage::complete(std::uint64_t now) {
+  while (disk_ticks_ < now) {
+    disk_.advance_time(tick_ns);
+    ++disk_ticks_;
+    settle();
+  }
+  return std::exchange(done_, {});
+}
+
+void disk_storage::crash() {
+  crashing_ = true;
+  disk_.halt();
+  while (disk_.in_flight() > 0) {
+    disk_.poll(true);  // everything in flight fails now, as at a power loss
+  }
+  crashing_ = false;
+  done_.clear();
+  disk_.crash();
+  journal_.reset();
+  superblock_.reset();
+  open_ = false;
+}
+
+consensus::recovered_state disk_storage::recover() {
+  RILL_ASSERT(!open_);
+  const bool fresh = !disk_.exists(std::string(dir) + "/superblock");
+  auto made = run(disk_, storage::make_dirs(disk_, dir));
+  RILL_ASSERT(made.has_value(), "{}", made.error().message());
+  auto sb = run(disk_, consensus::superblock::open(disk_, dir, true, initial_));
+  RILL_ASSERT(sb.has_value(), "superblock: {}", sb.error().message());
+  consensus::journal_recovery rec;
+  auto j = run(disk_, consensus::journal::open(disk_, dir, journal_options_, true, rec));
+  RILL_ASSERT(j.has_value(), "journal: {}", j.error().message());
+  superblock_ = std::move(*sb);
+  journal_ = std::move(*j);
+  open_ = true;
+  consensus::recovered_state r;
+  r.state = superblock_->state();
+  r.journal = std::move(rec.valid);
+  r.faulty = std::move(rec.faulty);
+  r.faulty_slots = std::move(rec.faulty_slots);
+  r.journal_slots = journal_options_.slot_count;
+  r.formatted = fresh && !formatted_;
+  formatted_ = true;
+  stored_.clear();
+  for (const auto& h : r.journal) {
+    stored_[h.op] = h.op % journal_options_.slot_count;
+  }
+  return r;
+}
+
+std::optional<std::uint64_t> disk_storage::rot_one(prng& rng) {
+  if (stored_.empty() || !open_) {
+    return std::nullopt;
+  }
+  auto it = stored_.begin();
+  std::advance(it, static_cast<std::ptrdiff_t>(rng.below(stored_.size())));
+  const std::uint64_t op = it->first;
+  if (!may_fault_(op)) {
+    return std::nullopt;
+  }
+  const std::uint64_t prepares = (journal_options_.slot_count * consensus::header::encoded_size + 4095) / 4096 * 4096;
+  // A bit of the stored prepare's header (always written), durable from now on.
+  disk_.flip_bits(std::string(dir) + "/journal.wal", prepares + it->second * journal_options_.message_size_max + 40,
+                  0x10);
+  stored_.erase(it);
+  return op;
+}
+
+}  // namespace rill::simulation

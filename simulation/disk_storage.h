@@ -1,0 +1,64 @@
+#pragma once
+// disk_storage: a replica's storage in the simulator as it is in production: consensus::journal (journal.wal) and
+// consensus::superblock on the storage layer's simulated disk (storage::sim_disk), one disk per replica.
+//
+// What is real: the file formats, the write order (prepare, redundant header, fdatasync), recovery's decision table,
+// the superblock's copies, and the disk's crash semantics (unsynced writes survive, vanish or tear by sector). What
+// the adapter adds: one tick is one simulated millisecond of disk time; failed writes and reads, and bit rot, are
+// injected only where the fault atlas allows (a write failure is reported without touching the disk, a read
+// failure likewise, rot flips a bit of a stored prepare).
+//
+// Invariants: completions are delivered in the order the disk produced them; crash() halts the disk, lets every
+// operation in flight fail, drops their completions, and only then powers the disk off.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "consensus/journal.h"
+#include "simulation/replica_storage.h"
+#include "storage/sim_disk.h"
+
+namespace rill::simulation {
+
+class disk_storage final : public replica_storage {
+ public:
+  static constexpr std::uint64_t tick_ns = 1'000'000;
+
+  disk_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
+               consensus::journal_options journal, std::function<bool(std::uint64_t op)> may_fault);
+  ~disk_storage() override;
+
+  void write(const consensus::message& prepare, std::uint64_t now) override;
+  void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
+  void persist(const consensus::vsr_state& state, std::uint64_t now) override;
+  std::vector<storage_completion> complete(std::uint64_t now) override;
+  void crash() override;
+  [[nodiscard]] consensus::recovered_state recover() override;
+  std::optional<std::uint64_t> rot_one(prng& rng) override;
+  void set_options(const storage_options& o) override { options_ = o; }
+
+  [[nodiscard]] storage::sim_disk& disk() noexcept { return disk_; }
+
+ private:
+  void settle();  // polls the disk until nothing is due at its current time
+
+  storage_options options_;
+  prng rng_;
+  storage::sim_disk disk_;
+  consensus::vsr_state initial_;
+  consensus::journal_options journal_options_;
+  std::function<bool(std::uint64_t)> may_fault_;
+  std::unique_ptr<consensus::journal> journal_;
+  std::unique_ptr<consensus::superblock> superblock_;
+  std::vector<storage_completion> done_;
+  std::map<std::uint64_t, std::uint64_t> stored_;  // op -> slot, for choosing what rots (adapter knowledge only)
+  std::uint64_t disk_ticks_ = 0;
+  bool formatted_ = false;
+  bool open_ = false;
+  bool crashing_ = false;  // completions of operations failing at a crash are dropped
+};
+
+}  // namespace rill::simulation
