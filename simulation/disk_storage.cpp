@@ -58,19 +58,18 @@ void disk_storage::write(const consensus::message& prepare, std::uint64_t) {
   const std::uint64_t op = prepare.h.op;
   const consensus::checksum_t checksum = prepare.h.checksum;
   if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(op)) {
-    storage_completion c;
+    storage_completion& c = done_.emplace_back();
     c.what = storage_completion::kind::write;
     c.op = op;
     c.checksum = checksum;
     c.ok = false;
-    done_.push_back(std::move(c));
     return;
   }
   spawn(journal_->write(prepare), [this, op, checksum](expected<void> r) {
     if (crashing_) {
       return;
     }
-    storage_completion c;
+    storage_completion& c = done_.emplace_back();
     c.what = storage_completion::kind::write;
     c.op = op;
     c.checksum = checksum;
@@ -80,26 +79,24 @@ void disk_storage::write(const consensus::message& prepare, std::uint64_t) {
       std::erase_if(stored_, [&](const auto& kv) { return kv.second == slot; });
       stored_[op] = slot;
     }
-    done_.push_back(std::move(c));
   });
 }
 
 void disk_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t) {
   RILL_ASSERT(open_);
   if (rng_.chance_ppm(options_.read_fault_ppm) && may_fault_(op)) {
-    storage_completion c;
+    storage_completion& c = done_.emplace_back();
     c.what = storage_completion::kind::read;
     c.op = op;
     c.checksum = checksum;
     c.ok = false;
-    done_.push_back(std::move(c));
     return;
   }
   spawn(journal_->read(op, checksum), [this, op, checksum](expected<consensus::message> r) {
     if (crashing_) {
       return;
     }
-    storage_completion c;
+    storage_completion& c = done_.emplace_back();
     c.what = storage_completion::kind::read;
     c.op = op;
     c.checksum = checksum;
@@ -107,7 +104,6 @@ void disk_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::u
     if (r) {
       c.prepare = std::move(*r);
     }
-    done_.push_back(std::move(c));
   });
 }
 
@@ -118,10 +114,9 @@ void disk_storage::persist(const consensus::vsr_state& state, std::uint64_t) {
       return;
     }
     RILL_ASSERT(r.has_value(), "superblock write failed: {}", r.error().message());
-    storage_completion c;
+    storage_completion& c = done_.emplace_back();
     c.what = storage_completion::kind::persist;
     c.state = state;
-    done_.push_back(std::move(c));
   });
 }
 
