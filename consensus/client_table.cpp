@@ -1,6 +1,7 @@
 #include "consensus/client_table.h"
 
 #include "base/assert.h"
+#include "base/endian.h"
 
 namespace rill::consensus {
 
@@ -32,6 +33,73 @@ void client_table::commit(std::uint64_t client, std::uint64_t request, std::uint
   it->second.request = request;
   it->second.last_commit = op;
   it->second.reply = std::move(reply);
+}
+
+void client_table::encode(std::vector<std::byte>& out) const {
+  auto put64 = [&](std::uint64_t v) {
+    std::byte b[8];
+    store_le<std::uint64_t>(b, v);
+    out.insert(out.end(), b, b + 8);
+  };
+  auto put32 = [&](std::uint32_t v) {
+    std::byte b[4];
+    store_le<std::uint32_t>(b, v);
+    out.insert(out.end(), b, b + 4);
+  };
+  put32(static_cast<std::uint32_t>(sessions_.size()));
+  for (const auto& [client, s] : sessions_) {
+    put64(client);
+    put64(s.session);
+    put64(s.request);
+    put64(s.last_commit);
+    const auto reply = consensus::encode(s.reply);
+    put32(static_cast<std::uint32_t>(reply.size()));
+    out.insert(out.end(), reply.begin(), reply.end());
+  }
+}
+
+bool client_table::restore(std::span<const std::byte> bytes) {
+  std::size_t at = 0;
+  auto need = [&](std::size_t n) { return bytes.size() - at >= n; };
+  if (!need(4)) {
+    return false;
+  }
+  const std::uint32_t count = load_le<std::uint32_t>(bytes.data());
+  at = 4;
+  if (count > clients_max_) {
+    return false;
+  }
+  std::map<std::uint64_t, client_session> sessions;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (!need(36)) {
+      return false;
+    }
+    const std::byte* p = bytes.data() + at;
+    const std::uint64_t client = load_le<std::uint64_t>(p);
+    client_session s;
+    s.session = load_le<std::uint64_t>(p + 8);
+    s.request = load_le<std::uint64_t>(p + 16);
+    s.last_commit = load_le<std::uint64_t>(p + 24);
+    const std::uint32_t length = load_le<std::uint32_t>(p + 32);
+    at += 36;
+    if (!need(length)) {
+      return false;
+    }
+    auto reply = decode(bytes.subspan(at, length));
+    if (!reply || reply->h.cmd != command::reply) {
+      return false;
+    }
+    at += length;
+    s.reply = std::move(*reply);
+    if (!sessions.emplace(client, std::move(s)).second) {
+      return false;
+    }
+  }
+  if (at != bytes.size()) {
+    return false;
+  }
+  sessions_ = std::move(sessions);
+  return true;
 }
 
 }  // namespace rill::consensus

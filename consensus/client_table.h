@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "consensus/message.h"
 
@@ -37,6 +39,12 @@ class client_table {
   void commit(std::uint64_t client, std::uint64_t request, std::uint64_t op, message reply);
 
   [[nodiscard]] std::size_t size() const noexcept { return sessions_.size(); }
+
+  // For checkpoints: the table as bytes (u32 count, then per session client, session, request, last_commit as u64
+  // and the encoded reply with its u32 length), and back. restore() checks every reply's checksums and the count
+  // against clients_max; on failure (false) the table is unchanged.
+  void encode(std::vector<std::byte>& out) const;
+  [[nodiscard]] bool restore(std::span<const std::byte> bytes);
   [[nodiscard]] const std::map<std::uint64_t, client_session>& sessions() const noexcept { return sessions_; }
 
  private:

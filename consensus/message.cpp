@@ -67,6 +67,10 @@ std::string_view to_string(command c) noexcept {
       return "request_prepare";
     case command::eviction:
       return "eviction";
+    case command::request_sync:
+      return "request_sync";
+    case command::sync:
+      return "sync";
   }
   return "unknown";
 }

@@ -13,7 +13,8 @@
 //    72 client           8  request/prepare/reply: the client id
 //    80 request          8  request/prepare/reply: the client's request number
 //    88 op               8  prepare/prepare_ok/reply: the op; do_view_change/start_view: the highest op;
-//                           request_headers: the lowest op wanted; commit: the commit number
+//                           request_headers: the lowest op wanted; commit: the commit number;
+//                           request_sync: the sender's applied op; sync: the checkpoint's op
 //    96 commit           8  the sender's commit number (prepare, do_view_change, start_view, commit);
 //                           request_headers: the highest op wanted
 //   104 timestamp        8  prepare: the primary's tick count; commit: a heartbeat sequence (dedupe)
@@ -53,8 +54,10 @@ enum class command : std::uint8_t {
   headers = 11,            // repair: the headers asked for (body: packed headers)
   request_prepare = 12,    // repair: the prepare at op with checksum context
   eviction = 13,           // primary -> client: its session was evicted (or never existed)
+  request_sync = 14,       // state transfer: a replica that cannot repair its way forward asks for a checkpoint
+  sync = 15,               // state transfer: a checkpoint (body: its 128-byte header, then the snapshot bytes)
 };
-inline constexpr std::uint8_t command_max = 13;
+inline constexpr std::uint8_t command_max = 15;
 
 // Operations the replica itself interprets; the state machine's own start at operation_user_min.
 inline constexpr std::uint8_t operation_root = 0;      // op 0 only

@@ -102,6 +102,12 @@ replica::replica(const replica_options& options, state_machine& sm, recovered_st
   primary_timeout_ = jitter(options_.primary_timeout_ticks);
   view_change_timeout_ = jitter(options_.view_change_timeout_ticks);
   recover(std::move(recovered));
+  checkpoint_interval_ = options_.checkpoint_interval != 0 ? options_.checkpoint_interval : journal_slots_ / 4;
+  if (journal_slots_ > 0) {
+    RILL_ASSERT(checkpoint_interval_ >= 1 && checkpoint_interval_ + 2 * options_.pipeline_max <= journal_slots_,
+                "checkpoint interval {} with pipeline_max {} does not fit a journal of {} slots", checkpoint_interval_,
+                options_.pipeline_max, journal_slots_);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -118,14 +124,26 @@ void replica::recover(recovered_state recovered) {
   commit_max_ = s.commit.value();
   commit_persisted_ = commit_max_;
   view_headers_ = s.view_headers;
-  log_[0] = entry{root_header(options_.cluster), true, false, false, true};
+  checkpoint_ = s.checkpoint;
+  // The applied prefix starts at the checkpoint the superblock names (op 0, the root, when none).
+  const std::uint64_t base = s.checkpoint.op();
+  if (base == 0) {
+    log_[0] = entry{root_header(options_.cluster), true, false, false, true};
+  } else {
+    RILL_ASSERT(restore_checkpoint(recovered.snapshot), "the checkpoint at op {} ({} bytes) does not restore", base,
+                recovered.snapshot.size());
+    checkpoint_bytes_ = std::move(recovered.snapshot);
+    log_[base] = entry{s.checkpoint.at, false, false, false, true};
+    commit_min_ = base;
+    RILL_ASSERT(commit_max_ >= base, "vsr_state commit {} below its checkpoint {}", commit_max_, base);
+  }
 
   // Which recovered prepares belong to this replica's log: those of the suffix installed at log_view (they must
   // match it), those prepared in log_view above it, and, below it, those that chain down from it (committed ops).
   const std::uint64_t vh_lo = view_headers_.empty() ? 0 : view_headers_.front().op;
   const std::uint64_t vh_hi = view_headers_.empty() ? 0 : view_headers_.back().op;
   auto admit = [&](const header& h, bool readable) {
-    if (h.op == 0 || h.cluster != options_.cluster || h.cmd != command::prepare) {
+    if (h.op <= base || h.cluster != options_.cluster || h.cmd != command::prepare) {
       return;
     }
     bool trusted = view_headers_.empty() && log_view_.value() == 0;  // only view 0 ever existed: one primary
@@ -156,7 +174,7 @@ void replica::recover(recovered_state recovered) {
     admit(h, true);
   }
   for (const header& h : view_headers_) {
-    if (!log_.contains(h.op)) {
+    if (h.op > base && !log_.contains(h.op)) {
       log_[h.op] = entry{h, false, false, false, true};  // known, body missing
     }
   }
@@ -175,7 +193,7 @@ void replica::recover(recovered_state recovered) {
   if (options_.replica_count == 1) {
     // Alone, this replica is the primary of every view, and what it holds durably without a gap is committed: an op
     // above a gap never was (it commits in order, each op once durable here), so it is cut.
-    std::uint64_t top = 0;
+    std::uint64_t top = base;
     while (log_.contains(top + 1) && log_.at(top + 1).durable) {
       ++top;
     }
@@ -242,6 +260,12 @@ void replica::on_message(const message& m, std::vector<effect>& out) {
       break;
     case command::request_prepare:
       on_request_prepare(m, out);
+      break;
+    case command::request_sync:
+      on_request_sync(m, out);
+      break;
+    case command::sync:
+      on_sync(m, out);
       break;
     case command::reply:
     case command::eviction:
@@ -312,6 +336,7 @@ void replica::on_tick(std::vector<effect>& out) {
     persist(out);
   }
   commit_journal(out);
+  maybe_checkpoint(out);
 }
 
 void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std::vector<effect>& out) {
@@ -329,6 +354,13 @@ void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std:
   e.faulty = false;
   if (journal_slots_ > 0) {
     faulty_slots_.erase(op % journal_slots_);  // the slot holds this op now
+    if (op > journal_slots_) {
+      // ... and no longer the op a ring's length below (applied and checkpointed: writable() saw to it).
+      const std::uint64_t gone = op - journal_slots_;
+      if (auto g = log_.find(gone); g != log_.end() && gone < commit_min_) {
+        log_.erase(g);
+      }
+    }
   }
   if (status_ == status::normal && is_primary()) {
     for (auto& p : pipeline_) {
@@ -381,6 +413,10 @@ void replica::on_persist_done(const vsr_state& state, std::vector<effect>& out) 
   }
   flush_deferred(out);
   prepare_next(out);
+  if (durable_.checkpoint != before.checkpoint) {
+    repair(out);  // the journal's window moved: prepares held back can be written now
+    maybe_checkpoint(out);
+  }
   const bool view_now_durable = durable_.view != before.view || durable_.log_view != before.log_view;
   if (!view_now_durable || durable_.view != view_) {
     return;
@@ -453,10 +489,10 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
 }
 
 void replica::prepare_next(std::vector<effect>& out) {
-  // Nothing is prepared in a view that is not yet durable (its start_view has not gone out either).
-  // Without checkpoints the journal ring must not wrap: a full journal refuses new prepares (clients retry).
+  // Nothing is prepared in a view that is not yet durable (its start_view has not gone out either), nor an op
+  // whose journal slot still holds one the durable checkpoint does not cover (clients retry once it moves on).
   while (!request_queue_.empty() && pipeline_.size() < options_.pipeline_max && status_ == status::normal &&
-         is_primary() && durable_.log_view == view_ && (journal_slots_ == 0 || op_ + 1 <= journal_slots_)) {
+         is_primary() && durable_.log_view == view_ && writable(op_ + 1)) {
     message req = std::move(request_queue_.front());
     request_queue_.pop_front();
     auto parent = log_.find(op_);
@@ -554,11 +590,16 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
 }
 
 void replica::store_prepare(const message& m, bool verified, std::vector<effect>& out) {
-  log_[m.h.op] = entry{m.h, false, true, false, verified};
-  if (m.h.op > commit_min_) {
+  const bool write = writable(m.h.op);
+  log_[m.h.op] = entry{m.h, false, write, false, verified};
+  // Held in memory while uncommitted (and, beyond the journal's window, until applied or the window moves: then
+  // repair writes it), within a bound: a ring's length above what is applied.
+  if (m.h.op > commit_min_ && (journal_slots_ == 0 || m.h.op <= commit_min_ + journal_slots_)) {
     bodies_[m.h.op] = m;
   }
-  out.push_back(write_effect{m});
+  if (write) {
+    out.push_back(write_effect{m});
+  }
 }
 
 void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
@@ -661,7 +702,12 @@ void replica::commit_journal(std::vector<effect>& out) {
     const message prepare = *body;
     apply(prepare, out);
     commit_min_ = k;
+    apply_progress_ = ticks_;
     bodies_.erase(k);
+    maybe_checkpoint(out);
+  }
+  if (commit_min_ >= commit_max_) {
+    apply_progress_ = ticks_;
   }
   if (commit_min_ >= commit_persisted_ + commit_persist_every) {
     commit_persisted_ = commit_min_;
@@ -1073,6 +1119,15 @@ void replica::repair(std::vector<effect>& out) {
     replica_t r = static_cast<replica_t>(rng_.below(options_.replica_count - 1));
     return r >= options_.replica ? static_cast<replica_t>(r + 1) : r;
   };
+  // Behind, and repair has not moved the apply for a while: what we need may be gone from the others' journals
+  // (overwritten after their checkpoints). Ask a peer for its checkpoint.
+  if (commit_min_ < commit_max_ && ticks_ - apply_progress_ > options_.sync_stall_ticks && ticks_ >= sync_due_) {
+    sync_due_ = ticks_ + options_.resend_ticks;
+    message r = make(command::request_sync);
+    r.h.op = commit_min_;
+    seal(r);
+    send(peer(), std::move(r), out);
+  }
   // Headers: gaps under op_, and (a backup that missed prepares) ops up to the known commit.
   const std::uint64_t top = std::max(op_, commit_max_);
   std::uint64_t k = commit_min_ + 1;
@@ -1100,7 +1155,7 @@ void replica::repair(std::vector<effect>& out) {
   // Bodies: headers we hold without a durable prepare.
   for (auto it = log_.upper_bound(commit_min_); it != log_.end() && budget > 0; ++it) {
     entry& e = it->second;
-    if (e.durable || e.writing || !e.verified) {
+    if (e.durable || e.writing || !e.verified || !writable(it->first)) {
       continue;
     }
     if (const message* body = cached(it->first, e.h.checksum)) {
@@ -1236,6 +1291,135 @@ void replica::read_prepare(std::uint64_t op, std::vector<effect>& out) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Checkpoints and state transfer
+
+namespace {
+constexpr std::uint32_t checkpoint_magic = 0x43505352;  // "RSPC"
+}  // namespace
+
+// The bytes of a checkpoint: magic, u32 zero, u64 length of the client table, the client table, then the state
+// machine's snapshot (the rest).
+std::vector<std::byte> replica::encode_checkpoint() const {
+  std::vector<std::byte> out(16);
+  store_le<std::uint32_t>(out.data(), checkpoint_magic);
+  clients_.encode(out);
+  store_le<std::uint64_t>(out.data() + 8, out.size() - 16);
+  const auto sm = sm_.snapshot();
+  out.insert(out.end(), sm.begin(), sm.end());
+  return out;
+}
+
+bool replica::restore_checkpoint(std::span<const std::byte> bytes) {
+  if (bytes.size() < 16 || load_le<std::uint32_t>(bytes.data()) != checkpoint_magic) {
+    return false;
+  }
+  const std::uint64_t table = load_le<std::uint64_t>(bytes.data() + 8);
+  if (table > bytes.size() - 16) {
+    return false;
+  }
+  client_table clients(options_.clients_max);
+  if (!clients.restore(bytes.subspan(16, table)) || !sm_.restore(bytes.subspan(16 + table))) {
+    return false;  // (sm_.restore leaves the state machine as it was when it fails)
+  }
+  clients_ = std::move(clients);
+  return true;
+}
+
+bool replica::writable(std::uint64_t op) const noexcept {
+  return journal_slots_ == 0 || op <= durable_.checkpoint.op() + journal_slots_;
+}
+
+void replica::maybe_checkpoint(std::vector<effect>& out) {
+  if (checkpoint_interval_ == 0 || checkpoint_writing_ || checkpoint_ != durable_.checkpoint) {
+    return;  // one at a time, and only once the previous one is named by the superblock (its region is then free)
+  }
+  const std::uint64_t base = checkpoint_.op();
+  if (commit_min_ <= base || (commit_min_ < base + checkpoint_interval_ && !checkpoint_soon_)) {
+    return;
+  }
+  auto it = log_.find(commit_min_);
+  RILL_ASSERT(it != log_.end(), "no header at the applied op {}", commit_min_);
+  checkpoint_effect c;
+  c.slot = static_cast<std::uint8_t>(base == 0 && durable_.checkpoint.size == 0 ? 1 : 1 - durable_.checkpoint.slot);
+  c.at = it->second.h;
+  c.bytes = encode_checkpoint();
+  checkpoint_writing_ = c;
+  checkpoint_soon_ = false;
+  out.push_back(std::move(c));
+}
+
+void replica::on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, std::vector<effect>& out) {
+  if (!checkpoint_writing_ || checkpoint_writing_->slot != slot || checkpoint_writing_->at.op != op) {
+    return;
+  }
+  checkpoint_effect c = std::move(*checkpoint_writing_);
+  checkpoint_writing_.reset();
+  if (!ok) {
+    checkpoint_soon_ = true;  // the next tick tries again (at the op applied by then)
+    return;
+  }
+  checkpoint_.at = c.at;
+  checkpoint_.slot = c.slot;
+  checkpoint_.size = c.bytes.size();
+  checkpoint_.checksum = checksum_of(c.bytes, checkpoint_checksum_domain);
+  checkpoint_bytes_ = std::move(c.bytes);
+  persist(out);  // the superblock names it; the journal's window moves once that is durable
+}
+
+void replica::on_request_sync(const message& m, std::vector<effect>& out) {
+  if (checkpoint_.op() <= m.h.op || checkpoint_bytes_.empty()) {
+    return;  // nothing newer than what it has
+  }
+  message r = make(command::sync);
+  r.h.op = checkpoint_.op();
+  r.h.commit = commit_max_;
+  r.body.resize(header::encoded_size);
+  encode_header(checkpoint_.at, r.body.data());
+  r.body.insert(r.body.end(), checkpoint_bytes_.begin(), checkpoint_bytes_.end());
+  seal(r);
+  send(m.h.replica, std::move(r), out);
+}
+
+void replica::on_sync(const message& m, std::vector<effect>& out) {
+  // Only in normal status (a view change settles the log first), and only a checkpoint ahead of what we applied.
+  if (status_ != status::normal || m.h.op <= commit_min_ || m.body.size() < header::encoded_size) {
+    return;
+  }
+  const auto body = std::span<const std::byte>(m.body);
+  auto at = decode_header(body.first(header::encoded_size));
+  if (!at || at->cmd != command::prepare || at->op != m.h.op || at->cluster != options_.cluster) {
+    return;
+  }
+  if (auto it = log_.find(at->op); it != log_.end() && it->second.verified && it->second.h.checksum != at->checksum) {
+    return;  // not the op we know to be on the log: a peer's checkpoint is always of a committed op
+  }
+  if (!restore_checkpoint(body.subspan(header::encoded_size))) {
+    return;
+  }
+  // The checkpoint replaces everything up to its op: the applied prefix jumps to it.
+  const std::uint64_t c = at->op;
+  commit_min_ = c;
+  commit_max_ = std::max({commit_max_, c, std::min(m.h.commit, std::max(op_, c))});
+  op_ = std::max(op_, c);
+  log_.erase(log_.begin(), log_.lower_bound(c));
+  log_[c] = entry{*at, false, false, false, true};
+  if (auto next = log_.find(c + 1); next != log_.end() && next->second.h.parent != at->checksum) {
+    bodies_.erase(c + 1);
+    log_.erase(next);  // does not chain onto the checkpoint: stale (repair fetches the right one)
+  }
+  bodies_.erase(bodies_.begin(), bodies_.upper_bound(c));
+  reads_.erase(reads_.begin(), reads_.upper_bound(c));
+  while (!pipeline_.empty() && pipeline_.front().h.op <= c) {
+    pipeline_.pop_front();  // committed: the checkpoint is of an applied op
+  }
+  apply_progress_ = ticks_;
+  checkpoint_soon_ = true;  // make it ours: a restart then starts from it, and the journal's window moves
+  out.push_back(installed_effect{*at});
+  maybe_checkpoint(out);
+  commit_journal(out);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Persistence and sending
 
 vsr_state replica::wanted_state() const {
@@ -1245,7 +1429,8 @@ vsr_state replica::wanted_state() const {
   s.replica_count = options_.replica_count;
   s.view = view_;
   s.log_view = log_view_;
-  s.commit = op_t(std::max(durable_.commit.value(), commit_persisted_));
+  s.commit = op_t(std::max({durable_.commit.value(), commit_persisted_, checkpoint_.op()}));
+  s.checkpoint = checkpoint_;
   s.view_headers =
       log_view_ == durable_.log_view && status_ == status::view_change ? durable_.view_headers : view_headers_;
   return s;
@@ -1261,6 +1446,7 @@ void replica::persist(std::vector<effect>& out) {
     return;
   }
   RILL_ASSERT(s.view >= durable_.view && s.log_view >= durable_.log_view, "the persisted view would go back");
+  RILL_ASSERT(s.checkpoint.op() >= durable_.checkpoint.op(), "the persisted checkpoint would go back");
   persisting_ = s;
   out.push_back(persist_effect{std::move(s)});
 }

@@ -9,7 +9,9 @@
 // durable; commit heartbeats; start_view_change as a vote that needs a quorum; do_view_change carrying the log
 // suffix; the new log taken from the highest last-normal view; view and log view persisted before they are
 // advertised (so a restart needs no recovery protocol); repair of missing headers and prepares from peers; a client
-// table with sessions.
+// table with sessions; checkpoints (the state machine and client table as bytes, written to snapshot.bin and then
+// named by the superblock) so that the journal ring can wrap; state transfer of a peer's checkpoint to a replica
+// that has fallen behind what the others' journals still hold.
 //
 // Invariants (asserted where they are established):
 // - view_ >= log_view_; status normal implies log_view_ == view_.
@@ -20,6 +22,10 @@
 // - A prepare_ok is sent only for a prepare durable in this replica's journal, in the sender's current view.
 // - No message carrying a view is sent before that view is durable (messages wait in deferred_).
 // - The primary commits ops in order, each once a replication quorum (itself included) has it durable.
+// - The journal never overwrites an op above the durable checkpoint (writable()): whatever a restart must replay
+//   from the checkpoint the superblock names is still in the ring.
+// - A checkpoint is written only once the previous one is durable in the superblock, into the other region, so the
+//   region the superblock names is never overwritten.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -54,6 +60,11 @@ struct replica_options {
   // another (it may be cut off from a quorum in one direction only).
   std::uint32_t abdicate_ticks = 120;
   std::uint64_t seed = 0;  // jitter on the timeouts (so replicas do not time out in lockstep)
+  // Ops between checkpoints. 0: a quarter of the journal's slots (no checkpoints when the driver has no ring). With
+  // a ring, interval + 2 * pipeline_max must not exceed its slots (else the ring fills before a checkpoint frees it).
+  std::uint64_t checkpoint_interval = 0;
+  // A replica behind the commit whose apply has not moved for this long asks a peer for its checkpoint.
+  std::uint32_t sync_stall_ticks = 60;
 };
 
 // Limits that make every input bounded.
@@ -91,7 +102,16 @@ struct persist_effect {  // make this vsr_state durable
 struct applied_effect {  // op was applied on this replica (for tracing and checkers)
   header prepare;
 };
-using effect = std::variant<send_effect, reply_effect, write_effect, read_effect, persist_effect, applied_effect>;
+struct checkpoint_effect {  // write these bytes into snapshot.bin's region `slot`, synced; then on_checkpoint_done
+  std::uint8_t slot = 0;
+  header at;  // the checkpoint is the state after this op
+  std::vector<std::byte> bytes;
+};
+struct installed_effect {  // a peer's checkpoint was installed: ops up to at.op count as applied, without applies
+  header at;
+};
+using effect = std::variant<send_effect, reply_effect, write_effect, read_effect, persist_effect, applied_effect,
+                            checkpoint_effect, installed_effect>;
 
 // What a replica recovers from its storage at start.
 struct recovered_state {
@@ -101,6 +121,8 @@ struct recovered_state {
   // Journal slots that held something unreadable, op unknown (journal_slots: the ring's size; 0 when none).
   std::vector<std::uint64_t> faulty_slots;
   std::uint64_t journal_slots = 0;
+  // The bytes of the checkpoint state.checkpoint names (checksum verified by the driver); empty when none.
+  std::vector<std::byte> snapshot;
   // True only the first time a replica starts on storage formatted for it: the primary of view 0 may then begin
   // in view 0. Any later start of a primary goes through a view change (it may have sent prepares it lost).
   bool formatted = false;
@@ -119,6 +141,7 @@ class replica {
   // `prepare` is null when the journal could not produce it (read error, checksum mismatch).
   void on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out);
   void on_persist_done(const vsr_state& state, std::vector<effect>& out);
+  void on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, std::vector<effect>& out);
 
   // Observers (for drivers, tests and checkers).
   [[nodiscard]] replica_t index() const noexcept { return options_.replica; }
@@ -131,6 +154,8 @@ class replica {
   [[nodiscard]] op_t commit_max() const noexcept { return op_t(commit_max_); }
   [[nodiscard]] const vsr_state& durable_state() const noexcept { return durable_; }
   [[nodiscard]] const client_table& clients() const noexcept { return clients_; }
+  // The newest checkpoint written (durable_state().checkpoint: the one the superblock names).
+  [[nodiscard]] const checkpoint_ref& checkpoint() const noexcept { return checkpoint_; }
   // One line of state for diagnostics: status, views, ops, pipeline head, the next op to apply.
   [[nodiscard]] std::string describe() const;
   // The header this replica holds at op, if any.
@@ -197,6 +222,14 @@ class replica {
   void verify_down_from(std::uint64_t op);
   void read_prepare(std::uint64_t op, std::vector<effect>& out);
 
+  // Checkpoints and state transfer.
+  void maybe_checkpoint(std::vector<effect>& out);
+  [[nodiscard]] std::vector<std::byte> encode_checkpoint() const;
+  [[nodiscard]] bool restore_checkpoint(std::span<const std::byte> bytes);
+  [[nodiscard]] bool writable(std::uint64_t op) const noexcept;
+  void on_request_sync(const message& m, std::vector<effect>& out);
+  void on_sync(const message& m, std::vector<effect>& out);
+
   // Persistence.
   void persist(std::vector<effect>& out);
   [[nodiscard]] vsr_state wanted_state() const;
@@ -226,6 +259,7 @@ class replica {
   std::vector<header> view_headers_;      // the suffix installed when log_view_ began (persisted with it)
   std::set<std::uint64_t> faulty_slots_;  // journal slots lost to corruption, op unknown: never nacked
   std::uint64_t journal_slots_ = 0;
+  std::uint64_t checkpoint_interval_ = 0;  // 0: no checkpoints
   std::map<std::uint64_t, entry> log_;       // headers by op (the in-memory journal index); op 0 is the root
   std::map<std::uint64_t, message> bodies_;  // prepares held in memory (uncommitted, or read back for apply)
   std::map<std::uint64_t, pending_read> reads_;
@@ -235,6 +269,14 @@ class replica {
   std::optional<vsr_state> persisting_;  // in flight
   bool persist_again_ = false;           // wanted_state() changed while persisting_
   std::vector<send_effect> deferred_;    // messages waiting for their view to be durable
+
+  // Checkpoints.
+  checkpoint_ref checkpoint_;                          // the newest written (the superblock names it once durable)
+  std::vector<std::byte> checkpoint_bytes_;            // its bytes (served to peers in state transfer)
+  std::optional<checkpoint_effect> checkpoint_writing_;  // in flight
+  bool checkpoint_soon_ = false;                       // a state transfer installed state not yet checkpointed here
+  std::uint64_t apply_progress_ = 0;                   // last tick commit_min_ moved, or was not behind
+  std::uint64_t sync_due_ = 0;                         // the next request_sync may go out then
 
   // Primary.
   std::deque<pipeline_entry> pipeline_;

@@ -1,5 +1,7 @@
 #include "consensus/vsr_state.h"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include "base/endian.h"
@@ -7,8 +9,11 @@
 
 namespace rill::consensus {
 namespace {
-constexpr std::uint32_t magic = 0x52565352;  // "RSVR"
-constexpr std::size_t fixed_size = 4 + 8 + 1 + 1 + 2 + 4 + 4 + 8 + 4;
+constexpr std::uint32_t magic = 0x32565352;  // "RSV2"
+// magic, cluster, replica, replica_count, 0, view, log_view, commit, view header count, then the checkpoint: its
+// header (128 bytes, all zero for none), slot, 7 zero bytes, size, checksum (low, high).
+constexpr std::size_t checkpoint_at = 4 + 8 + 1 + 1 + 2 + 4 + 4 + 8 + 4;
+constexpr std::size_t fixed_size = checkpoint_at + 128 + 8 + 8 + 16;
 constexpr std::size_t view_headers_max = 256;
 }  // namespace
 
@@ -25,6 +30,13 @@ std::vector<std::byte> encode(const vsr_state& s) {
   store_le<std::uint32_t>(p + 20, s.log_view.value());
   store_le<std::uint64_t>(p + 24, s.commit.value());
   store_le<std::uint32_t>(p + 32, static_cast<std::uint32_t>(s.view_headers.size()));
+  if (!s.checkpoint.at.checksum.zero()) {
+    encode_header(s.checkpoint.at, p + checkpoint_at);
+  }
+  p[checkpoint_at + 128] = static_cast<std::byte>(s.checkpoint.slot);
+  store_le<std::uint64_t>(p + checkpoint_at + 136, s.checkpoint.size);
+  store_le<std::uint64_t>(p + checkpoint_at + 144, s.checkpoint.checksum.low);
+  store_le<std::uint64_t>(p + checkpoint_at + 152, s.checkpoint.checksum.high);
   auto headers = encode_headers(s.view_headers);
   out.insert(out.end(), headers.begin(), headers.end());
   return out;
@@ -57,6 +69,24 @@ expected<vsr_state> decode_vsr_state(std::span<const std::byte> bytes) {
   }
   if (s.log_view > s.view) {
     return bad(fmt::format("vsr state log view {} is above its view {}", s.log_view.value(), s.view.value()));
+  }
+  const auto at = bytes.subspan(checkpoint_at, header::encoded_size);
+  if (std::any_of(at.begin(), at.end(), [](std::byte b) { return b != std::byte{0}; })) {
+    auto h = decode_header(at);
+    if (!h || h->cmd != command::prepare) {
+      return bad("vsr state checkpoint header is not a valid prepare header");
+    }
+    s.checkpoint.at = *h;
+  }
+  s.checkpoint.slot = static_cast<std::uint8_t>(p[checkpoint_at + 128]);
+  s.checkpoint.size = load_le<std::uint64_t>(p + checkpoint_at + 136);
+  s.checkpoint.checksum.low = load_le<std::uint64_t>(p + checkpoint_at + 144);
+  s.checkpoint.checksum.high = load_le<std::uint64_t>(p + checkpoint_at + 152);
+  if (s.checkpoint.slot > 1) {
+    return bad(fmt::format("vsr state checkpoint slot {}: allowed is 0 or 1", s.checkpoint.slot));
+  }
+  if (s.checkpoint.op() > s.commit.value()) {
+    return bad(fmt::format("vsr state checkpoint op {} is above its commit {}", s.checkpoint.op(), s.commit.value()));
   }
   RILL_TRY(headers, decode_headers(bytes.subspan(fixed_size)));
   for (std::size_t i = 1; i < headers.size(); ++i) {

@@ -9,6 +9,9 @@
 // - view_headers is the suffix of the log this replica installed when its log view began, or the latest suffix it
 //   persisted since (at most pipeline_max + 1 headers, ascending and hash-chained). At restart, journal entries in
 //   that range must match them, and entries above it from an older view are stale (truncated by that view change).
+// - checkpoint names the latest snapshot of the state machine (and client table) made durable in snapshot.bin, as
+//   of op checkpoint.at.op (0: none; a restart replays from op 1). commit >= checkpoint.at.op. The checkpoint op
+//   never decreases. The journal never overwrites an op above it (so a restart finds every op it must replay).
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +19,18 @@
 #include "consensus/message.h"
 
 namespace rill::consensus {
+
+// Where a checkpoint lives: snapshot.bin's region `slot` holds `size` bytes with this checksum, the state after
+// applying the op whose header is `at` (a zero header: no checkpoint yet).
+struct checkpoint_ref {
+  header at;
+  std::uint8_t slot = 0;
+  std::uint64_t size = 0;
+  checksum_t checksum;
+
+  [[nodiscard]] std::uint64_t op() const noexcept { return at.op; }
+  friend bool operator==(const checkpoint_ref&, const checkpoint_ref&) = default;
+};
 
 struct vsr_state {
   std::uint64_t cluster = 0;
@@ -25,6 +40,7 @@ struct vsr_state {
   view_t log_view{0};
   op_t commit{0};
   std::vector<header> view_headers;
+  checkpoint_ref checkpoint;
 
   friend bool operator==(const vsr_state&, const vsr_state&) = default;
 };

@@ -39,6 +39,42 @@ std::vector<std::byte> ledger::apply(const consensus::header& prepare, std::span
   return reply;
 }
 
+std::vector<std::byte> ledger::snapshot() const {
+  std::vector<std::byte> out(32 + seen_.size() * 16);
+  store_le<std::uint64_t>(out.data(), applied_);
+  store_le<std::uint64_t>(out.data() + 8, hash_);
+  store_le<std::uint64_t>(out.data() + 16, duplicates_);
+  store_le<std::uint64_t>(out.data() + 24, seen_.size());
+  std::byte* p = out.data() + 32;
+  for (const auto& id : seen_) {
+    store_le<std::uint64_t>(p, id.client);
+    store_le<std::uint64_t>(p + 8, id.sequence);
+    p += 16;
+  }
+  return out;
+}
+
+bool ledger::restore(std::span<const std::byte> bytes) {
+  if (bytes.size() < 32) {
+    return false;
+  }
+  const std::uint64_t n = load_le<std::uint64_t>(bytes.data() + 24);
+  if (n > (bytes.size() - 32) / 16 || bytes.size() != 32 + n * 16) {
+    return false;
+  }
+  std::set<payload_id> seen;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::byte* p = bytes.data() + 32 + i * 16;
+    seen.insert(payload_id{load_le<std::uint64_t>(p), load_le<std::uint64_t>(p + 8)});
+  }
+  applied_ = load_le<std::uint64_t>(bytes.data());
+  hash_ = load_le<std::uint64_t>(bytes.data() + 8);
+  duplicates_ = load_le<std::uint64_t>(bytes.data() + 16);
+  seen_ = std::move(seen);
+  by_op_.clear();
+  return true;
+}
+
 payload_id ledger::payload_at(std::uint64_t op) const {
   auto it = by_op_.find(op);
   return it == by_op_.end() ? payload_id{} : it->second;

@@ -34,6 +34,12 @@ payload_id payload_of(std::span<const std::byte> body);
 class ledger final : public consensus::state_machine {
  public:
   std::vector<std::byte> apply(const consensus::header& prepare, std::span<const std::byte> body) override;
+  // The checkpoint holds applied, hash, duplicates and every payload seen (so a payload executed again after a
+  // restore still counts as a duplicate); not the op -> payload index, which only serves the checker at apply time.
+  [[nodiscard]] std::vector<std::byte> snapshot() const override;
+  [[nodiscard]] bool restore(std::span<const std::byte> bytes) override;
+  // A digest of the state: equal on every replica after the same op (the checker compares them).
+  [[nodiscard]] std::uint64_t digest() const noexcept { return hash_ ^ (applied_ * 0x9e3779b97f4a7c15ULL); }
   [[nodiscard]] std::uint64_t applied() const noexcept { return applied_; }
   [[nodiscard]] std::uint64_t duplicates() const noexcept { return duplicates_; }
   // The payload this replica executed at op (none for register ops and for retries answered from the table).

@@ -93,6 +93,19 @@ BOOST_AUTO_TEST_CASE(vsr_state_round_trips_and_rejects_what_cannot_be) {
   auto back = decode_vsr_state(encode(s));
   RILL_REQUIRE_OK(back);
   BOOST_TEST((*back == s));
+  s.checkpoint.at = sample_prepare(90, parent).h;
+  s.checkpoint.slot = 1;
+  s.checkpoint.size = 12345;
+  s.checkpoint.checksum = checksum_of(std::vector<std::byte>(3), checkpoint_checksum_domain);
+  back = decode_vsr_state(encode(s));
+  RILL_REQUIRE_OK(back);
+  BOOST_TEST((*back == s));
+  vsr_state beyond = s;
+  beyond.checkpoint.at = sample_prepare(101, parent).h;  // a checkpoint above the commit cannot be
+  BOOST_TEST(!decode_vsr_state(encode(beyond)).has_value());
+  vsr_state third = s;
+  third.checkpoint.slot = 2;
+  BOOST_TEST(!decode_vsr_state(encode(third)).has_value());
 
   vsr_state ahead = s;
   ahead.log_view = view_t(10);
@@ -106,6 +119,35 @@ BOOST_AUTO_TEST_CASE(vsr_state_round_trips_and_rejects_what_cannot_be) {
   auto bytes = encode(s);
   bytes.pop_back();
   BOOST_TEST(!decode_vsr_state(bytes).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(client_table_round_trips_through_checkpoint_bytes_and_rejects_damaged_ones) {
+  client_table t(4);
+  for (std::uint64_t c = 1; c <= 3; ++c) {
+    message reply;
+    reply.h.cmd = command::reply;
+    reply.h.cluster = 7;
+    reply.h.client = c;
+    reply.body.assign(c * 5, std::byte{static_cast<unsigned char>(c)});
+    seal(reply);
+    t.open(c, c, reply);
+  }
+  std::vector<std::byte> bytes;
+  t.encode(bytes);
+  client_table back(4);
+  BOOST_REQUIRE(back.restore(bytes));
+  BOOST_TEST(back.size() == 3u);
+  BOOST_TEST((back.find(2)->reply.body == t.find(2)->reply.body));
+  client_table small(2);
+  BOOST_TEST(!small.restore(bytes));  // more sessions than it may hold
+  auto damaged = bytes;
+  damaged[60] ^= std::byte{1};  // inside the first reply
+  client_table kept(4);
+  BOOST_REQUIRE(kept.restore(bytes));
+  BOOST_TEST(!kept.restore(damaged));
+  BOOST_TEST(kept.size() == 3u);  // unchanged by the failed restore
+  bytes.pop_back();
+  BOOST_TEST(!back.restore(bytes));
 }
 
 BOOST_AUTO_TEST_CASE(client_table_evicts_the_oldest_session_the_same_way_everywhere) {

@@ -1,0 +1,52 @@
+#pragma once
+// snapshot_file: snapshot.bin, where a replica's checkpoints live (the state machine and the client table as of
+// an applied op), on io::engine like the journal.
+//
+// Layout: two regions of snapshot_bytes_max bytes each (the file is sparse: only what is written takes room).
+// A checkpoint is written whole into the region the superblock does not name, synced, and only then named by the
+// superblock (vsr_state::checkpoint: slot, size, checksum). So a crash at any point leaves the named checkpoint
+// intact: either the superblock still names the old region, untouched, or it names the new one, synced before.
+//
+// Invariants: a write never touches the other region; read() returns bytes only when their XXH3-128 matches the
+// checksum the superblock recorded (errors: corrupt_data).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/expected.h"
+#include "base/task.h"
+#include "consensus/types.h"
+#include "storage/io_engine.h"
+
+namespace rill::consensus {
+
+inline constexpr std::uint64_t snapshot_bytes_max_limit = std::uint64_t{1} << 32;  // 4 GiB per region
+
+class snapshot_file {
+ public:
+  // Opens dir/snapshot.bin (created, with the directory synced, when `create` and missing). Errors: invalid_argument
+  // for bytes_max outside 4 KiB..4 GiB; I/O errors.
+  static task<expected<std::unique_ptr<snapshot_file>>> open(storage::io::engine& e, std::string dir,
+                                                             std::uint64_t bytes_max, bool create);
+  ~snapshot_file();
+
+  // Writes `bytes` into region `slot` (0 or 1) and fdatasyncs. Errors: invalid_argument when it does not fit.
+  task<expected<void>> write(std::uint8_t slot, std::span<const std::byte> bytes);
+  task<expected<std::vector<std::byte>>> read(std::uint8_t slot, std::uint64_t size, checksum_t checksum);
+  task<expected<void>> close();
+
+  [[nodiscard]] std::uint64_t bytes_max() const noexcept { return bytes_max_; }
+
+ private:
+  snapshot_file(storage::io::engine& e, std::string path, std::uint64_t bytes_max, int fd)
+      : engine_(&e), path_(std::move(path)), bytes_max_(bytes_max), fd_(fd) {}
+
+  storage::io::engine* engine_;
+  std::string path_;
+  std::uint64_t bytes_max_;
+  int fd_;
+};
+
+}  // namespace rill::consensus
