@@ -13,7 +13,8 @@ void checker::fail(std::uint64_t tick, std::string what) {
   }
 }
 
-void checker::on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload) {
+void checker::on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload,
+                         std::uint64_t digest) {
   replica_track& t = replicas_.at(r);
   if (h.op != t.applied + 1) {
     fail(tick, fmt::format("replica {} applied op {} after op {}", r, h.op, t.applied));
@@ -23,6 +24,10 @@ void checker::on_applied(std::uint64_t tick, consensus::replica_t r, const conse
   if (!first && it->second != h.checksum) {
     fail(tick, fmt::format("replica {} applied op {} as {}, the canonical history has {}", r, h.op,
                            consensus::to_string(h.checksum), consensus::to_string(it->second)));
+  }
+  auto [d, new_digest] = digests_.emplace(h.op, digest);
+  if (!new_digest && d->second != digest) {
+    fail(tick, fmt::format("replica {} state after op {} differs from the first replica's to apply it", r, h.op));
   }
   if (first && h.operation >= consensus::operation_user_min && payload.client != 0) {
     auto [p, fresh] = payload_op_.emplace(payload, h.op);
@@ -40,9 +45,29 @@ void checker::on_restart(consensus::replica_t r) {
   t.commit_max = 0;
 }
 
+void checker::on_installed(std::uint64_t tick, consensus::replica_t r, const consensus::header& at,
+                           std::uint64_t digest) {
+  replica_track& t = replicas_.at(r);
+  if (at.op <= t.applied) {
+    fail(tick, fmt::format("replica {} installed a checkpoint of op {} having applied up to {}", r, at.op, t.applied));
+  }
+  auto it = canonical_.find(at.op);
+  if (it == canonical_.end() || it->second != at.checksum) {
+    fail(tick, fmt::format("replica {} installed a checkpoint of op {} {}, not of the canonical history", r, at.op,
+                           consensus::to_string(at.checksum)));
+  } else if (digests_.at(at.op) != digest) {
+    fail(tick, fmt::format("replica {} restored a state at op {} that differs from the canonical one", r, at.op));
+  }
+  t.applied = at.op;
+}
+
 void checker::on_persisted(std::uint64_t tick, consensus::replica_t r, const consensus::vsr_state& s) {
   replica_track& t = replicas_.at(r);
   if (t.durable_known) {
+    if (s.checkpoint.op() < t.durable.checkpoint.op()) {
+      fail(tick, fmt::format("replica {} persisted checkpoint {} after checkpoint {}", r, s.checkpoint.op(),
+                             t.durable.checkpoint.op()));
+    }
     if (s.view < t.durable.view || s.log_view < t.durable.log_view || s.commit < t.durable.commit) {
       fail(tick, fmt::format("replica {} persisted view {} log view {} commit {} after view {} log view {} commit {}",
                              r, s.view.value(), s.log_view.value(), s.commit.value(), t.durable.view.value(),

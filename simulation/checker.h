@@ -2,11 +2,14 @@
 // checker: the safety properties of a simulated run, checked as events happen (after every step).
 //
 // - One canonical committed history: the first replica to apply op k fixes its checksum; every replica's applied
-//   prefix must match it, op by op, in order, without gaps (a restart replays from op 1).
+//   prefix must match it, op by op, in order, without gaps (a restart replays from its checkpoint; a state
+//   transfer jumps to a checkpoint of a canonical op). The state machine's digest after op k is the same on every
+//   replica, and a checkpoint restores exactly the digest the canonical history had at its op.
 // - No acknowledged write lost: a client's reply names op k and the prepare checksum; it must be the canonical op
 //   k, and at the end every replica's applied prefix must include it.
 // - Exactly once: no payload appears twice in the canonical history.
-// - No regression: a replica's durable view, log view and commit never go backwards (across restarts too); within
+// - No regression: a replica's durable view, log view, commit and checkpoint never go backwards (across restarts
+//   too); within
 //   one incarnation its view and commit_max never go backwards.
 // - Persist before advertise: no replica sends a message carrying a view (or, for start_view, a log view) that is
 //   not yet durable (votes excepted: a start_view_change proposes a view, it does not adopt it).
@@ -28,8 +31,11 @@ class checker {
  public:
   explicit checker(std::size_t replica_count) : replicas_(replica_count) {}
 
-  void on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload);
+  void on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload,
+                  std::uint64_t digest);
   void on_restart(consensus::replica_t r);
+  // A checkpoint was installed (at a restart, or by state transfer): r's applied prefix is now up to at.op.
+  void on_installed(std::uint64_t tick, consensus::replica_t r, const consensus::header& at, std::uint64_t digest);
   void on_persisted(std::uint64_t tick, consensus::replica_t r, const consensus::vsr_state& s);
   void on_sent(std::uint64_t tick, consensus::replica_t r, const consensus::message& m);
   void on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack);
@@ -57,6 +63,7 @@ class checker {
   };
   std::vector<replica_track> replicas_;
   std::map<std::uint64_t, consensus::checksum_t> canonical_;  // op -> prepare checksum
+  std::map<std::uint64_t, std::uint64_t> digests_;            // op -> state machine digest after it
   std::map<payload_id, std::uint64_t> payload_op_;            // payload -> op in the canonical history
   std::map<std::uint64_t, std::uint64_t> acked_;              // op -> client
   std::optional<std::string> violation_;

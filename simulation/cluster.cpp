@@ -47,7 +47,8 @@ cluster::cluster(const cluster_options& options, trace& t)
     if (options_.disk) {
       n->storage = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas);
     } else {
-      n->storage = std::make_unique<model_storage>(options_.storage, rng_.next(), initial, atlas);
+      n->storage =
+          std::make_unique<model_storage>(options_.storage, rng_.next(), initial, options_.journal.slot_count, atlas);
     }
     nodes_.push_back(std::move(n));
   }
@@ -99,11 +100,15 @@ void cluster::restart(node& n) {
                n.index, recovered.journal.size(), prev, ops, recovered.faulty.size(), recovered.state.view.value(),
                recovered.state.log_view.value(), recovered.state.commit.value());
   }
+  const consensus::header checkpoint = recovered.state.checkpoint.at;
   n.r = std::make_unique<consensus::replica>(o, *n.sm, std::move(recovered), options_.bugs);
   n.up = true;
   n.last_status = n.r->status();
   n.last_view = n.r->view().value();
   checker_.on_restart(n.index);
+  if (checkpoint.op > 0) {
+    checker_.on_installed(now_, n.index, checkpoint, n.sm->digest_at(checkpoint.op));
+  }
   if (n.incarnation > 1) {
     trace_.event(now_, "fault", {{"replica", n.index}, {"view", n.r->view().value()}}, "restart");
   }
@@ -141,9 +146,16 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
       n.storage->read(rd->op, rd->checksum, now_);
     } else if (auto* p = std::get_if<consensus::persist_effect>(&e)) {
       n.storage->persist(p->state, now_);
+    } else if (auto* cp = std::get_if<consensus::checkpoint_effect>(&e)) {
+      n.storage->write_checkpoint(cp->slot, cp->at.op, std::move(cp->bytes), now_);
+    } else if (auto* in = std::get_if<consensus::installed_effect>(&e)) {
+      checker_.on_installed(now_, n.index, in->at, n.sm->digest_at(in->at.op));
+      ++result_.state_transfers;
+      trace_.event(now_, "sync", {{"replica", n.index}, {"op", static_cast<std::int64_t>(in->at.op)}});
     } else if (auto* a = std::get_if<consensus::applied_effect>(&e)) {
       const bool first = a->prepare.op > checker_.committed();
-      checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op));
+      checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op),
+                          n.sm->digest_at(a->prepare.op));
       if (first && checker_.committed() == a->prepare.op) {
         trace_.event(
             now_, "commit",
@@ -287,6 +299,12 @@ void cluster::step() {
         case storage_completion::kind::persist:
           checker_.on_persisted(now_, n->index, c.state);
           n->r->on_persist_done(c.state, effects);
+          break;
+        case storage_completion::kind::checkpoint:
+          if (c.ok) {
+            ++result_.checkpoints;
+          }
+          n->r->on_checkpoint_done(c.slot, c.op, c.ok, effects);
           break;
       }
       execute(*n, effects);

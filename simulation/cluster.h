@@ -38,7 +38,7 @@ struct cluster_options {
   // true: each replica's journal.wal and superblock on its own simulated disk (the production code); false: the
   // in-memory storage model (faster; no file formats).
   bool disk = true;
-  consensus::journal_options journal{1024, 1024};  // no checkpoints yet: sized so a run stays below slot_count ops
+  consensus::journal_options journal{1024, 1024};  // the ring; the replicas checkpoint every slot_count / 4 ops
   std::uint32_t crash_ppm = 200;                   // per replica per tick
   std::uint32_t restart_ticks_max = 400;           // a crashed replica restarts after 1..this
   std::uint32_t partition_ppm = 100;               // per tick: a new partition
@@ -60,6 +60,8 @@ struct run_result {
   std::uint64_t crashes = 0;
   std::uint64_t partitions = 0;
   std::uint64_t view_changes = 0;
+  std::uint64_t checkpoints = 0;      // written (each replica's own)
+  std::uint64_t state_transfers = 0;  // checkpoints installed from a peer
   std::uint64_t messages = 0;
   std::uint32_t final_view = 0;
   std::size_t lagging = 0;  // replicas outside the converged core at the end (stuck in a view change of their own)

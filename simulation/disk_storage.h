@@ -1,6 +1,6 @@
 #pragma once
 // disk_storage: a replica's storage in the simulator as it is in production: consensus::journal (journal.wal) and
-// consensus::superblock on the storage layer's simulated disk (storage::sim_disk), one disk per replica.
+// consensus::superblock and consensus::snapshot_file (snapshot.bin) on the storage layer's simulated disk (storage::sim_disk), one disk per replica.
 //
 // What is real: the file formats, the write order (prepare, redundant header, fdatasync), recovery's decision table,
 // the superblock's copies, and the disk's crash semantics (unsynced writes survive, vanish or tear by sector). What
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "consensus/journal.h"
+#include "consensus/snapshot_file.h"
 #include "simulation/replica_storage.h"
 #include "storage/sim_disk.h"
 
@@ -34,6 +35,8 @@ class disk_storage final : public replica_storage {
   void write(const consensus::message& prepare, std::uint64_t now) override;
   void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
   void persist(const consensus::vsr_state& state, std::uint64_t now) override;
+  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                        std::uint64_t now) override;
   std::vector<storage_completion> complete(std::uint64_t now) override;
   void crash() override;
   [[nodiscard]] consensus::recovered_state recover() override;
@@ -53,6 +56,7 @@ class disk_storage final : public replica_storage {
   std::function<bool(std::uint64_t)> may_fault_;
   std::unique_ptr<consensus::journal> journal_;
   std::unique_ptr<consensus::superblock> superblock_;
+  std::unique_ptr<consensus::snapshot_file> snapshots_;
   std::vector<storage_completion> done_;
   std::map<std::uint64_t, std::uint64_t> stored_;  // op -> slot, for choosing what rots (adapter knowledge only)
   std::uint64_t disk_ticks_ = 0;

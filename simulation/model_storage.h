@@ -23,12 +23,15 @@ namespace rill::simulation {
 class model_storage final : public replica_storage {
  public:
   // `may_fault(op)` asks the fault atlas whether this replica may lose or fail op right now.
+  // `slot_count`: the journal is a ring of this many slots, as on disk (writing op k replaces op k - slot_count).
   model_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
-                std::function<bool(std::uint64_t op)> may_fault);
+                std::uint64_t slot_count, std::function<bool(std::uint64_t op)> may_fault);
 
   void write(const consensus::message& prepare, std::uint64_t now) override;
   void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
   void persist(const consensus::vsr_state& state, std::uint64_t now) override;
+  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                        std::uint64_t now) override;
   std::vector<storage_completion> complete(std::uint64_t now) override;
   void crash() override;
   [[nodiscard]] consensus::recovered_state recover() override;
@@ -41,12 +44,15 @@ class model_storage final : public replica_storage {
     std::uint64_t sequence;
     storage_completion c;
     std::optional<consensus::message> data;  // write
+    std::vector<std::byte> bytes;            // checkpoint
   };
   std::uint64_t due(std::uint64_t now);
 
   storage_options options_;
   prng rng_;
+  std::uint64_t slot_count_;
   std::function<bool(std::uint64_t)> may_fault_;
+  std::vector<std::byte> snapshots_[2];  // snapshot.bin's regions
   std::map<std::uint64_t, consensus::message> journal_;  // durable prepares by op
   std::map<std::uint64_t, bool> rotten_;                 // ops whose stored prepare no longer reads back
   consensus::vsr_state superblock_;

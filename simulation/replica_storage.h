@@ -23,12 +23,13 @@ struct storage_options {
 };
 
 struct storage_completion {
-  enum class kind { write, read, persist } what;
+  enum class kind { write, read, persist, checkpoint } what;
   std::uint64_t op = 0;
   consensus::checksum_t checksum;
   bool ok = true;
   std::optional<consensus::message> prepare;  // read
   consensus::vsr_state state;                 // persist
+  std::uint8_t slot = 0;                      // checkpoint (op: the checkpoint's op)
 };
 
 class replica_storage {
@@ -37,11 +38,14 @@ class replica_storage {
   virtual void write(const consensus::message& prepare, std::uint64_t now) = 0;
   virtual void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) = 0;
   virtual void persist(const consensus::vsr_state& state, std::uint64_t now) = 0;
+  // Writes a checkpoint into snapshot.bin's region `slot`, synced (completion: kind::checkpoint).
+  virtual void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                                std::uint64_t now) = 0;
   // Completions due by `now`, in order.
   virtual std::vector<storage_completion> complete(std::uint64_t now) = 0;
   // Power loss: pending operations vanish; writes in flight may tear.
   virtual void crash() = 0;
-  // What a (re)starting replica finds.
+  // What a (re)starting replica finds, the checkpoint its superblock names included.
   [[nodiscard]] virtual consensus::recovered_state recover() = 0;
   // Silent corruption of one stored prepare the fault atlas allows, chosen with rng; its op, if any.
   virtual std::optional<std::uint64_t> rot_one(prng& rng) = 0;

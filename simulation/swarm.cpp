@@ -20,6 +20,7 @@ const std::vector<knob_range>& swarm_knobs() {
       {"read-fault-ppm", 0, 20'000, "failed journal reads, ppm (within the fault atlas)"},
       {"rot-ppm", 0, 300, "chance per replica per tick that a stored prepare rots, ppm (within the fault atlas)"},
       {"pipeline", 1, 8, "prepares in flight at the primary"},
+      {"journal-slots-log2", 6, 10, "the journal ring holds 2^this ops (checkpoints every quarter of it)"},
   };
   return knobs;
 }
@@ -54,12 +55,8 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   o.storage.read_fault_ppm = static_cast<std::uint32_t>(v["read-fault-ppm"]);
   o.rot_ppm = static_cast<std::uint32_t>(v["rot-ppm"]);
   o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
-  // No checkpoints yet, so the journal must hold every op of the run (registers, retries and duplicates included).
-  std::uint64_t slots = 1024;
-  while (slots < o.clients * (o.client.requests + 4) * 2) {
-    slots *= 2;
-  }
-  o.journal.slot_count = slots;
+  // A small ring wraps many times in a run: checkpoints, and state transfers for replicas left behind.
+  o.journal.slot_count = std::uint64_t{1} << v["journal-slots-log2"];
   o.disk = !k.model_storage;
   o.safety_ticks = k.ticks;
   o.liveness_ticks = k.liveness_ticks;

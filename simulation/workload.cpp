@@ -36,6 +36,7 @@ std::vector<std::byte> ledger::apply(const consensus::header& prepare, std::span
   std::vector<std::byte> reply(16);
   store_le<std::uint64_t>(reply.data(), applied_);
   store_le<std::uint64_t>(reply.data() + 8, hash_);
+  digests_[prepare.op] = digest();
   return reply;
 }
 
@@ -72,7 +73,14 @@ bool ledger::restore(std::span<const std::byte> bytes) {
   duplicates_ = load_le<std::uint64_t>(bytes.data() + 16);
   seen_ = std::move(seen);
   by_op_.clear();
+  digests_.clear();
+  base_digest_ = digest();
   return true;
+}
+
+std::uint64_t ledger::digest_at(std::uint64_t op) const {
+  auto it = digests_.upper_bound(op);
+  return it == digests_.begin() ? base_digest_ : std::prev(it)->second;
 }
 
 payload_id ledger::payload_at(std::uint64_t op) const {

@@ -38,15 +38,21 @@ class ledger final : public consensus::state_machine {
   // restore still counts as a duplicate); not the op -> payload index, which only serves the checker at apply time.
   [[nodiscard]] std::vector<std::byte> snapshot() const override;
   [[nodiscard]] bool restore(std::span<const std::byte> bytes) override;
-  // A digest of the state: equal on every replica after the same op (the checker compares them).
-  [[nodiscard]] std::uint64_t digest() const noexcept { return hash_ ^ (applied_ * 0x9e3779b97f4a7c15ULL); }
+  // A digest of the state after op (equal on every replica after the same op: the checker compares them). Known
+  // for ops this instance applied or restored to, and for any op after those (ops without a user payload leave the
+  // state as it was).
+  [[nodiscard]] std::uint64_t digest_at(std::uint64_t op) const;
   [[nodiscard]] std::uint64_t applied() const noexcept { return applied_; }
   [[nodiscard]] std::uint64_t duplicates() const noexcept { return duplicates_; }
   // The payload this replica executed at op (none for register ops and for retries answered from the table).
   [[nodiscard]] payload_id payload_at(std::uint64_t op) const;
 
  private:
+  [[nodiscard]] std::uint64_t digest() const noexcept { return hash_ ^ (applied_ * 0x9e3779b97f4a7c15ULL); }
+
   std::map<std::uint64_t, payload_id> by_op_;
+  std::map<std::uint64_t, std::uint64_t> digests_;  // op -> digest after it (user ops applied here)
+  std::uint64_t base_digest_ = 0;                   // the state before the first of them (initial or restored)
   std::uint64_t applied_ = 0;
   std::uint64_t hash_ = 0;
   std::set<payload_id> seen_;
