@@ -5,9 +5,7 @@
 #include "actors/shard.h"
 #include "net/frame.h"
 #include "net/proto/metadata.pb.h"
-#include "storage/atomic_file.h"
 #include "storage/file_ops.h"
-#include "storage/record_batch_builder.h"
 
 namespace rill::actors {
 namespace {
@@ -106,8 +104,8 @@ caf::behavior metadata_actor::make_behavior() {
               (void)closed;
             }
             self->partitions_.clear();
-            if (self->log_) {
-              RILL_CO_TRY_VOID(co_await self->log_->close());
+            if (self->group_) {
+              RILL_CO_TRY_VOID(co_await self->group_->close());
             }
             co_return expected<void>{};
           };
@@ -156,53 +154,18 @@ void metadata_actor::spawn_partitions(std::uint32_t stream, std::uint32_t topic,
 
 task<expected<void>> metadata_actor::recover() {
   const std::string dir = storage::join_path(services_->config->data_dir, "metadata");
-  RILL_CO_TRY_VOID(co_await storage::make_dirs(*io_, dir));
-  std::int64_t replay_from = 0;
-  RILL_CO_TRY(snapshot_bytes,
-              co_await storage::read_whole_file(*io_, storage::join_path(dir, "snapshot.bin"), 1u << 30));
-  if (snapshot_bytes) {
-    proto::MetadataSnapshot snap;
-    if (!snap.ParseFromArray(snapshot_bytes->data(), static_cast<int>(snapshot_bytes->size()))) {
-      co_return fail(net::status::internal_error, dir + "/snapshot.bin does not parse");
-    }
-    RILL_CO_TRY(restored, metadata_state::from_snapshot(snap));
-    state_ = std::move(restored);
-    replay_from = static_cast<std::int64_t>(snap.applied_offset()) + 1;
+  // A data directory of a build before the metadata VSR group kept a partition log here: refuse it, naming it,
+  // rather than start empty beside it.
+  if (auto old = co_await storage::list_dir(*io_, storage::join_path(dir, "log")); old) {
+    co_return fail(net::status::storage_error,
+                   dir + "/log holds metadata in the format of an earlier build (a partition log); this build keeps "
+                         "metadata in journal.wal. Recreate the data directory, or run the earlier build to export "
+                         "its streams");
   }
-  storage::log_options options;
-  options.config.segment_bytes = 64 * limits::mib;
-  options.config.preallocate_bytes = 0;
-  RILL_CO_TRY(log, co_await storage::partition_log::open(*io_, current_shard()->pool(), *services_->partitions->clk,
-                                                         *services_->partitions->reporter,
-                                                         storage::join_path(dir, "log"), options));
-  log_ = std::move(log);
-  // Replay the commands after the snapshot.
-  storage::log_cursor cursor(*log_, std::max(offset_t(replay_from), log_->log_start()));
-  for (;;) {
-    RILL_CO_TRY(r, co_await cursor.next(UINT32_MAX, 1 << 20));
-    if (r.batches == 0) {
-      break;
-    }
-    for (const auto& v : r.batch_views()) {
-      if (v.base_offset().value() < replay_from) {
-        continue;
-      }
-      storage::record_reader rr(v.records_region());
-      auto rec = rr.next();
-      if (!rec || !rec->has_value() || !(*rec)->value) {
-        co_return fail(net::status::internal_error,
-                       fmt::format("metadata log: command at offset {} does not parse", v.base_offset().value()));
-      }
-      proto::MetadataCommand cmd;
-      const auto& value = *(*rec)->value;
-      if (!cmd.ParseFromArray(value.data(), static_cast<int>(value.size())) || !state_.check(cmd)) {
-        co_return fail(net::status::internal_error,
-                       fmt::format("metadata log: command at offset {} does not apply", v.base_offset().value()));
-      }
-      state_.apply(cmd);
-      ++commands_since_snapshot_;
-    }
-  }
+  consensus::local_group_options options;
+  options.journal.slot_count = services_->journal_slots;
+  RILL_CO_TRY(group, co_await consensus::local_group::open(*io_, dir, machine_, options));
+  group_ = std::move(group);
   // Partitions of every topic, on their shards; data of anything deleted before a crash could remove it goes.
   const auto view = state_.view();
   for (const auto& [sid, s] : view->streams) {
@@ -251,25 +214,15 @@ task<expected<void>> metadata_actor::recover() {
 task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
   cmd.set_time_ms(static_cast<std::uint64_t>(services_->partitions->clk->wall_ms().value()));
   RILL_CO_TRY_VOID(state_.check(cmd));
-  storage::batch_builder b;
   const std::string bytes = cmd.SerializeAsString();
-  b.add(std::nullopt, storage::as_bytes(bytes));
-  RILL_CO_TRY(batch, b.build());
-  RILL_CO_TRY_VOID(co_await log_->append(std::move(batch)));
-  state_.apply(cmd);
-  if (++commands_since_snapshot_ >= services_->snapshot_every_commands) {
-    const auto snap = state_.snapshot(static_cast<std::uint64_t>(log_->log_end().value() - 1));
-    const std::string s = snap.SerializeAsString();
-    std::vector<std::byte> out(reinterpret_cast<const std::byte*>(s.data()),
-                               reinterpret_cast<const std::byte*>(s.data()) + s.size());
-    auto saved = co_await storage::write_file_atomic(*io_, storage::join_path(services_->config->data_dir, "metadata"),
-                                                     "snapshot.bin", std::move(out));
-    if (saved) {
-      commands_since_snapshot_ = 0;
-    } else {
-      services_->partitions->reporter->notice("metadata snapshot: " + saved.error().message());
-    }
+  const auto* p = reinterpret_cast<const std::byte*>(bytes.data());
+  auto committed = co_await group_->submit(operation_metadata_command, std::vector<std::byte>(p, p + bytes.size()));
+  if (!committed) {
+    // The group is fenced (a failed write or fsync): metadata refuses changes until a restart recovers it.
+    services_->partitions->reporter->notice("metadata: " + committed.error().message());
+    co_return fail(net::status::storage_error, committed.error().message());
   }
+  RILL_CO_TRY_VOID(metadata_machine::decode_reply(*committed));
   co_return expected<void>{};
 }
 

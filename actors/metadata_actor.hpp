@@ -1,8 +1,9 @@
 #pragma once
-// metadata_actor: the only writer of metadata (shard 0). Each change is checked against metadata_state, appended
-// as a command to the metadata log (<data>/metadata/log, synced before it is applied), applied, and published as a
-// new routing table; partitions are spawned on their shards and destroyed with their data. A restart loads
-// <data>/metadata/snapshot.bin and replays the commands after it. Mutations run one at a time, in arrival order.
+// metadata_actor: the only writer of metadata (shard 0). Each change is checked against metadata_state, then
+// committed through a one-replica VSR group (consensus::local_group over <data>/metadata/journal.wal, superblock and
+// snapshot.bin): durable in the journal, applied by metadata_machine, and only then published as a new routing
+// table; partitions are spawned on their shards and destroyed with their data. A restart restores the last
+// checkpoint and replays the journal after it. Mutations run one at a time, in arrival order.
 #include <caf/all.hpp>
 
 #include <deque>
@@ -12,11 +13,13 @@
 #include "actors/actor_io.hpp"
 #include "actors/homed.h"
 #include "actors/messages.hpp"
+#include "actors/metadata_machine.h"
 #include "actors/metadata_state.h"
 #include "actors/metered.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
 #include "config/server_config.h"
+#include "consensus/local_group.h"
 
 namespace rill::actors {
 
@@ -25,7 +28,8 @@ struct metadata_services {
   routing* routes = nullptr;
   const partition_services* partitions = nullptr;
   std::size_t shards = 1;
-  std::uint64_t snapshot_every_commands = 1000;
+  // The metadata group's journal ring and checkpoint interval (commands between checkpoints: a quarter of the ring).
+  std::uint64_t journal_slots = 1024;
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
 
@@ -51,10 +55,10 @@ class metadata_actor final : public metered<>, public homed {
 
   const metadata_services* services_;
   std::unique_ptr<actor_io> io_;
-  std::unique_ptr<storage::partition_log> log_;
-  metadata_state state_;
+  metadata_machine machine_;
+  std::unique_ptr<consensus::local_group> group_;
+  const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, caf::actor> partitions_;
-  std::uint64_t commands_since_snapshot_ = 0;
   std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;
