@@ -6,6 +6,13 @@ namespace rill::simulation {
 
 using consensus::command;
 
+namespace {
+std::string describe(payload_id p, std::uint32_t index) {
+  return fmt::format("{}/{}#{}", p.client, p.sequence, index);
+}
+}  // namespace
+
+
 void checker::fail(std::uint64_t tick, std::string what) {
   ++violations_;
   if (!violation_) {
@@ -94,6 +101,25 @@ void checker::on_sent(std::uint64_t tick, consensus::replica_t r, const consensu
 }
 
 void checker::on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack) {
+  if (ack.what == client_ack::kind::consumer_offset) {
+    auto [pos, fresh] = consumer_positions_.emplace(client, ack.base_offset);
+    if (!fresh && ack.base_offset < pos->second) {
+      fail(tick, fmt::format("client {}'s stored consumer position went back from {} to {}", client, pos->second,
+                             ack.base_offset));
+    }
+    pos->second = std::max(pos->second, ack.base_offset);
+    return;
+  }
+  for (std::uint32_t i = 0; i < ack.records; ++i) {
+    auto o = offsets_.find(ack.base_offset + i);
+    if (o == offsets_.end() || !(o->second == record_id{ack.payload, i})) {
+      fail(tick, fmt::format("client {} was told offset {} for {}, which the ledger did not give it", client,
+                             ack.base_offset + i, describe(ack.payload, i)));
+    }
+  }
+  if (ack.records > 0) {
+    acked_offset_end_ = std::max(acked_offset_end_, ack.base_offset + ack.records);
+  }
   auto it = canonical_.find(ack.op);
   if (it == canonical_.end()) {
     fail(tick, fmt::format("client {} acknowledged op {}, which no replica has applied", client, ack.op));
@@ -109,6 +135,45 @@ void checker::on_ack(std::uint64_t tick, std::uint64_t client, const client_ack&
                            ack.payload.sequence, ack.op));
   }
   acked_[ack.op] = client;
+}
+
+void checker::on_offsets(std::uint64_t tick, consensus::replica_t r, std::uint64_t op, payload_id payload,
+                         std::uint64_t base, std::uint32_t records) {
+  for (std::uint32_t i = 0; i < records; ++i) {
+    const record_id id{payload, i};
+    auto [it, fresh] = offsets_.emplace(base + i, id);
+    if (!fresh && !(it->second == id)) {
+      fail(tick, fmt::format("replica {} gave offset {} (op {}) to {}; it names {}", r, base + i, op,
+                             describe(payload, i), describe(it->second.payload, it->second.index)));
+    }
+  }
+  committed_offsets_ = std::max(committed_offsets_, base + records);
+}
+
+void checker::on_consumed(std::uint64_t tick, consensus::replica_t r, std::uint64_t offset, payload_id payload,
+                          std::uint32_t index) {
+  auto it = offsets_.find(offset);
+  if (it == offsets_.end()) {
+    fail(tick, fmt::format("replica {} showed offset {} ({}), which no committed op was given", r, offset,
+                           describe(payload, index)));
+  } else if (!(it->second == record_id{payload, index})) {
+    fail(tick, fmt::format("replica {} showed {} at offset {}, which names {}", r, describe(payload, index), offset,
+                           describe(it->second.payload, it->second.index)));
+  }
+}
+
+void checker::on_visible(std::uint64_t tick, consensus::replica_t r, std::uint64_t committed) {
+  if (committed > committed_offsets_) {
+    fail(tick, fmt::format("replica {} shows offsets up to {} to consumers; ops committed so far end at {}", r,
+                           committed, committed_offsets_));
+  }
+}
+
+void checker::check_acks_visible(std::uint64_t tick, consensus::replica_t r, std::uint64_t end) {
+  if (acked_offset_end_ > end) {
+    fail(tick, fmt::format("offsets up to {} were acknowledged; replica {} shows only up to {}", acked_offset_end_, r,
+                           end));
+  }
 }
 
 void checker::on_duplicate(std::uint64_t tick, consensus::replica_t r) {

@@ -11,6 +11,14 @@
 // - No regression: a replica's durable view, log view, commit and checkpoint never go backwards (across restarts
 //   too); within
 //   one incarnation its view and commit_max never go backwards.
+// - Offsets: the ledger's assignment at apply (op -> base offset, records) is the same on every replica; a client's
+//   produce ack names that assignment; no offset ever names two records (ack, apply, every record any consumer
+//   reads from any replica's partition log, at any time); visible <= committed: a partition log's committed
+//   offset never passes the offsets of ops committed so far; consumers read in order without gaps; at the end every
+//   acknowledged offset is visible on every replica of the converged core (acked <= visible), whose logs hold
+//   exactly the canonical records from offset 0.
+// - Consumer positions stored through the group never go back (each acknowledged commit of a position stores one
+//   at least as high as the last).
 // - Persist before advertise: no replica sends a message carrying a view (or, for start_view, a log view) that is
 //   not yet durable (votes excepted: a start_view_change proposes a view, it does not adopt it).
 //
@@ -39,6 +47,17 @@ class checker {
   void on_persisted(std::uint64_t tick, consensus::replica_t r, const consensus::vsr_state& s);
   void on_sent(std::uint64_t tick, consensus::replica_t r, const consensus::message& m);
   void on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack);
+  // The ledger of replica r gave op's payload offsets [base, base + records).
+  void on_offsets(std::uint64_t tick, consensus::replica_t r, std::uint64_t op, payload_id payload, std::uint64_t base,
+                  std::uint32_t records);
+  // A record read from replica r's partition log (a consumer, or the final check).
+  void on_consumed(std::uint64_t tick, consensus::replica_t r, std::uint64_t offset, payload_id payload,
+                   std::uint32_t index);
+  // Replica r's partition log shows everything below `committed` to consumers.
+  void on_visible(std::uint64_t tick, consensus::replica_t r, std::uint64_t committed);
+  // At the end: replica r's log holds records [0, end): every acknowledged offset must be below.
+  void check_acks_visible(std::uint64_t tick, consensus::replica_t r, std::uint64_t end);
+  void fail_partition(std::uint64_t tick, std::string what) { fail(tick, std::move(what)); }
   // A replica's state machine executed a payload a second time.
   void on_duplicate(std::uint64_t tick, consensus::replica_t r);
   void on_state(std::uint64_t tick, const consensus::replica& r);
@@ -66,6 +85,15 @@ class checker {
   std::map<std::uint64_t, std::uint64_t> digests_;            // op -> state machine digest after it
   std::map<payload_id, std::uint64_t> payload_op_;            // payload -> op in the canonical history
   std::map<std::uint64_t, std::uint64_t> acked_;              // op -> client
+  struct record_id {
+    payload_id payload;
+    std::uint32_t index = 0;
+    friend bool operator==(const record_id&, const record_id&) = default;
+  };
+  std::map<std::uint64_t, record_id> offsets_;                // offset -> the record it names
+  std::uint64_t committed_offsets_ = 0;                        // offsets assigned by ops committed so far
+  std::uint64_t acked_offset_end_ = 0;                         // one past the highest acknowledged offset
+  std::map<std::uint64_t, std::uint64_t> consumer_positions_;  // client -> last acknowledged stored position
   std::optional<std::string> violation_;
   std::uint64_t violations_ = 0;
 };

@@ -8,6 +8,7 @@
 #include "base/assert.h"
 #include "simulation/disk_storage.h"
 #include "simulation/model_storage.h"
+#include "simulation/partition_mirror.h"
 
 namespace rill::simulation {
 
@@ -19,6 +20,9 @@ struct cluster::node {
   std::unique_ptr<replica_storage> storage;
   std::unique_ptr<ledger> sm;
   std::unique_ptr<consensus::replica> r;
+  disk_storage* disk = nullptr;               // storage, when it is the simulated disk
+  std::unique_ptr<partition_mirror> mirror;  // the partition log on that disk
+  std::optional<consensus::checkpoint_effect> held_checkpoint;  // waits for the mirror to reach its op
   bool up = false;
   std::uint64_t restart_at = 0;
   std::uint32_t incarnation = 0;
@@ -45,7 +49,14 @@ cluster::cluster(const cluster_options& options, trace& t)
     initial.replica_count = options_.replicas;
     auto atlas = [this, i](std::uint64_t op) { return may_fault(i, op); };
     if (options_.disk) {
-      n->storage = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas);
+      auto d = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas);
+      n->disk = d.get();
+      if (options_.partition) {
+        n->mirror =
+            std::make_unique<partition_mirror>(options_.replica.cluster, d->disk(), pool_, clock_, reporter_);
+        d->on_power_off([m = n->mirror.get()] { m->abandon(); });
+      }
+      n->storage = std::move(d);
     } else {
       n->storage =
           std::make_unique<model_storage>(options_.storage, rng_.next(), initial, options_.journal.slot_count, atlas);
@@ -59,9 +70,18 @@ cluster::cluster(const cluster_options& options, trace& t)
     clients_.push_back(
         std::make_unique<sim_client>(options_.replica.cluster, c + 1, options_.replicas, options_.client, rng_.next()));
   }
+  consumer_position_.assign(options_.clients, 0);
+  consumer_reading_.assign(options_.clients, false);
 }
 
-cluster::~cluster() = default;
+cluster::~cluster() {
+  *alive_ = false;  // reads still in flight finish (failing) while the disks power off below: they must not look
+  for (auto& n : nodes_) {
+    if (n->up) {
+      n->storage->crash();  // halts and drains the disk, closes the partition log
+    }
+  }
+}
 
 bool cluster::may_fault(replica_t r, std::uint64_t op) const {
   if (liveness_) {
@@ -85,6 +105,9 @@ void cluster::restart(node& n) {
   o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation);
   n.sm = std::make_unique<ledger>();
   auto recovered = n.storage->recover();
+  if (n.mirror) {
+    n.mirror->open(recovered.state.checkpoint);
+  }
   // What the disk holds is durable, whether or not the replica saw its completion before the crash.
   checker_.on_persisted(now_, n.index, recovered.state);
   if (debug_) {
@@ -118,6 +141,7 @@ void cluster::crash(node& n) {
   n.storage->crash();
   n.r.reset();
   n.sm.reset();
+  n.held_checkpoint.reset();
   n.up = false;
   n.restart_at = now_ + 1 + rng_.below(options_.restart_ticks_max);
   ++result_.crashes;
@@ -141,14 +165,24 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
         network_.send(n.index, client_base + static_cast<node_t>(client - 1), std::move(rep->m), now_);
       }
     } else if (auto* w = std::get_if<consensus::write_effect>(&e)) {
+      if (n.mirror) {
+        n.mirror->offer(w->m);
+      }
       n.storage->write(w->m, now_);
     } else if (auto* rd = std::get_if<consensus::read_effect>(&e)) {
       n.storage->read(rd->op, rd->checksum, now_);
     } else if (auto* p = std::get_if<consensus::persist_effect>(&e)) {
       n.storage->persist(p->state, now_);
     } else if (auto* cp = std::get_if<consensus::checkpoint_effect>(&e)) {
-      n.storage->write_checkpoint(cp->slot, cp->at.op, std::move(cp->bytes), now_);
+      if (n.mirror && n.mirror->committed_op() < cp->at.op) {
+        n.held_checkpoint = std::move(*cp);  // the partition log must hold every batch it covers first
+      } else {
+        n.storage->write_checkpoint(cp->slot, cp->at.op, std::move(cp->bytes), now_);
+      }
     } else if (auto* in = std::get_if<consensus::installed_effect>(&e)) {
+      if (n.mirror) {
+        n.mirror->need_through(in->at);
+      }
       checker_.on_installed(now_, n.index, in->at, n.sm->digest_at(in->at.op));
       ++result_.state_transfers;
       trace_.event(now_, "sync", {{"replica", n.index}, {"op", static_cast<std::int64_t>(in->at.op)}});
@@ -156,6 +190,9 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
       const bool first = a->prepare.op > checker_.committed();
       checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op),
                           n.sm->digest_at(a->prepare.op));
+      if (const auto [base, records] = n.sm->offsets_at(a->prepare.op); records > 0) {
+        checker_.on_offsets(now_, n.index, a->prepare.op, n.sm->payload_at(a->prepare.op), base, records);
+      }
       if (first && checker_.committed() == a->prepare.op) {
         trace_.event(
             now_, "commit",
@@ -264,6 +301,9 @@ void cluster::step() {
                    consensus::to_string(p.m.h.cmd), p.m.h.view, p.m.h.log_view, p.m.h.op, p.m.h.commit,
                    n.r->describe());
       }
+      if (n.mirror && p.m.h.cmd == consensus::command::prepare) {
+        n.mirror->offer(p.m);
+      }
       n.r->on_message(p.m, effects);
       execute(n, effects);
       observe(n);
@@ -294,6 +334,9 @@ void cluster::step() {
           n->r->on_write_done(c.op, c.checksum, c.ok, effects);
           break;
         case storage_completion::kind::read:
+          if (n->mirror && c.prepare) {
+            n->mirror->offer(*c.prepare);
+          }
           n->r->on_read_done(c.op, c.checksum, c.prepare ? &*c.prepare : nullptr, effects);
           break;
         case storage_completion::kind::persist:
@@ -312,10 +355,146 @@ void cluster::step() {
     n->r->on_tick(effects);
     execute(*n, effects);
     observe(*n);
+    step_partition(*n);
+  }
+  clock_.advance(std::chrono::milliseconds(1));
+  if (options_.disk && options_.partition) {
+    for (std::size_t c = 0; c < clients_.size(); ++c) {
+      if (!consumer_reading_[c] && rng_.below(options_.consume_every_ticks) == 0) {
+        consume(c);
+      }
+    }
   }
   for (auto& c : clients_) {
     c->tick(now_,
             [&](node_t to, consensus::message m) { network_.send(client_base + c->id() - 1, to, std::move(m), now_); });
+  }
+}
+
+void cluster::step_partition(node& n) {
+  if (!n.mirror || !n.mirror->open_now()) {
+    return;
+  }
+  n.mirror->step(*n.r);
+  n.mirror->transfer([&](std::uint64_t op) -> partition_mirror* {
+    for (auto& peer : nodes_) {
+      if (peer.get() != &n && peer->up && peer->mirror && peer->mirror->open_now() &&
+          peer->mirror->committed_op() >= op) {
+        return peer->mirror.get();
+      }
+    }
+    return nullptr;
+  });
+  if (n.held_checkpoint && n.mirror->committed_op() >= n.held_checkpoint->at.op) {
+    auto cp = std::move(*n.held_checkpoint);
+    n.held_checkpoint.reset();
+    n.storage->write_checkpoint(cp.slot, cp.at.op, std::move(cp.bytes), now_);
+  }
+  // Visible <= committed: what consumers can read was committed (the checker knows every committed offset).
+  const std::int64_t visible = n.mirror->log()->committed().value();
+  checker_.on_visible(now_, n.index, static_cast<std::uint64_t>(visible));
+  result_.partition_truncations = 0;
+  result_.partition_transfers = 0;
+  for (const auto& m : nodes_) {
+    if (m->mirror) {
+      result_.partition_truncations += m->mirror->truncations();
+      result_.partition_transfers += m->mirror->transfers();
+    }
+  }
+}
+
+void cluster::consume(std::size_t c) {
+  // A consumer reads from whichever replica it picks (committed records only), from its position on.
+  std::vector<node*> up;
+  for (auto& n : nodes_) {
+    if (n->up && n->mirror && n->mirror->open_now()) {
+      up.push_back(n.get());
+    }
+  }
+  if (up.empty()) {
+    return;
+  }
+  node* from = up[rng_.below(up.size())];
+  storage::read_request rq;
+  rq.offset = offset_t(static_cast<std::int64_t>(consumer_position_[c]));
+  rq.max_bytes = 4096;
+  consumer_reading_[c] = true;
+  const replica_t index = from->index;
+  auto read = [](storage::partition_log* log, storage::read_request r) -> task<expected<storage::read_result>> {
+    co_return co_await log->read(r);
+  };
+  spawn(read(from->mirror->log(), rq), [this, c, index, alive = alive_](expected<storage::read_result> r) {
+    if (!*alive) {
+      return;
+    }
+    consumer_reading_[c] = false;
+    if (!r) {
+      return;  // the replica crashed under the read, or the position is below its log start: try elsewhere
+    }
+    std::uint64_t next = consumer_position_[c];
+    for (const auto& v : r->batch_views()) {
+      const auto records = records_of_batch(v.bytes());
+      const auto base = static_cast<std::uint64_t>(v.base_offset().value());
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        const std::uint64_t offset = base + i;
+        if (offset < next) {
+          continue;  // the batch holding the position starts before it
+        }
+        if (offset != next) {
+          checker_.fail_partition(now_, fmt::format("consumer {} read offset {} from replica {} after {}: a gap", c + 1,
+                                                    offset, index, next));
+        }
+        checker_.on_consumed(now_, index, offset, records[i].first, records[i].second);
+        next = offset + 1;
+        ++result_.records_consumed;
+      }
+    }
+    if (next > consumer_position_[c]) {
+      consumer_position_[c] = next;
+      if (rng_.below(4) == 0) {
+        clients_[c]->commit_position(next);
+      }
+    }
+  });
+}
+
+void cluster::check_partitions_at_end(const std::vector<const consensus::replica*>& core) {
+  // Every core replica's partition log holds exactly the canonical records, from offset 0 to its committed end, in
+  // order, without gaps; and everything acknowledged is visible there.
+  for (const consensus::replica* r : core) {
+    node& n = *nodes_.at(r->index());
+    if (!n.mirror || !n.mirror->open_now()) {
+      continue;
+    }
+    storage::partition_log& log = *n.mirror->log();
+    std::uint64_t next = 0;
+    while (next < static_cast<std::uint64_t>(log.committed().value())) {
+      storage::read_request rq;
+      rq.offset = offset_t(static_cast<std::int64_t>(next));
+      rq.max_bytes = 64 * 1024;
+      std::optional<expected<storage::read_result>> got;
+      spawn(log.read(rq), [&](expected<storage::read_result> v) { got.emplace(std::move(v)); });
+      storage::io::run_until(n.disk->disk(), [&] { return got.has_value(); });
+      if (!got || !*got || (*got)->batches == 0) {
+        checker_.fail_partition(now_, fmt::format("replica {} partition log: reading committed offset {} failed: {}",
+                                                  r->index(), next,
+                                                  got && !*got ? (*got).error().message() : "nothing returned"));
+        return;
+      }
+      for (const auto& v : (*got)->batch_views()) {
+        const auto records = records_of_batch(v.bytes());
+        if (static_cast<std::uint64_t>(v.base_offset().value()) != next || records.empty()) {
+          checker_.fail_partition(now_, fmt::format("replica {} partition log: batch at {} where {} was next",
+                                                    r->index(), v.base_offset().value(), next));
+          return;
+        }
+        for (std::size_t i = 0; i < records.size(); ++i) {
+          checker_.on_consumed(now_, r->index(), next + i, records[i].first, records[i].second);
+        }
+        next += records.size();
+      }
+    }
+    checker_.check_acks_visible(now_, r->index(), next);
   }
 }
 
@@ -353,8 +532,11 @@ std::vector<const consensus::replica*> cluster::core() const {
       continue;
     }
     const auto& r = *n->r;
+    const bool partition_caught_up =
+        !n->mirror || (!n->mirror->transfer_pending() && n->mirror->committed_op() >= r.commit_min().value() &&
+                       !n->held_checkpoint);
     if (r.status() == consensus::status::normal && r.view().value() == view && r.commit_min() == r.commit_max() &&
-        r.commit_max() == r.op()) {
+        r.commit_max() == r.op() && partition_caught_up) {
       by_op[r.op().value()].push_back(&r);
     }
   }
@@ -387,16 +569,20 @@ run_result cluster::run() {
   while (now_ < options_.safety_ticks && checker_.ok() && !clients_done()) {
     step();
   }
+  bool done = false;  // converged (decided once: the final checks below drive the disks, and reads finishing then
+                      // may hand clients more work)
   if (checker_.ok()) {
     enter_liveness();
     const std::uint64_t bound = now_ + options_.liveness_ticks;
     while (now_ < bound && checker_.ok() && !converged()) {
       step();
     }
-    if (checker_.ok() && converged()) {
+    done = converged();
+    if (checker_.ok() && done) {
       const auto converged_core = core();
       result_.lagging = options_.replicas - converged_core.size();
       checker_.check_acks_applied(now_, converged_core);
+      check_partitions_at_end(converged_core);
     }
   }
   result_.ticks = now_;
@@ -405,18 +591,25 @@ run_result cluster::run() {
   if (!checker_.ok()) {
     result_.result = outcome::safety_failure;
     result_.detail = checker_.violation();
-  } else if (!converged()) {
+  } else if (!done) {
     result_.result = outcome::liveness_failure;
     std::string state;
     for (const auto& n : nodes_) {
       state += " [" + n->r->describe() + "]";
     }
-    std::uint64_t done = 0;
+    std::uint64_t finished = 0;
     for (const auto& c : clients_) {
-      done += c->done() ? 1 : 0;
+      finished += c->done() ? 1 : 0;
+    }
+    for (const auto& n : nodes_) {
+      if (n->mirror && n->up) {
+        state += fmt::format(" [r{} partition: committed op {}{}{}]", n->index, n->mirror->committed_op(),
+                             n->mirror->transfer_pending() ? " transfer pending" : "",
+                             n->held_checkpoint ? " checkpoint held" : "");
+      }
     }
     result_.detail = fmt::format("not converged {} ticks after healing:{}; clients done {}/{}", options_.liveness_ticks,
-                                 state, done, clients_.size());
+                                 state, finished, clients_.size());
   }
   for (const auto& n : nodes_) {
     if (n->up) {

@@ -8,6 +8,11 @@
 // everything is healed and restarted; within a bound, a core of at least a replication quorum must converge (normal
 // in one view, everything committed and applied, at one op) and the clients must finish.
 //
+// The replicated state: a partition. Each replica's ledger assigns offsets at apply; with disk storage each
+// replica also keeps the partition's real log (partition_mirror: appended from prepares, cut at view changes,
+// committed as the replica commits), and simulated consumers read it (committed records only) from whichever
+// replica is up, commit their positions through the group, and the checker ties offsets, acks and reads together.
+//
 // The fault atlas: storage faults on op k are allowed only on the replicas k names (quorum_replication - 1 of
 // them), so every committed op keeps a readable copy on a replication quorum minus those.
 #include <cstdint>
@@ -18,7 +23,9 @@
 
 #include "consensus/journal.h"
 #include "consensus/replica.h"
+#include "base/clock.h"
 #include "simulation/checker.h"
+#include "storage/partition_log.h"
 #include "simulation/network.h"
 #include "simulation/replica_storage.h"
 #include "simulation/trace.h"
@@ -38,6 +45,8 @@ struct cluster_options {
   // true: each replica's journal.wal and superblock on its own simulated disk (the production code); false: the
   // in-memory storage model (faster; no file formats).
   bool disk = true;
+  bool partition = true;              // with disk storage: each replica's partition log (partition_mirror)
+  std::uint32_t consume_every_ticks = 20;  // each client's consumer reads about this often
   consensus::journal_options journal{1024, 1024};  // the ring; the replicas checkpoint every slot_count / 4 ops
   std::uint32_t crash_ppm = 200;                   // per replica per tick
   std::uint32_t restart_ticks_max = 400;           // a crashed replica restarts after 1..this
@@ -62,6 +71,9 @@ struct run_result {
   std::uint64_t view_changes = 0;
   std::uint64_t checkpoints = 0;      // written (each replica's own)
   std::uint64_t state_transfers = 0;  // checkpoints installed from a peer
+  std::uint64_t records_consumed = 0;
+  std::uint64_t partition_truncations = 0;  // suffixes cut from partition logs (view changes)
+  std::uint64_t partition_transfers = 0;    // partition logs filled from a peer after a state transfer
   std::uint64_t messages = 0;
   std::uint32_t final_view = 0;
   std::size_t lagging = 0;  // replicas outside the converged core at the end (stuck in a view change of their own)
@@ -85,6 +97,9 @@ class cluster {
   [[nodiscard]] std::vector<const consensus::replica*> core() const;
   [[nodiscard]] bool may_fault(consensus::replica_t r, std::uint64_t op) const;
   void observe(node& n);
+  void step_partition(node& n);
+  void consume(std::size_t client);
+  void check_partitions_at_end(const std::vector<const consensus::replica*>& core);
 
   cluster_options options_;
   trace& trace_;
@@ -98,6 +113,13 @@ class cluster {
   bool debug_ = false;  // RILL_SIM_DEBUG set: every delivery and state change on stdout
   std::uint64_t partition_until_ = 0;
   run_result result_;
+  // The partition logs' shared pieces (they outlive every node's log).
+  storage::buffer_pool pool_;
+  manual_clock clock_;
+  storage::collecting_reporter reporter_;
+  std::vector<std::uint64_t> consumer_position_;  // per client: the next offset its consumer reads
+  std::vector<bool> consumer_reading_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace rill::simulation

@@ -160,6 +160,9 @@ void disk_storage::crash() {
   while (disk_.in_flight() > 0) {
     disk_.poll(true);  // everything in flight fails now, as at a power loss
   }
+  if (before_power_off_) {
+    before_power_off_();
+  }
   crashing_ = false;
   done_.clear();
   disk_.crash();

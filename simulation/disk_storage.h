@@ -44,6 +44,9 @@ class disk_storage final : public replica_storage {
   void set_options(const storage_options& o) override { options_ = o; }
 
   [[nodiscard]] storage::sim_disk& disk() noexcept { return disk_; }
+  // Called by crash() once the disk is halted and drained, before it powers off (other users of the disk close
+  // their files then: the partition log).
+  void on_power_off(std::function<void()> f) { before_power_off_ = std::move(f); }
 
  private:
   void settle();  // polls the disk until nothing is due at its current time
@@ -54,6 +57,7 @@ class disk_storage final : public replica_storage {
   consensus::vsr_state initial_;
   consensus::journal_options journal_options_;
   std::function<bool(std::uint64_t)> may_fault_;
+  std::function<void()> before_power_off_;
   std::unique_ptr<consensus::journal> journal_;
   std::unique_ptr<consensus::superblock> superblock_;
   std::unique_ptr<consensus::snapshot_file> snapshots_;

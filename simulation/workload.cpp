@@ -2,77 +2,190 @@
 
 #include "base/assert.h"
 #include "base/endian.h"
+#include "storage/record_batch.h"
+#include "storage/record_batch_builder.h"
 
 namespace rill::simulation {
 
 using consensus::command;
 using consensus::message;
 
-std::vector<std::byte> make_payload(payload_id id, std::size_t filler, prng& rng) {
-  std::vector<std::byte> body(16 + filler);
-  store_le<std::uint64_t>(body.data(), id.client);
-  store_le<std::uint64_t>(body.data() + 8, id.sequence);
-  for (std::size_t i = 16; i < body.size(); ++i) {
-    body[i] = static_cast<std::byte>(rng.next());
-  }
-  return body;
+namespace {
+constexpr std::size_t key_bytes = 20;
+
+storage::batch_limits produce_limits() {
+  storage::batch_limits l;
+  l.batch_bytes_max = 64 * 1024;
+  l.dense_offsets = true;
+  return l;
 }
 
-payload_id payload_of(std::span<const std::byte> body) {
-  if (body.size() < 16) {
+void put_u64(std::vector<std::byte>& out, std::uint64_t v) {
+  std::byte b[8];
+  store_le<std::uint64_t>(b, v);
+  out.insert(out.end(), b, b + 8);
+}
+}  // namespace
+
+std::vector<std::byte> make_batch(payload_id id, std::uint32_t records, std::size_t filler, prng& rng) {
+  RILL_ASSERT(records >= 1);
+  storage::batch_builder b;
+  for (std::uint32_t i = 0; i < records; ++i) {
+    std::byte key[key_bytes];
+    store_le<std::uint64_t>(key, id.client);
+    store_le<std::uint64_t>(key + 8, id.sequence);
+    store_le<std::uint32_t>(key + 16, i);
+    std::vector<std::byte> value(filler);
+    for (auto& v : value) {
+      v = static_cast<std::byte>(rng.next());
+    }
+    b.add(std::span<const std::byte>(key, key_bytes), std::span<const std::byte>(value));
+  }
+  auto built = b.build();
+  RILL_ASSERT(built.has_value());
+  return std::move(*built);
+}
+
+std::vector<std::pair<payload_id, std::uint32_t>> records_of_batch(std::span<const std::byte> batch) {
+  std::vector<std::pair<payload_id, std::uint32_t>> out;
+  auto view = storage::batch_view::validate(batch, produce_limits());
+  if (!view || view->size() != batch.size()) {
     return {};
   }
-  return {load_le<std::uint64_t>(body.data()), load_le<std::uint64_t>(body.data() + 8)};
+  std::vector<std::byte> scratch;
+  auto region = storage::records_of(*view, 1u << 20, scratch);
+  if (!region) {
+    return {};
+  }
+  storage::record_reader rr(*region);
+  for (;;) {
+    auto r = rr.next();
+    if (!r) {
+      return {};
+    }
+    if (!r->has_value()) {
+      break;
+    }
+    const auto& key = (*r)->key;
+    if (!key || key->size() != key_bytes) {
+      return {};
+    }
+    out.emplace_back(payload_id{load_le<std::uint64_t>(key->data()), load_le<std::uint64_t>(key->data() + 8)},
+                     load_le<std::uint32_t>(key->data() + 16));
+  }
+  return out;
+}
+
+payload_id payload_of(std::span<const std::byte> batch) {
+  auto records = records_of_batch(batch);
+  return records.empty() ? payload_id{} : records.front().first;
+}
+
+std::uint64_t ledger::digest() const noexcept {
+  std::uint64_t d = hash_ ^ (applied_ * 0x9e3779b97f4a7c15ULL) ^ (next_offset_ * 0xc2b2ae3d27d4eb4fULL);
+  for (const auto& [client, offset] : consumer_offsets_) {
+    d = (d ^ (client * 31 + offset)) * 0x100000001b3ULL;
+  }
+  return d;
 }
 
 std::vector<std::byte> ledger::apply(const consensus::header& prepare, std::span<const std::byte> body) {
-  const payload_id id = payload_of(body);
-  if (!seen_.insert(id).second) {
-    ++duplicates_;
+  std::vector<std::byte> reply;
+  if (prepare.operation == operation_consumer_offset) {
+    std::uint64_t& stored = consumer_offsets_[prepare.client];
+    if (body.size() == 8) {
+      const std::uint64_t wanted = load_le<std::uint64_t>(body.data());
+      if (wanted >= stored && wanted <= next_offset_) {
+        stored = wanted;  // a position never goes back, nor past what exists
+      }
+    }
+    put_u64(reply, stored);
+  } else {
+    const auto records = records_of_batch(body);
+    const payload_id id = records.empty() ? payload_id{} : records.front().first;
+    if (!seen_.insert(id).second) {
+      ++duplicates_;
+    }
+    by_op_[prepare.op] = id;
+    const std::uint64_t base = next_offset_;
+    const auto count = static_cast<std::uint32_t>(records.size());
+    next_offset_ += count;
+    offsets_by_op_[prepare.op] = {base, count};
+    ++applied_;
+    hash_ = hash_ * 0x100000001b3ULL ^ prepare.checksum.low;
+    put_u64(reply, applied_);
+    put_u64(reply, hash_);
+    put_u64(reply, base);
+    put_u64(reply, count);
   }
-  by_op_[prepare.op] = id;
-  ++applied_;
-  hash_ = hash_ * 0x100000001b3ULL ^ prepare.checksum.low;
-  std::vector<std::byte> reply(16);
-  store_le<std::uint64_t>(reply.data(), applied_);
-  store_le<std::uint64_t>(reply.data() + 8, hash_);
   digests_[prepare.op] = digest();
   return reply;
 }
 
+std::optional<ledger::produce_reply> ledger::decode_produce_reply(std::span<const std::byte> body) {
+  if (body.size() != 32) {
+    return std::nullopt;
+  }
+  return produce_reply{load_le<std::uint64_t>(body.data()), load_le<std::uint64_t>(body.data() + 8),
+                       load_le<std::uint64_t>(body.data() + 16),
+                       static_cast<std::uint32_t>(load_le<std::uint64_t>(body.data() + 24))};
+}
+
+std::optional<std::uint64_t> ledger::decode_offset_reply(std::span<const std::byte> body) {
+  if (body.size() != 8) {
+    return std::nullopt;
+  }
+  return load_le<std::uint64_t>(body.data());
+}
+
+// Snapshot: applied, hash, duplicates, next offset, consumer count, payload count, then (client, offset) pairs and
+// (client, sequence) pairs.
 std::vector<std::byte> ledger::snapshot() const {
-  std::vector<std::byte> out(32 + seen_.size() * 16);
-  store_le<std::uint64_t>(out.data(), applied_);
-  store_le<std::uint64_t>(out.data() + 8, hash_);
-  store_le<std::uint64_t>(out.data() + 16, duplicates_);
-  store_le<std::uint64_t>(out.data() + 24, seen_.size());
-  std::byte* p = out.data() + 32;
+  std::vector<std::byte> out;
+  put_u64(out, applied_);
+  put_u64(out, hash_);
+  put_u64(out, duplicates_);
+  put_u64(out, next_offset_);
+  put_u64(out, consumer_offsets_.size());
+  put_u64(out, seen_.size());
+  for (const auto& [client, offset] : consumer_offsets_) {
+    put_u64(out, client);
+    put_u64(out, offset);
+  }
   for (const auto& id : seen_) {
-    store_le<std::uint64_t>(p, id.client);
-    store_le<std::uint64_t>(p + 8, id.sequence);
-    p += 16;
+    put_u64(out, id.client);
+    put_u64(out, id.sequence);
   }
   return out;
 }
 
 bool ledger::restore(std::span<const std::byte> bytes) {
-  if (bytes.size() < 32) {
+  if (bytes.size() < 48) {
     return false;
   }
-  const std::uint64_t n = load_le<std::uint64_t>(bytes.data() + 24);
-  if (n > (bytes.size() - 32) / 16 || bytes.size() != 32 + n * 16) {
+  const std::uint64_t consumers = load_le<std::uint64_t>(bytes.data() + 32);
+  const std::uint64_t payloads = load_le<std::uint64_t>(bytes.data() + 40);
+  if (consumers > bytes.size() / 16 || payloads > bytes.size() / 16 ||
+      bytes.size() != 48 + (consumers + payloads) * 16) {
     return false;
+  }
+  const std::byte* p = bytes.data() + 48;
+  std::map<std::uint64_t, std::uint64_t> offsets;
+  for (std::uint64_t i = 0; i < consumers; ++i, p += 16) {
+    offsets[load_le<std::uint64_t>(p)] = load_le<std::uint64_t>(p + 8);
   }
   std::set<payload_id> seen;
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const std::byte* p = bytes.data() + 32 + i * 16;
+  for (std::uint64_t i = 0; i < payloads; ++i, p += 16) {
     seen.insert(payload_id{load_le<std::uint64_t>(p), load_le<std::uint64_t>(p + 8)});
   }
   applied_ = load_le<std::uint64_t>(bytes.data());
   hash_ = load_le<std::uint64_t>(bytes.data() + 8);
   duplicates_ = load_le<std::uint64_t>(bytes.data() + 16);
+  next_offset_ = load_le<std::uint64_t>(bytes.data() + 24);
+  consumer_offsets_ = std::move(offsets);
   seen_ = std::move(seen);
   by_op_.clear();
+  offsets_by_op_.clear();
   digests_.clear();
   base_digest_ = digest();
   return true;
@@ -86,6 +199,11 @@ std::uint64_t ledger::digest_at(std::uint64_t op) const {
 payload_id ledger::payload_at(std::uint64_t op) const {
   auto it = by_op_.find(op);
   return it == by_op_.end() ? payload_id{} : it->second;
+}
+
+std::pair<std::uint64_t, std::uint32_t> ledger::offsets_at(std::uint64_t op) const {
+  auto it = offsets_by_op_.find(op);
+  return it == offsets_by_op_.end() ? std::pair<std::uint64_t, std::uint32_t>{0, 0} : it->second;
 }
 
 sim_client::sim_client(std::uint64_t cluster, std::uint64_t id, std::uint8_t replica_count,
@@ -103,7 +221,7 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
     }
     return;
   }
-  if (registered_ && completed_ >= options_.requests) {
+  if (registered_ && completed_ >= options_.requests && !position_to_commit_) {
     return;
   }
   message m;
@@ -113,10 +231,17 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
   if (!registered_) {
     request_ = 0;
     m.h.operation = consensus::operation_register;
+  } else if (position_to_commit_) {
+    ++request_;
+    m.h.operation = operation_consumer_offset;
+    m.body.resize(8);
+    store_le<std::uint64_t>(m.body.data(), *position_to_commit_);
+    position_to_commit_.reset();
   } else {
     ++request_;
-    m.h.operation = operation_ledger_append;
-    m.body = make_payload(in_flight_payload_, rng_.below(options_.body_bytes_max), rng_);
+    m.h.operation = operation_produce;
+    m.body = make_batch(in_flight_payload_, static_cast<std::uint32_t>(1 + rng_.below(3)),
+                        rng_.below(options_.body_bytes_max / 3 + 1), rng_);
   }
   m.h.request = request_;
   consensus::seal(m);
@@ -155,7 +280,21 @@ std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t
     registered_ = true;
     return std::nullopt;
   }
-  client_ack ack{in_flight_payload_, request_, m.h.op, m.h.context, now - first_sent_at_};
+  client_ack ack;
+  ack.request = request_;
+  ack.op = m.h.op;
+  ack.prepare_checksum = m.h.context;
+  ack.latency_ticks = now - first_sent_at_;
+  if (m.h.operation == operation_consumer_offset) {
+    ack.what = client_ack::kind::consumer_offset;
+    ack.base_offset = ledger::decode_offset_reply(m.body).value_or(0);
+    return ack;
+  }
+  ack.payload = in_flight_payload_;
+  if (auto r = ledger::decode_produce_reply(m.body)) {
+    ack.base_offset = r->base_offset;
+    ack.records = r->records;
+  }
   ++completed_;
   in_flight_payload_.sequence += 1;
   return ack;

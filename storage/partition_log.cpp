@@ -480,9 +480,15 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
   }
 
   if (mode == config::durability_mode::sync_before_ack && !synced_with_write) {
-    auto synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
-    if (synced && active->meta_fd >= 0) {
+    // The metadata first: after a crash between the two syncs, an entry whose batch did not land is dropped by
+    // recovery (it names an offset past the segment's end), while a durable batch without its entry could not be
+    // told from a leader append.
+    expected<void> synced;
+    if (active->meta_fd >= 0) {
       synced = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
+    }
+    if (synced) {
+      synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
     }
     if (!synced) {
       co_await undo(synced.error(), true);
@@ -550,9 +556,12 @@ task<expected<void>> partition_log::sync_log() {
   if (synced_end_ >= target) {
     co_return expected<void>{};
   }
-  auto synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
-  if (synced && active->meta_fd >= 0) {
+  expected<void> synced;  // metadata before batches, as in write_group
+  if (active->meta_fd >= 0) {
     synced = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
+  }
+  if (synced) {
+    synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
   }
   if (!synced) {
     fence(synced.error());
@@ -632,11 +641,11 @@ task<expected<void>> partition_log::seal(segment& seg) {
   if (w) {
     w = co_await datasync_file(engine_, seg.index_fd, seg.index_path());
   }
+  if (w && seg.meta_fd >= 0) {
+    w = co_await datasync_file(engine_, seg.meta_fd, seg.meta_path());  // metadata before batches
+  }
   if (w) {
     w = co_await datasync_file(engine_, seg.log_fd, seg.log_path());
-  }
-  if (w && seg.meta_fd >= 0) {
-    w = co_await datasync_file(engine_, seg.meta_fd, seg.meta_path());
   }
   if (!w) {
     fence(w.error());
