@@ -95,6 +95,12 @@ expected<opened> open_group(sim_disk& d) {
   return o;
 }
 
+expected<void> close_group(sim_disk& d, local_group& g) {
+  auto r = run(d, g.close());
+  BOOST_REQUIRE(r.has_value());
+  return std::move(*r);
+}
+
 expected<std::uint64_t> submit(sim_disk& d, local_group& g, const std::string& body) {
   auto r = run(d, g.submit(operation_user_min, bytes_of(body)));
   if (!r) {
@@ -119,7 +125,7 @@ BOOST_AUTO_TEST_CASE(a_local_group_commits_wraps_its_ring_and_restarts_from_its_
     }
     BOOST_TEST(o->g->committed().value() == 51u);  // the session's register, then 50 items
     BOOST_TEST(o->g->checkpoint().value() >= 51u - 16u);
-    RILL_REQUIRE_OK(run(d, o->g->close()).value());
+    RILL_REQUIRE_OK(close_group(d, *o->g));
   }
   d.restart_process();
   auto o = open_group(d);
@@ -130,7 +136,7 @@ BOOST_AUTO_TEST_CASE(a_local_group_commits_wraps_its_ring_and_restarts_from_its_
   auto n = submit(d, *o->g, "after");
   RILL_REQUIRE_OK(n);
   BOOST_TEST(*n == 51u);
-  RILL_REQUIRE_OK(run(d, o->g->close()).value());
+  RILL_REQUIRE_OK(close_group(d, *o->g));
 }
 
 BOOST_AUTO_TEST_CASE(a_body_over_the_journal_slot_is_refused_and_nothing_is_lost) {
@@ -143,7 +149,7 @@ BOOST_AUTO_TEST_CASE(a_body_over_the_journal_slot_is_refused_and_nothing_is_lost
   auto reserved = run(d, o->g->submit(1, {}));
   BOOST_TEST((!*reserved && reserved->error() == storage::errc::invalid_argument));
   RILL_REQUIRE_OK(submit(d, *o->g, "fine"));
-  RILL_REQUIRE_OK(run(d, o->g->close()).value());
+  RILL_REQUIRE_OK(close_group(d, *o->g));
 }
 
 BOOST_AUTO_TEST_CASE(at_every_crash_point_what_was_acknowledged_survives_and_nothing_else_appears) {
@@ -157,7 +163,7 @@ BOOST_AUTO_TEST_CASE(at_every_crash_point_what_was_acknowledged_survives_and_not
     for (int i = 1; i <= items; ++i) {
       RILL_REQUIRE_OK(submit(d, *o->g, "x" + std::to_string(i)));
     }
-    RILL_REQUIRE_OK(run(d, o->g->close()).value());
+    RILL_REQUIRE_OK(close_group(d, *o->g));
     total = d.mutating_ops();
   }
   BOOST_TEST_MESSAGE("the workload makes " << total << " mutating disk operations");
@@ -191,7 +197,7 @@ BOOST_AUTO_TEST_CASE(at_every_crash_point_what_was_acknowledged_survives_and_not
         BOOST_TEST(got[i] == "x" + std::to_string(i + 1));
       }
       RILL_REQUIRE_OK(submit(d, *again->g, "next"));
-      RILL_REQUIRE_OK(run(d, again->g->close()).value());
+      RILL_REQUIRE_OK(close_group(d, *again->g));
     }
   }
 }
@@ -224,7 +230,7 @@ BOOST_AUTO_TEST_CASE(a_committed_op_lost_to_rot_is_refused_at_open_naming_it) {
     for (int i = 1; i <= 2; ++i) {
       RILL_REQUIRE_OK(submit(d, *o->g, "r" + std::to_string(i)));
     }
-    RILL_REQUIRE_OK(run(d, o->g->close()).value());
+    RILL_REQUIRE_OK(close_group(d, *o->g));
   }
   // Op 2 (the first item; op 3 above it is readable) lives in slot 2: flip a bit of its stored header (the prepare
   // ring starts at 4096, after the header ring of 16 * 128 bytes padded to a page).
