@@ -603,9 +603,8 @@ run_result cluster::run() {
     }
     for (const auto& n : nodes_) {
       if (n->mirror && n->up) {
-        state += fmt::format(" [r{} partition: committed op {}{}{}]", n->index, n->mirror->committed_op(),
-                             n->mirror->transfer_pending() ? " transfer pending" : "",
-                             n->held_checkpoint ? " checkpoint held" : "");
+        state += fmt::format(" [r{} partition: {}{}]", n->index, n->mirror->describe(*n->r),
+                             n->held_checkpoint ? ", checkpoint held" : "");
       }
     }
     result_.detail = fmt::format("not converged {} ticks after healing:{}; clients done {}/{}", options_.liveness_ticks,

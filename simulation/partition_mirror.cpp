@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include <fmt/core.h>
+
 #include "base/assert.h"
 #include "base/endian.h"
 #include "simulation/workload.h"
@@ -199,8 +201,7 @@ void partition_mirror::step(const consensus::replica& r) {
       continue;
     }
     busy_ = true;
-    spawn(append(std::move(it->second)), [] {});
-    offered_.erase(it);
+    spawn(append(it->second), [] {});  // (kept in offered_ until committed: a cut or transfer may need it again)
     return;
   }
 }
@@ -333,6 +334,24 @@ task<void> partition_mirror::copy_from(partition_mirror* peer, consensus::header
       co_return finish(true);
     }
   }
+}
+
+std::string partition_mirror::describe(const consensus::replica& r) const {
+  const std::uint64_t tip = chain_.empty() ? committed_op_ : chain_.rbegin()->first;
+  const consensus::header* h = r.header_at(tip + 1);
+  std::size_t next_versions = 0;
+  bool next_offered = false;
+  for (auto it = offered_.lower_bound(offer_key{tip + 1, 0, 0});
+       it != offered_.end() && std::get<0>(it->first) == tip + 1; ++it) {
+    ++next_versions;
+    next_offered = next_offered || (h != nullptr && it->second.h.checksum == h->checksum);
+  }
+  return fmt::format("base op {} end {}, tip op {}, chain {}, offered {} ({} at the next op{}), replica header {}, "
+                     "log end {} committed {}{}{}",
+                     committed_op_, committed_end_, tip, chain_.size(), offered_.size(), next_versions,
+                     next_offered ? ", the replica's" : "", h == nullptr ? "missing" : "held",
+                     log_ ? log_->log_end().value() : -1, log_ ? log_->committed().value() : -1,
+                     busy_ ? ", busy" : "", target_ ? ", transfer pending" : "");
 }
 
 void partition_mirror::abandon() {

@@ -62,6 +62,8 @@ class partition_mirror {
   [[nodiscard]] bool transfer_pending() const noexcept { return target_.has_value(); }
   [[nodiscard]] std::uint64_t truncations() const noexcept { return truncations_; }
   [[nodiscard]] std::uint64_t transfers() const noexcept { return transfers_; }
+  // One line for failure reports: base, tip, what is offered, whether the next op is held.
+  [[nodiscard]] std::string describe(const consensus::replica& r) const;
 
  private:
   struct link {  // an op on the mirror's chain above committed_op_
