@@ -103,7 +103,11 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
   if (const client_session* s = g->replica_->clients().find(g->client_)) {
     g->request_ = s->request;
   } else {
-    RILL_CO_TRY_VOID(co_await g->request(operation_register, 0, {}));
+    auto registered = co_await g->request(operation_register, 0, {});
+    if (!registered) {
+      co_await g->settle();  // nothing of ours may complete after the group is gone
+      co_return rill::unexpected(registered.error());
+    }
   }
   co_return g;
 }

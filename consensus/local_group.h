@@ -17,7 +17,8 @@
 // unreadable, is cut as a write torn by a crash (a single copy cannot tell that from rot).
 //
 // Contract: one submit at a time (a second while one is in flight is refused: overloaded). Not thread-safe: the
-// engine's completions and the caller run on one thread.
+// engine's completions and the caller run on one thread. Destroy it after close(), or once the engine has nothing
+// of it in flight (after a crash's drain): a submit's answer may come before its checkpoint or superblock write.
 #include <cstdint>
 #include <memory>
 #include <optional>

@@ -955,6 +955,26 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
   // whose copy was corrupted is not a nack: it may have acknowledged it.
   const std::size_t nack_quorum = options_.replica_count - quorum_replication(options_.replica_count) + 1;
   const std::uint64_t lowest = canonical.empty() ? op + 1 : canonical.begin()->first;
+  auto nacks_for = [&](std::uint64_t k) {
+    std::size_t nacks = 0;
+    for (const suffix& sfx : suffixes) {
+      if (!sfx.held.contains(k)) {
+        const bool lost_slot = sfx.slot_count > 0 && sfx.faulty_slots.contains(k % sfx.slot_count);
+        nacks += !lost_slot && (k > sfx.op || k >= sfx.lo) ? 1 : 0;
+      }
+    }
+    return nacks;
+  };
+  // Below the lowest header of the new log and above the commit point: an op no member of the highest log view
+  // reported. If a nack quorum never had it, it did not commit, nor anything after it (the simulator found a
+  // primary's crash leaving op 2 on one backup and op 1 nowhere: without this, the new log kept op 2 above a hole
+  // nobody could fill).
+  for (std::uint64_t k = commit + 1; k < std::min(lowest, op + 1); ++k) {
+    if (nacks_for(k) >= nack_quorum) {
+      op = k - 1;
+      break;
+    }
+  }
   for (std::uint64_t k = std::max(commit + 1, lowest); k <= op; ++k) {
     auto it = canonical.find(k);
     const bool chained = it != canonical.end() && (k == lowest || !canonical.contains(k - 1) ||

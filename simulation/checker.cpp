@@ -101,6 +101,14 @@ void checker::on_sent(std::uint64_t tick, consensus::replica_t r, const consensu
 }
 
 void checker::on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack) {
+  if (ack.what == client_ack::kind::metadata) {
+    auto it = canonical_.find(ack.op);
+    if (it == canonical_.end() || it->second != ack.prepare_checksum) {
+      fail(tick, fmt::format("client {} was answered a metadata change at op {}, not the canonical op there", client,
+                             ack.op));
+    }
+    return;
+  }
   if (ack.what == client_ack::kind::consumer_offset) {
     auto [pos, fresh] = consumer_positions_.emplace(client, ack.base_offset);
     if (!fresh && ack.base_offset < pos->second) {

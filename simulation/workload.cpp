@@ -1,7 +1,11 @@
 #include "simulation/workload.h"
 
 #include "base/assert.h"
+#include <fmt/core.h>
+#include <xxhash.h>
+
 #include "base/endian.h"
+#include "config/log_config.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
 
@@ -81,17 +85,26 @@ payload_id payload_of(std::span<const std::byte> batch) {
   return records.empty() ? payload_id{} : records.front().first;
 }
 
+ledger::ledger() {
+  const auto snap = metadata_.snapshot();
+  metadata_digest_ = XXH3_64bits(snap.data(), snap.size());
+}
+
 std::uint64_t ledger::digest() const noexcept {
   std::uint64_t d = hash_ ^ (applied_ * 0x9e3779b97f4a7c15ULL) ^ (next_offset_ * 0xc2b2ae3d27d4eb4fULL);
   for (const auto& [client, offset] : consumer_offsets_) {
     d = (d ^ (client * 31 + offset)) * 0x100000001b3ULL;
   }
-  return d;
+  return d ^ metadata_digest_;
 }
 
 std::vector<std::byte> ledger::apply(const consensus::header& prepare, std::span<const std::byte> body) {
   std::vector<std::byte> reply;
-  if (prepare.operation == operation_consumer_offset) {
+  if (prepare.operation == operation_metadata) {
+    reply = metadata_.apply(prepare, body);
+    const auto snap = metadata_.snapshot();
+    metadata_digest_ = XXH3_64bits(snap.data(), snap.size());
+  } else if (prepare.operation == operation_consumer_offset) {
     std::uint64_t& stored = consumer_offsets_[prepare.client];
     if (body.size() == 8) {
       const std::uint64_t wanted = load_le<std::uint64_t>(body.data());
@@ -156,6 +169,8 @@ std::vector<std::byte> ledger::snapshot() const {
     put_u64(out, id.client);
     put_u64(out, id.sequence);
   }
+  const auto meta = metadata_.snapshot();
+  out.insert(out.end(), meta.begin(), meta.end());  // the rest
   return out;
 }
 
@@ -166,7 +181,12 @@ bool ledger::restore(std::span<const std::byte> bytes) {
   const std::uint64_t consumers = load_le<std::uint64_t>(bytes.data() + 32);
   const std::uint64_t payloads = load_le<std::uint64_t>(bytes.data() + 40);
   if (consumers > bytes.size() / 16 || payloads > bytes.size() / 16 ||
-      bytes.size() != 48 + (consumers + payloads) * 16) {
+      bytes.size() < 48 + (consumers + payloads) * 16) {
+    return false;
+  }
+  const auto meta = bytes.subspan(48 + (consumers + payloads) * 16);
+  actors::metadata_machine metadata;
+  if (!metadata.restore(meta)) {
     return false;
   }
   const std::byte* p = bytes.data() + 48;
@@ -183,6 +203,8 @@ bool ledger::restore(std::span<const std::byte> bytes) {
   duplicates_ = load_le<std::uint64_t>(bytes.data() + 16);
   next_offset_ = load_le<std::uint64_t>(bytes.data() + 24);
   consumer_offsets_ = std::move(offsets);
+  metadata_ = std::move(metadata);
+  metadata_digest_ = XXH3_64bits(meta.data(), meta.size());
   seen_ = std::move(seen);
   by_op_.clear();
   offsets_by_op_.clear();
@@ -231,6 +253,10 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
   if (!registered_) {
     request_ = 0;
     m.h.operation = consensus::operation_register;
+  } else if (completed_ < options_.requests && rng_.below(6) == 0) {
+    ++request_;
+    m.h.operation = operation_metadata;
+    m.body = metadata_command(now);
   } else if (position_to_commit_) {
     ++request_;
     m.h.operation = operation_consumer_offset;
@@ -248,6 +274,33 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
   in_flight_ = std::move(m);
   first_sent_at_ = now;
   send_current(now, send, false);
+}
+
+std::vector<std::byte> sim_client::metadata_command(std::uint64_t now) {
+  proto::MetadataCommand cmd;
+  cmd.set_time_ms(1'700'000'000'000 + now);
+  const std::uint64_t n = ++metadata_sent_;
+  const std::uint64_t pick = rng_.below(4);
+  if (streams_.empty() || pick == 0) {
+    cmd.mutable_create_stream()->set_name(fmt::format("c{}-{}", id_, n));
+    in_flight_sent_ = sent_kind::create_stream;
+  } else if (pick == 3) {
+    cmd.mutable_delete_stream()->set_stream_id(streams_.back());
+    in_flight_sent_ = sent_kind::delete_stream;
+  } else {
+    proto::TopicConfig wanted;
+    wanted.set_partitions(static_cast<std::uint32_t>(1 + rng_.below(3)));
+    auto complete = actors::complete_topic_config(wanted, config::log_config{});
+    RILL_ASSERT(complete.has_value());
+    auto* t = cmd.mutable_create_topic();
+    t->set_stream_id(streams_[rng_.below(streams_.size())]);
+    t->set_name(fmt::format("t{}", n));
+    *t->mutable_config() = *complete;
+    in_flight_sent_ = sent_kind::create_topic;
+  }
+  const std::string bytes = cmd.SerializeAsString();
+  const auto* p = reinterpret_cast<const std::byte*>(bytes.data());
+  return {p, p + bytes.size()};
 }
 
 void sim_client::send_current(std::uint64_t now, const sender& send, bool all) {
@@ -285,6 +338,17 @@ std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t
   ack.op = m.h.op;
   ack.prepare_checksum = m.h.context;
   ack.latency_ticks = now - first_sent_at_;
+  if (m.h.operation == operation_metadata) {
+    ack.what = client_ack::kind::metadata;
+    auto applied = actors::metadata_machine::decode_reply(m.body);
+    const auto& sent = in_flight_sent_;
+    if (applied && sent == sent_kind::create_stream) {
+      streams_.push_back(applied->stream_id);
+    } else if (sent == sent_kind::delete_stream && !streams_.empty()) {
+      streams_.pop_back();  // deleted (or already gone: either way not ours to use)
+    }
+    return ack;
+  }
   if (m.h.operation == operation_consumer_offset) {
     ack.what = client_ack::kind::consumer_offset;
     ack.base_offset = ledger::decode_offset_reply(m.body).value_or(0);

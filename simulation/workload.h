@@ -7,6 +7,10 @@
 // the wrong history is visible). A consumer-offset request stores a client's consumer position; the ledger never
 // lets a stored position go back (a lower one is refused, the reply says which position is stored).
 //
+// A metadata request carries one proto::MetadataCommand (create a stream, create a topic in one, delete one); the
+// ledger applies it through rilld's own metadata state machine (actors/metadata_machine.h), so the group replicates
+// the broker's metadata as rilld's one-replica group does, and the checker's state digest covers it.
+//
 // The partition log itself (storage::partition_log on each replica's simulated disk) is fed from the prepares, not
 // from apply: see partition_mirror.h. The checker ties the two together (the offsets the ledger assigns are the
 // offsets the logs hold).
@@ -21,6 +25,7 @@
 #include <set>
 #include <vector>
 
+#include "actors/metadata_machine.h"
 #include "base/random.h"
 #include "consensus/state_machine.h"
 #include "simulation/network.h"
@@ -29,6 +34,7 @@ namespace rill::simulation {
 
 inline constexpr std::uint8_t operation_produce = consensus::operation_user_min;
 inline constexpr std::uint8_t operation_consumer_offset = consensus::operation_user_min + 1;
+inline constexpr std::uint8_t operation_metadata = consensus::operation_user_min + 2;
 
 struct payload_id {
   std::uint64_t client = 0;
@@ -46,6 +52,7 @@ std::vector<std::pair<payload_id, std::uint32_t>> records_of_batch(std::span<con
 
 class ledger final : public consensus::state_machine {
  public:
+  ledger();
   std::vector<std::byte> apply(const consensus::header& prepare, std::span<const std::byte> body) override;
   // The checkpoint holds applied, hash, duplicates, the next offset, the consumer positions and every payload seen
   // (so a payload executed again after a restore still counts as a duplicate); not the per-op indexes, which only
@@ -89,6 +96,8 @@ class ledger final : public consensus::state_machine {
   std::uint64_t hash_ = 0;
   std::uint64_t next_offset_ = 0;
   std::map<std::uint64_t, std::uint64_t> consumer_offsets_;  // client -> stored position
+  actors::metadata_machine metadata_;
+  std::uint64_t metadata_digest_ = 0;  // XXH3-64 of the metadata snapshot (updated at metadata ops and restores)
   std::set<payload_id> seen_;
   std::uint64_t duplicates_ = 0;
 };
@@ -100,7 +109,7 @@ struct client_options {
 };
 
 struct client_ack {
-  enum class kind { produce, consumer_offset } what = kind::produce;
+  enum class kind { produce, consumer_offset, metadata } what = kind::produce;
   payload_id payload;
   std::uint64_t request = 0;
   std::uint64_t op = 0;
@@ -132,6 +141,7 @@ class sim_client {
 
  private:
   void send_current(std::uint64_t now, const sender& send, bool all);
+  [[nodiscard]] std::vector<std::byte> metadata_command(std::uint64_t now);
 
   std::uint64_t cluster_;
   std::uint64_t id_;
@@ -143,6 +153,9 @@ class sim_client {
   std::optional<consensus::message> in_flight_;
   payload_id in_flight_payload_;
   std::optional<std::uint64_t> position_to_commit_;
+  std::vector<std::uint32_t> streams_;  // ids of streams this client created (and has not deleted)
+  enum class sent_kind { other, create_stream, create_topic, delete_stream } in_flight_sent_ = sent_kind::other;
+  std::uint64_t metadata_sent_ = 0;
   std::uint64_t sent_at_ = 0;
   std::uint64_t first_sent_at_ = 0;
   std::uint8_t target_ = 0;
