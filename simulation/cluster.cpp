@@ -55,6 +55,7 @@ cluster::cluster(const cluster_options& options, trace& t)
         n->mirror =
             std::make_unique<partition_mirror>(options_.replica.cluster, d->disk(), pool_, clock_, reporter_);
         d->on_power_off([m = n->mirror.get()] { m->abandon(); });
+        n->mirror->set_bug_trust_own_suffix(options_.bug_partition_trusts_own_suffix);
       }
       n->storage = std::move(d);
     } else {

@@ -55,6 +55,7 @@ struct cluster_options {
   std::uint32_t rot_ppm = 0;           // per replica per tick: a stored prepare rots
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
   consensus::replica_bugs bugs;
+  bool bug_partition_trusts_own_suffix = false;  // test only: see partition_mirror::set_bug_trust_own_suffix
 };
 
 enum class outcome { passed, safety_failure, liveness_failure };

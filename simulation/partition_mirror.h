@@ -54,6 +54,9 @@ class partition_mirror {
   void transfer(const std::function<partition_mirror*(std::uint64_t op)>& peer);
   // Before the disk powers off (it is halted and drained): closes the log (its operations fail) and forgets it.
   void abandon();
+  // Test only: a deliberate bug (the simulator's tests prove the checkers find it): the log trusts the suffix it
+  // appended, neither cutting what a view change replaced nor checking it before it commits.
+  void set_bug_trust_own_suffix(bool on) { bug_trust_own_suffix_ = on; }
 
   [[nodiscard]] bool open_now() const noexcept { return log_ != nullptr; }
   [[nodiscard]] storage::partition_log* log() const noexcept { return log_.get(); }
@@ -91,6 +94,7 @@ class partition_mirror {
   using offer_key = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>;  // op, checksum low, high
   std::map<offer_key, consensus::message> offered_;
   std::optional<consensus::header> target_;    // a state transfer to finish
+  bool bug_trust_own_suffix_ = false;
   std::uint64_t truncations_ = 0;
   std::uint64_t transfers_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for coroutines finishing after abandon()

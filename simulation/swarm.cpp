@@ -27,7 +27,8 @@ const std::vector<knob_range>& swarm_knobs() {
 
 const std::vector<std::string>& bug_names() {
   static const std::vector<std::string> names = {"commit_without_quorum", "advertise_before_persist",
-                                                 "accept_out_of_order", "forget_client_table"};
+                                                 "accept_out_of_order", "forget_client_table",
+                                                 "partition_trusts_own_suffix"};
   return names;
 }
 
@@ -69,6 +70,8 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bugs.accept_out_of_order = true;
     } else if (b == "forget_client_table") {
       o.bugs.forget_client_table = true;
+    } else if (b == "partition_trusts_own_suffix") {
+      o.bug_partition_trusts_own_suffix = true;
     } else {
       RILL_UNREACHABLE("unknown bug {}", b);
     }
