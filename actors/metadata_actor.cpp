@@ -158,9 +158,10 @@ task<expected<void>> metadata_actor::recover() {
   // rather than start empty beside it.
   if (auto old = co_await storage::list_dir(*io_, storage::join_path(dir, "log")); old) {
     co_return fail(net::status::storage_error,
-                   dir + "/log holds metadata in the format of an earlier build (a partition log); this build keeps "
-                         "metadata in journal.wal. Recreate the data directory, or run the earlier build to export "
-                         "its streams");
+                   dir +
+                       "/log holds metadata in the format of an earlier build (a partition log); this build keeps "
+                       "metadata in journal.wal. Recreate the data directory, or run the earlier build to export "
+                       "its streams");
   }
   consensus::local_group_options options;
   options.journal.slot_count = services_->journal_slots;

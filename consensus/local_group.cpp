@@ -176,19 +176,18 @@ void local_group::run(std::vector<effect>& effects) {
       });
     } else if (auto* rd = std::get_if<read_effect>(&e)) {
       ++in_flight_;
-      spawn(journal_->read(rd->op, rd->checksum),
-            [this, op = rd->op, checksum = rd->checksum](expected<message> r) {
-              if (!r) {
-                // Alone, nobody can repair it: committed state is unreadable.
-                fence(error(make_error_code(errc::corrupt_data),
-                            fmt::format("reading op {} back from the journal: {}", op, r.error().message())));
-              } else if (!fenced_) {
-                std::vector<effect> next;
-                replica_->on_read_done(op, checksum, &*r, next);
-                run(next);
-              }
-              io_done();
-            });
+      spawn(journal_->read(rd->op, rd->checksum), [this, op = rd->op, checksum = rd->checksum](expected<message> r) {
+        if (!r) {
+          // Alone, nobody can repair it: committed state is unreadable.
+          fence(error(make_error_code(errc::corrupt_data),
+                      fmt::format("reading op {} back from the journal: {}", op, r.error().message())));
+        } else if (!fenced_) {
+          std::vector<effect> next;
+          replica_->on_read_done(op, checksum, &*r, next);
+          run(next);
+        }
+        io_done();
+      });
     } else if (auto* p = std::get_if<persist_effect>(&e)) {
       auto state = std::make_shared<vsr_state>(std::move(p->state));
       ++in_flight_;

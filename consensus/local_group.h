@@ -51,8 +51,8 @@ class local_group {
 
   // Opens (creating when missing) dir/journal.wal, dir/superblock and dir/snapshot.bin, restores `sm` and replays.
   // `sm` must be at its initial state and outlive the group.
-  static task<expected<std::unique_ptr<local_group>>> open(storage::io::engine& e, std::string dir,
-                                                           state_machine& sm, local_group_options options);
+  static task<expected<std::unique_ptr<local_group>>> open(storage::io::engine& e, std::string dir, state_machine& sm,
+                                                           local_group_options options);
   ~local_group();
 
   // Commits one operation (operation >= operation_user_min); returns the state machine's reply once it is durable

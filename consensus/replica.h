@@ -259,7 +259,7 @@ class replica {
   std::vector<header> view_headers_;      // the suffix installed when log_view_ began (persisted with it)
   std::set<std::uint64_t> faulty_slots_;  // journal slots lost to corruption, op unknown: never nacked
   std::uint64_t journal_slots_ = 0;
-  std::uint64_t checkpoint_interval_ = 0;  // 0: no checkpoints
+  std::uint64_t checkpoint_interval_ = 0;    // 0: no checkpoints
   std::map<std::uint64_t, entry> log_;       // headers by op (the in-memory journal index); op 0 is the root
   std::map<std::uint64_t, message> bodies_;  // prepares held in memory (uncommitted, or read back for apply)
   std::map<std::uint64_t, pending_read> reads_;
@@ -271,12 +271,12 @@ class replica {
   std::vector<send_effect> deferred_;    // messages waiting for their view to be durable
 
   // Checkpoints.
-  checkpoint_ref checkpoint_;                          // the newest written (the superblock names it once durable)
-  std::vector<std::byte> checkpoint_bytes_;            // its bytes (served to peers in state transfer)
+  checkpoint_ref checkpoint_;                            // the newest written (the superblock names it once durable)
+  std::vector<std::byte> checkpoint_bytes_;              // its bytes (served to peers in state transfer)
   std::optional<checkpoint_effect> checkpoint_writing_;  // in flight
-  bool checkpoint_soon_ = false;                       // a state transfer installed state not yet checkpointed here
-  std::uint64_t apply_progress_ = 0;                   // last tick commit_min_ moved, or was not behind
-  std::uint64_t sync_due_ = 0;                         // the next request_sync may go out then
+  bool checkpoint_soon_ = false;                         // a state transfer installed state not yet checkpointed here
+  std::uint64_t apply_progress_ = 0;                     // last tick commit_min_ moved, or was not behind
+  std::uint64_t sync_due_ = 0;                           // the next request_sync may go out then
 
   // Primary.
   std::deque<pipeline_entry> pipeline_;

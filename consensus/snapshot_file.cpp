@@ -13,9 +13,8 @@ using storage::make_unexpected;
 task<expected<std::unique_ptr<snapshot_file>>> snapshot_file::open(storage::io::engine& e, std::string dir,
                                                                    std::uint64_t bytes_max, bool create) {
   if (bytes_max < 4096 || bytes_max > snapshot_bytes_max_limit) {
-    co_return make_unexpected(errc::invalid_argument,
-                              fmt::format("snapshot bytes_max {}: allowed is 4096..{}", bytes_max,
-                                          snapshot_bytes_max_limit));
+    co_return make_unexpected(errc::invalid_argument, fmt::format("snapshot bytes_max {}: allowed is 4096..{}",
+                                                                  bytes_max, snapshot_bytes_max_limit));
   }
   const std::string path = dir + "/snapshot.bin";
   RILL_CO_TRY(fd, co_await storage::open_file(e, path, create ? storage::io::open_create : 0u));
@@ -31,17 +30,16 @@ snapshot_file::~snapshot_file() = default;
 task<expected<void>> snapshot_file::write(std::uint8_t slot, std::span<const std::byte> bytes) {
   RILL_ASSERT(slot <= 1);
   if (bytes.size() > bytes_max_) {
-    co_return make_unexpected(errc::invalid_argument,
-                              fmt::format("{}: a checkpoint of {} bytes does not fit a region of {}", path_,
-                                          bytes.size(), bytes_max_));
+    co_return make_unexpected(
+        errc::invalid_argument,
+        fmt::format("{}: a checkpoint of {} bytes does not fit a region of {}", path_, bytes.size(), bytes_max_));
   }
   RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, slot * bytes_max_, bytes, path_));
   RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
   co_return expected<void>{};
 }
 
-task<expected<std::vector<std::byte>>> snapshot_file::read(std::uint8_t slot, std::uint64_t size,
-                                                           checksum_t checksum) {
+task<expected<std::vector<std::byte>>> snapshot_file::read(std::uint8_t slot, std::uint64_t size, checksum_t checksum) {
   RILL_ASSERT(slot <= 1);
   if (size > bytes_max_) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: the superblock names a checkpoint of {} bytes; "

@@ -12,7 +12,6 @@ std::string describe(payload_id p, std::uint32_t index) {
 }
 }  // namespace
 
-
 void checker::fail(std::uint64_t tick, std::string what) {
   ++violations_;
   if (!violation_) {
@@ -179,8 +178,8 @@ void checker::on_visible(std::uint64_t tick, consensus::replica_t r, std::uint64
 
 void checker::check_acks_visible(std::uint64_t tick, consensus::replica_t r, std::uint64_t end) {
   if (acked_offset_end_ > end) {
-    fail(tick, fmt::format("offsets up to {} were acknowledged; replica {} shows only up to {}", acked_offset_end_, r,
-                           end));
+    fail(tick,
+         fmt::format("offsets up to {} were acknowledged; replica {} shows only up to {}", acked_offset_end_, r, end));
   }
 }
 

@@ -90,7 +90,7 @@ class checker {
     std::uint32_t index = 0;
     friend bool operator==(const record_id&, const record_id&) = default;
   };
-  std::map<std::uint64_t, record_id> offsets_;                // offset -> the record it names
+  std::map<std::uint64_t, record_id> offsets_;                 // offset -> the record it names
   std::uint64_t committed_offsets_ = 0;                        // offsets assigned by ops committed so far
   std::uint64_t acked_offset_end_ = 0;                         // one past the highest acknowledged offset
   std::map<std::uint64_t, std::uint64_t> consumer_positions_;  // client -> last acknowledged stored position

@@ -20,8 +20,8 @@ struct cluster::node {
   std::unique_ptr<replica_storage> storage;
   std::unique_ptr<ledger> sm;
   std::unique_ptr<consensus::replica> r;
-  disk_storage* disk = nullptr;               // storage, when it is the simulated disk
-  std::unique_ptr<partition_mirror> mirror;  // the partition log on that disk
+  disk_storage* disk = nullptr;                                 // storage, when it is the simulated disk
+  std::unique_ptr<partition_mirror> mirror;                     // the partition log on that disk
   std::optional<consensus::checkpoint_effect> held_checkpoint;  // waits for the mirror to reach its op
   bool up = false;
   std::uint64_t restart_at = 0;
@@ -52,8 +52,7 @@ cluster::cluster(const cluster_options& options, trace& t)
       auto d = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas);
       n->disk = d.get();
       if (options_.partition) {
-        n->mirror =
-            std::make_unique<partition_mirror>(options_.replica.cluster, d->disk(), pool_, clock_, reporter_);
+        n->mirror = std::make_unique<partition_mirror>(options_.replica.cluster, d->disk(), pool_, clock_, reporter_);
         d->on_power_off([m = n->mirror.get()] { m->abandon(); });
         n->mirror->set_bug_trust_own_suffix(options_.bug_partition_trusts_own_suffix);
       }
@@ -189,8 +188,7 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
       trace_.event(now_, "sync", {{"replica", n.index}, {"op", static_cast<std::int64_t>(in->at.op)}});
     } else if (auto* a = std::get_if<consensus::applied_effect>(&e)) {
       const bool first = a->prepare.op > checker_.committed();
-      checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op),
-                          n.sm->digest_at(a->prepare.op));
+      checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op), n.sm->digest_at(a->prepare.op));
       if (const auto [base, records] = n.sm->offsets_at(a->prepare.op); records > 0) {
         checker_.on_offsets(now_, n.index, a->prepare.op, n.sm->payload_at(a->prepare.op), base, records);
       }
@@ -477,9 +475,9 @@ void cluster::check_partitions_at_end(const std::vector<const consensus::replica
       spawn(log.read(rq), [&](expected<storage::read_result> v) { got.emplace(std::move(v)); });
       storage::io::run_until(n.disk->disk(), [&] { return got.has_value(); });
       if (!got || !*got || (*got)->batches == 0) {
-        checker_.fail_partition(now_, fmt::format("replica {} partition log: reading committed offset {} failed: {}",
-                                                  r->index(), next,
-                                                  got && !*got ? (*got).error().message() : "nothing returned"));
+        checker_.fail_partition(
+            now_, fmt::format("replica {} partition log: reading committed offset {} failed: {}", r->index(), next,
+                              got && !*got ? (*got).error().message() : "nothing returned"));
         return;
       }
       for (const auto& v : (*got)->batch_views()) {
@@ -534,8 +532,8 @@ std::vector<const consensus::replica*> cluster::core() const {
     }
     const auto& r = *n->r;
     const bool partition_caught_up =
-        !n->mirror || (!n->mirror->transfer_pending() && n->mirror->committed_op() >= r.commit_min().value() &&
-                       !n->held_checkpoint);
+        !n->mirror ||
+        (!n->mirror->transfer_pending() && n->mirror->committed_op() >= r.commit_min().value() && !n->held_checkpoint);
     if (r.status() == consensus::status::normal && r.view().value() == view && r.commit_min() == r.commit_max() &&
         r.commit_max() == r.op() && partition_caught_up) {
       by_op[r.op().value()].push_back(&r);

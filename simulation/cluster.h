@@ -21,15 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "consensus/journal.h"
 #include "consensus/replica.h"
-#include "base/clock.h"
 #include "simulation/checker.h"
-#include "storage/partition_log.h"
 #include "simulation/network.h"
 #include "simulation/replica_storage.h"
 #include "simulation/trace.h"
 #include "simulation/workload.h"
+#include "storage/partition_log.h"
 
 namespace rill::simulation {
 
@@ -45,8 +45,8 @@ struct cluster_options {
   // true: each replica's journal.wal and superblock on its own simulated disk (the production code); false: the
   // in-memory storage model (faster; no file formats).
   bool disk = true;
-  bool partition = true;              // with disk storage: each replica's partition log (partition_mirror)
-  std::uint32_t consume_every_ticks = 20;  // each client's consumer reads about this often
+  bool partition = true;                           // with disk storage: each replica's partition log (partition_mirror)
+  std::uint32_t consume_every_ticks = 20;          // each client's consumer reads about this often
   consensus::journal_options journal{1024, 1024};  // the ring; the replicas checkpoint every slot_count / 4 ops
   std::uint32_t crash_ppm = 200;                   // per replica per tick
   std::uint32_t restart_ticks_max = 400;           // a crashed replica restarts after 1..this

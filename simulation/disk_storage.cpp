@@ -121,8 +121,7 @@ void disk_storage::persist(const consensus::vsr_state& state, std::uint64_t) {
   });
 }
 
-void disk_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
-                                    std::uint64_t) {
+void disk_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes, std::uint64_t) {
   RILL_ASSERT(open_);
   if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(op)) {
     storage_completion& c = done_.emplace_back();

@@ -1,6 +1,7 @@
 #pragma once
 // disk_storage: a replica's storage in the simulator as it is in production: consensus::journal (journal.wal) and
-// consensus::superblock and consensus::snapshot_file (snapshot.bin) on the storage layer's simulated disk (storage::sim_disk), one disk per replica.
+// consensus::superblock and consensus::snapshot_file (snapshot.bin) on the storage layer's simulated disk
+// (storage::sim_disk), one disk per replica.
 //
 // What is real: the file formats, the write order (prepare, redundant header, fdatasync), recovery's decision table,
 // the superblock's copies, and the disk's crash semantics (unsynced writes survive, vanish or tear by sector). What
@@ -35,8 +36,7 @@ class disk_storage final : public replica_storage {
   void write(const consensus::message& prepare, std::uint64_t now) override;
   void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
   void persist(const consensus::vsr_state& state, std::uint64_t now) override;
-  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
-                        std::uint64_t now) override;
+  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes, std::uint64_t now) override;
   std::vector<storage_completion> complete(std::uint64_t now) override;
   void crash() override;
   [[nodiscard]] consensus::recovered_state recover() override;

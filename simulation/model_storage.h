@@ -30,8 +30,7 @@ class model_storage final : public replica_storage {
   void write(const consensus::message& prepare, std::uint64_t now) override;
   void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
   void persist(const consensus::vsr_state& state, std::uint64_t now) override;
-  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
-                        std::uint64_t now) override;
+  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes, std::uint64_t now) override;
   std::vector<storage_completion> complete(std::uint64_t now) override;
   void crash() override;
   [[nodiscard]] consensus::recovered_state recover() override;
@@ -52,7 +51,7 @@ class model_storage final : public replica_storage {
   prng rng_;
   std::uint64_t slot_count_;
   std::function<bool(std::uint64_t)> may_fault_;
-  std::vector<std::byte> snapshots_[2];  // snapshot.bin's regions
+  std::vector<std::byte> snapshots_[2];                  // snapshot.bin's regions
   std::map<std::uint64_t, consensus::message> journal_;  // durable prepares by op
   std::map<std::uint64_t, bool> rotten_;                 // ops whose stored prepare no longer reads back
   consensus::vsr_state superblock_;

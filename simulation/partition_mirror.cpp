@@ -349,12 +349,12 @@ std::string partition_mirror::describe(const consensus::replica& r) const {
     ++next_versions;
     next_offered = next_offered || (h != nullptr && it->second.h.checksum == h->checksum);
   }
-  return fmt::format("base op {} end {}, tip op {}, chain {}, offered {} ({} at the next op{}), replica header {}, "
-                     "log end {} committed {}{}{}",
-                     committed_op_, committed_end_, tip, chain_.size(), offered_.size(), next_versions,
-                     next_offered ? ", the replica's" : "", h == nullptr ? "missing" : "held",
-                     log_ ? log_->log_end().value() : -1, log_ ? log_->committed().value() : -1,
-                     busy_ ? ", busy" : "", target_ ? ", transfer pending" : "");
+  return fmt::format(
+      "base op {} end {}, tip op {}, chain {}, offered {} ({} at the next op{}), replica header {}, "
+      "log end {} committed {}{}{}",
+      committed_op_, committed_end_, tip, chain_.size(), offered_.size(), next_versions,
+      next_offered ? ", the replica's" : "", h == nullptr ? "missing" : "held", log_ ? log_->log_end().value() : -1,
+      log_ ? log_->committed().value() : -1, busy_ ? ", busy" : "", target_ ? ", transfer pending" : "");
 }
 
 void partition_mirror::abandon() {

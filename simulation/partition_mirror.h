@@ -85,15 +85,15 @@ class partition_mirror {
   storage::log_reporter& reporter_;
   std::unique_ptr<storage::partition_log> log_;
   bool busy_ = false;
-  std::uint64_t committed_op_ = 0;             // the chain's committed base
-  consensus::checksum_t committed_checksum_;   // its header checksum
-  std::int64_t committed_end_ = 0;             // log end after it
-  std::map<std::uint64_t, link> chain_;        // ops above the base the mirror has taken (with or without batch)
+  std::uint64_t committed_op_ = 0;            // the chain's committed base
+  consensus::checksum_t committed_checksum_;  // its header checksum
+  std::int64_t committed_end_ = 0;            // log end after it
+  std::map<std::uint64_t, link> chain_;       // ops above the base the mirror has taken (with or without batch)
   // Prepares offered above the committed base, by op and checksum (a view change may replace what the chain took,
   // so versions the chain passed over are kept too).
   using offer_key = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>;  // op, checksum low, high
   std::map<offer_key, consensus::message> offered_;
-  std::optional<consensus::header> target_;    // a state transfer to finish
+  std::optional<consensus::header> target_;  // a state transfer to finish
   bool bug_trust_own_suffix_ = false;
   std::uint64_t truncations_ = 0;
   std::uint64_t transfers_ = 0;

@@ -30,7 +30,8 @@ struct knob_range {
   const char* help;
 };
 const std::vector<knob_range>& swarm_knobs();
-// The deliberate bugs by name: replica_bugs, and the partition log's (cluster_options::bug_partition_trusts_own_suffix).
+// The deliberate bugs by name: replica_bugs, and the partition log's
+// (cluster_options::bug_partition_trusts_own_suffix).
 const std::vector<std::string>& bug_names();
 
 cluster_options options_for(std::uint64_t seed, const knobs& k);

@@ -1,8 +1,8 @@
 #include "simulation/workload.h"
 
-#include "base/assert.h"
 #include <fmt/core.h>
 #include <xxhash.h>
+#include "base/assert.h"
 
 #include "base/endian.h"
 #include "config/log_config.h"

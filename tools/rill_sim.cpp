@@ -82,8 +82,8 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
         static_cast<unsigned long long>(r.partitions), r.final_view, r.lagging,
         static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
         static_cast<unsigned long long>(r.records_consumed), static_cast<unsigned long long>(r.partition_truncations),
-        static_cast<unsigned long long>(r.partition_transfers),
-        static_cast<unsigned long long>(r.messages), static_cast<unsigned long long>(r.hash));
+        static_cast<unsigned long long>(r.partition_transfers), static_cast<unsigned long long>(r.messages),
+        static_cast<unsigned long long>(r.hash));
   }
   if (r.result != outcome::passed) {
     std::printf("  %s\n", r.detail.c_str());

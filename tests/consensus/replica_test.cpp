@@ -135,7 +135,8 @@ struct mini {
       for (auto& e : io) {
         if (auto* w = std::get_if<write_effect>(&e)) {
           if (journal_slots > 0) {
-            std::erase_if(n.journal, [&](const auto& kv) { return kv.first % journal_slots == w->m.h.op % journal_slots; });
+            std::erase_if(n.journal,
+                          [&](const auto& kv) { return kv.first % journal_slots == w->m.h.op % journal_slots; });
           }
           n.journal[w->m.h.op] = w->m;
           n.r->on_write_done(w->m.h.op, w->m.h.checksum, true, out);
