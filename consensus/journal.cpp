@@ -124,9 +124,11 @@ task<expected<void>> journal::write(const message& prepare) {
   const auto bytes = encode(prepare);
   RILL_CO_TRY_VOID(
       co_await storage::write_all(*engine_, fd_, prepares_offset() + slot * options_.message_size_max, bytes, path_));
+  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
+  // The redundant header only once the prepare is durable (the next write's sync covers it): a valid header beside
+  // an unreadable prepare then always means a durable prepare lost, never a write torn by a crash.
   RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, slot * header::encoded_size,
                                                std::span(bytes).first(header::encoded_size), path_));
-  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
   co_return expected<void>{};
 }
 

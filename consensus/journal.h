@@ -6,13 +6,17 @@
 // journal.wal layout: slot_count headers of 128 bytes (the header ring), padded to 4096, then slot_count prepare
 // slots of message_size_max bytes each (the prepare ring). Op k lives in slot k mod slot_count.
 //
-// Writes: the prepare goes to its slot first, then its header to the header ring, then one fdatasync; only then is
-// the write complete (a replica acknowledges nothing before). So at recovery, for each slot:
+// Writes: the prepare goes to its slot and is synced (fdatasync); only then does its header go to the header ring
+// (made durable by the next write's sync), and the write is complete (a replica acknowledges nothing before). A
+// header thus never lands before its prepare is durable, whatever a crash keeps or tears. So at recovery, for each
+// slot:
 //
 //   prepare slot            header slot                  verdict
 //   valid                   anything                     the prepare is valid (an older or torn header is fixed
 //                                                        by the next write; a newer header's op is faulty)
 //   unreadable, not zero    valid (op h)                 op h is faulty: its prepare was durable, now it is lost
+//                                                        (or it is the op a ring's length below, overwritten by
+//                                                        a torn write: below the checkpoint, so ignored)
 //   unreadable, not zero    zero or unreadable           the slot is faulty: something was there, we cannot say what
 //                                                        (a torn write of an op never acknowledged looks the same)
 //   zero                    valid (op h)                 op h is faulty (its prepare should be there)
