@@ -92,14 +92,16 @@ BOOST_AUTO_TEST_CASE(every_deliberate_bug_is_found_within_a_bounded_number_of_se
   // Seeds drawn from a fixed master seed, so a regression here is reproducible; the bound leaves room above the
   // seed at which each is found today (printed).
   constexpr int bound = 10000;
-  for (const auto& bug : bug_names()) {
+#if defined(__SANITIZE_ADDRESS__)
+  // What this test proves is about the checkers, not memory, and the plain build runs it: under the sanitizers
+  // (each seed ~10x slower) only one bug, the one found first.
+  const std::vector<std::string> bugs = {"advertise_before_persist"};
+#else
+  const std::vector<std::string>& bugs = bug_names();
+#endif
+  for (const auto& bug : bugs) {
     knobs k;
     k.bugs = {bug};
-#if defined(__SANITIZE_ADDRESS__)
-    // What this test proves is about the checkers, not memory: the faster storage will do (the partition log's bug
-    // needs the disk: the model has no partition log).
-    k.model_storage = bug != "partition_trusts_own_suffix";
-#endif
     prng draw(7);
     int found_at = -1;
     for (int i = 0; i < bound && found_at < 0; ++i) {
