@@ -667,6 +667,9 @@ task<expected<void>> partition_log::seal(segment& seg) {
 }
 
 task<expected<void>> partition_log::roll() {
+  if (fenced_) {
+    co_return unexpected(*fenced_);  // (a roll queued before a failure: the active segment may be sealed)
+  }
   std::shared_ptr<segment> old = segments_.back();
   RILL_CO_TRY_VOID(co_await seal(*old));
   auto created = co_await create_segment(log_end_);
@@ -803,9 +806,14 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
   seg->next_offset = new_end;
   seg->max_timestamp = max_ts;
   if (seg->sealed) {
-    // The kept segment becomes the active one again: reopen its index for writing.
-    RILL_CO_TRY(fd, co_await open_file(engine_, seg->index_path(), io::open_create, 0600));
-    seg->index_fd = fd;
+    // The kept segment becomes the active one again: reopen its index for writing. (A failure from here on fences
+    // the log like every other: the active segment would stay sealed, and a later roll would seal it again. The
+    // VSR simulator found that.)
+    auto fd = co_await open_file(engine_, seg->index_path(), io::open_create, 0600);
+    if (!fd) {
+      co_return fail(fd.error());
+    }
+    seg->index_fd = *fd;
     seg->sealed = false;
   }
   {
@@ -821,8 +829,11 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
   if (seg->metas_written > seg->metas.size()) {
     seg->metas_written = seg->metas.size();
     if (seg->meta_fd < 0) {
-      RILL_CO_TRY(fd, co_await open_file(engine_, seg->meta_path(), io::open_create, 0600));
-      seg->meta_fd = fd;
+      auto fd = co_await open_file(engine_, seg->meta_path(), io::open_create, 0600);
+      if (!fd) {
+        co_return fail(fd.error());
+      }
+      seg->meta_fd = *fd;
     }
     auto t = co_await truncate_file(engine_, seg->meta_fd, seg->metas.size() * batch_meta_format::entry_bytes,
                                     seg->meta_path());
