@@ -14,6 +14,7 @@ using storage::make_unexpected;
 
 namespace {
 constexpr std::size_t replay_rounds_max = 1'000'000;  // ticks open() may take to replay (each reads a batch of ops)
+constexpr std::size_t local_clients_max = 4;          // sessions (this process uses one)
 }  // namespace
 
 task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engine& e, std::string dir,
@@ -51,13 +52,25 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
     r.snapshot = std::move(bytes);
   }
   // Alone, this replica prepares op k + 1 only once op k is durable (and so committed): a readable op above a
-  // missing or unreadable one means the lower one was committed and is lost. Only the highest op may be cut: it may
-  // be a write torn by the crash, never acknowledged (a single copy cannot tell that from rot of an acknowledged
-  // last op; the cluster can).
+  // missing or unreadable one means the lower one was committed and is lost. And the journal writes an op's header
+  // only once its prepare is synced, so an op known by its header is durable too, readable or not. Only the highest
+  // op, when neither its prepare nor its header reads back, is cut: a write torn by the crash, never acknowledged.
+  // (The one case a single copy cannot see: rot of the last op's prepare before its header became durable.)
   const std::uint64_t durable_commit = r.state.commit.value();
-  std::uint64_t top_valid = 0;
-  for (const header& h : rec.valid) {
-    top_valid = h.op > cp.op() ? std::max(top_valid, h.op) : top_valid;
+  std::uint64_t top_known = 0;
+  for (const auto* list : {&rec.valid, &rec.faulty}) {
+    for (const header& h : *list) {
+      top_known = h.op > cp.op() ? std::max(top_known, h.op) : top_known;
+    }
+  }
+  if (cp.op() > 0) {
+    client_table probe(local_clients_max);
+    if (!restore_checkpoint(r.snapshot, probe, sm)) {
+      co_return make_unexpected(errc::corrupt_data,
+                                fmt::format("{}/snapshot.bin: the checkpoint at op {} reads back but does not restore "
+                                            "(written by an incompatible build?)",
+                                            dir, cp.op()));
+    }
   }
   r.journal = std::move(rec.valid);
   r.faulty = std::move(rec.faulty);
@@ -72,15 +85,15 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
   ro.cluster = o.cluster;
   ro.replica = 0;
   ro.replica_count = 1;
-  ro.clients_max = 4;
+  ro.clients_max = local_clients_max;
   ro.pipeline_max = 1;
   ro.checkpoint_interval = o.checkpoint_interval;
   g->replica_ = std::make_unique<replica>(ro, sm, std::move(r));
-  if (const std::uint64_t op = g->replica_->op().value(); op < std::max(durable_commit, top_valid)) {
+  if (const std::uint64_t op = g->replica_->op().value(); op < std::max(durable_commit, top_known)) {
     co_return make_unexpected(errc::corrupt_data,
                               fmt::format("{}/journal.wal: op {} was committed and is missing or unreadable (the "
-                                          "journal holds op {}, the superblock's commit is {})",
-                                          dir, op + 1, top_valid, durable_commit));
+                                          "journal knows op {}, the superblock's commit is {})",
+                                          dir, op + 1, top_known, durable_commit));
   }
   // Replay: each tick applies what the journal already returned and reads what comes next.
   const std::uint64_t from = g->replica_->commit_min().value();
@@ -90,7 +103,7 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
     g->run(out);
     co_await g->settle();
     if (g->fenced_) {
-      co_return rill::unexpected(*g->fenced_);
+      co_return rill::unexpected(*g->fence_cause_);  // (corrupt_data for a committed op that does not read back)
     }
     if (g->replica_->commit_min() == g->replica_->commit_max() && g->in_flight_ == 0 &&
         g->replica_->durable_state().log_view == g->replica_->view()) {
@@ -229,6 +242,7 @@ void local_group::run(std::vector<effect>& effects) {
 
 void local_group::fence(const error& e) {
   if (!fenced_) {
+    fence_cause_ = e;
     fenced_ = error(make_error_code(errc::fenced), "the local group stopped at a storage failure: " + e.message());
   }
   if (waiting_ != nullptr) {

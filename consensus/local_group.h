@@ -12,9 +12,10 @@
 //
 // Errors are values, and a storage failure fences the group: a failed write, sync, read or checkpoint fails the
 // submit in flight and every later one (the state on disk is what it was; a restart recovers it). A journal that
-// lost a committed op (one below the superblock's commit, or below another readable op: alone, op k + 1 is prepared
-// only once op k is durable) is corrupt_data at open, naming the op: never silently cut. The highest op alone, if
-// unreadable, is cut as a write torn by a crash (a single copy cannot tell that from rot).
+// lost a committed op (one below the superblock's commit, one whose header is there without its prepare, or one
+// below another op: alone, op k + 1 is prepared only once op k is durable) is corrupt_data at open, naming the op:
+// never silently cut. Only the highest op, when neither its prepare nor its header reads back, is cut as a write
+// torn by a crash. A checkpoint that reads back but does not restore is corrupt_data too.
 //
 // Contract: one submit at a time (a second while one is in flight is refused: overloaded). Not thread-safe: the
 // engine's completions and the caller run on one thread. Destroy it after close(), or once the engine has nothing
@@ -93,6 +94,7 @@ class local_group {
   };
   waiter* waiting_ = nullptr;
   std::optional<error> fenced_;
+  std::optional<error> fence_cause_;  // the storage error behind it (open() returns it as is)
   std::uint64_t replayed_ = 0;
 };
 

@@ -132,7 +132,9 @@ void replica::recover(recovered_state recovered) {
   } else {
     RILL_ASSERT(restore_checkpoint(recovered.snapshot), "the checkpoint at op {} ({} bytes) does not restore", base,
                 recovered.snapshot.size());
-    checkpoint_bytes_ = std::move(recovered.snapshot);
+    if (options_.replica_count > 1) {
+      checkpoint_bytes_ = std::move(recovered.snapshot);  // served to peers in state transfer
+    }
     log_[base] = entry{s.checkpoint.at, false, false, false, true};
     commit_min_ = base;
     RILL_ASSERT(commit_max_ >= base, "vsr_state commit {} below its checkpoint {}", commit_max_, base);
@@ -982,11 +984,11 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
     std::size_t holders = 0;
     std::size_t nacks = 0;
     if (chained) {
+      nacks = nacks_for(k);  // the members that do not hold k at all
       for (const suffix& sfx : suffixes) {
         auto h = sfx.held.find(k);
         if (h == sfx.held.end()) {
-          const bool lost_slot = sfx.slot_count > 0 && sfx.faulty_slots.contains(k % sfx.slot_count);
-          nacks += !lost_slot && (k > sfx.op || k >= sfx.lo) ? 1 : 0;
+          // counted above
         } else if (h->second.second == dvc_unverified) {
           // cannot tell: neither
         } else if (h->second.first != it->second.checksum) {
@@ -1330,6 +1332,10 @@ std::vector<std::byte> replica::encode_checkpoint() const {
 }
 
 bool replica::restore_checkpoint(std::span<const std::byte> bytes) {
+  return consensus::restore_checkpoint(bytes, clients_, sm_);
+}
+
+bool restore_checkpoint(std::span<const std::byte> bytes, client_table& clients, state_machine& sm) {
   if (bytes.size() < 16 || load_le<std::uint32_t>(bytes.data()) != checkpoint_magic) {
     return false;
   }
@@ -1337,11 +1343,11 @@ bool replica::restore_checkpoint(std::span<const std::byte> bytes) {
   if (table > bytes.size() - 16) {
     return false;
   }
-  client_table clients(options_.clients_max);
-  if (!clients.restore(bytes.subspan(16, table)) || !sm_.restore(bytes.subspan(16 + table))) {
-    return false;  // (sm_.restore leaves the state machine as it was when it fails)
+  client_table restored = clients;  // (its limit; the sessions are replaced)
+  if (!restored.restore(bytes.subspan(16, table)) || !sm.restore(bytes.subspan(16 + table))) {
+    return false;  // (sm.restore leaves the state machine as it was when it fails)
   }
-  clients_ = std::move(clients);
+  clients = std::move(restored);
   return true;
 }
 
@@ -1363,7 +1369,12 @@ void replica::maybe_checkpoint(std::vector<effect>& out) {
   c.slot = static_cast<std::uint8_t>(base == 0 && durable_.checkpoint.size == 0 ? 1 : 1 - durable_.checkpoint.slot);
   c.at = it->second.h;
   c.bytes = encode_checkpoint();
-  checkpoint_writing_ = c;
+  checkpoint_writing_ = checkpoint_effect{c.slot, c.at, {}};
+  checkpoint_writing_size_ = c.bytes.size();
+  checkpoint_writing_checksum_ = checksum_of(c.bytes, checkpoint_checksum_domain);
+  if (options_.replica_count > 1) {
+    checkpoint_writing_->bytes = c.bytes;  // kept to serve state transfer once durable (alone, nobody asks)
+  }
   checkpoint_soon_ = false;
   out.push_back(std::move(c));
 }
@@ -1380,8 +1391,8 @@ void replica::on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, s
   }
   checkpoint_.at = c.at;
   checkpoint_.slot = c.slot;
-  checkpoint_.size = c.bytes.size();
-  checkpoint_.checksum = checksum_of(c.bytes, checkpoint_checksum_domain);
+  checkpoint_.size = checkpoint_writing_size_;
+  checkpoint_.checksum = checkpoint_writing_checksum_;
   checkpoint_bytes_ = std::move(c.bytes);
   persist(out);  // the superblock names it; the journal's window moves once that is durable
 }

@@ -128,6 +128,12 @@ struct recovered_state {
   bool formatted = false;
 };
 
+// Restores a checkpoint's bytes (as a replica writes them: the client table, then the state machine's snapshot)
+// into `clients` and `sm`. False when they do not decode or the state machine refuses them; then `clients` is
+// unchanged (and `sm` too, by state_machine::restore's contract). A driver calls it to refuse a checkpoint before
+// it constructs a replica on one (the constructor asserts).
+[[nodiscard]] bool restore_checkpoint(std::span<const std::byte> bytes, client_table& clients, state_machine& sm);
+
 class replica {
  public:
   // A fresh replica (empty journal, view 0) or a restarted one. `sm` is at its initial state: the replica replays
@@ -273,10 +279,12 @@ class replica {
   // Checkpoints.
   checkpoint_ref checkpoint_;                            // the newest written (the superblock names it once durable)
   std::vector<std::byte> checkpoint_bytes_;              // its bytes (served to peers in state transfer)
-  std::optional<checkpoint_effect> checkpoint_writing_;  // in flight
-  bool checkpoint_soon_ = false;                         // a state transfer installed state not yet checkpointed here
-  std::uint64_t apply_progress_ = 0;                     // last tick commit_min_ moved, or was not behind
-  std::uint64_t sync_due_ = 0;                           // the next request_sync may go out then
+  std::optional<checkpoint_effect> checkpoint_writing_;  // in flight (its bytes only if it will serve transfers)
+  std::uint64_t checkpoint_writing_size_ = 0;
+  checksum_t checkpoint_writing_checksum_;
+  bool checkpoint_soon_ = false;      // a state transfer installed state not yet checkpointed here
+  std::uint64_t apply_progress_ = 0;  // last tick commit_min_ moved, or was not behind
+  std::uint64_t sync_due_ = 0;        // the next request_sync may go out then
 
   // Primary.
   std::deque<pipeline_entry> pipeline_;

@@ -392,14 +392,6 @@ void cluster::step_partition(node& n) {
   // Visible <= committed: what consumers can read was committed (the checker knows every committed offset).
   const std::int64_t visible = n.mirror->log()->committed().value();
   checker_.on_visible(now_, n.index, static_cast<std::uint64_t>(visible));
-  result_.partition_truncations = 0;
-  result_.partition_transfers = 0;
-  for (const auto& m : nodes_) {
-    if (m->mirror) {
-      result_.partition_truncations += m->mirror->truncations();
-      result_.partition_transfers += m->mirror->transfers();
-    }
-  }
 }
 
 void cluster::consume(std::size_t c) {
@@ -585,6 +577,12 @@ run_result cluster::run() {
     }
   }
   result_.ticks = now_;
+  for (const auto& m : nodes_) {
+    if (m->mirror) {
+      result_.partition_truncations += m->mirror->truncations();
+      result_.partition_transfers += m->mirror->transfers();
+    }
+  }
   result_.committed = checker_.committed();
   result_.acks = checker_.acks();
   if (!checker_.ok()) {

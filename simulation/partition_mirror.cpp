@@ -67,6 +67,7 @@ void partition_mirror::open(const consensus::checkpoint_ref& checkpoint) {
   auto opened = run(disk_, storage::partition_log::open(disk_, pool_, clk_, reporter_, dir, log_options()));
   RILL_ASSERT(opened.has_value(), "partition log: {}", opened.error().message());
   log_ = std::move(*opened);
+  ++generation_;
   busy_ = false;
   chain_.clear();
   offered_.clear();
@@ -211,6 +212,7 @@ void partition_mirror::step(const consensus::replica& r) {
 
 task<void> partition_mirror::append(consensus::message prepare) {
   auto alive = alive_;
+  const std::uint64_t generation = generation_;  // the log this operation runs on (abandon and open start another)
   storage::partition_log* log = log_.get();
   std::vector<std::byte> bytes = prepare.body;
   std::uint32_t crc_tail = 0;
@@ -228,24 +230,25 @@ task<void> partition_mirror::append(consensus::message prepare) {
   std::vector<storage::batch_meta> metas(1);
   metas[0] = meta_of(prepare.h);  // (built apart: GCC 12 mis-compiles an array-holding temporary in a co_await)
   auto r = co_await log->append_replicated(std::move(bytes), std::move(metas));
-  if (!*alive) {
+  if (!*alive || generation_ != generation) {
     co_return;
   }
   busy_ = false;
-  if (r && log_.get() == log) {
+  if (r) {
     chain_[prepare.h.op] = link{prepare.h.checksum, r->last_offset.value() + 1};
   }
 }
 
 task<void> partition_mirror::cut(std::uint64_t from_op, std::int64_t last_kept) {
   auto alive = alive_;
+  const std::uint64_t generation = generation_;  // the log this operation runs on (abandon and open start another)
   storage::partition_log* log = log_.get();
   auto r = co_await log->truncate_after(offset_t(last_kept));
-  if (!*alive) {
+  if (!*alive || generation_ != generation) {
     co_return;
   }
   busy_ = false;
-  if (r && log_.get() == log) {
+  if (r) {
     chain_.erase(chain_.lower_bound(from_op), chain_.end());
     ++truncations_;
   }
@@ -269,6 +272,7 @@ void partition_mirror::transfer(const std::function<partition_mirror*(std::uint6
 
 task<void> partition_mirror::copy_from(partition_mirror* peer, consensus::header at) {
   auto alive = alive_;
+  const std::uint64_t generation = generation_;  // the log this operation runs on (abandon and open start another)
   storage::partition_log* log = log_.get();
   auto finish = [&](bool done) {
     busy_ = false;
@@ -286,7 +290,7 @@ task<void> partition_mirror::copy_from(partition_mirror* peer, consensus::header
   // Our uncommitted suffix goes first: the peer's committed batches replace it.
   if (log->log_end().value() > committed_end_) {
     auto cut_done = co_await log->truncate_after(offset_t(committed_end_ - 1));
-    if (!*alive || log_.get() != log) {
+    if (!*alive || generation_ != generation) {
       co_return;
     }
     if (!cut_done) {
@@ -299,15 +303,16 @@ task<void> partition_mirror::copy_from(partition_mirror* peer, consensus::header
       co_return finish(false);  // the peer went down: another one, at a later step
     }
     storage::partition_log* source = peer->log();
+    const std::uint64_t source_generation = peer->generation_;
     storage::read_request rq;
     rq.offset = log->log_end();
     rq.max_bytes = 64 * 1024;
     std::optional<expected<storage::read_result>> got;
     got.emplace(co_await source->read(rq));
-    if (!*alive || log_.get() != log) {
+    if (!*alive || generation_ != generation) {
       co_return;
     }
-    if (!*got || peer->log() != source) {
+    if (!*got || peer->generation_ != source_generation) {
       co_return finish(false);
     }
     std::vector<std::byte> bytes;
@@ -326,7 +331,7 @@ task<void> partition_mirror::copy_from(partition_mirror* peer, consensus::header
     got.reset();  // release the peer's buffers before waiting on our own disk
     if (!bytes.empty()) {
       auto appended = co_await log->append_replicated(std::move(bytes), std::move(metas));
-      if (!*alive || log_.get() != log) {
+      if (!*alive || generation_ != generation) {
         co_return;
       }
       if (!appended) {
@@ -364,6 +369,7 @@ void partition_mirror::abandon() {
   auto closed = run(disk_, log_->close());
   (void)closed;  // the disk is halted: it fails, and the log is done with
   log_.reset();
+  ++generation_;
   busy_ = false;
   chain_.clear();
   offered_.clear();

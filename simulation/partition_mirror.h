@@ -97,7 +97,8 @@ class partition_mirror {
   bool bug_trust_own_suffix_ = false;
   std::uint64_t truncations_ = 0;
   std::uint64_t transfers_ = 0;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for coroutines finishing after abandon()
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for coroutines finishing after destruction
+  std::uint64_t generation_ = 0;  // bumped when the log is opened or abandoned: older operations' results are void
 };
 
 }  // namespace rill::simulation

@@ -480,9 +480,10 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
   }
 
   if (mode == config::durability_mode::sync_before_ack && !synced_with_write) {
-    // The metadata first: after a crash between the two syncs, an entry whose batch did not land is dropped by
-    // recovery (it names an offset past the segment's end), while a durable batch without its entry could not be
-    // told from a leader append.
+    // The metadata first, so that a batch is never synced before its entry: after a crash between the two syncs, an
+    // entry whose batch did not land is dropped by recovery (it names an offset past the segment's end). A batch
+    // written back early, before either sync, may still be found without its entry; it was never acknowledged, and
+    // the replicated partition's owner cuts such a tail (simulation/partition_mirror.cpp).
     expected<void> synced;
     if (active->meta_fd >= 0) {
       synced = co_await datasync_file(engine_, active->meta_fd, active->meta_path());

@@ -241,3 +241,22 @@ BOOST_AUTO_TEST_CASE(a_committed_op_lost_to_rot_is_refused_at_open_naming_it) {
   BOOST_TEST((o.error() == storage::errc::corrupt_data));
   BOOST_TEST(o.error().message().find("op 2 was committed") != std::string::npos, o.error().message());
 }
+
+BOOST_AUTO_TEST_CASE(the_last_op_lost_to_rot_is_refused_too_its_header_proves_it_was_durable) {
+  sim_disk d(6);
+  {
+    auto o = open_group(d);
+    RILL_REQUIRE_OK(o);
+    for (int i = 1; i <= 2; ++i) {
+      RILL_REQUIRE_OK(submit(d, *o->g, "r" + std::to_string(i)));
+    }
+    RILL_REQUIRE_OK(close_group(d, *o->g));
+  }
+  // Op 3, the highest, in slot 3: its header was written after its prepare's sync, so it cannot be a torn write.
+  d.flip_bits("/meta/journal.wal", 4096 + 3 * 4096 + 40, 0x10);
+  d.restart_process();
+  auto o = open_group(d);
+  BOOST_REQUIRE(!o);
+  BOOST_TEST((o.error() == storage::errc::corrupt_data));
+  BOOST_TEST(o.error().message().find("op 3 was committed") != std::string::npos, o.error().message());
+}
