@@ -23,6 +23,7 @@
 #include "actors/runtime.h"
 #include "config/errc.h"
 #include "storage/atomic_file.h"
+#include "storage/io_run.h"
 #include "storage/file_ops.h"
 #include "storage/io_sync_engine.h"
 
@@ -103,9 +104,8 @@ expected<std::pair<int, config::address>> bind_listener(const config::address& w
 
 template <class T>
 T run_sync(storage::io::engine& e, task<T> t) {
-  std::optional<T> out;
-  spawn(std::move(t), [&](T v) { out.emplace(std::move(v)); });
-  storage::io::run_until(e, [&] { return out.has_value(); });
+  auto out = storage::io::run_task(e, std::move(t));
+  RILL_ASSERT(out.has_value(), "a startup task did not finish");
   return std::move(*out);
 }
 

@@ -3,6 +3,7 @@
 #include "base/assert.h"
 #include "base/task.h"
 #include "storage/file_ops.h"
+#include "storage/io_run.h"
 
 namespace rill::simulation {
 namespace {
@@ -22,9 +23,7 @@ storage::sim_disk_faults disk_faults(const storage_options& o) {
 // Runs a task to completion on the disk (startup only: open and recovery).
 template <class T>
 T run(storage::sim_disk& d, task<T> t) {
-  std::optional<T> out;
-  spawn(std::move(t), [&](T v) { out.emplace(std::move(v)); });
-  storage::io::run_until(d, [&] { return out.has_value(); });
+  auto out = storage::io::run_task(d, std::move(t));
   RILL_ASSERT(out.has_value(), "a startup task on the simulated disk did not finish");
   return std::move(*out);
 }

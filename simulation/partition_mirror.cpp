@@ -8,6 +8,7 @@
 #include "base/endian.h"
 #include "simulation/workload.h"
 #include "storage/file_ops.h"
+#include "storage/io_run.h"
 #include "storage/record_batch.h"
 
 namespace rill::simulation {
@@ -18,9 +19,7 @@ constexpr std::uint64_t offered_ahead_max = 4096;  // prepares kept beyond the c
 // Runs a task to completion on the disk (startup and shutdown only).
 template <class T>
 T run(storage::sim_disk& d, task<T> t) {
-  std::optional<T> out;
-  spawn(std::move(t), [&](T v) { out.emplace(std::move(v)); });
-  storage::io::run_until(d, [&] { return out.has_value(); });
+  auto out = storage::io::run_task(d, std::move(t));
   RILL_ASSERT(out.has_value(), "a partition task on the simulated disk did not finish");
   return std::move(*out);
 }
