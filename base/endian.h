@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace rill {
 
@@ -51,6 +52,14 @@ template <class T>
 inline void store_le(std::byte* p, T v) noexcept {
   static_assert(std::endian::native == std::endian::little, "rill targets little-endian hosts");
   std::memcpy(p, &v, sizeof(T));
+}
+
+// Appends v, little-endian, to a growing buffer (encoders of variable-length formats).
+template <class T>
+inline void append_le(std::vector<std::byte>& out, T v) {
+  std::byte b[sizeof(T)];
+  store_le<T>(b, v);
+  out.insert(out.end(), b, b + sizeof(T));
 }
 
 }  // namespace rill

@@ -36,16 +36,8 @@ void client_table::commit(std::uint64_t client, std::uint64_t request, std::uint
 }
 
 void client_table::encode(std::vector<std::byte>& out) const {
-  auto put64 = [&](std::uint64_t v) {
-    std::byte b[8];
-    store_le<std::uint64_t>(b, v);
-    out.insert(out.end(), b, b + 8);
-  };
-  auto put32 = [&](std::uint32_t v) {
-    std::byte b[4];
-    store_le<std::uint32_t>(b, v);
-    out.insert(out.end(), b, b + 4);
-  };
+  auto put64 = [&](std::uint64_t v) { append_le<std::uint64_t>(out, v); };
+  auto put32 = [&](std::uint32_t v) { append_le<std::uint32_t>(out, v); };
   put32(static_cast<std::uint32_t>(sessions_.size()));
   for (const auto& [client, s] : sessions_) {
     put64(client);

@@ -31,16 +31,8 @@ std::vector<std::byte> encode_dvc_body(const std::vector<header>& headers, const
   for (auto f : flags) {
     out.push_back(static_cast<std::byte>(f));
   }
-  auto put64 = [&](std::uint64_t v) {
-    std::byte b[8];
-    store_le<std::uint64_t>(b, v);
-    out.insert(out.end(), b, b + 8);
-  };
-  auto put32 = [&](std::uint32_t v) {
-    std::byte b[4];
-    store_le<std::uint32_t>(b, v);
-    out.insert(out.end(), b, b + 4);
-  };
+  auto put64 = [&](std::uint64_t v) { append_le<std::uint64_t>(out, v); };
+  auto put32 = [&](std::uint32_t v) { append_le<std::uint32_t>(out, v); };
   put64(slot_count);
   for (auto slot : faulty_slots) {
     put64(slot);

@@ -20,6 +20,17 @@ storage::sim_disk_faults disk_faults(const storage_options& o) {
   return f;
 }
 
+// A completion, appended in place (moving a partly built one trips GCC 12's maybe-uninitialized under -O2 with the
+// sanitizers).
+storage_completion& add(std::vector<storage_completion>& done, storage_completion::kind what, std::uint64_t op,
+                        consensus::checksum_t checksum = {}) {
+  storage_completion& c = done.emplace_back();
+  c.what = what;
+  c.op = op;
+  c.checksum = checksum;
+  return c;
+}
+
 // Runs a task to completion on the disk (startup only: open and recovery).
 template <class T>
 T run(storage::sim_disk& d, task<T> t) {
@@ -58,10 +69,7 @@ void disk_storage::write(const consensus::message& prepare, std::uint64_t) {
   const std::uint64_t op = prepare.h.op;
   const consensus::checksum_t checksum = prepare.h.checksum;
   if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(op)) {
-    storage_completion& c = done_.emplace_back();
-    c.what = storage_completion::kind::write;
-    c.op = op;
-    c.checksum = checksum;
+    storage_completion& c = add(done_, storage_completion::kind::write, op, checksum);
     c.ok = false;
     return;
   }
@@ -69,10 +77,7 @@ void disk_storage::write(const consensus::message& prepare, std::uint64_t) {
     if (crashing_) {
       return;
     }
-    storage_completion& c = done_.emplace_back();
-    c.what = storage_completion::kind::write;
-    c.op = op;
-    c.checksum = checksum;
+    storage_completion& c = add(done_, storage_completion::kind::write, op, checksum);
     c.ok = r.has_value();
     if (c.ok) {
       const std::uint64_t slot = op % journal_options_.slot_count;
@@ -85,10 +90,7 @@ void disk_storage::write(const consensus::message& prepare, std::uint64_t) {
 void disk_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t) {
   RILL_ASSERT(open_);
   if (rng_.chance_ppm(options_.read_fault_ppm) && may_fault_(op)) {
-    storage_completion& c = done_.emplace_back();
-    c.what = storage_completion::kind::read;
-    c.op = op;
-    c.checksum = checksum;
+    storage_completion& c = add(done_, storage_completion::kind::read, op, checksum);
     c.ok = false;
     return;
   }
@@ -96,10 +98,7 @@ void disk_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::u
     if (crashing_) {
       return;
     }
-    storage_completion& c = done_.emplace_back();
-    c.what = storage_completion::kind::read;
-    c.op = op;
-    c.checksum = checksum;
+    storage_completion& c = add(done_, storage_completion::kind::read, op, checksum);
     c.ok = r.has_value();
     if (r) {
       c.prepare = std::move(*r);
@@ -114,8 +113,7 @@ void disk_storage::persist(const consensus::vsr_state& state, std::uint64_t) {
       return;
     }
     RILL_ASSERT(r.has_value(), "superblock write failed: {}", r.error().message());
-    storage_completion& c = done_.emplace_back();
-    c.what = storage_completion::kind::persist;
+    storage_completion& c = add(done_, storage_completion::kind::persist, 0);
     c.state = state;
   });
 }
@@ -123,9 +121,7 @@ void disk_storage::persist(const consensus::vsr_state& state, std::uint64_t) {
 void disk_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes, std::uint64_t) {
   RILL_ASSERT(open_);
   if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(op)) {
-    storage_completion& c = done_.emplace_back();
-    c.what = storage_completion::kind::checkpoint;
-    c.op = op;
+    storage_completion& c = add(done_, storage_completion::kind::checkpoint, op);
     c.slot = slot;
     c.ok = false;
     return;
@@ -135,9 +131,7 @@ void disk_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::ve
     if (crashing_) {
       return;
     }
-    storage_completion& c = done_.emplace_back();
-    c.what = storage_completion::kind::checkpoint;
-    c.op = op;
+    storage_completion& c = add(done_, storage_completion::kind::checkpoint, op);
     c.slot = slot;
     c.ok = r.has_value();
   });

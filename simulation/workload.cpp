@@ -25,9 +25,7 @@ storage::batch_limits produce_limits() {
 }
 
 void put_u64(std::vector<std::byte>& out, std::uint64_t v) {
-  std::byte b[8];
-  store_le<std::uint64_t>(b, v);
-  out.insert(out.end(), b, b + 8);
+  append_le<std::uint64_t>(out, v);
 }
 }  // namespace
 
