@@ -155,12 +155,7 @@ task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
 }
 
 task<expected<void>> journal::close() {
-  if (fd_ >= 0) {
-    const int fd = fd_;
-    fd_ = -1;
-    RILL_CO_TRY_VOID(co_await storage::close_file(*engine_, fd, path_));
-  }
-  co_return expected<void>{};
+  co_return co_await storage::close_once(*engine_, fd_, path_);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -262,12 +257,7 @@ task<expected<void>> superblock::write(vsr_state next) {
 }
 
 task<expected<void>> superblock::close() {
-  if (fd_ >= 0) {
-    const int fd = fd_;
-    fd_ = -1;
-    RILL_CO_TRY_VOID(co_await storage::close_file(*engine_, fd, path_));
-  }
-  co_return expected<void>{};
+  co_return co_await storage::close_once(*engine_, fd_, path_);
 }
 
 }  // namespace rill::consensus

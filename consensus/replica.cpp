@@ -540,10 +540,7 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
   }
   if (m.h.view > view_.value()) {
     // A newer view exists and we missed its start_view: ask its primary.
-    message r = make(command::request_start_view);
-    r.h.view = m.h.view;
-    seal(r);
-    out.push_back(send_effect{primary_of_view(view_t(m.h.view)), std::move(r)});
+    ask_for_start_view(view_t(m.h.view), out);
     return;
   }
   bool from_primary =
@@ -639,10 +636,7 @@ void replica::commit_pipeline(std::vector<effect>& out) {
 
 void replica::on_commit(const message& m, std::vector<effect>& out) {
   if (m.h.view > view_.value()) {
-    message r = make(command::request_start_view);
-    r.h.view = m.h.view;
-    seal(r);
-    out.push_back(send_effect{primary_of_view(view_t(m.h.view)), std::move(r)});
+    ask_for_start_view(view_t(m.h.view), out);
     return;
   }
   if (status_ != status::normal || m.h.view != view_.value() || is_primary() || m.h.replica != primary_of_view(view_)) {
@@ -1110,6 +1104,13 @@ void replica::on_start_view(const message& m, std::vector<effect>& out) {
   install_log(map, m.h.op, out);
   commit_max_ = std::max(commit_max_, std::min(m.h.commit, op_));
   become_normal(out);  // persists; prepare_oks follow once the view is durable (on_persist_done)
+}
+
+void replica::ask_for_start_view(view_t v, std::vector<effect>& out) {
+  message r = make(command::request_start_view);
+  r.h.view = v.value();
+  seal(r);
+  out.push_back(send_effect{primary_of_view(v), std::move(r)});  // a request, not an adoption: nothing to persist
 }
 
 void replica::on_request_start_view(const message& m, std::vector<effect>& out) {

@@ -214,6 +214,8 @@ class replica {
   void on_do_view_change(const message& m, std::vector<effect>& out);
   void on_start_view(const message& m, std::vector<effect>& out);
   void on_request_start_view(const message& m, std::vector<effect>& out);
+  // A message from view v, which this replica never entered (it missed v's start_view): ask v's primary for it.
+  void ask_for_start_view(view_t v, std::vector<effect>& out);
   void install_log(const std::map<std::uint64_t, header>& headers, std::uint64_t op, std::vector<effect>& out);
   void become_normal(std::vector<effect>& out);
   [[nodiscard]] std::vector<header> suffix_headers(bool verified_only) const;

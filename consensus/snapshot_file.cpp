@@ -58,12 +58,7 @@ task<expected<std::vector<std::byte>>> snapshot_file::read(std::uint8_t slot, st
 }
 
 task<expected<void>> snapshot_file::close() {
-  if (fd_ >= 0) {
-    const int fd = fd_;
-    fd_ = -1;
-    RILL_CO_TRY_VOID(co_await storage::close_file(*engine_, fd, path_));
-  }
-  co_return expected<void>{};
+  co_return co_await storage::close_once(*engine_, fd_, path_);
 }
 
 }  // namespace rill::consensus

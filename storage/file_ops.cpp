@@ -65,6 +65,15 @@ task<expected<void>> close_file(io::engine& e, int fd, std::string path) {
   co_return expected<void>{};
 }
 
+task<expected<void>> close_once(io::engine& e, int& fd, std::string path) {
+  if (fd < 0) {
+    co_return expected<void>{};
+  }
+  const int open_fd = fd;
+  fd = -1;
+  co_return co_await close_file(e, open_fd, std::move(path));
+}
+
 task<expected<std::size_t>> read_at(io::engine& e, int fd, std::uint64_t offset, std::span<std::byte> buf,
                                     std::string path) {
   std::size_t got = 0;

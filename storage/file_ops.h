@@ -17,6 +17,9 @@ namespace rill::storage {
 
 task<expected<int>> open_file(io::engine& e, std::string path, std::uint32_t flags, std::uint32_t mode = 0600);
 task<expected<void>> close_file(io::engine& e, int fd, std::string path);
+// Closes `fd` if it is open (>= 0) and sets it to -1 first, so a second call (or a destructor) does nothing. `fd`
+// must outlive the call (an object's member, closed from its close()).
+task<expected<void>> close_once(io::engine& e, int& fd, std::string path);
 // Reads up to buf.size() bytes at `offset`; fewer only at end of file. Returns the bytes read.
 task<expected<std::size_t>> read_at(io::engine& e, int fd, std::uint64_t offset, std::span<std::byte> buf,
                                     std::string path);
