@@ -23,8 +23,8 @@
 #include "actors/runtime.h"
 #include "config/errc.h"
 #include "storage/atomic_file.h"
-#include "storage/io_run.h"
 #include "storage/file_ops.h"
+#include "storage/io_run.h"
 #include "storage/io_sync_engine.h"
 
 namespace rill::actors {
