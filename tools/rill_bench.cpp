@@ -10,9 +10,12 @@
 //       its index rebuilt, as if no superblock frontier existed).
 //   rill-bench produce-data --dir DIR --bytes N
 //       Writes N bytes of 1 KiB records into a fresh partition (input for the recovery benchmark).
-//   rill-bench loopback --server HOST:PORT [--messages N] [--size B] [--producers P] [--sync on|off] [--json]
-//       Produces N messages through the client library (P threads, one connection and partition each), then
-//       consumes them back, against a running rilld; reports messages/s and MB/s both ways.
+//   rill-bench produce|consume|produce-consume --server HOST:PORT --producers N --message-size B --batch N
+//              --duration S [--rate R] [--consumers N] [--streams N --partitions N] [--sync before-ack|none]
+//              [--compression none|zstd] [--partitioning fixed|round-robin|key --keys K] [--warmup S] [--json]
+//              [--output FILE.csv] [--keep]
+//       Load against a running rilld through the client library (tools/load/load.h says what is measured and how);
+//       creates its streams and deletes them afterwards unless --keep.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -23,11 +26,10 @@
 
 #include <fmt/core.h>
 
-#include <atomic>
-#include <thread>
 #include "base/clock.h"
 #include "base/histogram.h"
-#include "net/client.h"
+#include "tools/load/load.h"
+#include "tools/load/rill_driver.h"
 #include "storage/buffer_pool.h"
 #include "storage/io_uring_engine.h"
 #include "storage/partition_log.h"
@@ -293,136 +295,6 @@ int run_recovery(const std::string& dir, bool full_scan, bool json) {
   return 0;
 }
 
-struct loopback_args {
-  std::string server = "127.0.0.1:9420";
-  std::uint64_t messages = 200'000;
-  std::size_t size = 1024;
-  std::uint32_t batch_records = 100;
-  int producers = 4;
-  std::uint32_t partitions = 4;
-  std::string sync = "on";
-  bool json = false;
-};
-
-// Produce and consume through the client library against a running rilld, over loopback.
-int run_loopback(const loopback_args& a) {
-  net::client_options o;
-  o.server = a.server;
-  auto admin = net::client::connect(o);
-  if (!admin) {
-    die("connect " + a.server, admin.error());
-  }
-  const std::string stream = fmt::format("bench-{}", std::chrono::steady_clock::now().time_since_epoch().count());
-  if (auto s = (*admin)->create_stream(stream); !s) {
-    die("create stream", s.error());
-  }
-  proto::TopicConfig cfg;
-  cfg.set_partitions(a.partitions);
-  cfg.set_durability(a.sync == "on" ? proto::DURABILITY_SYNC_BEFORE_ACK : proto::DURABILITY_EVERY_MS);
-  cfg.set_sync_every_ms(1000);
-  if (auto t = (*admin)->create_topic(net::by_name(stream), "t", cfg); !t) {
-    die("create topic", t.error());
-  }
-  const std::string value(a.size, 'm');
-  std::atomic<std::uint64_t> acked{0};
-  std::atomic<bool> failed{false};
-  const auto start = steady::now();
-  std::vector<std::thread> threads;
-  for (int p = 0; p < a.producers; ++p) {
-    threads.emplace_back([&, p] {
-      auto c = net::client::connect(o);
-      if (!c) {
-        failed = true;
-        return;
-      }
-      net::producer_options po;
-      po.max_batch_records = a.batch_records;
-      po.linger = std::chrono::milliseconds(1000);
-      auto prod = net::producer::create(**c, net::by_name(stream), net::by_name("t"), po);
-      if (!prod) {
-        failed = true;
-        return;
-      }
-      const std::uint64_t mine = a.messages / a.producers + (static_cast<std::uint64_t>(p) < a.messages % a.producers);
-      for (std::uint64_t i = 0; i < mine; ++i) {
-        net::message m;
-        m.value = value;
-        m.partition = static_cast<std::uint32_t>(p) % a.partitions;
-        auto r = (*prod)->send(m);
-        if (!r) {
-          failed = true;
-          return;
-        }
-        acked += r->size();
-      }
-      auto r = (*prod)->flush();
-      if (!r) {
-        failed = true;
-        return;
-      }
-      acked += r->size();
-    });
-  }
-  for (auto& t : threads) {
-    t.join();
-  }
-  const double produce_s = std::chrono::duration<double>(steady::now() - start).count();
-  if (failed || acked != a.messages) {
-    fmt::print(stderr, "rill-bench: produce failed ({} of {} acknowledged)\n", acked.load(), a.messages);
-    return 1;
-  }
-  // Consume everything back, one partition after another, until each has given what was produced to it.
-  std::vector<std::uint64_t> expected(a.partitions, 0);
-  for (int p = 0; p < a.producers; ++p) {
-    expected[static_cast<std::uint32_t>(p) % a.partitions] +=
-        a.messages / a.producers + (static_cast<std::uint64_t>(p) < a.messages % a.producers);
-  }
-  const auto consume_start = steady::now();
-  std::uint64_t consumed = 0;
-  std::uint64_t bytes = 0;
-  for (std::uint32_t part = 0; part < a.partitions; ++part) {
-    proto::PollRequest req;
-    *req.mutable_stream() = net::by_name(stream);
-    *req.mutable_topic() = net::by_name("t");
-    req.set_partition_id(part);
-    req.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
-    req.set_max_bytes(4 * 1024 * 1024);
-    req.set_max_wait_ms(3000);  // with sync off, data becomes visible at the next periodic sync
-    std::uint64_t got = 0;
-    while (got < expected[part]) {
-      auto r = (*admin)->poll(req);
-      if (!r) {
-        die("poll", r.error());
-      }
-      if (r->header.batches() == 0) {
-        fmt::print(stderr, "rill-bench: partition {} stopped at {} of {} messages\n", part, got, expected[part]);
-        return 1;
-      }
-      got += r->header.records();
-      bytes += r->batches.size();
-      req.mutable_strategy()->set_value(r->header.next_offset());
-    }
-    consumed += got;
-  }
-  const double consume_s = std::chrono::duration<double>(steady::now() - consume_start).count();
-  (void)(*admin)->delete_stream(net::by_name(stream));
-  const double mb = static_cast<double>(a.messages * a.size) / 1e6;
-  if (a.json) {
-    fmt::print(
-        "{{\"bench\":\"loopback\",\"sync\":\"{}\",\"messages\":{},\"size\":{},\"producers\":{},"
-        "\"batch_records\":{},\"produce_msgs_per_s\":{:.0f},\"produce_mb_per_s\":{:.2f},"
-        "\"consume_msgs_per_s\":{:.0f},\"consume_mb_per_s\":{:.2f},\"consumed\":{}}}\n",
-        a.sync, a.messages, a.size, a.producers, a.batch_records, a.messages / produce_s, mb / produce_s,
-        consumed / consume_s, static_cast<double>(bytes) / 1e6 / consume_s, consumed);
-  } else {
-    fmt::print("produce: {:.0f} msg/s, {:.1f} MB/s ({} x {} B, {} producers, batches of {}, sync {})\n",
-               a.messages / produce_s, mb / produce_s, a.messages, a.size, a.producers, a.batch_records, a.sync);
-    fmt::print("consume: {:.0f} msg/s, {:.1f} MB/s ({} messages)\n", consumed / consume_s,
-               static_cast<double>(bytes) / 1e6 / consume_s, consumed);
-  }
-  return consumed == a.messages ? 0 : 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -457,18 +329,14 @@ int main(int argc, char** argv) {
   produce->add_option("--bytes", pbytes, "bytes to write");
   produce->add_option("--segment-bytes", psegment, "segment size");
 
-  loopback_args la;
-  auto* loopback = app.add_subcommand("loopback", "produce and consume through the client library against a rilld");
-  loopback->add_option("--server", la.server, "rilld HOST:PORT");
-  loopback->add_option("--messages", la.messages, "messages to produce");
-  loopback->add_option("--size", la.size, "bytes per message")->check(CLI::Range(1, 16 << 20));
-  loopback->add_option("--batch-records", la.batch_records, "messages per produce batch");
-  loopback->add_option("--producers", la.producers, "producer threads, each on its own connection and partition")
-      ->check(CLI::Range(1, 256));
-  loopback->add_option("--partitions", la.partitions, "partitions of the bench topic");
-  loopback->add_option("--sync", la.sync, "on: sync before ack; off: fsync every second")
-      ->check(CLI::IsMember({"on", "off"}));
-  loopback->add_flag("--json", la.json, "print one JSON object");
+  // The load modes: one harness (tools/load) for rill and the peers under bench/peers.
+  bench::load_options lo;
+  auto* lproduce = app.add_subcommand("produce", "produce throughput and latency against a running rilld");
+  bench::add_load_options(*lproduce, lo, bench::load_mode::produce);
+  auto* lconsume = app.add_subcommand("consume", "fill the streams, then measure reading them back");
+  bench::add_load_options(*lconsume, lo, bench::load_mode::consume);
+  auto* lboth = app.add_subcommand("produce-consume", "produce and consume at once: end-to-end latency");
+  bench::add_load_options(*lboth, lo, bench::load_mode::produce_consume);
 
   try {
     app.parse(argc, argv);
@@ -481,8 +349,13 @@ int main(int argc, char** argv) {
   if (*recovery) {
     return run_recovery(rdir, full_scan, rjson);
   }
-  if (*loopback) {
-    return run_loopback(la);
+  for (const auto& [sub, mode] : {std::pair{lproduce, bench::load_mode::produce},
+                                   std::pair{lconsume, bench::load_mode::consume},
+                                   std::pair{lboth, bench::load_mode::produce_consume}}) {
+    if (*sub) {
+      auto system = bench::make_rill_driver(lo);
+      return bench::run_load(mode, lo, *system);
+    }
   }
   return run_produce_data(pdir, pbytes, psegment);
 }
