@@ -1,0 +1,158 @@
+// rill-micro: Google Benchmark micro-benchmarks of the broker's hot paths, per produced batch or request:
+//   crc32c            the checksum alone, by input size
+//   batch_validate    batch_view::validate of a producer batch (length, magic, CRC-32C, record framing)
+//   offset_assign     validate with crc_tail + stamp_batch: what a partition does to every produced batch before
+//                     it is written (base offset, epoch, log-append time, CRC derived without a second pass)
+//   index_floor       segment_index::floor, the sparse-index lookup that starts every poll, by index size
+//   frame_encode      append_request of a produce request (protobuf header + the batch bytes)
+//   frame_decode      next_frame_size + parse_request + parsing the protobuf header
+// Run: build/bench/rill-micro [--benchmark_filter=REGEX]. Figures are per operation; bytes_per_second counts the
+// batch or frame bytes.
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+#include "base/random.h"
+#include "net/frame.h"
+#include "net/proto/rill.pb.h"
+#include "storage/crc32c.h"
+#include "storage/record_batch.h"
+#include "storage/record_batch_builder.h"
+#include "storage/segment_index.h"
+
+namespace {
+
+using namespace rill;
+using namespace rill::storage;
+
+// A producer batch of `records` values of `value_bytes` each, as a client builds it.
+std::vector<std::byte> producer_batch(int records, std::size_t value_bytes) {
+  batch_builder b;
+  b.producer(42, 0, 0);
+  std::string value(value_bytes, 'x');
+  for (int i = 0; i < records; ++i) {
+    value[static_cast<std::size_t>(i) % value_bytes] = static_cast<char>('a' + i % 26);
+    b.add_value(value);
+  }
+  return *b.build();
+}
+
+batch_limits producer_limits() {
+  batch_limits l;
+  l.batch_bytes_max = 64u << 20;
+  l.dense_offsets = true;
+  return l;
+}
+
+void crc32c_bench(benchmark::State& state) {
+  std::vector<std::byte> data(static_cast<std::size_t>(state.range(0)), std::byte{0x5a});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(crc32c(data));
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+BENCHMARK(crc32c_bench)->Name("crc32c")->Arg(1024)->Arg(100 * 1024)->Arg(1 << 20);
+
+void batch_validate(benchmark::State& state) {
+  const auto batch = producer_batch(static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+  const auto limits = producer_limits();
+  for (auto _ : state) {
+    auto v = batch_view::validate(batch, limits);
+    if (!v) {
+      state.SkipWithError("the batch does not validate");
+      break;
+    }
+    benchmark::DoNotOptimize(v->size());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * batch.size()));
+  state.counters["records/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * state.range(0)), benchmark::Counter::kIsRate);
+}
+BENCHMARK(batch_validate)->ArgNames({"records", "value_bytes"})->Args({100, 1024})->Args({100, 256})->Args({1, 1024});
+
+void offset_assign(benchmark::State& state) {
+  auto batch = producer_batch(static_cast<int>(state.range(0)), 1024);
+  const auto limits = producer_limits();
+  std::int64_t next = 0;
+  for (auto _ : state) {
+    std::uint32_t tail = 0;
+    auto v = batch_view::validate(batch, limits, &tail);
+    if (!v) {
+      state.SkipWithError("the batch does not validate");
+      break;
+    }
+    stamp_batch(batch, offset_t(next), epoch_t(3), timestamp_ms_t(1'700'000'000'000), tail);
+    next += state.range(0);
+    benchmark::DoNotOptimize(batch.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * batch.size()));
+}
+BENCHMARK(offset_assign)->ArgName("records")->Arg(100)->Arg(1);
+
+void index_floor(benchmark::State& state) {
+  segment_index index(4096);
+  const auto entries = static_cast<std::uint32_t>(state.range(0));
+  // One entry per 100-record batch of 103 KiB (the interval is below a batch, so every batch gets one).
+  for (std::uint32_t i = 0; i < entries; ++i) {
+    index.on_batch(i * 100, i * 105'000u % 0x7fffffffu, 105'000, timestamp_ms_t(i));
+  }
+  prng rng(7);
+  std::vector<std::uint32_t> probes(4096);
+  for (auto& p : probes) {
+    p = static_cast<std::uint32_t>(rng.below(std::uint64_t{entries} * 100));
+  }
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(index.floor(probes[i++ & 4095]));
+  }
+}
+BENCHMARK(index_floor)->ArgName("entries")->Arg(100)->Arg(10'000);
+
+rill::proto::ProduceRequest produce_header() {
+  rill::proto::ProduceRequest req;
+  req.mutable_stream()->set_id(1);
+  req.mutable_topic()->set_id(1);
+  req.mutable_partitioning()->set_partition_id(3);
+  return req;
+}
+
+void frame_encode(benchmark::State& state) {
+  const auto batch = producer_batch(static_cast<int>(state.range(0)), 1024);
+  const auto header = produce_header();
+  std::vector<std::byte> out;
+  std::uint32_t correlation = 0;
+  for (auto _ : state) {
+    out.clear();
+    net::append_request(out, ++correlation, net::api::produce, header, batch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * out.size()));
+}
+BENCHMARK(frame_encode)->ArgName("records")->Arg(100)->Arg(1);
+
+void frame_decode(benchmark::State& state) {
+  const auto batch = producer_batch(static_cast<int>(state.range(0)), 1024);
+  std::vector<std::byte> frame;
+  net::append_request(frame, 7, net::api::produce, produce_header(), batch);
+  rill::proto::ProduceRequest parsed;
+  for (auto _ : state) {
+    auto size = net::next_frame_size(frame, net::request_prefix_bytes, 64u << 20);
+    if (!size || !*size) {
+      state.SkipWithError("the frame does not size");
+      break;
+    }
+    auto req = net::parse_request(std::span(frame).first(**size));
+    if (!req || !parsed.ParseFromArray(req->header.data(), static_cast<int>(req->header.size()))) {
+      state.SkipWithError("the frame does not parse");
+      break;
+    }
+    benchmark::DoNotOptimize(req->batches.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * frame.size()));
+}
+BENCHMARK(frame_decode)->ArgName("records")->Arg(100)->Arg(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
