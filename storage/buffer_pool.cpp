@@ -1,6 +1,7 @@
 #include "storage/buffer_pool.h"
 
 #include <cstdlib>
+#include <thread>
 #include <new>
 
 #include "base/assert.h"
@@ -34,6 +35,7 @@ void pooled_buffer::release() noexcept {
 }
 
 buffer_pool::~buffer_pool() {
+  reclaim_remote();
   RILL_ASSERT(outstanding_ == 0, "buffer_pool destroyed with {} buffers still out", outstanding_);
   for (auto& list : free_) {
     for (std::byte* p : list) {
@@ -53,6 +55,14 @@ std::size_t buffer_pool::class_of(std::size_t bytes) noexcept {
 }
 
 pooled_buffer buffer_pool::acquire(std::size_t bytes) {
+  const auto me = std::this_thread::get_id();
+  auto owner = owner_.load(std::memory_order_relaxed);
+  if (owner == std::thread::id{}) {
+    owner_.store(me, std::memory_order_relaxed);
+  } else {
+    RILL_ASSERT(owner == me, "buffer_pool: acquire on a thread that does not own the pool");
+  }
+  reclaim_remote();
   ++outstanding_;
   if (bytes > class_bytes_max) {
     const std::size_t cap = (bytes + alignment - 1) / alignment * alignment;
@@ -76,6 +86,28 @@ pooled_buffer buffer_pool::acquire(std::size_t bytes) {
 }
 
 void buffer_pool::give_back(std::byte* data, std::size_t capacity) noexcept {
+  if (owner_.load(std::memory_order_relaxed) == std::this_thread::get_id()) {
+    give_back_local(data, capacity);
+    return;
+  }
+  // Every buffer is at least class_bytes_min (4 KiB) and aligned: room for the node.
+  auto* node = reinterpret_cast<remote_node*>(data);
+  node->capacity = capacity;
+  node->next = remote_.load(std::memory_order_relaxed);
+  while (!remote_.compare_exchange_weak(node->next, node, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
+
+void buffer_pool::reclaim_remote() noexcept {
+  auto* node = remote_.exchange(nullptr, std::memory_order_acquire);
+  while (node != nullptr) {
+    auto* next = node->next;
+    give_back_local(reinterpret_cast<std::byte*>(node), node->capacity);
+    node = next;
+  }
+}
+
+void buffer_pool::give_back_local(std::byte* data, std::size_t capacity) noexcept {
   RILL_ASSERT(outstanding_ > 0);
   --outstanding_;
   if (capacity > class_bytes_max) {

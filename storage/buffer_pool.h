@@ -6,11 +6,18 @@
 //   largest class are served by a one-off allocation that is freed, not pooled, on release.
 // - A buffer returns to its pool when its handle is destroyed; each class keeps at most `cached_per_class_max`
 //   free buffers and frees the rest, so the pool's idle memory is bounded.
-// - The pool must outlive every buffer it handed out. Not thread-safe: one pool per shard (or per test).
+// - The pool must outlive every buffer it handed out.
+// - One owner thread: the thread of the first acquire() (a shard's, or a test's) is the only one that may acquire.
+//   A buffer may be released on any thread: a poll's read buffer travels in the reply to the connection actor,
+//   which may live on another shard. A release on a foreign thread pushes the buffer onto a lock-free list inside
+//   the buffer's own bytes (no allocation); the owner takes it back at its next acquire() or when the pool is
+//   destroyed. The owner's free lists and counters are touched by the owner only.
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -66,14 +73,25 @@ class buffer_pool {
 
   pooled_buffer acquire(std::size_t bytes);
 
+  // Counts as of the owner's last acquire (buffers released on other threads since are still "out").
   [[nodiscard]] std::size_t outstanding() const noexcept { return outstanding_; }
   [[nodiscard]] std::size_t cached_bytes() const noexcept { return cached_bytes_; }
   [[nodiscard]] std::uint64_t allocations() const noexcept { return allocations_; }
 
  private:
   friend class pooled_buffer;
+  // A buffer released on a foreign thread, linked through its own first bytes.
+  struct remote_node {
+    remote_node* next;
+    std::size_t capacity;
+  };
   void give_back(std::byte* data, std::size_t capacity) noexcept;
+  void give_back_local(std::byte* data, std::size_t capacity) noexcept;
+  void reclaim_remote() noexcept;
   static std::size_t class_of(std::size_t bytes) noexcept;
+
+  std::atomic<std::thread::id> owner_{};        // set by the first acquire
+  std::atomic<remote_node*> remote_{nullptr};  // released elsewhere, waiting for the owner
 
   std::size_t cached_max_;
   std::array<std::vector<std::byte*>, classes> free_{};

@@ -2,6 +2,11 @@
 // simulated disk's crash semantics for directory entries.
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
 #include "base/endian.h"
 #include "storage/atomic_file.h"
 #include "storage/buffer_pool.h"
@@ -116,6 +121,62 @@ BOOST_AUTO_TEST_CASE(buffer_pool_reuses_aligned_buffers_and_bounds_its_cache) {
   const auto cached = pool.cached_bytes();
   huge.release();
   BOOST_TEST(pool.cached_bytes() == cached);
+  BOOST_TEST(pool.outstanding() == 0u);
+}
+
+// A poll's read buffer is released by the connection actor, which may run on another shard's thread: the release
+// is queued to the owner instead of touching its free lists (before this, two shards raced on the lists, handed one
+// buffer to two reads and corrupted poll replies; found by bench/compare).
+BOOST_AUTO_TEST_CASE(buffer_pool_takes_back_buffers_released_on_other_threads) {
+  buffer_pool pool(64);
+  auto first = pool.acquire(4096);
+  std::thread([b = std::move(first)]() mutable { b.release(); }).join();
+  BOOST_TEST(pool.outstanding() == 1u);  // queued, not yet reclaimed
+  const auto allocs = pool.allocations();
+  {
+    auto again = pool.acquire(4096);  // reclaims the queued buffer first, then reuses it
+    BOOST_TEST(pool.allocations() == allocs);
+    BOOST_TEST(pool.outstanding() == 1u);
+  }
+  BOOST_TEST(pool.outstanding() == 0u);
+
+  // Many releasers at once against an owner that keeps acquiring: every buffer comes back exactly once, and no two
+  // live buffers share memory.
+  std::vector<std::thread> releasers;
+  std::mutex mu;
+  std::vector<pooled_buffer> handoff;
+  std::atomic<bool> done{false};
+  for (int t = 0; t < 3; ++t) {
+    releasers.emplace_back([&] {
+      for (;;) {
+        pooled_buffer b;
+        {
+          std::lock_guard lock(mu);
+          if (!handoff.empty()) {
+            b = std::move(handoff.back());
+            handoff.pop_back();
+          } else if (done) {
+            return;
+          }
+        }
+        if (b) {
+          BOOST_REQUIRE(b.data()[0] == b.data()[4095]);  // nobody else wrote into it while we held it
+          b.release();
+        }
+      }
+    });
+  }
+  for (int i = 0; i < 20'000; ++i) {
+    auto b = pool.acquire(4096 << (i % 3));
+    std::memset(b.data(), i & 0xff, 4096);
+    std::lock_guard lock(mu);
+    handoff.push_back(std::move(b));
+  }
+  done = true;
+  for (auto& t : releasers) {
+    t.join();
+  }
+  (void)pool.acquire(4096);  // reclaims everything queued
   BOOST_TEST(pool.outstanding() == 0u);
 }
 

@@ -126,7 +126,10 @@ void produce_loop(run_state& s, system_driver& system, std::uint32_t index, seri
   for (std::uint64_t k = 0; sent < limit && !s.failed; ++k) {
     auto due = clock_type::now();
     if (per_producer_rate > 0) {
-      due = s.produce_start + std::chrono::duration_cast<clock_type::duration>(interval * static_cast<double>(k));
+      // Producers' schedules are staggered by a fraction of the interval, so their batches do not all fall due at
+      // the same instant.
+      const double slot = static_cast<double>(k) + static_cast<double>(index) / o.producers;
+      due = s.produce_start + std::chrono::duration_cast<clock_type::duration>(interval * slot);
       std::this_thread::sleep_until(due);
     }
     if (o.messages == 0 && due >= s.produce_until) {
@@ -239,8 +242,8 @@ void consume_loop(run_state& s, system_driver& system, std::uint32_t index, std:
       const auto since_ns = static_cast<std::int64_t>(ns_since_epoch(after)) - s.producers_done_ns.load();
       if (since_ns > static_cast<std::int64_t>(s.o.drain_timeout_s * 1e9)) {
         s.fail(fmt::format("consumers received {} of the {} acknowledged messages within {} s after the producers "
-                           "stopped",
-                           consumed, produced, s.o.drain_timeout_s));
+                           "stopped (consumer {} at {})",
+                           consumed, produced, s.o.drain_timeout_s, index, driver.positions()));
         break;
       }
     }
@@ -438,19 +441,20 @@ int run_load(load_mode mode, const load_options& o, system_driver& system) {
     }
     wait_with_progress(s, threads, progress);
   }
+  const bool short_read = mode != load_mode::produce && s.consumed.load() != s.produced.load();
+  if (s.failed || short_read) {
+    fmt::print(stderr, "{}: {}\n", system.name(),
+               s.failed ? s.first_error
+                        : fmt::format("consumers received {} messages; {} were acknowledged", s.consumed.load(),
+                                      s.produced.load()));
+    fmt::print(stderr, "{}: the run's streams are left in place for inspection (prefix {})\n", system.name(),
+               o.name_prefix);
+    return 1;
+  }
   if (!o.keep) {
     if (auto ok = system.teardown(); !ok) {
       fmt::print(stderr, "{}: teardown: {}\n", system.name(), ok.error().message());
     }
-  }
-  if (s.failed) {
-    fmt::print(stderr, "{}: {}\n", system.name(), s.first_error);
-    return 1;
-  }
-  if (mode != load_mode::produce && s.consumed.load() != s.produced.load()) {
-    fmt::print(stderr, "{}: consumers received {} messages; {} were acknowledged\n", system.name(), s.consumed.load(),
-               s.produced.load());
-    return 1;
   }
 
   report rep;

@@ -92,6 +92,8 @@ class consumer_driver {
   virtual ~consumer_driver() = default;
   using on_message = std::function<void(std::span<const std::byte> value)>;
   virtual expected<std::size_t> poll(const on_message& on) = 0;
+  // Where this consumer stands in each of its units (for the error of a run whose consumers fall short).
+  [[nodiscard]] virtual std::string positions() const { return {}; }
 };
 
 // One system under test.
@@ -109,8 +111,9 @@ class system_driver {
                                                                    std::vector<std::uint32_t> units) = 0;
 };
 
-// Runs one mode against `system` (set up before, torn down after unless options.keep); prints the summary (or
-// JSON) on stdout and writes the CSV. Returns the process exit code: 0, or 1 after printing the error.
+// Runs one mode against `system` (set up before, torn down after unless options.keep or the run failed: what a
+// failed run wrote is left for inspection); prints the summary (or JSON) on stdout and writes the CSV. Returns the
+// process exit code: 0, or 1 after printing the error.
 int run_load(load_mode mode, const load_options& options, system_driver& system);
 
 // An error of the benchmark harness or a driver (the detail says what failed).

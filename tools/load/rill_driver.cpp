@@ -106,6 +106,15 @@ class rill_consumer final : public consumer_driver {
     return total;
   }
 
+  std::string positions() const override {
+    std::string out;
+    for (const auto& p : parts_) {
+      out += fmt::format("{}stream {} partition {} offset {}", out.empty() ? "" : ", ", p.ref.stream_id, p.ref.partition,
+                         p.position);
+    }
+    return out;
+  }
+
  private:
   struct part {
     unit_ref ref;
