@@ -596,10 +596,14 @@ void partition_log::mark_synced(offset_t target) {
 task<expected<void>> partition_log::maybe_preallocate(segment& seg) {
   const std::uint64_t ahead = options_.config.preallocate_bytes;
   const std::uint64_t cap = std::max(options_.config.segment_bytes, seg.size);
-  if (seg.file_size >= cap || seg.file_size - seg.size >= ahead / 2) {
+  // Top up as soon as an eighth of the window is used: one large zero write (and the fdatasync that must then
+  // carry it) stalls the appends queued behind it, while small steps spread the same bytes evenly (bench/compare:
+  // halving the window at a time doubled the p99 of durable produces). A fresh segment gets the whole window.
+  const std::uint64_t step = std::max<std::uint64_t>(ahead / 32, 64 * 1024);
+  const std::uint64_t target = std::min(cap, seg.size + ahead);
+  if (seg.file_size >= target || target - seg.file_size < std::min(step, target - seg.size)) {
     co_return expected<void>{};
   }
-  const std::uint64_t target = std::min(cap, seg.size + ahead);
   auto z = co_await write_zeros(engine_, seg.log_fd, seg.file_size, target - seg.file_size, seg.log_path());
   if (!z) {
     // Not fatal: zeros past the logical end are never read as data; stop preallocating this segment.

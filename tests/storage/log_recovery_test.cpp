@@ -76,6 +76,31 @@ BOOST_AUTO_TEST_CASE(preallocated_zeros_are_not_data) {
   BOOST_TEST(f.read_all().size() == 61u);
 }
 
+// Preallocation keeps the window topped up in small steps (an eighth or less of it), never one large zero write
+// behind a burst of appends: a fresh segment gets the whole window, then each top-up writes about one step.
+BOOST_AUTO_TEST_CASE(preallocation_tops_up_in_steps) {
+  sim_log_fixture f;
+  const std::uint64_t ahead = 2 * 1024 * 1024;
+  const std::uint64_t step = ahead / 32;
+  f.options.config.preallocate_bytes = ahead;
+  f.options.config.segment_bytes = 64 * 1024 * 1024;  // no roll and no cap in this test
+  f.open();
+  const std::string log0 = seg_path(f, 0, ".log");
+  std::uint64_t file_before = f.disk.file_content(log0)->size();
+  BOOST_TEST(file_before == ahead);  // the fresh segment's whole window
+  for (int i = 0; i < 200; ++i) {
+    auto r = f.append(make_batch("p" + std::to_string(i), 20, 1000));
+    BOOST_REQUIRE(r.has_value());
+    const std::uint64_t data = f.log->stats().bytes;
+    const std::uint64_t file = f.disk.file_content(log0)->size();
+    // Never more than a step behind the window (plus the batch just acknowledged: the top-up follows the ack).
+    BOOST_TEST(file + step + 21'000 >= data + ahead);
+    BOOST_TEST(file <= data + ahead);
+    BOOST_TEST(file - file_before <= step + 21'000);  // each top-up about one step (plus one batch)
+    file_before = file;
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_that_is_valid_but_not_the_next_offset_is_not_accepted) {
   // Old bytes in recycled space: a whole, CRC-valid batch whose base offset is not the next expected one.
   sim_log_fixture f;
