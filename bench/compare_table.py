@@ -11,10 +11,14 @@ from collections import defaultdict
 results, duration, batch, fetch, runs, machine, versions = sys.argv[1:8]
 limits = {}
 groups = defaultdict(list)
+failures = []
 for line in open(results):
     if not line.strip():
         continue
     r = json.loads(line)
+    if "failure" in r:
+        failures.append(r)
+        continue
     if "limit" in r:
         key = (r["limit"], r.get("size"))
         limits[key] = r["mb_per_s"]
@@ -120,3 +124,10 @@ for size in sizes:
                 print(f"| rill / {peer}, {cls} | {ratio(r['p'], p['p'])} | {ratio(p['p99'], r['p99'])} "
                       f"| {ratio(r['c'], p['c'])} |")
         print()
+
+if failures:
+    print("## Failed runs (each tried once more)\n")
+    for f in failures:
+        err = " ".join(f["error"].split())
+        print(f"- {f['failure']}: {err}")
+    print()
