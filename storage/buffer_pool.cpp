@@ -1,8 +1,8 @@
 #include "storage/buffer_pool.h"
 
 #include <cstdlib>
-#include <thread>
 #include <new>
+#include <thread>
 
 #include "base/assert.h"
 

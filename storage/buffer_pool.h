@@ -90,7 +90,7 @@ class buffer_pool {
   void reclaim_remote() noexcept;
   static std::size_t class_of(std::size_t bytes) noexcept;
 
-  std::atomic<std::thread::id> owner_{};        // set by the first acquire
+  std::atomic<std::thread::id> owner_{};       // set by the first acquire
   std::atomic<remote_node*> remote_{nullptr};  // released elsewhere, waiting for the owner
 
   std::size_t cached_max_;

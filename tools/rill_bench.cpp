@@ -28,12 +28,12 @@
 
 #include "base/clock.h"
 #include "base/histogram.h"
-#include "tools/load/load.h"
-#include "tools/load/rill_driver.h"
 #include "storage/buffer_pool.h"
 #include "storage/io_uring_engine.h"
 #include "storage/partition_log.h"
 #include "storage/record_batch_builder.h"
+#include "tools/load/load.h"
+#include "tools/load/rill_driver.h"
 
 using namespace rill;
 using namespace rill::storage;
@@ -349,9 +349,9 @@ int main(int argc, char** argv) {
   if (*recovery) {
     return run_recovery(rdir, full_scan, rjson);
   }
-  for (const auto& [sub, mode] : {std::pair{lproduce, bench::load_mode::produce},
-                                   std::pair{lconsume, bench::load_mode::consume},
-                                   std::pair{lboth, bench::load_mode::produce_consume}}) {
+  for (const auto& [sub, mode] :
+       {std::pair{lproduce, bench::load_mode::produce}, std::pair{lconsume, bench::load_mode::consume},
+        std::pair{lboth, bench::load_mode::produce_consume}}) {
     if (*sub) {
       auto system = bench::make_rill_driver(lo);
       return bench::run_load(mode, lo, *system);

@@ -57,7 +57,8 @@ struct async_errors {
 void on_publish_error(jsCtx*, jsPubAckErr* pae, void* closure) {
   auto* e = static_cast<async_errors*>(closure);
   if (e->count++ == 0) {
-    e->first = fmt::format("{}{}", status_text(pae->Err, pae->ErrCode), pae->ErrText ? fmt::format(": {}", pae->ErrText) : "");
+    e->first =
+        fmt::format("{}{}", status_text(pae->Err, pae->ErrCode), pae->ErrText ? fmt::format(": {}", pae->ErrText) : "");
   }
 }
 
@@ -90,7 +91,8 @@ rill::expected<std::unique_ptr<connection>> connect(const load_options& o, std::
 
 class nats_producer final : public producer_driver {
  public:
-  nats_producer(std::unique_ptr<connection> c, std::unique_ptr<async_errors> e, const std::vector<std::string>& subjects)
+  nats_producer(std::unique_ptr<connection> c, std::unique_ptr<async_errors> e,
+                const std::vector<std::string>& subjects)
       : c_(std::move(c)), errors_(std::move(e)), subjects_(subjects) {}
 
   rill::expected<void> send(std::uint32_t unit, std::span<const bench_message> batch) override {
@@ -177,7 +179,7 @@ class nats_consumer final : public consumer_driver {
       for (int i = 0; i < list.Count; ++i) {
         const auto* data = natsMsg_GetData(list.Msgs[i]);
         on(std::span(reinterpret_cast<const std::byte*>(data),
-                      static_cast<std::size_t>(natsMsg_GetDataLength(list.Msgs[i]))));
+                     static_cast<std::size_t>(natsMsg_GetDataLength(list.Msgs[i]))));
       }
       total += static_cast<std::size_t>(list.Count);
       natsMsgList_Destroy(&list);

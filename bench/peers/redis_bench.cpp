@@ -143,8 +143,7 @@ class redis_consumer final : public consumer_driver {
         const auto* fields = entry->element[1];
         for (std::size_t f = 0; f + 1 < fields->elements; f += 2) {
           if (fields->element[f]->len == 1 && fields->element[f]->str[0] == 'v') {
-            on(std::span(reinterpret_cast<const std::byte*>(fields->element[f + 1]->str),
-                         fields->element[f + 1]->len));
+            on(std::span(reinterpret_cast<const std::byte*>(fields->element[f + 1]->str), fields->element[f + 1]->len));
           }
         }
         ++n;
@@ -173,8 +172,8 @@ class redis_system final : public system_driver {
   std::string name() const override { return "redis"; }
 
   std::string settings() const override {
-    return fmt::format("Redis Streams: appendonly {}, appendfsync {}; a pipeline of {} XADDs per producer",
-                       appendonly_, appendfsync_, o_.batch);
+    return fmt::format("Redis Streams: appendonly {}, appendfsync {}; a pipeline of {} XADDs per producer", appendonly_,
+                       appendfsync_, o_.batch);
   }
 
   rill::expected<void> setup() override {
@@ -189,9 +188,10 @@ class redis_system final : public system_driver {
     appendfsync_ = af;
     const std::string want = o_.sync == "before-ack" ? "always" : "everysec";
     if (appendonly_ != "yes" || appendfsync_ != want) {
-      return load_error(fmt::format("--sync {} needs the server at appendonly yes, appendfsync {}; it runs "
-                                    "appendonly {}, appendfsync {}",
-                                    o_.sync, want, appendonly_, appendfsync_));
+      return load_error(
+          fmt::format("--sync {} needs the server at appendonly yes, appendfsync {}; it runs "
+                      "appendonly {}, appendfsync {}",
+                      o_.sync, want, appendonly_, appendfsync_));
     }
     for (const auto& k : keys_) {
       RILL_TRY(r, command(admin_.get(), {"EXISTS", k}));

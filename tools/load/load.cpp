@@ -31,12 +31,13 @@ class bench_category final : public std::error_category {
 };
 
 std::uint64_t ns_since_epoch(clock_type::time_point t) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
 
 std::uint64_t ns_between(clock_type::time_point from, clock_type::time_point to) {
-  return to <= from ? 0 : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
+  return to <= from
+             ? 0
+             : static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
 }
 
 // What every thread of a run shares.
@@ -47,7 +48,7 @@ struct run_state {
   std::vector<double> key_cdf;  // zipf: cumulative probability of keys 0..k-1
 
   clock_type::time_point produce_start;
-  clock_type::time_point measure_from;  // producers' figures count from here (after the warm-up)
+  clock_type::time_point measure_from;   // producers' figures count from here (after the warm-up)
   clock_type::time_point produce_until;  // duration runs: no batch is due at or after this
   clock_type::time_point consume_from;   // consumers' per-second slots count from here
 
@@ -241,9 +242,10 @@ void consume_loop(run_state& s, system_driver& system, std::uint32_t index, std:
       }
       const auto since_ns = static_cast<std::int64_t>(ns_since_epoch(after)) - s.producers_done_ns.load();
       if (since_ns > static_cast<std::int64_t>(s.o.drain_timeout_s * 1e9)) {
-        s.fail(fmt::format("consumers received {} of the {} acknowledged messages within {} s after the producers "
-                           "stopped (consumer {} at {})",
-                           consumed, produced, s.o.drain_timeout_s, index, driver.positions()));
+        s.fail(
+            fmt::format("consumers received {} of the {} acknowledged messages within {} s after the producers "
+                        "stopped (consumer {} at {})",
+                        consumed, produced, s.o.drain_timeout_s, index, driver.positions()));
         break;
       }
     }
@@ -351,9 +353,10 @@ expected<void> check_options(const load_options& o, load_mode mode) {
     return load_error(fmt::format("--streams x --partitions is {}; at most 100000", o.units()));
   }
   if (mode != load_mode::produce && o.consumers > o.units()) {
-    return load_error(fmt::format("--consumers ({}) must be at most --streams x --partitions ({}): each consumer "
-                                  "reads whole units",
-                                  o.consumers, o.units()));
+    return load_error(
+        fmt::format("--consumers ({}) must be at most --streams x --partitions ({}): each consumer "
+                    "reads whole units",
+                    o.consumers, o.units()));
   }
   if (mode == load_mode::produce_consume && o.message_size < 8) {
     return load_error("--message-size must be at least 8 for produce-consume (each value carries its send time)");
@@ -397,10 +400,10 @@ int run_load(load_mode mode, const load_options& o, system_driver& system) {
   series consumed;
   s.produce_start = clock_type::now();
   const double warmup = mode == load_mode::consume ? 0 : o.warmup_s;
-  s.measure_from = s.produce_start + std::chrono::duration_cast<clock_type::duration>(
-                                         std::chrono::duration<double>(warmup));
-  s.produce_until = s.measure_from + std::chrono::duration_cast<clock_type::duration>(
-                                         std::chrono::duration<double>(o.duration_s));
+  s.measure_from =
+      s.produce_start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(warmup));
+  s.produce_until =
+      s.measure_from + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.duration_s));
   s.consume_from = mode == load_mode::produce_consume ? s.measure_from : s.produce_start;
   s.producers_running = o.producers;
 
@@ -466,15 +469,14 @@ int run_load(load_mode mode, const load_options& o, system_driver& system) {
   // fixed message count, until the last acknowledgement.
   const double produced_s = std::chrono::duration<double>(produced.last_at()).count();
   const double produce_s = o.messages > 0 ? produced_s : std::max(o.duration_s, produced_s);
-  rep.roles.push_back(
-      role_result{"produce", "per batch, from when it was due to its last ack", produce_s, &produced});
+  rep.roles.push_back(role_result{"produce", "per batch, from when it was due to its last ack", produce_s, &produced});
   if (mode != load_mode::produce) {
     const double consume_s = std::chrono::duration<double>(consumed.last_at()).count();
     if (mode == load_mode::consume) {
       rep.roles.push_back(role_result{"consume", "per poll", consume_s, &consumed});
     } else {
-      rep.roles.push_back(role_result{"end-to-end", "per message, from when its batch was due to its receipt",
-                                      consume_s, &consumed});
+      rep.roles.push_back(
+          role_result{"end-to-end", "per message, from when its batch was due to its receipt", consume_s, &consumed});
     }
   }
   print_report(rep);

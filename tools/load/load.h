@@ -39,28 +39,28 @@ namespace rill::bench {
 enum class load_mode { produce, consume, produce_consume };
 
 struct load_options {
-  std::string server;                // HOST:PORT of the system under test
-  std::uint32_t producers = 1;       // threads, each with its own connection
-  std::uint32_t consumers = 1;       // threads, each with its own connection (not used by produce)
-  std::uint32_t streams = 1;         // streams (rill), streams (NATS), key groups (Redis)
-  std::uint32_t partitions = 1;      // per stream
-  std::size_t message_size = 1024;   // value bytes
-  std::uint32_t batch = 100;         // messages per produce request / pipeline
-  std::uint32_t fetch = 1000;        // messages per poll / fetch / XREAD
-  double duration_s = 10;            // measured time after warm-up (when messages == 0)
-  std::uint64_t messages = 0;        // total messages to produce instead of a duration (0: use the duration)
-  double rate = 0;                   // messages per second over all producers; 0: as fast as acks allow
-  double warmup_s = 0;               // produced but not counted
-  std::string sync = "before-ack";   // before-ack | none (what that means per system: the driver's settings())
-  std::string compression = "none";  // none | zstd (rill only)
-  std::string partitioning = "fixed";       // fixed (producer i -> unit i % units) | round-robin | key
-  std::uint32_t keys = 0;                   // distinct keys per message (0: no keys; needed by partitioning key)
+  std::string server;                        // HOST:PORT of the system under test
+  std::uint32_t producers = 1;               // threads, each with its own connection
+  std::uint32_t consumers = 1;               // threads, each with its own connection (not used by produce)
+  std::uint32_t streams = 1;                 // streams (rill), streams (NATS), key groups (Redis)
+  std::uint32_t partitions = 1;              // per stream
+  std::size_t message_size = 1024;           // value bytes
+  std::uint32_t batch = 100;                 // messages per produce request / pipeline
+  std::uint32_t fetch = 1000;                // messages per poll / fetch / XREAD
+  double duration_s = 10;                    // measured time after warm-up (when messages == 0)
+  std::uint64_t messages = 0;                // total messages to produce instead of a duration (0: use the duration)
+  double rate = 0;                           // messages per second over all producers; 0: as fast as acks allow
+  double warmup_s = 0;                       // produced but not counted
+  std::string sync = "before-ack";           // before-ack | none (what that means per system: the driver's settings())
+  std::string compression = "none";          // none | zstd (rill only)
+  std::string partitioning = "fixed";        // fixed (producer i -> unit i % units) | round-robin | key
+  std::uint32_t keys = 0;                    // distinct keys per message (0: no keys; needed by partitioning key)
   std::string key_distribution = "uniform";  // uniform | zipf (s = 1)
-  std::string name_prefix = "rill-bench";   // of the streams / subjects / keys the run creates
-  bool keep = false;                        // leave what the run created in place
-  bool json = false;                        // one JSON object on stdout instead of the text summary
-  std::string output;                       // CSV of per-second throughput and latency
-  double drain_timeout_s = 30;              // consumers' time to catch up after the producers stop
+  std::string name_prefix = "rill-bench";    // of the streams / subjects / keys the run creates
+  bool keep = false;                         // leave what the run created in place
+  bool json = false;                         // one JSON object on stdout instead of the text summary
+  std::string output;                        // CSV of per-second throughput and latency
+  double drain_timeout_s = 30;               // consumers' time to catch up after the producers stop
 
   [[nodiscard]] std::uint32_t units() const noexcept { return streams * partitions; }
 };

@@ -27,8 +27,7 @@ struct percentile_row {
   const char* name;
   double p;
 };
-constexpr percentile_row percentiles[] = {{"p50", 50},      {"p90", 90},         {"p99", 99},
-                                          {"p99_9", 99.9},  {"p99_99", 99.99}};
+constexpr percentile_row percentiles[] = {{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p99_9", 99.9}, {"p99_99", 99.99}};
 
 std::string human_us(double v) {
   if (v >= 1e6) {
@@ -153,8 +152,7 @@ void print_report(const report& r) {
   }
   fmt::print("{} {}: {} B messages, batches of {}, {} producer(s){}, {} stream(s) x {} partition(s), ", r.system,
              to_string(r.mode), o.message_size, o.batch, o.producers,
-             r.mode == load_mode::produce ? "" : fmt::format(", {} consumer(s)", o.consumers), o.streams,
-             o.partitions);
+             r.mode == load_mode::produce ? "" : fmt::format(", {} consumer(s)", o.consumers), o.streams, o.partitions);
   if (o.messages > 0) {
     fmt::print("{} messages", o.messages);
   } else {
@@ -191,9 +189,9 @@ expected<void> write_csv(const report& r, const std::string& path) {
     const auto& secs = role.data->seconds();
     for (std::size_t i = 0; i < secs.size(); ++i) {
       const auto& s = *secs[i];
-      f << fmt::format("{},{},{},{},{:.3f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f}\n", i, role.name, s.messages,
-                       s.messages, static_cast<double>(s.bytes) / 1e6, us(s.latency, 50), us(s.latency, 90),
-                       us(s.latency, 99), us(s.latency, 99.9), static_cast<double>(s.latency.max()) / 1000.0);
+      f << fmt::format("{},{},{},{},{:.3f},{:.1f},{:.1f},{:.1f},{:.1f},{:.1f}\n", i, role.name, s.messages, s.messages,
+                       static_cast<double>(s.bytes) / 1e6, us(s.latency, 50), us(s.latency, 90), us(s.latency, 99),
+                       us(s.latency, 99.9), static_cast<double>(s.latency.max()) / 1000.0);
     }
   }
   f.flush();

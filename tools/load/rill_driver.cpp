@@ -39,9 +39,9 @@ class rill_producer final : public producer_driver {
   expected<void> send(std::uint32_t unit, std::span<const bench_message> batch) override {
     storage::batch_builder b(zstd_ ? storage::compression::zstd : storage::compression::none);
     b.producer(producer_id_, 0, sequences_[unit]);
-    b.base_timestamp(timestamp_ms_t(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count()));
+    b.base_timestamp(timestamp_ms_t(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count()));
     for (const auto& m : batch) {
       b.add(m.key.empty() ? std::nullopt : std::optional(storage::as_bytes(m.key)), m.value);
     }
@@ -109,8 +109,8 @@ class rill_consumer final : public consumer_driver {
   std::string positions() const override {
     std::string out;
     for (const auto& p : parts_) {
-      out += fmt::format("{}stream {} partition {} offset {}", out.empty() ? "" : ", ", p.ref.stream_id, p.ref.partition,
-                         p.position);
+      out += fmt::format("{}stream {} partition {} offset {}", out.empty() ? "" : ", ", p.ref.stream_id,
+                         p.ref.partition, p.position);
     }
     return out;
   }
