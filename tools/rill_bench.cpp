@@ -331,12 +331,7 @@ int main(int argc, char** argv) {
 
   // The load modes: one harness (tools/load) for rill and the peers under bench/peers.
   bench::load_options lo;
-  auto* lproduce = app.add_subcommand("produce", "produce throughput and latency against a running rilld");
-  bench::add_load_options(*lproduce, lo, bench::load_mode::produce);
-  auto* lconsume = app.add_subcommand("consume", "fill the streams, then measure reading them back");
-  bench::add_load_options(*lconsume, lo, bench::load_mode::consume);
-  auto* lboth = app.add_subcommand("produce-consume", "produce and consume at once: end-to-end latency");
-  bench::add_load_options(*lboth, lo, bench::load_mode::produce_consume);
+  const bench::load_commands load(app, lo);
 
   try {
     app.parse(argc, argv);
@@ -349,13 +344,9 @@ int main(int argc, char** argv) {
   if (*recovery) {
     return run_recovery(rdir, full_scan, rjson);
   }
-  for (const auto& [sub, mode] :
-       {std::pair{lproduce, bench::load_mode::produce}, std::pair{lconsume, bench::load_mode::consume},
-        std::pair{lboth, bench::load_mode::produce_consume}}) {
-    if (*sub) {
-      auto system = bench::make_rill_driver(lo);
-      return bench::run_load(mode, lo, *system);
-    }
+  if (const auto mode = load.chosen()) {
+    auto system = bench::make_rill_driver(lo);
+    return bench::run_load(*mode, lo, *system);
   }
   return run_produce_data(pdir, pbytes, psegment);
 }

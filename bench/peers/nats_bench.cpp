@@ -287,20 +287,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   load_options o;
   o.sync = "none";
-  auto* produce = app.add_subcommand("produce", "produce throughput and latency");
-  add_load_options(*produce, o, load_mode::produce);
-  auto* consume = app.add_subcommand("consume", "fill the streams, then measure reading them back");
-  add_load_options(*consume, o, load_mode::consume);
-  auto* both = app.add_subcommand("produce-consume", "end-to-end latency");
-  add_load_options(*both, o, load_mode::produce_consume);
+  const load_commands commands(app, o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   nats_system system(o);
-  const auto mode = *produce ? load_mode::produce : *consume ? load_mode::consume : load_mode::produce_consume;
-  const int rc = run_load(mode, o, system);
+  const int rc = run_load(*commands.chosen(), o, system);
   nats_Close();
   return rc;
 }

@@ -251,18 +251,12 @@ int main(int argc, char** argv) {
   CLI::App app{"redis-bench: the rill-bench load modes against Redis Streams"};
   app.require_subcommand(1);
   load_options o;
-  auto* produce = app.add_subcommand("produce", "produce throughput and latency");
-  add_load_options(*produce, o, load_mode::produce);
-  auto* consume = app.add_subcommand("consume", "fill the streams, then measure reading them back");
-  add_load_options(*consume, o, load_mode::consume);
-  auto* both = app.add_subcommand("produce-consume", "end-to-end latency");
-  add_load_options(*both, o, load_mode::produce_consume);
+  const load_commands commands(app, o);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   redis_system system(o);
-  const auto mode = *produce ? load_mode::produce : *consume ? load_mode::consume : load_mode::produce_consume;
-  return run_load(mode, o, system);
+  return run_load(*commands.chosen(), o, system);
 }

@@ -348,6 +348,28 @@ void add_load_options(CLI::App& app, load_options& o, load_mode mode) {
   app.add_option("--output", o.output, "write per-second throughput and latency to this CSV file");
 }
 
+load_commands::load_commands(CLI::App& app, load_options& o)
+    : produce_(app.add_subcommand("produce", "produce throughput and latency")),
+      consume_(app.add_subcommand("consume", "fill the streams, then measure reading them back")),
+      both_(app.add_subcommand("produce-consume", "produce and consume at once: end-to-end latency")) {
+  add_load_options(*produce_, o, load_mode::produce);
+  add_load_options(*consume_, o, load_mode::consume);
+  add_load_options(*both_, o, load_mode::produce_consume);
+}
+
+std::optional<load_mode> load_commands::chosen() const {
+  if (*produce_) {
+    return load_mode::produce;
+  }
+  if (*consume_) {
+    return load_mode::consume;
+  }
+  if (*both_) {
+    return load_mode::produce_consume;
+  }
+  return std::nullopt;
+}
+
 expected<void> check_options(const load_options& o, load_mode mode) {
   if (o.units() > 100'000) {
     return load_error(fmt::format("--streams x --partitions is {}; at most 100000", o.units()));

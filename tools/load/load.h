@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +68,19 @@ struct load_options {
 
 // Registers the options every mode and every system shares (the command-line shape scripts rely on).
 void add_load_options(CLI::App& app, load_options& o, load_mode mode);
+
+// The three subcommands (produce, consume, produce-consume), each with add_load_options, on `app`; after parsing,
+// chosen() is the mode whose subcommand was given, if any.
+class load_commands {
+ public:
+  load_commands(CLI::App& app, load_options& o);
+  [[nodiscard]] std::optional<load_mode> chosen() const;
+
+ private:
+  CLI::App* produce_;
+  CLI::App* consume_;
+  CLI::App* both_;
+};
 
 // Checks the combination (e.g. consumers <= units, message_size >= 8 for end-to-end timestamps); the error names
 // the option and its allowed range.
