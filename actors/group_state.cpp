@@ -1,0 +1,325 @@
+// group_state: membership, sticky cooperative assignment and offsets of one consumer group.
+#include "actors/group_state.h"
+
+#include <algorithm>
+
+#include <fmt/core.h>
+
+#include "base/assert.h"
+
+namespace rill::actors {
+namespace {
+
+class group_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "group"; }
+  std::string message(int c) const override {
+    switch (static_cast<group_errc>(c)) {
+      case group_errc::unknown_member:
+        return "unknown member";
+      case group_errc::stale_generation:
+        return "stale generation";
+      case group_errc::not_owner:
+        return "partition not owned by this member";
+      case group_errc::bad_partition:
+        return "no such partition";
+      case group_errc::offset_regression:
+        return "commit below the committed offset";
+      case group_errc::group_full:
+        return "the group is full";
+    }
+    return "group error";
+  }
+};
+
+rill::unexpected fail(group_errc e, std::string detail) {
+  return rill::unexpected(make_error_code(e), std::move(detail));
+}
+
+}  // namespace
+
+const std::error_category& group_category() noexcept {
+  static const group_category_impl c;
+  return c;
+}
+
+group_state::group_state(std::uint32_t partitions, assignment_strategy strategy,
+                         std::chrono::milliseconds session_timeout)
+    : strategy_(strategy), session_timeout_(session_timeout), owner_(partitions), target_(partitions) {
+  RILL_ASSERT(session_timeout.count() > 0);
+}
+
+expected<group_state::joined> group_state::join(const std::optional<std::string>& member_id, time_point now) {
+  if (member_id) {
+    if (member_id->empty()) {
+      return fail(group_errc::unknown_member, "a member id, when given, is not empty");
+    }
+    auto it = members_.find(*member_id);
+    if (it != members_.end()) {
+      // A rejoin of a live member (it lost track of the generation): same membership, nothing moves.
+      it->second.expires_at = now + session_timeout_;
+      return joined{*member_id, generation_};
+    }
+  }
+  if (members_.size() >= members_max) {
+    return fail(group_errc::group_full, fmt::format("the group has {} members, the most it takes", members_max));
+  }
+  std::string id = member_id ? *member_id : fmt::format("member-{}", next_member_++);
+  while (!member_id && members_.contains(id)) {
+    id = fmt::format("member-{}", next_member_++);
+  }
+  members_.emplace(id, member{now + session_timeout_});
+  rebalance();
+  return joined{id, generation_};
+}
+
+expected<void> group_state::leave(const std::string& id) {
+  if (!members_.contains(id)) {
+    return fail(group_errc::unknown_member, id);
+  }
+  remove_member(id);
+  rebalance();
+  return {};
+}
+
+void group_state::remove_member(const std::string& id) {
+  members_.erase(id);
+  for (auto& o : owner_) {
+    if (o == id) {
+      o.reset();  // a member that is gone reads nothing: its partitions are free at once
+    }
+  }
+}
+
+expected<group_state::member_view> group_state::heartbeat(const std::string& id, time_point now) {
+  auto it = members_.find(id);
+  if (it == members_.end()) {
+    return fail(group_errc::unknown_member, id);
+  }
+  it->second.expires_at = now + session_timeout_;
+  member_view v;
+  v.generation = generation_;
+  for (std::uint32_t p = 0; p < owner_.size(); ++p) {
+    if (owner_[p] == id) {
+      v.owned.push_back(p);
+      if (target_[p] != id) {
+        v.revoking.push_back(p);
+      }
+    }
+  }
+  return v;
+}
+
+expected<void> group_state::release(const std::string& id, std::uint64_t generation,
+                                    std::span<const std::uint32_t> partitions) {
+  RILL_TRY_VOID(check_member(id, generation));
+  for (const auto p : partitions) {
+    if (p >= owner_.size()) {
+      return fail(group_errc::bad_partition, fmt::format("partition {} of {}", p, owner_.size()));
+    }
+    if (owner_[p] != id || target_[p] == id) {
+      return fail(group_errc::not_owner, fmt::format("partition {} is not being revoked from {}", p, id));
+    }
+  }
+  for (const auto p : partitions) {
+    owner_[p] = target_[p];  // the target is a member (targets are recomputed whenever members change)
+  }
+  return {};
+}
+
+std::vector<std::string> group_state::expire(time_point now) {
+  std::vector<std::string> gone;
+  for (const auto& [id, m] : members_) {
+    if (m.expires_at <= now) {
+      gone.push_back(id);
+    }
+  }
+  for (const auto& id : gone) {
+    remove_member(id);
+  }
+  if (!gone.empty()) {
+    rebalance();
+  }
+  return gone;
+}
+
+expected<void> group_state::check_member(const std::string& id, std::uint64_t generation) const {
+  if (!members_.contains(id)) {
+    return fail(group_errc::unknown_member, id);
+  }
+  if (generation != generation_) {
+    return fail(group_errc::stale_generation,
+                fmt::format("generation {} of member {}; the group is at {}", generation, id, generation_));
+  }
+  return {};
+}
+
+expected<void> group_state::check_read(const std::string& id, std::uint64_t generation, std::uint32_t p) const {
+  RILL_TRY_VOID(check_member(id, generation));
+  if (p >= owner_.size()) {
+    return fail(group_errc::bad_partition, fmt::format("partition {} of {}", p, owner_.size()));
+  }
+  if (owner_[p] != id) {
+    return fail(group_errc::not_owner, fmt::format("partition {} is not owned by {}", p, id));
+  }
+  return {};
+}
+
+expected<void> group_state::commit(const std::string& id, std::uint64_t generation, std::uint32_t p,
+                                   std::uint64_t offset) {
+  RILL_TRY_VOID(check_read(id, generation, p));
+  auto it = committed_.find(p);
+  if (it != committed_.end() && offset < it->second) {
+    return fail(group_errc::offset_regression,
+                fmt::format("partition {}: commit of {} below the committed {}", p, offset, it->second));
+  }
+  committed_[p] = offset;
+  return {};
+}
+
+std::optional<std::uint64_t> group_state::committed(std::uint32_t p) const {
+  auto it = committed_.find(p);
+  return it == committed_.end() ? std::nullopt : std::optional(it->second);
+}
+
+std::optional<std::string> group_state::owner(std::uint32_t p) const {
+  RILL_ASSERT(p < owner_.size());
+  return owner_[p];
+}
+
+std::optional<std::string> group_state::target(std::uint32_t p) const {
+  RILL_ASSERT(p < target_.size());
+  return target_[p];
+}
+
+bool group_state::stable() const noexcept {
+  return owner_ == target_;
+}
+
+std::optional<group_state::time_point> group_state::next_deadline() const {
+  std::optional<time_point> earliest;
+  for (const auto& [id, m] : members_) {
+    if (!earliest || m.expires_at < *earliest) {
+      earliest = m.expires_at;
+    }
+  }
+  return earliest;
+}
+
+void group_state::rebalance() {
+  ++generation_;
+  target_ = compute_target();
+  for (std::uint32_t p = 0; p < owner_.size(); ++p) {
+    if (!owner_[p]) {
+      owner_[p] = target_[p];  // free: hand it over now
+    }
+    // Owned by someone else than its target: revoking until released (or its owner is gone).
+  }
+}
+
+std::vector<std::optional<std::string>> group_state::compute_target() const {
+  const auto n = static_cast<std::uint32_t>(owner_.size());
+  std::vector<std::optional<std::string>> out(n);
+  if (members_.empty() || n == 0) {
+    return out;
+  }
+  std::vector<std::string> ids;
+  for (const auto& [id, m] : members_) {
+    ids.push_back(id);
+  }
+  const auto m = static_cast<std::uint32_t>(ids.size());
+  const std::uint32_t base = n / m;
+  const std::uint32_t extra = n % m;
+
+  // Where the strategy alone would put each partition (the ideal member index).
+  auto ideal = [&](std::uint32_t p) -> std::uint32_t {
+    if (strategy_ == assignment_strategy::round_robin) {
+      return p % m;
+    }
+    // range: members 0..extra-1 take base + 1 contiguous partitions, the others base.
+    const std::uint32_t big = extra * (base + 1);
+    return p < big ? p / (base + 1) : extra + (p - big) / std::max<std::uint32_t>(base, 1);
+  };
+
+  // Shares: the members that own the most now get the larger shares (fewer moves); ties by id order.
+  std::vector<std::uint32_t> owned_now(m, 0);
+  for (std::uint32_t i = 0; i < m; ++i) {
+    owned_now[i] = static_cast<std::uint32_t>(std::count(owner_.begin(), owner_.end(), ids[i]));
+  }
+  std::vector<std::uint32_t> order(m);
+  for (std::uint32_t i = 0; i < m; ++i) {
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return owned_now[a] > owned_now[b]; });
+  std::vector<std::uint32_t> quota(m, base);
+  for (std::uint32_t k = 0; k < extra; ++k) {
+    quota[order[k]] = base + 1;
+  }
+
+  std::map<std::string, std::uint32_t> index;
+  for (std::uint32_t i = 0; i < m; ++i) {
+    index.emplace(ids[i], i);
+  }
+  std::vector<std::uint32_t> given(m, 0);
+  // 1. Sticky: a member keeps what it owns, up to its share (partitions its strategy would give it first).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t p = 0; p < n; ++p) {
+      if (out[p] || !owner_[p]) {
+        continue;
+      }
+      const auto i = index.at(*owner_[p]);
+      if ((pass == 0) != (ideal(p) == i) || given[i] >= quota[i]) {
+        continue;
+      }
+      out[p] = ids[i];
+      ++given[i];
+    }
+  }
+  // 2. The rest: to the strategy's member when it has room, then to whoever has room, in id order.
+  for (std::uint32_t p = 0; p < n; ++p) {
+    const auto i = ideal(p);
+    if (!out[p] && given[i] < quota[i]) {
+      out[p] = ids[i];
+      ++given[i];
+    }
+  }
+  std::uint32_t next = 0;
+  for (std::uint32_t p = 0; p < n; ++p) {
+    if (out[p]) {
+      continue;
+    }
+    while (given[next] >= quota[next]) {
+      ++next;
+    }
+    out[p] = ids[next];
+    ++given[next];
+  }
+  return out;
+}
+
+void group_state::check_invariants() const {
+  RILL_ASSERT(owner_.size() == target_.size());
+  std::map<std::string, std::uint32_t> counts;
+  for (std::uint32_t p = 0; p < owner_.size(); ++p) {
+    if (owner_[p]) {
+      RILL_ASSERT(members_.contains(*owner_[p]), "partition {} owned by {}, not a member", p, *owner_[p]);
+      ++counts[*owner_[p]];
+    }
+    if (target_[p]) {
+      RILL_ASSERT(members_.contains(*target_[p]), "partition {} targeted at {}, not a member", p, *target_[p]);
+    } else {
+      RILL_ASSERT(members_.empty(), "partition {} has no target while the group has members", p);
+    }
+  }
+  if (stable() && !members_.empty()) {
+    const auto n = static_cast<std::uint32_t>(owner_.size());
+    const auto m = static_cast<std::uint32_t>(members_.size());
+    for (const auto& [id, mem] : members_) {
+      const auto c = counts.contains(id) ? counts.at(id) : 0;
+      RILL_ASSERT(c == n / m || c == n / m + 1, "member {} owns {} of {} partitions with {} members", id, c, n, m);
+    }
+  }
+}
+
+}  // namespace rill::actors

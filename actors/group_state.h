@@ -1,0 +1,120 @@
+#pragma once
+// group_state: one consumer group of one topic as the broker serves it: members and their sessions, generations,
+// the assignment of the topic's partitions, and the committed offsets. Plain C++: time comes in as an argument
+// (monotonic), nothing here does I/O (the group actor persists what changes), ids come from a counter.
+//
+// Protocol (cooperative, sticky):
+// - join() adds a member (a server-made id, or the client's own stable id to rejoin as itself) and leave() or a
+//   session that ran out (expire()) removes one. Every membership change starts a new generation and computes a
+//   target assignment: balanced (each member floor(n/m) or ceil(n/m) partitions), sticky (a member keeps what it
+//   owns up to its share), the rest placed by the group's strategy (range: contiguous blocks; round robin).
+// - A partition whose target is its current owner stays; an unowned one goes to its target at once; one owned by
+//   another member is *revoking*: it stays with its owner until that owner release()s it (or leaves, or its session
+//   ends), and only then goes to its target. So a partition never has two owners.
+// - heartbeat() renews the session and tells the member its generation, what it owns and what it must give back.
+// - Reads and commits carry the member id and generation: an unknown member, a stale generation or a partition the
+//   member does not own is refused with a distinct error (group_errc).
+//
+// Invariants (check_invariants(), asserted by tests after every step):
+// - every partition has at most one owner, and it is a member;
+// - when the group has members and nothing is revoking (stable()), every partition is owned and each member owns
+//   its share;
+// - committed offsets never go backwards (a lower commit is refused);
+// - the generation only grows.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "base/expected.h"
+
+namespace rill::actors {
+
+enum class assignment_strategy { range, round_robin };
+
+enum class group_errc : int {
+  unknown_member = 1,  // not (or no longer) a member: join again
+  stale_generation,    // the group moved on: heartbeat for the current generation
+  not_owner,           // the partition is not (or not yet) this member's
+  bad_partition,       // outside the topic
+  offset_regression,   // a commit below the committed offset
+  group_full,          // members_max members already
+};
+const std::error_category& group_category() noexcept;
+inline std::error_code make_error_code(group_errc e) noexcept {
+  return {static_cast<int>(e), group_category()};
+}
+
+class group_state {
+ public:
+  using time_point = std::chrono::nanoseconds;  // monotonic
+  static constexpr std::size_t members_max = 10'000;
+
+  group_state(std::uint32_t partitions, assignment_strategy strategy, std::chrono::milliseconds session_timeout);
+
+  struct joined {
+    std::string member_id;
+    std::uint64_t generation = 0;
+  };
+  // A new member, or (with its id) a member rejoining: a live member with that id is refreshed, not duplicated.
+  expected<joined> join(const std::optional<std::string>& member_id, time_point now);
+  expected<void> leave(const std::string& member);
+
+  struct member_view {
+    std::uint64_t generation = 0;
+    std::vector<std::uint32_t> owned;     // may read and commit these
+    std::vector<std::uint32_t> revoking;  // part of owned: stop reading them and release() them
+  };
+  expected<member_view> heartbeat(const std::string& member, time_point now);
+  // The member stopped reading these partitions (each must be one it is revoking); they go to their targets.
+  expected<void> release(const std::string& member, std::uint64_t generation,
+                         std::span<const std::uint32_t> partitions);
+  // Removes every member whose session ended at or before `now`; returns their ids.
+  std::vector<std::string> expire(time_point now);
+
+  // May `member` in `generation` read `partition` now?
+  expected<void> check_read(const std::string& member, std::uint64_t generation, std::uint32_t partition) const;
+  expected<void> commit(const std::string& member, std::uint64_t generation, std::uint32_t partition,
+                        std::uint64_t offset);
+  [[nodiscard]] std::optional<std::uint64_t> committed(std::uint32_t partition) const;
+
+  [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
+  [[nodiscard]] std::uint32_t partitions() const noexcept { return static_cast<std::uint32_t>(owner_.size()); }
+  [[nodiscard]] std::size_t members() const noexcept { return members_.size(); }
+  [[nodiscard]] std::optional<std::string> owner(std::uint32_t partition) const;
+  [[nodiscard]] std::optional<std::string> target(std::uint32_t partition) const;
+  // Nothing is waiting for a revocation.
+  [[nodiscard]] bool stable() const noexcept;
+  // The earliest session end, if any member.
+  [[nodiscard]] std::optional<time_point> next_deadline() const;
+  void check_invariants() const;
+
+ private:
+  struct member {
+    time_point expires_at{0};
+  };
+  void remove_member(const std::string& id);
+  // A membership change: new generation, new target, cooperative hand-over of what can move now.
+  void rebalance();
+  std::vector<std::optional<std::string>> compute_target() const;
+  expected<void> check_member(const std::string& member, std::uint64_t generation) const;
+
+  assignment_strategy strategy_;
+  std::chrono::nanoseconds session_timeout_;
+  std::uint64_t generation_ = 0;
+  std::uint64_t next_member_ = 1;
+  std::map<std::string, member> members_;             // ordered by id: assignments are deterministic
+  std::vector<std::optional<std::string>> owner_;     // per partition: who may read it now
+  std::vector<std::optional<std::string>> target_;    // per partition: who should own it
+  std::map<std::uint32_t, std::uint64_t> committed_;  // per partition
+};
+
+}  // namespace rill::actors
+
+template <>
+struct std::is_error_code_enum<rill::actors::group_errc> : std::true_type {};

@@ -1,0 +1,249 @@
+// group_state: membership, sticky cooperative assignment, generations, sessions and offsets, as a plain state
+// machine; then seeded random runs of joins, leaves, heartbeats, releases, expiries and commits with the
+// invariants checked after every step.
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <set>
+
+#include "actors/group_state.h"
+#include "base/random.h"
+
+using namespace rill;
+using namespace rill::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+using tp = group_state::time_point;
+
+std::vector<std::uint32_t> owned_by(const group_state& g, const std::string& id) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t p = 0; p < g.partitions(); ++p) {
+    if (g.owner(p) == id) {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// Every member gives back what it is asked to (as a well-behaved consumer does after its heartbeat).
+void settle(group_state& g, const std::vector<std::string>& ids, tp now) {
+  for (const auto& id : ids) {
+    auto v = g.heartbeat(id, now);
+    if (v && !v->revoking.empty()) {
+      BOOST_REQUIRE(g.release(id, v->generation, v->revoking));
+    }
+    g.check_invariants();
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(group_state_suite)
+
+BOOST_AUTO_TEST_CASE(three_members_spread_evenly_and_a_fourth_moves_as_little_as_possible) {
+  group_state g(12, assignment_strategy::range, 10s);
+  const auto a = g.join(std::nullopt, tp(0))->member_id;
+  BOOST_TEST(owned_by(g, a).size() == 12u);  // alone: everything, at once
+  const auto b = g.join(std::nullopt, tp(0))->member_id;
+  // Cooperative: b gets nothing until a gives its half back.
+  BOOST_TEST(owned_by(g, b).empty());
+  BOOST_TEST(!g.stable());
+  auto va = g.heartbeat(a, tp(0));
+  BOOST_REQUIRE(va);
+  BOOST_TEST(va->revoking.size() == 6u);
+  BOOST_REQUIRE(g.release(a, va->generation, va->revoking));
+  BOOST_TEST(owned_by(g, b).size() == 6u);
+  BOOST_TEST(g.stable());
+  const auto c = g.join(std::nullopt, tp(0))->member_id;
+  settle(g, {a, b, c}, tp(0));
+  BOOST_TEST(g.stable());
+  for (const auto& id : {a, b, c}) {
+    BOOST_TEST(owned_by(g, id).size() == 4u);
+  }
+  std::map<std::uint32_t, std::string> before;
+  for (std::uint32_t p = 0; p < 12; ++p) {
+    before[p] = *g.owner(p);
+  }
+  const auto d = g.join(std::nullopt, tp(0))->member_id;
+  settle(g, {a, b, c, d}, tp(0));
+  BOOST_TEST(g.stable());
+  int moved = 0;
+  for (std::uint32_t p = 0; p < 12; ++p) {
+    moved += *g.owner(p) != before[p] ? 1 : 0;
+  }
+  BOOST_TEST(moved == 3);  // the minimum: each of the three gives one to the newcomer
+  for (const auto& id : {a, b, c, d}) {
+    BOOST_TEST(owned_by(g, id).size() == 3u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(strategies_place_a_fresh_group_as_named) {
+  group_state range(7, assignment_strategy::range, 10s);
+  group_state rr(7, assignment_strategy::round_robin, 10s);
+  for (auto* g : {&range, &rr}) {
+    g->join(std::string("a"), tp(0)).value();
+    g->join(std::string("b"), tp(0)).value();
+    g->join(std::string("c"), tp(0)).value();
+    settle(*g, {"a", "b", "c"}, tp(0));
+  }
+  // The first member took everything; stickiness keeps its ideal share, the rest follows the strategy.
+  BOOST_TEST(owned_by(range, "a") == (std::vector<std::uint32_t>{0, 1, 2}));
+  BOOST_TEST(owned_by(range, "b") == (std::vector<std::uint32_t>{3, 4}));
+  BOOST_TEST(owned_by(range, "c") == (std::vector<std::uint32_t>{5, 6}));
+  BOOST_TEST(owned_by(rr, "a") == (std::vector<std::uint32_t>{0, 3, 6}));
+  BOOST_TEST(owned_by(rr, "b") == (std::vector<std::uint32_t>{1, 4}));
+  BOOST_TEST(owned_by(rr, "c") == (std::vector<std::uint32_t>{2, 5}));
+}
+
+BOOST_AUTO_TEST_CASE(a_member_whose_session_ends_loses_its_partitions_to_the_others) {
+  group_state g(6, assignment_strategy::round_robin, 3s);
+  const auto a = g.join(std::nullopt, tp(0))->member_id;
+  const auto b = g.join(std::nullopt, tp(0))->member_id;
+  settle(g, {a, b}, tp(0));
+  BOOST_REQUIRE(g.stable());
+  BOOST_TEST((g.next_deadline() == tp(3s)));
+  // a keeps heartbeating, b goes silent.
+  BOOST_TEST(g.expire(tp(2s)).empty());
+  BOOST_REQUIRE(g.heartbeat(a, tp(2s)));
+  const auto gone = g.expire(tp(3s));
+  BOOST_TEST(gone == std::vector<std::string>{b});
+  BOOST_TEST(g.stable());  // b owned nothing of a's and is gone: its partitions went to a at once
+  BOOST_TEST(owned_by(g, a).size() == 6u);
+  auto stale = g.heartbeat(b, tp(3s));
+  BOOST_REQUIRE(!stale);
+  BOOST_TEST(stale.error().code() == make_error_code(group_errc::unknown_member));
+  g.check_invariants();
+}
+
+BOOST_AUTO_TEST_CASE(stale_generations_unknown_members_and_backward_commits_are_refused) {
+  group_state g(2, assignment_strategy::range, 10s);
+  const auto a = g.join(std::nullopt, tp(0));
+  BOOST_REQUIRE(a);
+  BOOST_REQUIRE(g.commit(a->member_id, a->generation, 0, 10));
+  BOOST_TEST(*g.committed(0) == 10u);
+  auto back = g.commit(a->member_id, a->generation, 0, 5);
+  BOOST_REQUIRE(!back);
+  BOOST_TEST(back.error().code() == make_error_code(group_errc::offset_regression));
+  const auto b = g.join(std::nullopt, tp(0));  // a new generation
+  BOOST_REQUIRE(b);
+  auto stale = g.commit(a->member_id, a->generation, 0, 20);
+  BOOST_REQUIRE(!stale);
+  BOOST_TEST(stale.error().code() == make_error_code(group_errc::stale_generation));
+  BOOST_TEST(*g.committed(0) == 10u);
+  auto unknown = g.commit("nobody", g.generation(), 0, 20);
+  BOOST_REQUIRE(!unknown);
+  BOOST_TEST(unknown.error().code() == make_error_code(group_errc::unknown_member));
+  // b does not own partition 1 until a releases it: neither reads nor commits.
+  auto early = g.check_read(b->member_id, b->generation, 1);
+  BOOST_REQUIRE(!early);
+  BOOST_TEST(early.error().code() == make_error_code(group_errc::not_owner));
+  auto va = g.heartbeat(a->member_id, tp(1s));
+  BOOST_REQUIRE(va);
+  BOOST_TEST(va->revoking == std::vector<std::uint32_t>{1});
+  BOOST_REQUIRE(g.release(a->member_id, va->generation, va->revoking));
+  BOOST_TEST(static_cast<bool>(g.check_read(b->member_id, b->generation, 1)));
+  BOOST_TEST(!g.check_read(a->member_id, va->generation, 1));
+  BOOST_TEST(!g.release(a->member_id, va->generation, std::vector<std::uint32_t>{0}));  // not being revoked
+  BOOST_TEST(!g.check_read(b->member_id, b->generation, 2));                            // no such partition
+}
+
+BOOST_AUTO_TEST_CASE(a_member_rejoining_with_its_id_keeps_its_place) {
+  group_state g(4, assignment_strategy::range, 10s);
+  g.join(std::string("stable-a"), tp(0)).value();
+  g.join(std::string("stable-b"), tp(0)).value();
+  settle(g, {"stable-a", "stable-b"}, tp(0));
+  const auto gen = g.generation();
+  const auto again = g.join(std::string("stable-a"), tp(1s));
+  BOOST_REQUIRE(again);
+  BOOST_TEST(again->generation == gen);  // no membership change, no rebalance
+  BOOST_TEST(g.members() == 2u);
+  BOOST_TEST(owned_by(g, "stable-a").size() == 2u);
+}
+
+// Seeded random runs: members join, leave, go silent, heartbeat and release what they are asked to (sometimes
+// late), commit what they own; time moves on. After every step: the invariants, at most one member that may read
+// each partition, committed offsets never lower than before, and a group left alone long enough becomes stable
+// with every partition owned.
+BOOST_AUTO_TEST_CASE(random_runs_keep_the_invariants) {
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    prng rng(seed);
+    const auto partitions = static_cast<std::uint32_t>(1 + rng.below(24));
+    group_state g(partitions, rng.below(2) ? assignment_strategy::range : assignment_strategy::round_robin, 5s);
+    tp now(0);
+    std::set<std::string> live;  // members that still heartbeat
+    std::map<std::uint32_t, std::uint64_t> last_commit;
+    for (int step = 0; step < 300; ++step) {
+      now += std::chrono::milliseconds(rng.below(800));
+      const auto op = rng.below(10);
+      if (op == 0 && g.members() < 8) {
+        auto j = g.join(std::nullopt, now);
+        BOOST_REQUIRE(j);
+        live.insert(j->member_id);
+      } else if (op == 1 && !live.empty()) {
+        auto it = std::next(live.begin(), static_cast<long>(rng.below(live.size())));
+        BOOST_REQUIRE(g.leave(*it));
+        live.erase(it);
+      } else if (op == 2 && !live.empty()) {
+        live.erase(std::next(live.begin(), static_cast<long>(rng.below(live.size()))));  // goes silent
+      } else if (op <= 6) {
+        for (const auto& id : live) {
+          auto v = g.heartbeat(id, now);
+          if (!v) {
+            continue;  // expired while silent... or never: live members heartbeat in time below
+          }
+          if (!v->revoking.empty() && rng.below(3) != 0) {
+            BOOST_REQUIRE(g.release(id, v->generation, v->revoking));
+          }
+        }
+      } else if (op == 7) {
+        for (const auto& id : g.expire(now)) {
+          live.erase(id);
+        }
+      } else {
+        for (const auto& id : live) {
+          auto v = g.heartbeat(id, now);
+          if (!v || v->owned.empty()) {
+            continue;
+          }
+          const auto p = v->owned[rng.below(v->owned.size())];
+          const auto next = last_commit[p] + rng.below(100);
+          BOOST_REQUIRE(g.commit(id, v->generation, p, next));
+          last_commit[p] = next;
+        }
+      }
+      g.check_invariants();
+      for (std::uint32_t p = 0; p < partitions; ++p) {
+        int readers = 0;
+        for (const auto& id : live) {
+          readers += g.check_read(id, g.generation(), p) ? 1 : 0;
+        }
+        BOOST_REQUIRE(readers <= 1);
+        if (last_commit.contains(p)) {
+          BOOST_REQUIRE((g.committed(p) == last_commit[p]));
+        }
+      }
+      // Live members heartbeat well within their session: expire only removes the silent ones.
+      for (const auto& id : live) {
+        BOOST_REQUIRE(g.heartbeat(id, now));
+      }
+    }
+    // Left alone: the silent expire, the live give back what they are asked to; then everything is owned.
+    now += 10s;
+    for (const auto& id : live) {
+      BOOST_REQUIRE(g.heartbeat(id, now));
+    }
+    g.expire(now);
+    settle(g, std::vector<std::string>(live.begin(), live.end()), now);
+    BOOST_TEST_REQUIRE(g.stable(), "seed " << seed);
+    if (!live.empty()) {
+      for (std::uint32_t p = 0; p < partitions; ++p) {
+        BOOST_REQUIRE(g.owner(p).has_value());
+      }
+    }
+    g.check_invariants();
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
