@@ -484,9 +484,8 @@ expected<std::vector<producer::ack>> producer::send_partition(std::uint32_t part
   return acks;
 }
 
-expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches) {
-  std::vector<record> out;
-  std::vector<std::byte> scratch;
+expected<void> for_each_record(std::span<const std::byte> batches, std::vector<std::byte>& scratch,
+                               const record_visitor& on) {
   std::size_t pos = 0;
   storage::batch_limits limits;
   limits.batch_bytes_max = 1u << 30;
@@ -499,32 +498,43 @@ expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<
       if (!next) {
         break;
       }
-      record rec;
-      rec.partition = partition;
-      rec.offset = v.base_offset().value() + next->offset_delta;
-      rec.timestamp_ms =
-          v.log_append_time() ? v.max_timestamp().value() : v.base_timestamp().value() + next->timestamp_delta;
-      auto str = [](const std::optional<std::span<const std::byte>>& b) -> std::optional<std::string> {
-        if (!b) {
-          return std::nullopt;
-        }
-        return std::string(reinterpret_cast<const char*>(b->data()), b->size());
-      };
-      rec.key = str(next->key);
-      rec.value = str(next->value);
-      storage::header_reader hr(next->headers, next->header_count);
-      for (;;) {
-        RILL_TRY(h, hr.next());
-        if (!h) {
-          break;
-        }
-        rec.headers.emplace_back(std::string(reinterpret_cast<const char*>(h->key.data()), h->key.size()),
-                                 str(h->value));
-      }
-      out.push_back(std::move(rec));
+      RILL_TRY_VOID(on(v, *next));
     }
     pos += v.size();
   }
+  return {};
+}
+
+expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches) {
+  std::vector<record> out;
+  std::vector<std::byte> scratch;
+  auto str = [](const std::optional<std::span<const std::byte>>& b) -> std::optional<std::string> {
+    if (!b) {
+      return std::nullopt;
+    }
+    return std::string(reinterpret_cast<const char*>(b->data()), b->size());
+  };
+  RILL_TRY_VOID(for_each_record(
+      batches, scratch, [&](const storage::batch_view& v, const storage::record_view& next) -> expected<void> {
+        record rec;
+        rec.partition = partition;
+        rec.offset = v.base_offset().value() + next.offset_delta;
+        rec.timestamp_ms =
+            v.log_append_time() ? v.max_timestamp().value() : v.base_timestamp().value() + next.timestamp_delta;
+        rec.key = str(next.key);
+        rec.value = str(next.value);
+        storage::header_reader hr(next.headers, next.header_count);
+        for (;;) {
+          RILL_TRY(h, hr.next());
+          if (!h) {
+            break;
+          }
+          rec.headers.emplace_back(std::string(reinterpret_cast<const char*>(h->key.data()), h->key.size()),
+                                   str(h->value));
+        }
+        out.push_back(std::move(rec));
+        return {};
+      }));
   return out;
 }
 

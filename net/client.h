@@ -12,6 +12,7 @@
 // consumer: polls one partition from a strategy, with the server storing its offset (auto_commit) when named.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -165,7 +166,15 @@ struct record {
   std::vector<std::pair<std::string, std::optional<std::string>>> headers;
 };
 
-// Decodes every record of the batches of a poll reply (decompressing zstd).
+// Visits every record of the batches of a poll reply without copying it: each batch is validated (CRC,
+// structure) and a zstd one decompressed into `scratch`; `on` gets the batch and the record (which points into the
+// reply or `scratch`, valid during the call). The first error (a bad batch or record, or one `on` returns) ends it.
+using record_visitor =
+    std::function<expected<void>(const storage::batch_view& batch, const storage::record_view& record)>;
+expected<void> for_each_record(std::span<const std::byte> batches, std::vector<std::byte>& scratch,
+                               const record_visitor& on);
+
+// Decodes every record of the batches of a poll reply (decompressing zstd), copying each.
 expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches);
 
 struct consumer_options {

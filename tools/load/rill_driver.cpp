@@ -124,27 +124,15 @@ class rill_consumer final : public consumer_driver {
   // Every record at or after the partition's position, checked (CRC, structure) but not copied.
   expected<std::size_t> walk(std::span<const std::byte> batches, const part& p, const on_message& on) {
     std::size_t n = 0;
-    std::size_t pos = 0;
-    storage::batch_limits limits;
-    limits.batch_bytes_max = 1u << 30;
-    while (pos < batches.size()) {
-      RILL_TRY(v, storage::batch_view::validate(batches.subspan(pos), limits));
-      RILL_TRY(region, storage::records_of(v, limits.uncompressed_bytes_max, scratch_));
-      storage::record_reader rr(region);
-      for (;;) {
-        RILL_TRY(rec, rr.next());
-        if (!rec) {
-          break;
-        }
-        const auto offset = v.base_offset().value() + static_cast<std::uint64_t>(rec->offset_delta);
-        if (offset < p.position) {
-          continue;
-        }
-        on(rec->value ? *rec->value : std::span<const std::byte>());
-        ++n;
-      }
-      pos += v.size();
-    }
+    RILL_TRY_VOID(for_each_record(
+        batches, scratch_, [&](const storage::batch_view& v, const storage::record_view& rec) -> expected<void> {
+          const auto offset = v.base_offset().value() + static_cast<std::uint64_t>(rec.offset_delta);
+          if (offset >= p.position) {
+            on(rec.value ? *rec.value : std::span<const std::byte>());
+            ++n;
+          }
+          return {};
+        }));
     return n;
   }
 
