@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 
 #include "actors/connection_actor.hpp"
+#include "actors/group_actor.hpp"
 #include "actors/metadata_actor.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
@@ -118,6 +119,7 @@ struct broker::impl {
   std::unique_ptr<stderr_reporter> reporter;
   routing routes;
   partition_services partition_svc;
+  group_services group_svc;
   metadata_services metadata_svc;
   connection_services connection_svc;
   std::atomic<std::uint32_t> connections{0};
@@ -177,6 +179,10 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->metadata_svc.config = &p->config;
   p->metadata_svc.routes = &p->routes;
   p->metadata_svc.partitions = &p->partition_svc;
+  p->group_svc.clk = &g_clock;
+  p->group_svc.reporter = p->reporter.get();
+  p->group_svc.routes = &p->routes;
+  p->metadata_svc.groups = &p->group_svc;
   p->metadata_svc.shards = p->rt->shard_count();
   p->metadata_svc.on_ready = [&ready](bool ok, const std::string& why) { ready.set_value({ok, why}); };
   p->metadata = p->rt->system().spawn<metadata_actor>(&p->metadata_svc);

@@ -167,6 +167,52 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
     return actor;
   };
   auto bad_header = [&] { reply_error(corr, net::status::bad_header, "the request header does not parse", bytes); };
+  // Finds a consumer group's actor, or replies with the error.
+  auto route_group = [&](const proto::Identifier& s, const proto::Identifier& t,
+                         const proto::Identifier& g) -> caf::actor {
+    auto stream = table->view->find_stream(s);
+    if (!stream) {
+      reply_error(corr, net::status_of(stream.error().code()), stream.error().detail(), bytes);
+      return {};
+    }
+    auto topic = table->view->find_topic(**stream, t);
+    if (!topic) {
+      reply_error(corr, net::status_of(topic.error().code()), topic.error().detail(), bytes);
+      return {};
+    }
+    auto group = metadata_view::find_group(**topic, g);
+    if (!group) {
+      reply_error(corr, net::status_of(group.error().code()), group.error().detail(), bytes);
+      return {};
+    }
+    auto actor = table->group((*stream)->id, (*topic)->id, (*group)->id);
+    if (!actor) {
+      reply_error(corr, net::status::unavailable, "the group is being created or deleted; retry", bytes);
+    }
+    return actor;
+  };
+  // Sends a request to a group's actor and relays its reply.
+  auto to_group = [&](caf::actor group) {
+    if (*a == net::api::group_join) {
+      groups_.emplace(group.address(), group);  // told when this connection closes
+    }
+    group_msg msg{req.api_wire, std::string(reinterpret_cast<const char*>(req.header.data()), req.header.size()), id()};
+    request(group, caf::infinite, group_atom::value, std::move(msg))
+        .then(
+            [this, corr, bytes](group_reply& r) {
+              if (!r.result.ok()) {
+                return reply_error(corr, r.result.st, r.result.message, bytes);
+              }
+              std::vector<std::byte> out;
+              net::append_reply_raw(
+                  out, corr, net::status::ok,
+                  std::span<const std::byte>(reinterpret_cast<const std::byte*>(r.header.data()), r.header.size()));
+              reply(std::move(out), bytes);
+            },
+            [this, corr, bytes](caf::error& e) {
+              reply_error(corr, net::status::unavailable, system().render(e), bytes);
+            });
+  };
 
   switch (*a) {
     case net::api::ping: {
@@ -229,28 +275,39 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
       if (!target) {
         return;
       }
-      request(target, caf::infinite, poll_atom::value, poll_msg{std::move(h)})
-          .then(
-              [this, corr, bytes, chosen](poll_reply& r) {
-                if (!r.result.ok()) {
-                  return reply_error(corr, r.result.st, r.result.message, bytes);
-                }
-                proto::PollReply out;
-                out.set_partition_id(chosen);
-                out.set_first_offset(
-                    static_cast<std::uint64_t>(std::max<std::int64_t>(r.data->first_offset.value(), 0)));
-                out.set_next_offset(static_cast<std::uint64_t>(r.data->next_offset.value()));
-                out.set_high_watermark(static_cast<std::uint64_t>(r.data->high_watermark.value()));
-                out.set_log_start(static_cast<std::uint64_t>(r.data->log_start.value()));
-                out.set_batches(r.data->batches);
-                out.set_records(r.data->records);
-                out.set_start_offset(static_cast<std::uint64_t>(std::max<std::int64_t>(r.data->requested.value(), 0)));
-                const auto data = r.data->bytes ? r.data->bytes.span() : std::span<const std::byte>{};
-                reply(reply_frame(corr, out, data), bytes);
-              },
-              [this, corr, bytes](caf::error& e) {
-                reply_error(corr, net::status::unavailable, system().render(e), bytes);
-              });
+      // A group member's poll goes through its group, which checks ownership and knows the group's offset.
+      caf::actor group;
+      if (h.consumer().kind_case() == proto::Consumer::kGroup) {
+        proto::Identifier g;
+        g.set_name(h.consumer().group());
+        group = route_group(h.stream(), h.topic(), g);
+        if (!group) {
+          return;
+        }
+      }
+      auto pending =
+          group ? request(group, caf::infinite, group_poll_atom::value, group_poll_msg{std::move(h), std::move(target)})
+                : request(target, caf::infinite, poll_atom::value, poll_msg{std::move(h)});
+      pending.then(
+          [this, corr, bytes, chosen](poll_reply& r) {
+            if (!r.result.ok()) {
+              return reply_error(corr, r.result.st, r.result.message, bytes);
+            }
+            proto::PollReply out;
+            out.set_partition_id(chosen);
+            out.set_first_offset(static_cast<std::uint64_t>(std::max<std::int64_t>(r.data->first_offset.value(), 0)));
+            out.set_next_offset(static_cast<std::uint64_t>(r.data->next_offset.value()));
+            out.set_high_watermark(static_cast<std::uint64_t>(r.data->high_watermark.value()));
+            out.set_log_start(static_cast<std::uint64_t>(r.data->log_start.value()));
+            out.set_batches(r.data->batches);
+            out.set_records(r.data->records);
+            out.set_start_offset(static_cast<std::uint64_t>(std::max<std::int64_t>(r.data->requested.value(), 0)));
+            const auto data = r.data->bytes ? r.data->bytes.span() : std::span<const std::byte>{};
+            reply(reply_frame(corr, out, data), bytes);
+          },
+          [this, corr, bytes](caf::error& e) {
+            reply_error(corr, net::status::unavailable, system().render(e), bytes);
+          });
       return;
     }
     case net::api::offset_store:
@@ -260,9 +317,16 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
       if (!parse_header(req, h)) {
         return bad_header();
       }
+      if (h.consumer().kind_case() == proto::Consumer::kGroup) {
+        proto::Identifier g;
+        g.set_name(h.consumer().group());
+        if (auto group = route_group(h.stream(), h.topic(), g)) {
+          to_group(group);
+        }
+        return;
+      }
       if (h.consumer().kind_case() != proto::Consumer::kName) {
-        return reply_error(corr, net::status::unsupported,
-                           "consumer offsets need a named consumer (consumer groups arrive with their issue)", bytes);
+        return reply_error(corr, net::status::bad_header, "an offset request names a consumer or a group", bytes);
       }
       std::uint32_t chosen = 0;
       auto target = route(h.stream(), h.topic(), h.partition_id(), chosen);
@@ -298,8 +362,24 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
       }
       return;
     }
+    case net::api::group_get:
+    case net::api::group_join:
+    case net::api::group_leave:
+    case net::api::group_heartbeat:
+    case net::api::group_assignment:
+    case net::api::group_commit:
+    case net::api::group_offsets: {
+      proto::GroupGetRequest h;  // every group request starts with stream, topic and group
+      if (!parse_header(req, h)) {
+        return bad_header();
+      }
+      if (auto group = route_group(h.stream(), h.topic(), h.group())) {
+        to_group(group);
+      }
+      return;
+    }
     default: {
-      // Streams, topics, partitions and stats: the metadata actor.
+      // Streams, topics, partitions, stats, and creating, listing and deleting groups: the metadata actor.
       metadata_msg msg{req.api_wire, std::string(reinterpret_cast<const char*>(req.header.data()), req.header.size())};
       const bool stats = *a == net::api::stats;
       request(services_->metadata, caf::infinite, metadata_atom::value, std::move(msg))
@@ -431,6 +511,11 @@ void connection_actor::force_close() {
 }
 
 void connection_actor::on_exit() {
+  // Members that joined or beat through this connection leave their groups now, not when their sessions end.
+  for (auto& [addr, g] : groups_) {
+    anon_send(g, disconnect_atom::value, std::uint64_t{id()});
+  }
+  groups_.clear();
   if (io_ && io_->in_flight() > 0) {
     // Terminated from outside (the runtime going down) with requests still in the kernel: what they point at (the
     // requests, their buffers, the router) is leaked on purpose rather than freed under the kernel's feet.

@@ -6,6 +6,8 @@
 #include <fmt/core.h>
 
 #include "base/assert.h"
+#include "net/proto/metadata.pb.h"
+#include "net/status.h"
 
 namespace rill::actors {
 namespace {
@@ -49,7 +51,8 @@ group_state::group_state(std::uint32_t partitions, assignment_strategy strategy,
   RILL_ASSERT(session_timeout.count() > 0);
 }
 
-expected<group_state::joined> group_state::join(const std::optional<std::string>& member_id, time_point now) {
+expected<group_state::joined> group_state::join(const std::optional<std::string>& member_id, time_point now,
+                                                connection_id conn) {
   if (member_id) {
     if (member_id->empty()) {
       return fail(group_errc::unknown_member, "a member id, when given, is not empty");
@@ -58,6 +61,7 @@ expected<group_state::joined> group_state::join(const std::optional<std::string>
     if (it != members_.end()) {
       // A rejoin of a live member (it lost track of the generation): same membership, nothing moves.
       it->second.expires_at = now + session_timeout_;
+      it->second.conn = conn;
       return joined{*member_id, generation_};
     }
   }
@@ -68,7 +72,7 @@ expected<group_state::joined> group_state::join(const std::optional<std::string>
   while (!member_id && members_.contains(id)) {
     id = fmt::format("member-{}", next_member_++);
   }
-  members_.emplace(id, member{now + session_timeout_});
+  members_.emplace(id, member{now + session_timeout_, conn});
   rebalance();
   return joined{id, generation_};
 }
@@ -91,12 +95,51 @@ void group_state::remove_member(const std::string& id) {
   }
 }
 
-expected<group_state::member_view> group_state::heartbeat(const std::string& id, time_point now) {
+std::vector<std::string> group_state::disconnected(connection_id conn) {
+  std::vector<std::string> gone;
+  if (conn == 0) {
+    return gone;
+  }
+  for (const auto& [id, m] : members_) {
+    if (m.conn == conn) {
+      gone.push_back(id);
+    }
+  }
+  for (const auto& id : gone) {
+    remove_member(id);
+  }
+  if (!gone.empty()) {
+    rebalance();
+  }
+  return gone;
+}
+
+expected<group_state::member_view> group_state::heartbeat(const std::string& id, time_point now,
+                                                          std::span<const std::uint32_t> released, connection_id conn) {
   auto it = members_.find(id);
   if (it == members_.end()) {
     return fail(group_errc::unknown_member, id);
   }
   it->second.expires_at = now + session_timeout_;
+  if (conn != 0) {
+    it->second.conn = conn;
+  }
+  for (const auto p : released) {
+    if (p < owner_.size() && owner_[p] == id && target_[p] != id) {
+      owner_[p] = target_[p];
+    }
+  }
+  return view_of(id);
+}
+
+expected<group_state::member_view> group_state::assignment(const std::string& id) const {
+  if (!members_.contains(id)) {
+    return fail(group_errc::unknown_member, id);
+  }
+  return view_of(id);
+}
+
+group_state::member_view group_state::view_of(const std::string& id) const {
   member_view v;
   v.generation = generation_;
   for (std::uint32_t p = 0; p < owner_.size(); ++p) {
@@ -175,6 +218,94 @@ expected<void> group_state::commit(const std::string& id, std::uint64_t generati
   }
   committed_[p] = offset;
   return {};
+}
+
+expected<void> group_state::reset(std::uint32_t p, std::uint64_t offset) {
+  if (!members_.empty()) {
+    return fail(group_errc::not_owner,
+                fmt::format("the group has {} members: offsets are reset only while it has none", members_.size()));
+  }
+  if (p >= owner_.size()) {
+    return fail(group_errc::bad_partition, fmt::format("partition {} of {}", p, owner_.size()));
+  }
+  committed_[p] = offset;
+  return {};
+}
+
+void group_state::resize(std::uint32_t partitions) {
+  owner_.resize(partitions);
+  target_.resize(partitions);
+  committed_.erase(committed_.lower_bound(partitions), committed_.end());
+  rebalance();
+}
+
+std::vector<group_state::member_info> group_state::member_list() const {
+  std::vector<member_info> out;
+  for (const auto& [id, m] : members_) {
+    out.push_back(member_info{id, m.expires_at});
+  }
+  return out;
+}
+
+std::string group_state::serialize() const {
+  proto::GroupStateFile f;
+  f.set_generation(generation_);
+  f.set_next_member(next_member_);
+  f.set_partitions(partitions());
+  for (const auto& [id, m] : members_) {
+    f.add_members(id);
+  }
+  for (std::uint32_t p = 0; p < owner_.size(); ++p) {
+    const auto c = committed(p);
+    if (!owner_[p] && !c) {
+      continue;
+    }
+    auto* slot = f.add_slots();
+    slot->set_partition_id(p);
+    if (owner_[p]) {
+      slot->set_owner(*owner_[p]);
+    }
+    if (c) {
+      slot->set_committed(*c);
+    }
+  }
+  return f.SerializeAsString();
+}
+
+expected<group_state> group_state::restore(std::string_view bytes, assignment_strategy strategy,
+                                           std::chrono::milliseconds session_timeout, std::uint32_t partitions,
+                                           time_point now) {
+  proto::GroupStateFile f;
+  if (!f.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return rill::unexpected(make_error_code(net::status::storage_error), "the group state does not parse");
+  }
+  group_state g(partitions, strategy, session_timeout);
+  g.generation_ = f.generation();
+  g.next_member_ = std::max<std::uint64_t>(f.next_member(), 1);
+  for (const auto& id : f.members()) {
+    if (!id.empty() && g.members_.size() < members_max) {
+      g.members_.emplace(id, member{now + g.session_timeout_, 0});
+    }
+  }
+  for (const auto& slot : f.slots()) {
+    if (slot.partition_id() >= partitions) {
+      continue;  // partitions deleted since
+    }
+    if (slot.has_owner() && g.members_.contains(slot.owner())) {
+      g.owner_[slot.partition_id()] = slot.owner();
+    }
+    if (slot.has_committed()) {
+      g.committed_[slot.partition_id()] = slot.committed();
+    }
+  }
+  // The saved targets are recomputed (sticky: owners keep their shares); when the partition count changed, or the
+  // file was written mid-revocation, this is a new generation like any other change.
+  const auto before = g.generation_;
+  g.rebalance();
+  if (f.partitions() == partitions && g.stable()) {
+    g.generation_ = before;  // nothing moved: members go on with the generation they know
+  }
+  return g;
 }
 
 std::optional<std::uint64_t> group_state::committed(std::uint32_t p) const {

@@ -61,16 +61,27 @@ class group_state {
     std::string member_id;
     std::uint64_t generation = 0;
   };
+  // Which client connection a member last spoke through (0: none): when that connection closes, disconnected()
+  // removes the member at once instead of waiting for its session to end.
+  using connection_id = std::uint64_t;
+
   // A new member, or (with its id) a member rejoining: a live member with that id is refreshed, not duplicated.
-  expected<joined> join(const std::optional<std::string>& member_id, time_point now);
+  expected<joined> join(const std::optional<std::string>& member_id, time_point now, connection_id conn = 0);
   expected<void> leave(const std::string& member);
+  // Removes the members whose last connection was `conn`; returns their ids.
+  std::vector<std::string> disconnected(connection_id conn);
 
   struct member_view {
     std::uint64_t generation = 0;
     std::vector<std::uint32_t> owned;     // may read and commit these
     std::vector<std::uint32_t> revoking;  // part of owned: stop reading them and release() them
   };
-  expected<member_view> heartbeat(const std::string& member, time_point now);
+  // Renews the session. `released`: partitions the member no longer reads; those being revoked from it go to their
+  // targets, the others are ignored (the member reads them again once it sees them owned and not revoking).
+  expected<member_view> heartbeat(const std::string& member, time_point now,
+                                  std::span<const std::uint32_t> released = {}, connection_id conn = 0);
+  // The member's assignment, without renewing anything.
+  expected<member_view> assignment(const std::string& member) const;
   // The member stopped reading these partitions (each must be one it is revoking); they go to their targets.
   expected<void> release(const std::string& member, std::uint64_t generation,
                          std::span<const std::uint32_t> partitions);
@@ -82,6 +93,23 @@ class group_state {
   expected<void> commit(const std::string& member, std::uint64_t generation, std::uint32_t partition,
                         std::uint64_t offset);
   [[nodiscard]] std::optional<std::uint64_t> committed(std::uint32_t partition) const;
+  // An administrator's reset of a committed offset (backwards too): only while the group has no members.
+  expected<void> reset(std::uint32_t partition, std::uint64_t offset);
+  // The topic's partition count changed: a new generation; partitions gone lose their owners and offsets.
+  void resize(std::uint32_t partitions);
+
+  // Persistence: everything but the sessions, which restart at `now` on restore (members that are gone then end
+  // their sessions and are removed; the others keep their partitions without a rebalance).
+  [[nodiscard]] std::string serialize() const;
+  static expected<group_state> restore(std::string_view bytes, assignment_strategy strategy,
+                                       std::chrono::milliseconds session_timeout, std::uint32_t partitions,
+                                       time_point now);
+
+  struct member_info {
+    std::string id;
+    time_point expires_at{0};
+  };
+  [[nodiscard]] std::vector<member_info> member_list() const;
 
   [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
   [[nodiscard]] std::uint32_t partitions() const noexcept { return static_cast<std::uint32_t>(owner_.size()); }
@@ -97,8 +125,10 @@ class group_state {
  private:
   struct member {
     time_point expires_at{0};
+    connection_id conn = 0;
   };
   void remove_member(const std::string& id);
+  member_view view_of(const std::string& id) const;
   // A membership change: new generation, new target, cooperative hand-over of what can move now.
   void rebalance();
   std::vector<std::optional<std::string>> compute_target() const;

@@ -26,6 +26,11 @@ using accept_atom = caf::atom_constant<caf::atom("accept")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using force_atom = caf::atom_constant<caf::atom("force")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using group_atom = caf::atom_constant<caf::atom("group")>;
+using group_poll_atom = caf::atom_constant<caf::atom("gpoll")>;
+using disconnect_atom = caf::atom_constant<caf::atom("disconn")>;
+using resize_atom = caf::atom_constant<caf::atom("resize")>;
+using describe_atom = caf::atom_constant<caf::atom("describe")>;
 
 // The outcome of a request to an actor: a status (ok or the error) and its message.
 struct outcome {
@@ -76,8 +81,29 @@ struct metadata_reply {
   std::string header;  // serialized reply header
 };
 
+// A consumer-group request for the group's actor: the API, its protobuf header, and the client connection it came
+// through (members are removed when their connection closes).
+struct group_msg {
+  std::uint16_t api = 0;
+  std::string header;  // serialized request header
+  std::uint64_t connection = 0;
+};
+struct group_reply {
+  outcome result;
+  std::string header;  // serialized reply header
+};
+// A poll by a group member: the group checks the member, resolves NEXT to the group's offset, asks the partition
+// and checks ownership again when the data comes back.
+struct group_poll_msg {
+  proto::PollRequest request;
+  caf::actor partition;
+};
+
 }  // namespace rill::actors
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_poll_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::poll_msg)

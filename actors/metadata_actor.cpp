@@ -67,7 +67,7 @@ caf::behavior metadata_actor::make_behavior() {
           }
           const auto a = net::api_from_wire(msg.api);
           const bool is_read = a == net::api::stream_get || a == net::api::stream_list || a == net::api::topic_get ||
-                               a == net::api::topic_list || a == net::api::stats;
+                               a == net::api::topic_list || a == net::api::stats || a == net::api::group_list;
           auto run = [this, rp, is_read, api = msg.api, header = std::move(msg.header)]() mutable {
             auto finished = [this, rp, is_read](expected<metadata_reply> reply) mutable {
               rp.deliver(reply ? std::move(*reply) : metadata_reply{outcome::of(reply.error()), {}});
@@ -104,6 +104,11 @@ caf::behavior metadata_actor::make_behavior() {
               (void)closed;
             }
             self->partitions_.clear();
+            // Groups after partitions: their members' parked polls have been answered by now.
+            for (const auto& [ns, g] : self->groups_) {
+              (void)co_await actor_request<outcome, close_atom>(self, g, close_atom::value);
+            }
+            self->groups_.clear();
             if (self->group_) {
               RILL_CO_TRY_VOID(co_await self->group_->close());
             }
@@ -136,6 +141,7 @@ void metadata_actor::publish() {
   auto table = std::make_shared<routing_table>();
   table->view = state_.view();
   table->partitions = partitions_;
+  table->groups = groups_;
   services_->routes->publish(std::move(table));
 }
 
@@ -149,6 +155,44 @@ void metadata_actor::spawn_partitions(std::uint32_t stream, std::uint32_t topic,
     partition_identity id{stream, topic, p, partition_dir(services_->config->data_dir, stream, topic, p)};
     partitions_[ns] =
         system().spawn<partition_actor>(shard_of(ns, services_->shards), id, options, services_->partitions);
+  }
+}
+
+void metadata_actor::spawn_group(std::uint32_t stream, const topic_meta& topic, const group_meta& group) {
+  const std::uint64_t ns = group_namespace(stream, topic.id, group.id);
+  group_identity id{stream,
+                    topic.id,
+                    group.id,
+                    group.name,
+                    group.created_ms,
+                    group.config,
+                    topic.config.partitions(),
+                    group_dir(services_->config->data_dir, stream, topic.id, group.id)};
+  groups_[ns] = system().spawn<group_actor>(shard_of(ns, services_->shards), std::move(id), services_->groups);
+}
+
+task<expected<void>> metadata_actor::destroy_groups(std::vector<std::uint64_t> namespaces) {
+  for (auto ns : namespaces) {
+    auto it = groups_.find(ns);
+    if (it == groups_.end()) {
+      continue;
+    }
+    caf::actor g = it->second;
+    groups_.erase(it);
+    RILL_CO_TRY(r, co_await actor_request<outcome, destroy_atom>(this, g, destroy_atom::value));
+    if (!r.ok()) {
+      co_return fail(r.st, r.message);
+    }
+  }
+  co_return expected<void>{};
+}
+
+void metadata_actor::resize_groups(std::uint32_t stream, const topic_meta& topic) {
+  for (const auto& [gid, g] : topic.groups) {
+    auto it = groups_.find(group_namespace(stream, topic.id, gid));
+    if (it != groups_.end()) {
+      anon_send(it->second, resize_atom::value, topic.config.partitions());
+    }
   }
 }
 
@@ -172,9 +216,43 @@ task<expected<void>> metadata_actor::recover() {
   for (const auto& [sid, s] : view->streams) {
     for (const auto& [tid, t] : s.topics) {
       spawn_partitions(sid, tid, 0, t.config.partitions());
+      for (const auto& [gid, g] : t.groups) {
+        spawn_group(sid, t, g);
+      }
     }
   }
   std::vector<std::string> orphans;
+  // Group state of deleted streams, topics and groups: <data>/groups/<stream>/<topic>/<group>.
+  const std::string groups_root = storage::join_path(services_->config->data_dir, "groups");
+  if (auto streams = co_await storage::list_dir(*io_, groups_root)) {
+    for (const auto& sname : *streams) {
+      char* end = nullptr;
+      const unsigned long sid = std::strtoul(sname.c_str(), &end, 10);
+      auto sit = view->streams.find(static_cast<std::uint32_t>(sid));
+      const std::string sdir = storage::join_path(groups_root, sname);
+      if (*end != '\0' || sit == view->streams.end()) {
+        orphans.push_back(sdir);
+        continue;
+      }
+      auto topics = co_await storage::list_dir(*io_, sdir);
+      for (const auto& tname : topics ? *topics : std::vector<std::string>{}) {
+        const unsigned long tid = std::strtoul(tname.c_str(), &end, 10);
+        auto tit = sit->second.topics.find(static_cast<std::uint32_t>(tid));
+        const std::string tdir = storage::join_path(sdir, tname);
+        if (*end != '\0' || tit == sit->second.topics.end()) {
+          orphans.push_back(tdir);
+          continue;
+        }
+        auto groups = co_await storage::list_dir(*io_, tdir);
+        for (const auto& gname : groups ? *groups : std::vector<std::string>{}) {
+          const unsigned long gid = std::strtoul(gname.c_str(), &end, 10);
+          if (*end != '\0' || !tit->second.groups.contains(static_cast<std::uint32_t>(gid))) {
+            orphans.push_back(storage::join_path(tdir, gname));
+          }
+        }
+      }
+    }
+  }
   if (auto streams = co_await storage::list_dir(*io_, streams_root(services_->config->data_dir))) {
     for (const auto& name : *streams) {
       const std::string sdir = storage::join_path(streams_root(services_->config->data_dir), name);
@@ -326,6 +404,29 @@ task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::stri
       out.set_bytes(bytes);
       co_return reply_with(out);
     }
+    case net::api::group_list: {
+      RILL_CO_TRY(req, parse<proto::GroupListRequest>(header));
+      RILL_CO_TRY(s, view->find_stream(req.stream()));
+      RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
+      std::vector<caf::actor> actors;
+      for (const auto& [gid, g] : t->groups) {
+        auto it = groups_.find(group_namespace(s->id, t->id, gid));
+        if (it != groups_.end()) {
+          actors.push_back(it->second);
+        }
+      }
+      proto::GroupListReply out;
+      for (const auto& g : actors) {
+        RILL_CO_TRY(described, co_await actor_request<group_reply, describe_atom>(this, g, describe_atom::value));
+        if (!described.result.ok()) {
+          co_return fail(described.result.st, described.result.message);
+        }
+        proto::GroupGetReply got;
+        got.ParseFromString(described.header);
+        *out.add_groups() = std::move(*got.mutable_group());
+      }
+      co_return reply_with(out);
+    }
     default:
       co_return fail(net::status::unknown_api, fmt::format("api {} is not a metadata read", api));
   }
@@ -367,16 +468,23 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       const std::uint32_t sid = s->id;
       std::vector<std::uint64_t> doomed;
+      std::vector<std::uint64_t> doomed_groups;
       for (const auto& [tid, t] : s->topics) {
         for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {
           doomed.push_back(partition_namespace(sid, tid, p));
+        }
+        for (const auto& [gid, g] : t.groups) {
+          doomed_groups.push_back(group_namespace(sid, tid, gid));
         }
       }
       proto::MetadataCommand cmd;
       cmd.mutable_delete_stream()->set_stream_id(sid);
       RILL_CO_TRY_VOID(co_await commit(cmd));  // first: a crash after it leaves only data, which recovery removes
       RILL_CO_TRY_VOID(co_await destroy_partitions(doomed));
+      RILL_CO_TRY_VOID(co_await destroy_groups(doomed_groups));
       publish();
+      RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, fmt::format("{}/groups/{}", data_dir, sid),
+                                                     services_->config->storage.delete_step_bytes));
       RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, fmt::format("{}/{}", streams_root(data_dir), sid),
                                                      services_->config->storage.delete_step_bytes));
       co_return reply_with(proto::StreamDeleteReply{});
@@ -447,12 +555,19 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       for (std::uint32_t p = 0; p < t->config.partitions(); ++p) {
         doomed.push_back(partition_namespace(sid, tid, p));
       }
+      std::vector<std::uint64_t> doomed_groups;
+      for (const auto& [gid, g] : t->groups) {
+        doomed_groups.push_back(group_namespace(sid, tid, gid));
+      }
       proto::MetadataCommand cmd;
       cmd.mutable_delete_topic()->set_stream_id(sid);
       cmd.mutable_delete_topic()->set_topic_id(tid);
       RILL_CO_TRY_VOID(co_await commit(cmd));
       RILL_CO_TRY_VOID(co_await destroy_partitions(doomed));
+      RILL_CO_TRY_VOID(co_await destroy_groups(doomed_groups));
       publish();
+      RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, fmt::format("{}/groups/{}/{}", data_dir, sid, tid),
+                                                     services_->config->storage.delete_step_bytes));
       RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_,
                                                      fmt::format("{}/{}/topics/{}", streams_root(data_dir), sid, tid),
                                                      services_->config->storage.delete_step_bytes));
@@ -489,10 +604,59 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       }
       publish();
       const auto now = state_.view();
+      resize_groups(sid, now->streams.at(sid).topics.at(tid));
       RILL_CO_TRY(info, co_await topic_info(now->streams.at(sid), now->streams.at(sid).topics.at(tid)));
       proto::PartitionsAddReply out;
       *out.mutable_topic() = std::move(info);
       co_return reply_with(out);
+    }
+    case net::api::group_create: {
+      RILL_CO_TRY(req, parse<proto::GroupCreateRequest>(header));
+      RILL_CO_TRY(s, view->find_stream(req.stream()));
+      RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
+      RILL_CO_TRY(config, complete_group_config(req.config()));
+      const std::uint32_t sid = s->id;
+      const std::uint32_t tid = t->id;
+      proto::MetadataCommand cmd;
+      auto* c = cmd.mutable_create_group();
+      c->set_stream_id(sid);
+      c->set_topic_id(tid);
+      c->set_name(req.name());
+      *c->mutable_config() = config;
+      RILL_CO_TRY_VOID(co_await commit(cmd));
+      const auto now = state_.view();
+      const topic_meta& topic = now->streams.at(sid).topics.at(tid);
+      proto::Identifier named;
+      named.set_name(req.name());
+      RILL_CO_TRY(g, metadata_view::find_group(topic, named));
+      spawn_group(sid, topic, *g);
+      publish();
+      RILL_CO_TRY(described, co_await actor_request<group_reply, describe_atom>(
+                                 this, groups_.at(group_namespace(sid, tid, g->id)), describe_atom::value));
+      if (!described.result.ok()) {
+        co_return fail(described.result.st, described.result.message);
+      }
+      proto::GroupGetReply got;
+      got.ParseFromString(described.header);
+      proto::GroupCreateReply out;
+      *out.mutable_group() = std::move(*got.mutable_group());
+      co_return reply_with(out);
+    }
+    case net::api::group_delete: {
+      RILL_CO_TRY(req, parse<proto::GroupDeleteRequest>(header));
+      RILL_CO_TRY(s, view->find_stream(req.stream()));
+      RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
+      RILL_CO_TRY(g, metadata_view::find_group(*t, req.group()));
+      const std::uint64_t ns = group_namespace(s->id, t->id, g->id);
+      proto::MetadataCommand cmd;
+      cmd.mutable_delete_group()->set_stream_id(s->id);
+      cmd.mutable_delete_group()->set_topic_id(t->id);
+      cmd.mutable_delete_group()->set_group_id(g->id);
+      RILL_CO_TRY_VOID(co_await commit(cmd));
+      std::vector<std::uint64_t> doomed{ns};
+      RILL_CO_TRY_VOID(co_await destroy_groups(std::move(doomed)));
+      publish();
+      co_return reply_with(proto::GroupDeleteReply{});
     }
     default:
       co_return fail(net::status::unknown_api, fmt::format("api {} is not a metadata change", api));

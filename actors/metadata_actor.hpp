@@ -11,11 +11,13 @@
 #include <memory>
 
 #include "actors/actor_io.hpp"
+#include "actors/actor_request.hpp"
 #include "actors/homed.h"
 #include "actors/messages.hpp"
 #include "actors/metadata_machine.h"
 #include "actors/metadata_state.h"
 #include "actors/metered.hpp"
+#include "actors/group_actor.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
 #include "config/server_config.h"
@@ -27,6 +29,7 @@ struct metadata_services {
   const config::server_config* config = nullptr;
   routing* routes = nullptr;
   const partition_services* partitions = nullptr;
+  const group_services* groups = nullptr;
   std::size_t shards = 1;
   // The metadata group's journal ring and checkpoint interval (commands between checkpoints: a quarter of the ring).
   std::uint64_t journal_slots = 1024;
@@ -50,6 +53,10 @@ class metadata_actor final : public metered<>, public homed {
   task<expected<void>> commit(proto::MetadataCommand cmd);
   task<expected<void>> destroy_partitions(std::vector<std::uint64_t> namespaces);
   void spawn_partitions(std::uint32_t stream, std::uint32_t topic, std::uint32_t from, std::uint32_t to);
+  void spawn_group(std::uint32_t stream, const topic_meta& topic, const group_meta& group);
+  // Destroys the group actors (and their state) of these group namespaces.
+  task<expected<void>> destroy_groups(std::vector<std::uint64_t> namespaces);
+  void resize_groups(std::uint32_t stream, const topic_meta& topic);
   void publish();
   void pump();
 
@@ -59,47 +66,10 @@ class metadata_actor final : public metered<>, public homed {
   std::unique_ptr<consensus::local_group> group_;
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, caf::actor> partitions_;
+  std::map<std::uint64_t, caf::actor> groups_;  // by group_namespace()
   std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;
-};
-
-// Answers one request: the awaitable bridge from a coroutine to a CAF request/response.
-template <class Reply, class... Args>
-class actor_request {
- public:
-  actor_request(caf::event_based_actor* self, caf::actor dest, Args... args)
-      : self_(self), dest_(std::move(dest)), args_(std::move(args)...) {}
-  bool await_ready() const noexcept { return false; }
-  void await_suspend(std::coroutine_handle<> h) {
-    std::apply(
-        [&](auto&... a) {
-          self_->request(dest_, caf::infinite, a...)
-              .then(
-                  [this, h](Reply& r) {
-                    reply_ = std::move(r);
-                    h.resume();
-                  },
-                  [this, h](caf::error& e) {
-                    error_ = self_->system().render(e);
-                    h.resume();
-                  });
-        },
-        args_);
-  }
-  expected<Reply> await_resume() {
-    if (reply_) {
-      return std::move(*reply_);
-    }
-    return rill::unexpected(make_error_code(net::status::internal_error), "actor request failed: " + error_);
-  }
-
- private:
-  caf::event_based_actor* self_;
-  caf::actor dest_;
-  std::tuple<Args...> args_;
-  std::optional<Reply> reply_;
-  std::string error_;
 };
 
 }  // namespace rill::actors

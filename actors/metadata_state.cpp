@@ -113,6 +113,44 @@ expected<const topic_meta*> metadata_view::find_topic(const stream_meta& stream,
               fmt::format("topic {} not found in stream '{}'", describe(id), stream.name));
 }
 
+expected<const group_meta*> metadata_view::find_group(const topic_meta& topic, const proto::Identifier& id) {
+  if (id.kind_case() == proto::Identifier::kId) {
+    auto it = topic.groups.find(id.id());
+    if (it != topic.groups.end()) {
+      return &it->second;
+    }
+  } else if (id.kind_case() == proto::Identifier::kName) {
+    for (const auto& [gid, g] : topic.groups) {
+      if (g.name == id.name()) {
+        return &g;
+      }
+    }
+  } else {
+    return fail(net::status::bad_header, "no group given");
+  }
+  return fail(net::status::group_not_found, fmt::format("group {} not found in topic '{}'", describe(id), topic.name));
+}
+
+std::uint64_t group_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t group_id) {
+  RILL_ASSERT(group_id < group_ids_max);
+  return partition_namespace(stream_id, topic_id, group_id) | (std::uint64_t{1} << 63);
+}
+
+expected<proto::GroupConfig> complete_group_config(const proto::GroupConfig& requested) {
+  proto::GroupConfig out;
+  if (requested.has_strategy() && !proto::AssignmentStrategy_IsValid(requested.strategy())) {
+    return fail(net::status::invalid_config, "strategy: allowed are range and round_robin");
+  }
+  out.set_strategy(requested.has_strategy() ? requested.strategy() : proto::ASSIGNMENT_RANGE);
+  if (requested.has_session_timeout_ms()) {
+    RILL_TRY_VOID(in_range<std::uint32_t>("session_timeout_ms", requested.session_timeout_ms(), session_timeout_ms_min,
+                                          session_timeout_ms_max));
+  }
+  out.set_session_timeout_ms(requested.has_session_timeout_ms() ? requested.session_timeout_ms()
+                                                                : session_timeout_ms_default);
+  return out;
+}
+
 std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id) {
   RILL_ASSERT(stream_id < stream_ids_max);
   RILL_ASSERT(topic_id < topic_ids_max);
@@ -337,6 +375,34 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
       }
       return {};
     }
+    case proto::MetadataCommand::kCreateGroup: {
+      const auto& c = cmd.create_group();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY(t, need_topic(*s, c.topic_id()));
+      RILL_TRY_VOID(check_name("group", c.name()));
+      for (const auto& [gid, g] : t->groups) {
+        if (g.name == c.name()) {
+          return fail(net::status::already_exists,
+                      fmt::format("group '{}' already exists in topic '{}'", c.name(), t->name));
+        }
+      }
+      if (t->groups.size() >= groups_per_topic_max || t->next_group_id >= group_ids_max) {
+        return fail(net::status::invalid_config,
+                    fmt::format("topic '{}' has {} groups, the most it takes", t->name, t->groups.size()));
+      }
+      RILL_TRY_VOID(complete_group_config(c.config()));
+      return {};
+    }
+    case proto::MetadataCommand::kDeleteGroup: {
+      const auto& c = cmd.delete_group();
+      RILL_TRY(s, need_stream(c.stream_id()));
+      RILL_TRY(t, need_topic(*s, c.topic_id()));
+      if (!t->groups.contains(c.group_id())) {
+        return fail(net::status::group_not_found,
+                    fmt::format("group #{} not found in topic '{}'", c.group_id(), t->name));
+      }
+      return {};
+    }
     case proto::MetadataCommand::KIND_NOT_SET:
       break;
   }
@@ -414,6 +480,26 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
       out.topic_id = c.topic_id();
       break;
     }
+    case proto::MetadataCommand::kCreateGroup: {
+      const auto& c = cmd.create_group();
+      topic_meta& t = next->streams.at(c.stream_id()).topics.at(c.topic_id());
+      group_meta g;
+      g.id = t.next_group_id++;
+      g.name = c.name();
+      g.created_ms = cmd.time_ms();
+      g.config = *complete_group_config(c.config());
+      t.groups.emplace(g.id, std::move(g));
+      out.stream_id = c.stream_id();
+      out.topic_id = c.topic_id();
+      break;
+    }
+    case proto::MetadataCommand::kDeleteGroup: {
+      const auto& c = cmd.delete_group();
+      next->streams.at(c.stream_id()).topics.at(c.topic_id()).groups.erase(c.group_id());
+      out.stream_id = c.stream_id();
+      out.topic_id = c.topic_id();
+      break;
+    }
     case proto::MetadataCommand::KIND_NOT_SET:
       RILL_UNREACHABLE();
   }
@@ -437,6 +523,14 @@ proto::MetadataSnapshot metadata_state::snapshot(std::uint64_t applied_offset) c
       pt->set_name(t.name);
       pt->set_created_ms(t.created_ms);
       *pt->mutable_config() = t.config;
+      pt->set_next_group_id(t.next_group_id);
+      for (const auto& [gid, g] : t.groups) {
+        auto* pg = pt->add_groups();
+        pg->set_id(g.id);
+        pg->set_name(g.name);
+        pg->set_created_ms(g.created_ms);
+        *pg->mutable_config() = g.config;
+      }
     }
   }
   return out;
@@ -463,6 +557,18 @@ expected<metadata_state> metadata_state::from_snapshot(const proto::MetadataSnap
       t.name = pt.name();
       t.created_ms = pt.created_ms();
       t.config = pt.config();
+      t.next_group_id = pt.next_group_id();
+      for (const auto& pg : pt.groups()) {
+        if (pg.id() >= t.next_group_id) {
+          return fail(net::status::internal_error, fmt::format("metadata snapshot: group id {} out of order", pg.id()));
+        }
+        group_meta g;
+        g.id = pg.id();
+        g.name = pg.name();
+        g.created_ms = pg.created_ms();
+        g.config = pg.config();
+        t.groups.emplace(g.id, std::move(g));
+      }
       s.topics.emplace(t.id, std::move(t));
     }
     view->streams.emplace(s.id, std::move(s));

@@ -28,11 +28,27 @@ inline constexpr std::uint32_t topic_ids_max = 1u << 12;
 inline constexpr std::uint32_t partitions_max = 1u << 20;
 inline constexpr std::size_t name_bytes_max = 255;
 
+inline constexpr std::uint32_t group_ids_max = 1u << 20;
+inline constexpr std::size_t groups_per_topic_max = 1024;
+inline constexpr std::uint32_t session_timeout_ms_min = 100;
+inline constexpr std::uint32_t session_timeout_ms_max = 3'600'000;
+inline constexpr std::uint32_t session_timeout_ms_default = 10'000;
+
+// A consumer group of one topic. Its members, assignment and offsets live in its actor (group_state), not here.
+struct group_meta {
+  std::uint32_t id = 0;
+  std::string name;
+  std::uint64_t created_ms = 0;
+  proto::GroupConfig config;  // complete: every field set
+};
+
 struct topic_meta {
   std::uint32_t id = 0;
   std::string name;
   std::uint64_t created_ms = 0;
   proto::TopicConfig config;  // complete: every field set
+  std::uint32_t next_group_id = 0;
+  std::map<std::uint32_t, group_meta> groups;
 };
 
 struct stream_meta {
@@ -52,12 +68,21 @@ struct metadata_view {
   // Errors carry net::status codes (stream_not_found, topic_not_found) with a message naming what was asked.
   expected<const stream_meta*> find_stream(const proto::Identifier& id) const;
   expected<const topic_meta*> find_topic(const stream_meta& stream, const proto::Identifier& id) const;
+  // Error: group_not_found.
+  static expected<const group_meta*> find_group(const topic_meta& topic, const proto::Identifier& id);
 };
 
 // The partition's position in the namespace (stream 20 bits, topic 12 bits, partition 20 bits) and the shard that
 // owns it: upper 16 bits of murmur3_64(namespace) modulo the shard count.
 std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id);
 std::size_t shard_of(std::uint64_t ns, std::size_t shards);
+// A consumer group's key: like a partition's namespace with the group id in the partition bits and the top bit set
+// (so it never equals a partition's); its shard is shard_of(group_namespace(...)).
+std::uint64_t group_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t group_id);
+
+// A new group's complete configuration (defaults where unset), range-checked: errors (invalid_config) name the
+// field and its allowed range.
+expected<proto::GroupConfig> complete_group_config(const proto::GroupConfig& requested);
 
 // A name as the protocol allows: 1-255 bytes of [A-Za-z0-9._-]. `what` names the kind in the error.
 expected<void> check_name(std::string_view what, std::string_view name);

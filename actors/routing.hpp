@@ -15,10 +15,15 @@ namespace rill::actors {
 struct routing_table {
   std::shared_ptr<const metadata_view> view = std::make_shared<const metadata_view>();
   std::map<std::uint64_t, caf::actor> partitions;  // by partition_namespace()
+  std::map<std::uint64_t, caf::actor> groups;      // by group_namespace()
 
   [[nodiscard]] caf::actor partition(std::uint32_t stream, std::uint32_t topic, std::uint32_t partition) const {
     auto it = partitions.find(partition_namespace(stream, topic, partition));
     return it == partitions.end() ? caf::actor{} : it->second;
+  }
+  [[nodiscard]] caf::actor group(std::uint32_t stream, std::uint32_t topic, std::uint32_t group) const {
+    auto it = groups.find(group_namespace(stream, topic, group));
+    return it == groups.end() ? caf::actor{} : it->second;
   }
 };
 

@@ -90,6 +90,35 @@ class client {
                                                       std::uint32_t partition, const std::string& consumer,
                                                       std::uint64_t offset);
 
+  // Consumer groups (net/client_groups.cpp; docs/consumer-groups.md).
+  expected<proto::GroupInfo> create_group(const proto::Identifier& stream, const proto::Identifier& topic,
+                                          const std::string& name, const proto::GroupConfig& config = {});
+  expected<proto::GroupInfo> get_group(const proto::Identifier& stream, const proto::Identifier& topic,
+                                       const proto::Identifier& group);
+  expected<std::vector<proto::GroupInfo>> list_groups(const proto::Identifier& stream, const proto::Identifier& topic);
+  expected<void> delete_group(const proto::Identifier& stream, const proto::Identifier& topic,
+                              const proto::Identifier& group);
+  // Without member_id the server makes one; with one the client joins (or rejoins) as that member.
+  expected<proto::GroupJoinReply> join_group(const proto::Identifier& stream, const proto::Identifier& topic,
+                                             const proto::Identifier& group,
+                                             const std::optional<std::string>& member_id = std::nullopt);
+  expected<void> leave_group(const proto::Identifier& stream, const proto::Identifier& topic,
+                             const proto::Identifier& group, const std::string& member_id);
+  // Renews the session, hands back `released` (partitions being revoked that the member stopped reading).
+  expected<proto::GroupAssignment> heartbeat_group(const proto::Identifier& stream, const proto::Identifier& topic,
+                                                   const proto::Identifier& group, const std::string& member_id,
+                                                   std::span<const std::uint32_t> released = {});
+  // The member's assignment, without renewing its session.
+  expected<proto::GroupAssignment> group_assignment(const proto::Identifier& stream, const proto::Identifier& topic,
+                                                    const proto::Identifier& group, const std::string& member_id);
+  // Commits next offsets to consume (partition, offset) for the member, all or none.
+  expected<void> commit_group(const proto::Identifier& stream, const proto::Identifier& topic,
+                              const proto::Identifier& group, const proto::GroupMember& member,
+                              const std::vector<std::pair<std::uint32_t, std::uint64_t>>& offsets);
+  expected<std::vector<proto::GroupPartition>> group_offsets(const proto::Identifier& stream,
+                                                             const proto::Identifier& topic,
+                                                             const proto::Identifier& group);
+
   [[nodiscard]] const client_options& options() const noexcept { return options_; }
 
  private:
@@ -159,6 +188,8 @@ class producer {
 // A received message.
 struct record {
   std::uint32_t partition = 0;
+  std::uint32_t subscription = 0;  // group_consumer: the index of the record's topic in its subscriptions
+  std::uint64_t generation = 0;    // group_consumer: the group generation it was read under
   std::int64_t offset = 0;
   std::int64_t timestamp_ms = 0;
   std::optional<std::string> key;

@@ -68,6 +68,18 @@ std::string_view to_string(status s) noexcept {
       return "partition_fenced";
     case status::internal_error:
       return "internal_error";
+    case status::group_not_found:
+      return "group_not_found";
+    case status::unknown_member:
+      return "unknown_member";
+    case status::stale_generation:
+      return "stale_generation";
+    case status::not_owner:
+      return "not_owner";
+    case status::offset_regression:
+      return "offset_regression";
+    case status::group_full:
+      return "group_full";
   }
   return "unknown_status";
 }
@@ -179,6 +191,26 @@ std::string_view to_string(api a) noexcept {
       return "offset_get";
     case api::stats:
       return "stats";
+    case api::group_create:
+      return "group_create";
+    case api::group_get:
+      return "group_get";
+    case api::group_list:
+      return "group_list";
+    case api::group_delete:
+      return "group_delete";
+    case api::group_join:
+      return "group_join";
+    case api::group_leave:
+      return "group_leave";
+    case api::group_heartbeat:
+      return "group_heartbeat";
+    case api::group_assignment:
+      return "group_assignment";
+    case api::group_commit:
+      return "group_commit";
+    case api::group_offsets:
+      return "group_offsets";
   }
   return "unknown_api";
 }

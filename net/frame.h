@@ -46,6 +46,16 @@ enum class api : std::uint16_t {
   offset_store = 40,
   offset_get = 41,
   stats = 50,
+  group_create = 60,
+  group_get = 61,
+  group_list = 62,
+  group_delete = 63,
+  group_join = 64,
+  group_leave = 65,
+  group_heartbeat = 66,
+  group_assignment = 67,
+  group_commit = 68,
+  group_offsets = 69,
 };
 
 [[nodiscard]] std::string_view to_string(api a) noexcept;

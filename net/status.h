@@ -24,6 +24,7 @@ enum class status : std::uint16_t {
   topic_not_found = 21,
   partition_not_found = 22,
   already_exists = 23,
+  group_not_found = 24,
   invalid_batch = 30,
   crc_mismatch = 31,
   batch_too_large = 32,
@@ -32,6 +33,12 @@ enum class status : std::uint16_t {
   producer_fenced = 35,     // an older producer epoch
   duplicate_sequence = 36,  // a retry of a batch written long ago (older than the 5 the partition remembers)
   offset_out_of_range = 40,
+  // Consumer groups (docs/consumer-groups.md).
+  unknown_member = 60,     // not (or no longer) a member of the group: join again
+  stale_generation = 61,   // the request carries an old generation: heartbeat for the current assignment
+  not_owner = 62,          // the partition is not (or not yet, or no longer) this member's
+  offset_regression = 63,  // a commit below the group's committed offset
+  group_full = 64,         // the group has as many members as it takes
   // Retriable.
   overloaded = 100,   // back-pressure: try again shortly
   unavailable = 101,  // the server is starting or stopping

@@ -10,7 +10,10 @@
 //     produce STREAM TOPIC [--partition P | --key K] [--header k=v]... [--zstd]   (one message per stdin line)
 //     consume STREAM TOPIC --partition P [--from first|last|next|offset:N|timestamp:MS] [--count N]
 //                              [--consumer NAME] [--follow]
+//     consume STREAM TOPIC --group NAME [--member ID] [--count N] [--follow]
 //     offset get|set STREAM TOPIC --partition P --consumer NAME [OFFSET]
+//     group create STREAM TOPIC NAME [--strategy range|round_robin] [--session-timeout-ms MS]
+//     group list STREAM TOPIC | group describe|delete STREAM TOPIC NAME
 //
 // Human output by default; --json prints JSON (one object per line for produce and consume). Exit status: 0 ok,
 // 1 the server refused (the message says why), 2 bad usage, 3 the server could not be reached.
@@ -27,6 +30,7 @@
 
 #include "net/client.h"
 #include "net/errc.h"
+#include "tools/cli_groups.h"
 
 using namespace rill;
 using json = nlohmann::json;
@@ -38,11 +42,7 @@ struct globals {
   bool json_output = false;
 };
 
-int report(const rill::error& e) {
-  const bool unreachable = e.code().category() == net::net_category();
-  fmt::print(stderr, "rill: {}\n", unreachable ? e.message() : fmt::format("{}: {}", e.code().message(), e.detail()));
-  return unreachable ? 3 : 1;
-}
+using cli::report;
 
 json topic_json(const proto::TopicInfo& t) {
   json parts = json::array();
@@ -182,11 +182,41 @@ int main(int argc, char** argv) {
   auto* consume = app.add_subcommand("consume", "print messages, one value per line");
   consume->add_option("stream", stream_name)->required();
   consume->add_option("topic", topic_name)->required();
-  consume->add_option("--partition", consume_partition, "partition")->required();
-  consume->add_option("--from", from, "first | last | next | offset:N | timestamp:MS");
+  std::string group_name;
+  std::string member_id;
+  std::string group_strategy = "range";
+  std::uint32_t session_timeout_ms = 10'000;
+  auto* c_partition = consume->add_option("--partition", consume_partition, "partition");
+  auto* c_from = consume->add_option("--from", from, "first | last | next | offset:N | timestamp:MS");
   consume->add_option("--count", count, "stop after this many messages (0: all there are)");
-  consume->add_option("--consumer", consumer, "a named consumer: its offset is stored on the server");
+  auto* c_consumer =
+      consume->add_option("--consumer", consumer, "a named consumer: its offset is stored on the server");
+  auto* c_group = consume->add_option("--group", group_name,
+                                      "read as a member of this consumer group (created if missing): the partitions "
+                                      "come from the group's assignment, positions from its committed offsets");
+  c_group->excludes(c_partition)->excludes(c_from)->excludes(c_consumer);
+  consume->add_option("--member", member_id, "with --group: a stable member id (rejoin as the same member)")
+      ->needs(c_group);
   consume->add_flag("--follow", follow, "keep waiting for new messages");
+
+  auto* group = app.add_subcommand("group", "consumer groups")->require_subcommand(1);
+  auto* g_create = group->add_subcommand("create", "create a consumer group of a topic");
+  auto* g_list = group->add_subcommand("list", "a topic's consumer groups");
+  auto* g_describe = group->add_subcommand("describe", "members, generation, assignment, offsets and lag");
+  auto* g_delete = group->add_subcommand("delete", "delete a consumer group and its offsets");
+  for (auto* sub : {g_create, g_list, g_describe, g_delete}) {
+    sub->add_option("stream", stream_name)->required();
+    sub->add_option("topic", topic_name)->required();
+    if (sub != g_list) {
+      sub->add_option("name", group_name)->required();
+    }
+  }
+  for (auto* sub : {g_create, consume}) {
+    sub->add_option("--strategy", group_strategy, "assignment strategy of a new group: range | round_robin")
+        ->check(CLI::IsMember({"range", "round_robin"}));
+    sub->add_option("--session-timeout-ms", session_timeout_ms,
+                    "a new group's session timeout: members silent this long are removed (100-3600000)");
+  }
 
   auto* offset = app.add_subcommand("offset", "consumer offsets")->require_subcommand(1);
   std::uint64_t offset_value = 0;
@@ -208,6 +238,28 @@ int main(int argc, char** argv) {
 
   net::client_options co;
   co.server = g.server;
+  proto::GroupConfig group_config;
+  group_config.set_strategy(group_strategy == "round_robin" ? proto::ASSIGNMENT_ROUND_ROBIN : proto::ASSIGNMENT_RANGE);
+  group_config.set_session_timeout_ms(session_timeout_ms);
+  if (*consume && !group_name.empty()) {
+    cli::group_consume_args args;
+    args.connection = co;
+    args.json_output = g.json_output;
+    args.stream = stream_name;
+    args.topic = topic_name;
+    args.group = group_name;
+    if (!member_id.empty()) {
+      args.member_id = member_id;
+    }
+    args.follow = follow;
+    args.count = count;
+    args.config = group_config;
+    return cli::group_consume(args);
+  }
+  if (*consume && c_partition->count() == 0) {
+    fmt::print(stderr, "rill: consume needs --partition P or --group NAME\n");
+    return 2;
+  }
   auto connected = net::client::connect(co);
   if (!connected) {
     return report(connected.error());
@@ -502,6 +554,13 @@ int main(int argc, char** argv) {
       req.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
       req.mutable_strategy()->set_value(r->header.next_offset());
     }
+  }
+  if (*group) {
+    const auto op = *g_create     ? cli::group_op::create
+                    : *g_list     ? cli::group_op::list
+                    : *g_describe ? cli::group_op::describe
+                                  : cli::group_op::remove;
+    return cli::group_command(c, op, stream_name, topic_name, group_name, group_config, g.json_output);
   }
   if (*o_get) {
     auto r = c.get_offset(sid, tid, consume_partition, consumer);

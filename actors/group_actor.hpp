@@ -1,0 +1,101 @@
+#pragma once
+// group_actor: one consumer group of one topic, on the shard its key hashes to (group_namespace). A thin behavior
+// over group_state: join, leave, heartbeat (with releases), assignment, commit, committed offsets, describe, and
+// the polls of its members, which pass through it so that ownership is checked twice: before the partition is asked,
+// and again at the instant the data comes back (a long poll parked across a rebalance is refused, not delivered, when
+// its member no longer owns the partition). Sessions end on the shard's deadline heap; a member whose connection
+// closes is removed at once.
+//
+// Durability: every change (membership, generation, assignment, commit) is written to
+// <data>/groups/<stream>/<topic>/<group>/state (atomic replacement, CRC-32C) before any reply that depends on it is
+// sent; changes that arrive while a write is in flight ride the next one. A failed write fences the group: it refuses
+// everything (storage_error) until a restart.
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "actors/actor_io.hpp"
+#include "actors/deadline_heap.h"
+#include "actors/group_state.h"
+#include "actors/homed.h"
+#include "actors/messages.hpp"
+#include "actors/metered.hpp"
+#include "actors/routing.hpp"
+#include "base/clock.h"
+
+namespace rill::actors {
+
+struct group_identity {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t group_id = 0;
+  std::string name;
+  std::uint64_t created_ms = 0;
+  proto::GroupConfig config;  // complete
+  std::uint32_t partitions = 0;
+  std::string dir;
+};
+
+// What every group actor shares; owned by the broker, outliving its actors.
+struct group_services {
+  const clock* clk = nullptr;
+  storage::log_reporter* reporter = nullptr;
+  const routing* routes = nullptr;  // partition actors, for lag in describe (may be null: no lag)
+  // Tests: called after every message the actor handled, and at the instant a member's poll is answered with data
+  // (member, partition): the state as it is then.
+  std::function<void(const group_state&)> on_step;
+  std::function<void(const group_state&, const std::string& member, std::uint32_t partition)> on_delivered;
+};
+
+// "<data>/groups/<stream>/<topic>/<group>"
+std::string group_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic, std::uint32_t group);
+
+class group_actor final : public metered<>, public homed {
+ public:
+  group_actor(caf::actor_config& cfg, std::size_t home, group_identity id, const group_services* services);
+  caf::behavior make_behavior() override;
+
+ private:
+  using done_fn = std::function<void(const std::optional<rill::error>&)>;
+
+  caf::behavior serving();
+  task<expected<group_state>> load();
+  caf::result<group_reply> handle(group_msg& msg);
+  caf::result<poll_reply> handle_poll(group_poll_msg& msg);
+  task<expected<proto::GroupInfo>> describe();
+  // The state changed: write it, and look again at when the next session ends.
+  void changed();
+  // Runs `done` once everything changed so far is on disk (at once when it is), or with the error that fenced the
+  // group.
+  void when_durable(done_fn done);
+  void persist();
+  void schedule_expiry();
+  void step();
+  group_reply reply_after(const std::optional<rill::error>& e, std::string header) const;
+  void finish(bool destroy, caf::response_promise rp);
+
+  group_identity id_;
+  const group_services* services_;
+  std::unique_ptr<actor_io> io_;
+  std::optional<group_state> state_;
+  std::optional<rill::error> error_;  // why the group is fenced (failed open or write)
+  std::uint64_t version_ = 0;         // changes made
+  std::uint64_t durable_ = 0;         // changes on disk
+  bool writing_ = false;
+  std::deque<std::pair<std::uint64_t, done_fn>> waiting_;  // by version
+  std::optional<std::chrono::nanoseconds> expiry_at_;      // the session end a timer is set for
+  std::size_t operations_ = 0;
+  std::map<std::uint64_t, caf::response_promise> polls_;  // members' polls waiting for their partition
+  std::uint64_t next_poll_ = 1;
+  bool closing_ = false;
+};
+
+// The reply status of a group_state error.
+net::status status_of_group(const std::error_code& code) noexcept;
+
+}  // namespace rill::actors

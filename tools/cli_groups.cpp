@@ -1,0 +1,209 @@
+// rill CLI: consumer groups (see cli_groups.h).
+#include "tools/cli_groups.h"
+
+#include <csignal>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include <fmt/core.h>
+
+#include "net/errc.h"
+#include "net/group_consumer.h"
+
+namespace rill::cli {
+namespace {
+using json = nlohmann::json;
+
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_signal(int) {
+  g_stop = 1;
+}
+
+json group_json(const proto::GroupInfo& g) {
+  json members = json::array();
+  for (const auto& m : g.members()) {
+    members.push_back({{"member_id", m.member_id()},
+                       {"owned", std::vector<std::uint32_t>(m.owned().begin(), m.owned().end())},
+                       {"revoking", std::vector<std::uint32_t>(m.revoking().begin(), m.revoking().end())},
+                       {"session_left_ms", m.session_left_ms()}});
+  }
+  json parts = json::array();
+  for (const auto& p : g.partitions()) {
+    parts.push_back({{"partition", p.partition_id()},
+                     {"owner", p.has_owner() ? json(p.owner()) : json(nullptr)},
+                     {"target", p.has_target() ? json(p.target()) : json(nullptr)},
+                     {"committed", p.has_committed() ? json(p.committed()) : json(nullptr)},
+                     {"high_watermark", p.high_watermark()},
+                     {"log_start", p.log_start()},
+                     {"lag", p.lag()}});
+  }
+  return {{"stream_id", g.stream_id()},
+          {"topic_id", g.topic_id()},
+          {"id", g.id()},
+          {"name", g.name()},
+          {"strategy", g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range"},
+          {"session_timeout_ms", g.session_timeout_ms()},
+          {"generation", g.generation()},
+          {"stable", g.stable()},
+          {"members", members},
+          {"partitions", parts}};
+}
+
+void print_group(const proto::GroupInfo& g, bool details) {
+  std::uint64_t lag = 0;
+  for (const auto& p : g.partitions()) {
+    lag += p.lag();
+  }
+  fmt::print("group {} (id {}): {}, session {} ms, generation {}, {} members, {}, lag {}\n", g.name(), g.id(),
+             g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range", g.session_timeout_ms(),
+             g.generation(), g.members_size(), g.stable() ? "stable" : "rebalancing", lag);
+  if (!details) {
+    return;
+  }
+  for (const auto& m : g.members()) {
+    std::string owned;
+    for (auto p : m.owned()) {
+      owned += (owned.empty() ? "" : ",") + std::to_string(p);
+    }
+    std::string revoking;
+    for (auto p : m.revoking()) {
+      revoking += (revoking.empty() ? "" : ",") + std::to_string(p);
+    }
+    fmt::print("  member {}: partitions [{}]{}, session ends in {} ms\n", m.member_id(), owned,
+               revoking.empty() ? "" : fmt::format(" (releasing [{}])", revoking), m.session_left_ms());
+  }
+  for (const auto& p : g.partitions()) {
+    fmt::print("  partition {}: owner {}{}, committed {}, high watermark {}, lag {}\n", p.partition_id(),
+               p.has_owner() ? p.owner() : "-",
+               p.has_target() && (!p.has_owner() || p.target() != p.owner()) ? " -> " + p.target() : "",
+               p.has_committed() ? std::to_string(p.committed()) : "-", p.high_watermark(), p.lag());
+  }
+}
+
+}  // namespace
+
+int report(const rill::error& e) {
+  const bool unreachable = e.code().category() == net::net_category();
+  fmt::print(stderr, "rill: {}\n", unreachable ? e.message() : fmt::format("{}: {}", e.code().message(), e.detail()));
+  return unreachable ? 3 : 1;
+}
+
+int group_consume(const group_consume_args& args) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  net::group_consumer_options o;
+  o.connection = args.connection;
+  o.group = args.group;
+  o.topics.push_back(net::group_subscription{net::by_name(args.stream), net::by_name(args.topic)});
+  o.member_id = args.member_id;
+  o.config = args.config;
+  o.auto_commit = false;  // commits follow what was printed, below
+  o.max_wait = std::chrono::milliseconds(args.follow ? 1000 : 300);
+  auto made = net::group_consumer::create(o);
+  if (!made) {
+    return report(made.error());
+  }
+  auto& gc = **made;
+  std::uint64_t printed = 0;
+  int empty_polls = 0;
+  int rc = 0;
+  while (g_stop == 0) {
+    const auto left = args.count > 0 ? static_cast<std::uint32_t>(std::min<std::uint64_t>(args.count - printed, 10000))
+                                     : std::uint32_t{0};
+    auto records = gc.poll(left);
+    if (!records) {
+      rc = report(records.error());
+      break;
+    }
+    for (const auto& rec : *records) {
+      ++printed;
+      if (args.json_output) {
+        json h = json::object();
+        for (const auto& [k, v] : rec.headers) {
+          h[k] = v ? json(*v) : json(nullptr);
+        }
+        fmt::print("{}\n", json{{"partition", rec.partition},
+                                {"offset", rec.offset},
+                                {"timestamp", rec.timestamp_ms},
+                                {"member", gc.assignments()[rec.subscription].member_id},
+                                {"generation", rec.generation},
+                                {"key", rec.key ? json(*rec.key) : json(nullptr)},
+                                {"headers", h},
+                                {"value", rec.value ? json(*rec.value) : json(nullptr)}}
+                               .dump());
+      } else {
+        fmt::print("{}\n", rec.value ? *rec.value : std::string());
+      }
+    }
+    std::fflush(stdout);
+    if (!records->empty()) {
+      // Printed means consumed: the group's offsets move past it now.
+      if (auto c = gc.commit(); !c) {
+        rc = report(c.error());
+        break;
+      }
+    }
+    if (args.count > 0 && printed >= args.count) {
+      break;
+    }
+    empty_polls = records->empty() ? empty_polls + 1 : 0;
+    if (!args.follow && empty_polls >= 2) {
+      break;
+    }
+  }
+  if (auto closed = gc.close(); !closed && rc == 0) {
+    rc = report(closed.error());
+  }
+  return rc;
+}
+
+int group_command(net::client& c, group_op op, const std::string& stream, const std::string& topic,
+                  const std::string& name, const proto::GroupConfig& config, bool json_output) {
+  const auto sid = net::by_name(stream);
+  const auto tid = net::by_name(topic);
+  switch (op) {
+    case group_op::create: {
+      auto r = c.create_group(sid, tid, name, config);
+      if (!r) {
+        return report(r.error());
+      }
+      json_output ? fmt::print("{}\n", group_json(*r).dump()) : print_group(*r, false);
+      return 0;
+    }
+    case group_op::list: {
+      auto r = c.list_groups(sid, tid);
+      if (!r) {
+        return report(r.error());
+      }
+      json all = json::array();
+      for (const auto& g : *r) {
+        json_output ? all.push_back(group_json(g)) : print_group(g, false);
+      }
+      if (json_output) {
+        fmt::print("{}\n", all.dump());
+      }
+      return 0;
+    }
+    case group_op::describe: {
+      auto r = c.get_group(sid, tid, net::by_name(name));
+      if (!r) {
+        return report(r.error());
+      }
+      json_output ? fmt::print("{}\n", group_json(*r).dump()) : print_group(*r, true);
+      return 0;
+    }
+    case group_op::remove: {
+      auto r = c.delete_group(sid, tid, net::by_name(name));
+      if (!r) {
+        return report(r.error());
+      }
+      if (!json_output) {
+        fmt::print("deleted group {}\n", name);
+      }
+      return 0;
+    }
+  }
+  return 2;
+}
+
+}  // namespace rill::cli

@@ -1,0 +1,33 @@
+#pragma once
+// The consumer-group commands of the rill CLI: `consume --group` and `group create|list|describe|delete`.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "net/client.h"
+
+namespace rill::cli {
+
+// Prints a failed call; returns the exit status (1 the server refused, 3 the server could not be reached).
+int report(const rill::error& e);
+
+struct group_consume_args {
+  net::client_options connection;
+  bool json_output = false;
+  std::string stream;
+  std::string topic;
+  std::string group;
+  std::optional<std::string> member_id;
+  bool follow = false;
+  std::uint64_t count = 0;    // 0: until nothing more arrives (or forever with follow)
+  proto::GroupConfig config;  // when the group is created by this command
+};
+// Joins the group and prints what the assignment lets it read, committing after what it printed; leaves on exit
+// (end of data, --count reached, SIGINT or SIGTERM).
+int group_consume(const group_consume_args& args);
+
+enum class group_op { create, list, describe, remove };
+int group_command(net::client& c, group_op op, const std::string& stream, const std::string& topic,
+                  const std::string& name, const proto::GroupConfig& config, bool json_output);
+
+}  // namespace rill::cli
