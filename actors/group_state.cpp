@@ -124,10 +124,15 @@ expected<group_state::member_view> group_state::heartbeat(const std::string& id,
   if (conn != 0) {
     it->second.conn = conn;
   }
+  bool moved = false;
   for (const auto p : released) {
     if (p < owner_.size() && owner_[p] == id && target_[p] != id) {
       owner_[p] = target_[p];
+      moved = true;
     }
+  }
+  if (moved) {
+    ++generation_;  // a hand-over: the new owner reads under a generation its old owner never had
   }
   return view_of(id);
 }
@@ -166,6 +171,9 @@ expected<void> group_state::release(const std::string& id, std::uint64_t generat
   }
   for (const auto p : partitions) {
     owner_[p] = target_[p];  // the target is a member (targets are recomputed whenever members change)
+  }
+  if (!partitions.empty()) {
+    ++generation_;  // a hand-over: the new owner reads under a generation its old owner never had
   }
   return {};
 }

@@ -12,6 +12,8 @@
 //   another member is *revoking*: it stays with its owner until that owner release()s it (or leaves, or its session
 //   ends), and only then goes to its target. So a partition never has two owners.
 // - heartbeat() renews the session and tells the member its generation, what it owns and what it must give back.
+// - A hand-over (a release) also starts a new generation, so that no partition is read by two members under the same
+//   generation: its new owner reads under one its old owner never had.
 // - Reads and commits carry the member id and generation: an unknown member, a stale generation or a partition the
 //   member does not own is refused with a distinct error (group_errc).
 //

@@ -143,10 +143,93 @@ BOOST_AUTO_TEST_CASE(stale_generations_unknown_members_and_backward_commits_are_
   BOOST_REQUIRE(va);
   BOOST_TEST(va->revoking == std::vector<std::uint32_t>{1});
   BOOST_REQUIRE(g.release(a->member_id, va->generation, va->revoking));
-  BOOST_TEST(static_cast<bool>(g.check_read(b->member_id, b->generation, 1)));
+  BOOST_TEST(g.generation() == va->generation + 1);  // the hand-over starts a generation of its own
+  BOOST_TEST(!g.check_read(b->member_id, b->generation, 1));
+  BOOST_TEST(static_cast<bool>(g.check_read(b->member_id, g.generation(), 1)));
   BOOST_TEST(!g.check_read(a->member_id, va->generation, 1));
   BOOST_TEST(!g.release(a->member_id, va->generation, std::vector<std::uint32_t>{0}));  // not being revoked
   BOOST_TEST(!g.check_read(b->member_id, b->generation, 2));                            // no such partition
+}
+
+BOOST_AUTO_TEST_CASE(heartbeats_release_leniently_and_a_closed_connection_removes_its_members) {
+  group_state g(4, assignment_strategy::range, 10s);
+  const auto a = g.join(std::nullopt, tp(0), 7)->member_id;
+  const auto b = g.join(std::nullopt, tp(0), 8)->member_id;
+  auto va = g.heartbeat(a, tp(0));
+  BOOST_REQUIRE(va);
+  BOOST_TEST(va->revoking.size() == 2u);
+  // Released with a partition that is not being revoked (kept) and one out of range (ignored).
+  std::vector<std::uint32_t> released = va->revoking;
+  released.push_back(0);
+  released.push_back(99);
+  const auto before = g.generation();
+  auto after = g.heartbeat(a, tp(0), released);
+  BOOST_REQUIRE(after);
+  BOOST_TEST(after->owned.size() == 2u);
+  BOOST_TEST(after->revoking.empty());
+  BOOST_TEST(after->generation == before + 1);
+  BOOST_TEST(owned_by(g, b).size() == 2u);
+  BOOST_TEST(g.stable());
+  // Connection 8 closes: b goes at once; connection 0 (none) removes nobody.
+  BOOST_TEST(g.disconnected(0).empty());
+  BOOST_TEST(g.disconnected(8) == std::vector<std::string>{b});
+  BOOST_TEST(g.members() == 1u);
+  BOOST_TEST(owned_by(g, a).size() == 4u);
+  g.check_invariants();
+}
+
+BOOST_AUTO_TEST_CASE(partition_count_changes_and_offset_resets) {
+  group_state g(4, assignment_strategy::round_robin, 10s);
+  BOOST_REQUIRE(g.reset(3, 40));
+  const auto a = g.join(std::nullopt, tp(0));
+  BOOST_REQUIRE(a);
+  BOOST_REQUIRE(g.commit(a->member_id, a->generation, 1, 10));
+  auto refused = g.reset(1, 0);  // a member is reading: no reset
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(*g.committed(1) == 10u);
+  const auto gen = g.generation();
+  g.resize(2);  // partitions 2 and 3 deleted
+  BOOST_TEST(g.generation() == gen + 1);
+  BOOST_TEST(!g.committed(3));
+  BOOST_TEST(*g.committed(1) == 10u);
+  BOOST_TEST(owned_by(g, a->member_id).size() == 2u);
+  g.resize(6);
+  BOOST_TEST(owned_by(g, a->member_id).size() == 6u);
+  g.check_invariants();
+  BOOST_REQUIRE(g.leave(a->member_id));
+  BOOST_REQUIRE(g.reset(1, 3));  // backwards is allowed for a reset
+  BOOST_TEST(*g.committed(1) == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(state_survives_serialization_with_fresh_sessions) {
+  group_state g(6, assignment_strategy::range, 10s);
+  const auto a = g.join(std::nullopt, tp(0))->member_id;
+  const auto b = g.join(std::nullopt, tp(0))->member_id;
+  settle(g, {a, b}, tp(0));
+  BOOST_REQUIRE(g.commit(a, g.generation(), 0, 17));
+  BOOST_REQUIRE(g.commit(b, g.generation(), 5, 4));
+  const auto bytes = g.serialize();
+  auto r = group_state::restore(bytes, assignment_strategy::range, 10s, 6, tp(100s));
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->generation() == g.generation());  // nothing moved: members go on
+  BOOST_TEST(r->members() == 2u);
+  BOOST_TEST(*r->committed(0) == 17u);
+  BOOST_TEST(*r->committed(5) == 4u);
+  for (std::uint32_t p = 0; p < 6; ++p) {
+    BOOST_TEST((r->owner(p) == g.owner(p)));
+  }
+  BOOST_TEST((r->next_deadline() == tp(110s)));    // sessions restart at the restore
+  const auto c = r->join(std::nullopt, tp(100s));  // ids are not reused
+  BOOST_REQUIRE(c);
+  BOOST_TEST(c->member_id != a);
+  BOOST_TEST(c->member_id != b);
+  // Fewer partitions at restore: a new generation, offsets of the gone partitions dropped.
+  auto smaller = group_state::restore(bytes, assignment_strategy::range, 10s, 4, tp(0));
+  BOOST_REQUIRE(smaller);
+  BOOST_TEST(smaller->generation() > g.generation());
+  BOOST_TEST(!smaller->committed(5));
+  smaller->check_invariants();
+  BOOST_TEST(!group_state::restore("not a protobuf \xff\xff", assignment_strategy::range, 10s, 4, tp(0)));
 }
 
 BOOST_AUTO_TEST_CASE(a_member_rejoining_with_its_id_keeps_its_place) {
@@ -174,6 +257,7 @@ BOOST_AUTO_TEST_CASE(random_runs_keep_the_invariants) {
     tp now(0);
     std::set<std::string> live;  // members that still heartbeat
     std::map<std::uint32_t, std::uint64_t> last_commit;
+    std::map<std::pair<std::uint64_t, std::uint32_t>, std::string> reader;  // (generation, partition) -> member
     for (int step = 0; step < 300; ++step) {
       now += std::chrono::milliseconds(rng.below(800));
       const auto op = rng.below(10);
@@ -220,6 +304,11 @@ BOOST_AUTO_TEST_CASE(random_runs_keep_the_invariants) {
           readers += g.check_read(id, g.generation(), p) ? 1 : 0;
         }
         BOOST_REQUIRE(readers <= 1);
+        // Within one generation a partition has one reader at most, ever.
+        if (const auto o = g.owner(p)) {
+          auto [it, fresh] = reader.emplace(std::make_pair(g.generation(), p), *o);
+          BOOST_REQUIRE(it->second == *o);
+        }
         if (last_commit.contains(p)) {
           BOOST_REQUIRE((g.committed(p) == last_commit[p]));
         }

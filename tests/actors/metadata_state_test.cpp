@@ -28,6 +28,19 @@ proto::MetadataCommand create_topic(std::uint32_t stream, const std::string& nam
   *t->mutable_config() = *complete_topic_config(requested, config::log_config{});
   return c;
 }
+proto::MetadataCommand create_group(std::uint32_t stream, std::uint32_t topic, const std::string& name,
+                                    std::optional<std::uint32_t> session_timeout_ms = std::nullopt) {
+  proto::MetadataCommand c;
+  c.set_time_ms(3000);
+  auto* g = c.mutable_create_group();
+  g->set_stream_id(stream);
+  g->set_topic_id(topic);
+  g->set_name(name);
+  if (session_timeout_ms) {
+    g->mutable_config()->set_session_timeout_ms(*session_timeout_ms);
+  }
+  return c;
+}
 net::status status_of(const expected<void>& r) {
   return r ? net::status::ok : net::status_of(r.error().code());
 }
@@ -169,6 +182,44 @@ BOOST_AUTO_TEST_CASE(snapshot_round_trip_and_replay_give_the_same_state) {
     restored->apply(log[i]);
   }
   BOOST_TEST(restored->snapshot(0).SerializeAsString() == full.snapshot(0).SerializeAsString());
+}
+
+BOOST_AUTO_TEST_CASE(groups_are_created_checked_snapshotted_and_deleted) {
+  metadata_state m;
+  m.apply(create_stream("s"));
+  m.apply(create_topic(0, "t"));
+  BOOST_TEST(status_of(m.check(create_group(0, 0, "bad name"))) == net::status::invalid_name);
+  BOOST_TEST(status_of(m.check(create_group(0, 9, "g"))) == net::status::topic_not_found);
+  const auto too_short = m.check(create_group(0, 0, "g", 5));
+  BOOST_TEST(status_of(too_short) == net::status::invalid_config);
+  BOOST_TEST(too_short.error().detail().find("session_timeout_ms = 5: allowed range is [100, 3600000]") !=
+             std::string::npos);
+  m.apply(create_group(0, 0, "g"));
+  m.apply(create_group(0, 0, "h", 2000));
+  BOOST_TEST(status_of(m.check(create_group(0, 0, "g"))) == net::status::already_exists);
+  const auto& t = m.view()->streams.at(0).topics.at(0);
+  BOOST_TEST(t.groups.size() == 2u);
+  BOOST_TEST(t.groups.at(0).config.session_timeout_ms() == session_timeout_ms_default);
+  BOOST_TEST(t.groups.at(0).config.strategy() == proto::ASSIGNMENT_RANGE);
+  BOOST_TEST(t.groups.at(1).config.session_timeout_ms() == 2000u);
+  proto::Identifier h;
+  h.set_name("h");
+  BOOST_TEST((*metadata_view::find_group(t, h))->id == 1u);
+  h.set_name("nope");
+  BOOST_TEST(net::status_of(metadata_view::find_group(t, h).error().code()) == net::status::group_not_found);
+  // Snapshot and back.
+  auto restored = metadata_state::from_snapshot(m.snapshot(0));
+  RILL_REQUIRE_OK(restored);
+  BOOST_TEST(restored->snapshot(0).SerializeAsString() == m.snapshot(0).SerializeAsString());
+  proto::MetadataCommand del;
+  del.mutable_delete_group()->set_stream_id(0);
+  del.mutable_delete_group()->set_topic_id(0);
+  del.mutable_delete_group()->set_group_id(0);
+  m.apply(del);
+  BOOST_TEST(status_of(m.check(del)) == net::status::group_not_found);
+  m.apply(create_group(0, 0, "g"));  // the name is free again; the id is not reused
+  BOOST_TEST(m.view()->streams.at(0).topics.at(0).groups.rbegin()->first == 2u);
+  BOOST_TEST(group_namespace(0, 0, 2) != partition_namespace(0, 0, 2));
 }
 
 BOOST_AUTO_TEST_CASE(namespaces_pack_and_spread_over_shards) {
