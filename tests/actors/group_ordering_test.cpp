@@ -104,7 +104,7 @@ run_result run(std::uint64_t seed, int rounds) {
     BOOST_TEST((g.owner(p) == member));
     auto [it, fresh] = reader.emplace(std::make_pair(g.generation(), p), member);
     BOOST_CHECK_MESSAGE(it->second == member, "partition " << p << " read by " << it->second << " and " << member
-                                                              << " in generation " << g.generation());
+                                                           << " in generation " << g.generation());
   };
 
   auto drive = [&] {
@@ -177,14 +177,13 @@ run_result run(std::uint64_t seed, int rounds) {
     m.generation = a.generation();
     m.owned.assign(a.owned().begin(), a.owned().end());
     m.revoking.assign(a.revoking().begin(), a.revoking().end());
-    std::erase_if(m.position, [&](const auto& kv) {
-      return std::find(m.owned.begin(), m.owned.end(), kv.first) == m.owned.end();
-    });
+    std::erase_if(m.position,
+                  [&](const auto& kv) { return std::find(m.owned.begin(), m.owned.end(), kv.first) == m.owned.end(); });
   };
   auto refused = [&](const outcome& r) {
-    BOOST_CHECK_MESSAGE(r.st == net::status::unknown_member || r.st == net::status::stale_generation ||
-                              r.st == net::status::not_owner,
-                          "unexpected " << net::to_string(r.st) << ": " << r.message);
+    BOOST_CHECK_MESSAGE(
+        r.st == net::status::unknown_member || r.st == net::status::stale_generation || r.st == net::status::not_owner,
+        "unexpected " << net::to_string(r.st) << ": " << r.message);
     ++out.refused;
   };
   std::function<void(member_model&, bool)> heartbeat;
@@ -339,7 +338,9 @@ run_result run(std::uint64_t seed, int rounds) {
   });
   drive();
   for (auto& p : parts) {
-    act([&, p](caf::event_based_actor* self) { self->request(p, caf::infinite, close_atom::value).then([](outcome&) {}); });
+    act([&, p](caf::event_based_actor* self) {
+      self->request(p, caf::infinite, close_atom::value).then([](outcome&) {});
+    });
   }
   act([&](caf::event_based_actor* self) {
     self->request(group, caf::infinite, close_atom::value).then([](outcome&) {});
