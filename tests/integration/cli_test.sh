@@ -48,6 +48,20 @@ r offset set shop orders --partition 1 --consumer app 0 | grep -q "was 3" || fai
 k1=$(printf 'a\nb\n' | r --json produce shop orders --key customer-42 | sed 's/.*"partition":\([0-9]*\).*/\1/' | sort -u)
 [ "$(echo "$k1" | wc -l)" -eq 1 ] || fail "one key, one partition: $k1"
 r topic describe shop orders | grep -q "partition 1: offsets \[0, 3)" || fail "describe"
+# Consumer groups: created on first use, read from the assignment, committed after what was printed.
+r group create shop orders billing --strategy round_robin --session-timeout-ms 3000 | grep -q "round_robin" ||
+  fail "group create"
+total=$(r --json topic describe shop orders | grep -o '"high_watermark":[0-9]*' | awk -F: '{s += $2} END {print s}')
+[ "$(r consume shop orders --group billing --count 2 | wc -l)" -eq 2 ] || fail "group consume --count"
+[ "$(r consume shop orders --group billing | wc -l)" -eq $((total - 2)) ] || fail "group consume resumes"
+[ -z "$(r consume shop orders --group billing)" ] || fail "nothing left for the group"
+r group describe shop orders billing | grep -q "0 members, stable, lag 0" || fail "group describe"
+r --json group list shop orders | grep -q '"name":"billing"' || fail "group list"
+r consume shop orders --group fresh --count 1 >/dev/null || fail "consume creates the group"
+set +e
+r consume shop orders --group billing --partition 1 2>/dev/null; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "--group with --partition is bad usage (rc $rc)"
 # Errors: exit 1 with the reason.
 set +e
 r stream create "bad name" 2>"$dir/err"; rc=$?
@@ -66,6 +80,12 @@ kill -TERM "$pid"; wait "$pid"; pid=
 start
 [ "$(r consume shop orders --partition 1)" = "$(printf 'one\ntwo\nthree')" ] || fail "after restart"
 [ "$(r offset get shop orders --partition 1 --consumer app)" = "0" ] || fail "offset after restart"
+r group describe shop orders billing | grep -q "lag 0" || fail "group offsets after restart"
+r group delete shop orders billing | grep -q "deleted group billing" || fail "group delete"
+set +e
+r group describe shop orders billing 2>"$dir/err"; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "group_not_found" "$dir/err" || fail "deleted group (rc $rc)"
 r stream list | grep -q "shop (id 0): 1 topics" || fail "stream list"
 r --json stats | grep -q '"streams":1' || fail "stats"
 r topic delete shop orders | grep -q "deleted" || fail "topic delete"
