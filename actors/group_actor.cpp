@@ -582,9 +582,10 @@ caf::behavior group_actor::serving() {
       [this](expire_atom) {
         expiry_at_.reset();
         if (state_ && !closing_) {
-          const auto gone = state_->expire(services_->clk->monotonic());
-          if (!gone.empty()) {
-            changed();
+          const auto before = state_->generation();
+          (void)state_->expire(services_->clk->monotonic());
+          if (state_->generation() != before) {
+            changed();  // members removed, or revoked partitions taken from owners that kept them too long
           }
         }
         schedule_expiry();

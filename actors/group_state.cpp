@@ -47,12 +47,17 @@ const std::error_category& group_category() noexcept {
 
 group_state::group_state(std::uint32_t partitions, assignment_strategy strategy,
                          std::chrono::milliseconds session_timeout)
-    : strategy_(strategy), session_timeout_(session_timeout), owner_(partitions), target_(partitions) {
+    : strategy_(strategy),
+      session_timeout_(session_timeout),
+      owner_(partitions),
+      target_(partitions),
+      revoke_deadline_(partitions) {
   RILL_ASSERT(session_timeout.count() > 0);
 }
 
 expected<group_state::joined> group_state::join(const std::optional<std::string>& member_id, time_point now,
                                                 connection_id conn) {
+  now_ = std::max(now_, now);
   if (member_id) {
     if (member_id->empty()) {
       return fail(group_errc::unknown_member, "a member id, when given, is not empty");
@@ -116,6 +121,7 @@ std::vector<std::string> group_state::disconnected(connection_id conn) {
 
 expected<group_state::member_view> group_state::heartbeat(const std::string& id, time_point now,
                                                           std::span<const std::uint32_t> released, connection_id conn) {
+  now_ = std::max(now_, now);
   auto it = members_.find(id);
   if (it == members_.end()) {
     return fail(group_errc::unknown_member, id);
@@ -133,6 +139,7 @@ expected<group_state::member_view> group_state::heartbeat(const std::string& id,
   }
   if (moved) {
     ++generation_;  // a hand-over: the new owner reads under a generation its old owner never had
+    note_revocations();
   }
   return view_of(id);
 }
@@ -174,11 +181,13 @@ expected<void> group_state::release(const std::string& id, std::uint64_t generat
   }
   if (!partitions.empty()) {
     ++generation_;  // a hand-over: the new owner reads under a generation its old owner never had
+    note_revocations();
   }
   return {};
 }
 
 std::vector<std::string> group_state::expire(time_point now) {
+  now_ = std::max(now_, now);
   std::vector<std::string> gone;
   for (const auto& [id, m] : members_) {
     if (m.expires_at <= now) {
@@ -191,7 +200,32 @@ std::vector<std::string> group_state::expire(time_point now) {
   if (!gone.empty()) {
     rebalance();
   }
+  // A live owner that did not give back a revoked partition in time loses it anyway: from now on its reads and
+  // commits of it are refused, so the hand-over is as safe as a release.
+  bool forced = false;
+  for (std::uint32_t p = 0; p < owner_.size(); ++p) {
+    if (owner_[p] && owner_[p] != target_[p] && revoke_deadline_[p] && *revoke_deadline_[p] <= now) {
+      owner_[p] = target_[p];
+      forced = true;
+    }
+  }
+  if (forced) {
+    ++generation_;
+    note_revocations();
+  }
   return gone;
+}
+
+void group_state::note_revocations() {
+  for (std::uint32_t p = 0; p < owner_.size(); ++p) {
+    if (owner_[p] && owner_[p] != target_[p]) {
+      if (!revoke_deadline_[p]) {
+        revoke_deadline_[p] = now_ + session_timeout_;
+      }
+    } else {
+      revoke_deadline_[p].reset();
+    }
+  }
 }
 
 expected<void> group_state::check_member(const std::string& id, std::uint64_t generation) const {
@@ -243,6 +277,7 @@ expected<void> group_state::reset(std::uint32_t p, std::uint64_t offset) {
 void group_state::resize(std::uint32_t partitions) {
   owner_.resize(partitions);
   target_.resize(partitions);
+  revoke_deadline_.resize(partitions);
   committed_.erase(committed_.lower_bound(partitions), committed_.end());
   rebalance();
 }
@@ -288,6 +323,7 @@ expected<group_state> group_state::restore(std::string_view bytes, assignment_st
     return rill::unexpected(make_error_code(net::status::storage_error), "the group state does not parse");
   }
   group_state g(partitions, strategy, session_timeout);
+  g.now_ = now;
   g.generation_ = f.generation();
   g.next_member_ = std::max<std::uint64_t>(f.next_member(), 1);
   for (const auto& id : f.members()) {
@@ -342,6 +378,11 @@ std::optional<group_state::time_point> group_state::next_deadline() const {
       earliest = m.expires_at;
     }
   }
+  for (const auto& d : revoke_deadline_) {
+    if (d && (!earliest || *d < *earliest)) {
+      earliest = *d;
+    }
+  }
   return earliest;
 }
 
@@ -352,8 +393,10 @@ void group_state::rebalance() {
     if (!owner_[p]) {
       owner_[p] = target_[p];  // free: hand it over now
     }
-    // Owned by someone else than its target: revoking until released (or its owner is gone).
+    // Owned by someone else than its target: revoking until released (or its owner is gone, or the revocation
+    // times out).
   }
+  note_revocations();
 }
 
 std::vector<std::optional<std::string>> group_state::compute_target() const {

@@ -10,7 +10,8 @@
 //   owns up to its share), the rest placed by the group's strategy (range: contiguous blocks; round robin).
 // - A partition whose target is its current owner stays; an unowned one goes to its target at once; one owned by
 //   another member is *revoking*: it stays with its owner until that owner release()s it (or leaves, or its session
-//   ends), and only then goes to its target. So a partition never has two owners.
+//   ends, or a session timeout passes without a release: the owner loses it anyway, and its reads and commits of it
+//   are refused from then on), and only then goes to its target. So a partition never has two owners.
 // - heartbeat() renews the session and tells the member its generation, what it owns and what it must give back.
 // - A hand-over (a release) also starts a new generation, so that no partition is read by two members under the same
 //   generation: its new owner reads under one its old owner never had.
@@ -87,7 +88,8 @@ class group_state {
   // The member stopped reading these partitions (each must be one it is revoking); they go to their targets.
   expected<void> release(const std::string& member, std::uint64_t generation,
                          std::span<const std::uint32_t> partitions);
-  // Removes every member whose session ended at or before `now`; returns their ids.
+  // Removes every member whose session ended at or before `now`, and takes from their owners the partitions whose
+  // revocation began a session timeout ago or more without a release (a new generation); returns the removed ids.
   std::vector<std::string> expire(time_point now);
 
   // May `member` in `generation` read `partition` now?
@@ -120,7 +122,7 @@ class group_state {
   [[nodiscard]] std::optional<std::string> target(std::uint32_t partition) const;
   // Nothing is waiting for a revocation.
   [[nodiscard]] bool stable() const noexcept;
-  // The earliest session end, if any member.
+  // The earliest session end or revocation deadline, if any.
   [[nodiscard]] std::optional<time_point> next_deadline() const;
   void check_invariants() const;
 
@@ -130,6 +132,8 @@ class group_state {
     connection_id conn = 0;
   };
   void remove_member(const std::string& id);
+  // Starts the revocation clock of partitions that began revoking, stops it for those that stopped.
+  void note_revocations();
   member_view view_of(const std::string& id) const;
   // A membership change: new generation, new target, cooperative hand-over of what can move now.
   void rebalance();
@@ -144,6 +148,10 @@ class group_state {
   std::vector<std::optional<std::string>> owner_;     // per partition: who may read it now
   std::vector<std::optional<std::string>> target_;    // per partition: who should own it
   std::map<std::uint32_t, std::uint64_t> committed_;  // per partition
+  // Per partition being revoked: when its owner loses it even without a release (a session timeout after the
+  // revocation began).
+  std::vector<std::optional<time_point>> revoke_deadline_;
+  time_point now_{0};  // the latest time any call brought (revocations started without one use it)
 };
 
 }  // namespace rill::actors

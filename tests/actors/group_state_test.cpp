@@ -178,6 +178,29 @@ BOOST_AUTO_TEST_CASE(heartbeats_release_leniently_and_a_closed_connection_remove
   g.check_invariants();
 }
 
+BOOST_AUTO_TEST_CASE(an_owner_that_never_releases_loses_the_partition_after_a_session_timeout) {
+  group_state g(2, assignment_strategy::range, 10s);
+  const auto a = g.join(std::nullopt, tp(0))->member_id;
+  const auto b = g.join(std::nullopt, tp(1s))->member_id;  // partition 1 starts revoking from a at 1 s
+  BOOST_TEST(!g.stable());
+  // a keeps beating but never releases; b beats too.
+  for (int s = 2; s <= 10; ++s) {
+    BOOST_REQUIRE(g.heartbeat(a, tp(std::chrono::seconds(s))));
+    BOOST_REQUIRE(g.heartbeat(b, tp(std::chrono::seconds(s))));
+    BOOST_TEST(g.expire(tp(std::chrono::seconds(s))).empty());
+    BOOST_TEST((g.owner(1) == a));
+  }
+  BOOST_TEST((g.next_deadline() == tp(11s)));  // the revocation's deadline comes before the sessions'
+  const auto gen = g.generation();
+  BOOST_TEST(g.expire(tp(11s)).empty());  // nobody removed...
+  BOOST_TEST((g.owner(1) == b));          // ...but the partition moved
+  BOOST_TEST(g.generation() == gen + 1);
+  BOOST_TEST(g.stable());
+  BOOST_TEST(!g.check_read(a, g.generation(), 1));
+  BOOST_TEST(static_cast<bool>(g.check_read(b, g.generation(), 1)));
+  g.check_invariants();
+}
+
 BOOST_AUTO_TEST_CASE(partition_count_changes_and_offset_resets) {
   group_state g(4, assignment_strategy::round_robin, 10s);
   BOOST_REQUIRE(g.reset(3, 40));
