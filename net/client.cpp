@@ -505,36 +505,39 @@ expected<void> for_each_record(std::span<const std::byte> batches, std::vector<s
   return {};
 }
 
-expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches) {
-  std::vector<record> out;
-  std::vector<std::byte> scratch;
+expected<record> copy_record(std::uint32_t partition, const storage::batch_view& v, const storage::record_view& r) {
   auto str = [](const std::optional<std::span<const std::byte>>& b) -> std::optional<std::string> {
     if (!b) {
       return std::nullopt;
     }
     return std::string(reinterpret_cast<const char*>(b->data()), b->size());
   };
-  RILL_TRY_VOID(for_each_record(
-      batches, scratch, [&](const storage::batch_view& v, const storage::record_view& next) -> expected<void> {
-        record rec;
-        rec.partition = partition;
-        rec.offset = v.base_offset().value() + next.offset_delta;
-        rec.timestamp_ms =
-            v.log_append_time() ? v.max_timestamp().value() : v.base_timestamp().value() + next.timestamp_delta;
-        rec.key = str(next.key);
-        rec.value = str(next.value);
-        storage::header_reader hr(next.headers, next.header_count);
-        for (;;) {
-          RILL_TRY(h, hr.next());
-          if (!h) {
-            break;
-          }
-          rec.headers.emplace_back(std::string(reinterpret_cast<const char*>(h->key.data()), h->key.size()),
-                                   str(h->value));
-        }
-        out.push_back(std::move(rec));
-        return {};
-      }));
+  record rec;
+  rec.partition = partition;
+  rec.offset = v.base_offset().value() + r.offset_delta;
+  rec.timestamp_ms = v.log_append_time() ? v.max_timestamp().value() : v.base_timestamp().value() + r.timestamp_delta;
+  rec.key = str(r.key);
+  rec.value = str(r.value);
+  storage::header_reader hr(r.headers, r.header_count);
+  for (;;) {
+    RILL_TRY(h, hr.next());
+    if (!h) {
+      break;
+    }
+    rec.headers.emplace_back(std::string(reinterpret_cast<const char*>(h->key.data()), h->key.size()), str(h->value));
+  }
+  return rec;
+}
+
+expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches) {
+  std::vector<record> out;
+  std::vector<std::byte> scratch;
+  RILL_TRY_VOID(for_each_record(batches, scratch,
+                                [&](const storage::batch_view& v, const storage::record_view& next) -> expected<void> {
+                                  RILL_TRY(rec, copy_record(partition, v, next));
+                                  out.push_back(std::move(rec));
+                                  return {};
+                                }));
   return out;
 }
 

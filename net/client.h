@@ -205,6 +205,9 @@ using record_visitor =
 expected<void> for_each_record(std::span<const std::byte> batches, std::vector<std::byte>& scratch,
                                const record_visitor& on);
 
+// One record as a `record` (copied out of the batch).
+expected<record> copy_record(std::uint32_t partition, const storage::batch_view& batch, const storage::record_view& r);
+
 // Decodes every record of the batches of a poll reply (decompressing zstd), copying each.
 expected<std::vector<record>> decode_records(std::uint32_t partition, std::span<const std::byte> batches);
 

@@ -246,6 +246,23 @@ expected<void> group_consumer::commit() {
 }
 
 expected<std::vector<record>> group_consumer::poll(std::uint32_t max_records) {
+  std::vector<record> out;
+  auto seen = poll_each(
+      [&](const origin& from, const storage::batch_view& v, const storage::record_view& r) -> expected<void> {
+        RILL_TRY(rec, copy_record(from.partition, v, r));
+        rec.subscription = from.subscription;
+        rec.generation = from.generation;
+        out.push_back(std::move(rec));
+        return {};
+      },
+      max_records);
+  if (!seen) {
+    return rill::unexpected(std::move(seen).error());
+  }
+  return out;
+}
+
+expected<std::size_t> group_consumer::poll_each(const visitor& on, std::uint32_t max_records) {
   const std::uint32_t limit = max_records > 0 ? max_records : options_.max_records;
   if (closed_) {
     return rill::unexpected(make_error_code(status::unavailable), "the group consumer is closed");
@@ -272,7 +289,7 @@ expected<std::vector<record>> group_consumer::poll(std::uint32_t max_records) {
   if (ready.empty()) {
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait_for(lock, long_wait);
-    return std::vector<record>{};
+    return std::size_t{0};
   }
   // Each readable partition once, without waiting; the last one tried waits for data.
   for (std::size_t k = 0; k < ready.size(); ++k) {
@@ -299,7 +316,7 @@ expected<std::vector<record>> group_consumer::poll(std::uint32_t max_records) {
     if (!got) {
       if (is_membership_error(got.error())) {
         RILL_TRY_VOID(refresh(s));
-        return std::vector<record>{};
+        return std::size_t{0};
       }
       return rill::unexpected(std::move(got).error());
     }
@@ -309,22 +326,29 @@ expected<std::vector<record>> group_consumer::poll(std::uint32_t max_records) {
       }
       continue;
     }
-    RILL_TRY(all, decode_records(r.partition, got->batches));
-    std::vector<record> out;
-    for (auto& rec : all) {
-      if (rec.offset >= static_cast<std::int64_t>(got->header.start_offset()) && out.size() < limit) {
-        rec.subscription = static_cast<std::uint32_t>(r.sub);
-        rec.generation = r.a.generation;
-        out.push_back(std::move(rec));
-      }
-    }
-    // After the last record returned (a whole batch may hold more than the limit).
-    s.position[r.partition] =
-        out.size() == limit ? static_cast<std::uint64_t>(out.back().offset + 1) : got->header.next_offset();
+    const origin from{static_cast<std::uint32_t>(r.sub), r.partition, r.a.generation};
+    const auto start = static_cast<std::int64_t>(got->header.start_offset());
+    std::size_t n = 0;
+    std::int64_t last = -1;
+    RILL_TRY_VOID(for_each_record(
+        got->batches, scratch_, [&](const storage::batch_view& v, const storage::record_view& rec) -> expected<void> {
+          const std::int64_t offset = v.base_offset().value() + rec.offset_delta;
+          if (offset < start || n >= limit) {
+            return {};  // before the position the poll resolved to, or beyond what the caller takes
+          }
+          if (auto taken = on(from, v, rec); !taken) {
+            return taken;
+          }
+          ++n;
+          last = offset;
+          return {};
+        }));
+    // After the last record seen (a whole batch may hold more than the limit).
+    s.position[r.partition] = n == limit ? static_cast<std::uint64_t>(last + 1) : got->header.next_offset();
     next_ = (next_ + k + 1) % ready.size();
-    return out;
+    return n;
   }
-  return std::vector<record>{};
+  return std::size_t{0};
 }
 
 expected<void> group_consumer::close() {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,18 @@ class group_consumer {
   // `subscription` is the index of its topic in options.topics. At most `max_records` (0: options.max_records):
   // the position moves past exactly what is returned.
   expected<std::vector<record>> poll(std::uint32_t max_records = 0);
+
+  // The same without copying: `on` sees each record where it lies (in the reply, or in the decompressed batch),
+  // valid during the call. Returns how many it saw; an error `on` returns ends the poll (positions stay where they
+  // were for that partition).
+  struct origin {
+    std::uint32_t subscription = 0;
+    std::uint32_t partition = 0;
+    std::uint64_t generation = 0;
+  };
+  using visitor =
+      std::function<expected<void>(const origin& from, const storage::batch_view&, const storage::record_view&)>;
+  expected<std::size_t> poll_each(const visitor& on, std::uint32_t max_records = 0);
   // Commits the position after every record poll() returned, for the partitions this member still owns.
   expected<void> commit();
   // Stops heartbeating, commits (auto_commit) and leaves the groups. Called by the destructor.
@@ -107,7 +120,8 @@ class group_consumer {
   bool stopping_ = false;
   bool closed_ = false;
   std::chrono::milliseconds interval_{1000};
-  std::size_t next_ = 0;  // round robin over the readable partitions
+  std::size_t next_ = 0;            // round robin over the readable partitions
+  std::vector<std::byte> scratch_;  // decompressed batches
   std::chrono::steady_clock::time_point last_commit_ = std::chrono::steady_clock::now();
 };
 

@@ -217,6 +217,9 @@ class nats_system final : public system_driver {
     if (o_.sync == "before-ack") {
       return load_error("--sync before-ack: nats-server 2.9 cannot fsync before acknowledging; use --sync none");
     }
+    if (!o_.group.empty()) {
+      return load_error("--group: consumer groups are measured on rill only");
+    }
     if (o_.compression != "none") {
       return load_error("--compression: NATS JetStream streams are compared uncompressed; use none");
     }

@@ -177,6 +177,9 @@ class redis_system final : public system_driver {
   }
 
   rill::expected<void> setup() override {
+    if (!o_.group.empty()) {
+      return load_error("--group: consumer groups are measured on rill only");
+    }
     if (o_.compression != "none") {
       return load_error("--compression: Redis Streams are compared uncompressed; use none");
     }

@@ -52,6 +52,11 @@ head -1 "$dir/c.csv" | grep -q "^second,role,messages,msgs_per_s,mb_per_s,p50_us
 grep -q ",consume," "$dir/c.csv" || fail "csv consume rows"
 grep -q ",produce," "$dir/c.csv" || fail "csv produce rows"
 
+# consume as a consumer group: the members share the partitions among themselves (3 members, 2 streams x 2).
+b consume --consumers 3 --streams 2 --partitions 2 --message-size 64 --batch 20 --messages 3000 --fetch 100 \
+  --group bench --name-prefix grp --json >"$dir/g.json" || fail "consume --group"
+[ "$(field "$dir/g.json" consume.messages)" = 3000 ] || fail "group consume read $(field "$dir/g.json" consume.messages)"
+
 # produce-consume at a paced rate: end-to-end latency for every message after the warm-up.
 b produce-consume --producers 1 --consumers 1 --duration 1 --warmup 0.5 --rate 2000 --batch 10 --json \
   >"$dir/e.json" || fail "produce-consume"

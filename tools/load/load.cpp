@@ -319,6 +319,9 @@ void add_load_options(CLI::App& app, load_options& o, load_mode mode) {
     app.add_option("--consumers", o.consumers, "consumer threads, one connection each; units are dealt round robin")
         ->check(CLI::Range(1, 1024));
     app.add_option("--fetch", o.fetch, "messages per poll")->check(CLI::Range(1, 1'000'000));
+    app.add_option("--group", o.group,
+                   "consumers read as members of this consumer group (rill; the group's assignment, not a fixed "
+                   "deal, gives them their partitions)");
     app.add_option("--drain-timeout", o.drain_timeout_s, "seconds consumers may take to catch up after producing")
         ->check(CLI::Range(0.1, 3600.0));
   }

@@ -54,6 +54,7 @@ struct load_options {
   double warmup_s = 0;                       // produced but not counted
   std::string sync = "before-ack";           // before-ack | none (what that means per system: the driver's settings())
   std::string compression = "none";          // none | zstd (rill only)
+  std::string group;                         // consumers are members of this consumer group (rill only)
   std::string partitioning = "fixed";        // fixed (producer i -> unit i % units) | round-robin | key
   std::uint32_t keys = 0;                    // distinct keys per message (0: no keys; needed by partitioning key)
   std::string key_distribution = "uniform";  // uniform | zipf (s = 1)

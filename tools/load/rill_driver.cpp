@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "net/client.h"
+#include "net/group_consumer.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
 
@@ -143,6 +144,33 @@ class rill_consumer final : public consumer_driver {
   std::vector<std::byte> scratch_;
 };
 
+// A consumer-group member: polls whatever its assignment holds, records seen where they lie.
+class rill_group_member final : public consumer_driver {
+ public:
+  explicit rill_group_member(std::unique_ptr<group_consumer> member) : member_(std::move(member)) {}
+  ~rill_group_member() override { (void)member_->close(); }
+
+  expected<std::size_t> poll(const on_message& on) override {
+    return member_->poll_each([&](const group_consumer::origin&, const storage::batch_view&,
+                                  const storage::record_view& rec) -> expected<void> {
+      on(rec.value ? *rec.value : std::span<const std::byte>());
+      return {};
+    });
+  }
+
+  std::string positions() const override {
+    std::string out;
+    for (const auto& a : member_->assignments()) {
+      out += fmt::format("{}member {} generation {} owns {} partitions", out.empty() ? "" : ", ", a.member_id,
+                         a.generation, a.owned.size());
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<group_consumer> member_;
+};
+
 class rill_system final : public system_driver {
  public:
   explicit rill_system(const load_options& o) : o_(o) {}
@@ -198,11 +226,32 @@ class rill_system final : public system_driver {
   }
 
   expected<std::unique_ptr<consumer_driver>> make_consumer(std::uint32_t, std::vector<std::uint32_t> units) override {
+    if (!o_.group.empty()) {
+      return make_group_consumer();
+    }
     RILL_TRY(c, client::connect(client_opts(o_)));
     return std::unique_ptr<consumer_driver>(new rill_consumer(std::move(c), units_, std::move(units), o_.fetch));
   }
 
  private:
+  // A member of the run's group in every topic: which partitions it reads is the group's business.
+  expected<std::unique_ptr<consumer_driver>> make_group_consumer() {
+    group_consumer_options g;
+    g.connection = client_opts(o_);
+    g.group = o_.group;
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> topics;
+    for (const auto& u : units_) {
+      if (topics.empty() || topics.back() != std::make_pair(u.stream_id, u.topic_id)) {
+        topics.emplace_back(u.stream_id, u.topic_id);
+        g.topics.push_back(group_subscription{by_id(u.stream_id), by_id(u.topic_id)});
+      }
+    }
+    g.max_records = o_.fetch;
+    g.max_wait = std::chrono::milliseconds(100);
+    RILL_TRY(member, group_consumer::create(g));
+    return std::unique_ptr<consumer_driver>(new rill_group_member(std::move(member)));
+  }
+
   const load_options& o_;
   std::unique_ptr<client> admin_;
   std::vector<std::uint32_t> created_;
