@@ -193,7 +193,7 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
   };
   // Sends a request to a group's actor and relays its reply.
   auto to_group = [&](caf::actor group) {
-    if (*a == net::api::group_join) {
+    if (*a == net::api::group_join || *a == net::api::group_heartbeat) {
       groups_.emplace(group.address(), group);  // told when this connection closes
     }
     group_msg msg{req.api_wire, std::string(reinterpret_cast<const char*>(req.header.data()), req.header.size()), id()};
@@ -287,7 +287,7 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
       }
       auto pending =
           group ? request(group, caf::infinite, group_poll_atom::value, group_poll_msg{std::move(h), std::move(target)})
-                : request(target, caf::infinite, poll_atom::value, poll_msg{std::move(h)});
+                : request(target, caf::infinite, poll_atom::value, poll_msg{std::move(h), std::nullopt});
       pending.then(
           [this, corr, bytes, chosen](poll_reply& r) {
             if (!r.result.ok()) {

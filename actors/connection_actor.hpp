@@ -66,7 +66,7 @@ class connection_actor final : public metered<>, public homed {
   std::uint64_t out_bytes_ = 0;  // bytes queued in out_ (a client that does not read its replies pauses reading)
   std::uint32_t inflight_requests_ = 0;
   std::uint64_t inflight_bytes_ = 0;
-  std::uint32_t balanced_next_ = 0;  // round-robin partition for balanced produces
+  std::uint32_t balanced_next_ = 0;                         // round-robin partition for balanced produces
   std::unordered_map<caf::actor_addr, caf::actor> groups_;  // groups members joined through this connection
   bool recv_pending_ = false;
   bool framing_ = false;  // on_recv is splitting frames: in_ must not be touched by a new receive yet

@@ -67,6 +67,8 @@ net::status status_of_group(const std::error_code& code) noexcept {
       return net::status::offset_regression;
     case group_errc::group_full:
       return net::status::group_full;
+    case group_errc::not_empty:
+      return net::status::group_not_empty;
   }
   return net::status::internal_error;
 }
@@ -179,6 +181,7 @@ void group_actor::persist() {
       then(error_);
     }
     persist();
+    maybe_quit();
   });
 }
 
@@ -278,6 +281,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
   }
   const auto a = net::api_from_wire(msg.api);
   const auto now = services_->clk->monotonic();
+  state_->advance(now);
   auto error_reply = [](const rill::error& e) { return group_reply{outcome_of(e), {}}; };
   auto durable_reply = [this](std::string header) -> caf::result<group_reply> {
     auto rp = make_response_promise<group_reply>();
@@ -334,8 +338,8 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
       }
       std::vector<std::uint32_t> released(req->released().begin(), req->released().end());
       const auto before = state_->assignment(req->member_id());
-      // The member's connection is bound at join only: a client may beat and poll through other connections.
-      auto v = state_->heartbeat(req->member_id(), now, released);
+      // The member's session lives on the connection it joins and beats through (polls and commits may use others).
+      auto v = state_->heartbeat(req->member_id(), now, released, msg.connection);
       if (!v) {
         return error_reply(v.error());
       }
@@ -366,24 +370,31 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
       if (!req) {
         return error_reply(req.error());
       }
-      // All or nothing: every offset is checked before any is taken.
+      // All or nothing: every offset is checked before any is taken (a partition named twice counts once, at its
+      // last offset, which may not be below the one before it).
+      std::map<std::uint32_t, std::uint64_t> offsets;
       for (const auto& o : req->offsets()) {
         if (auto ok = state_->check_read(req->member().member_id(), req->member().generation(), o.partition_id());
             !ok) {
           return error_reply(ok.error());
         }
-        if (auto c = state_->committed(o.partition_id()); c && o.offset() < *c) {
+        auto before = offsets.find(o.partition_id());
+        const auto floor =
+            before != offsets.end() ? std::optional(before->second) : state_->committed(o.partition_id());
+        if (floor && o.offset() < *floor) {
           return error_reply(rill::error(
               make_error_code(group_errc::offset_regression),
-              fmt::format("partition {}: commit of {} below the committed {}", o.partition_id(), o.offset(), *c)));
+              fmt::format("partition {}: commit of {} below the committed {}", o.partition_id(), o.offset(), *floor)));
         }
+        offsets[o.partition_id()] = o.offset();
       }
       bool moved = false;
-      for (const auto& o : req->offsets()) {
-        const auto c = state_->committed(o.partition_id());
-        RILL_ASSERT(state_->commit(req->member().member_id(), req->member().generation(), o.partition_id(), o.offset())
-                        .has_value());
-        moved = moved || c != o.offset();
+      for (const auto& [partition, offset] : offsets) {
+        const auto c = state_->committed(partition);
+        if (auto ok = state_->commit(req->member().member_id(), req->member().generation(), partition, offset); !ok) {
+          return error_reply(ok.error());  // not reached: checked above
+        }
+        moved = moved || c != offset;
       }
       if (moved) {
         changed();
@@ -437,19 +448,24 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
         --operations_;
         if (!info) {
           rp.deliver(group_reply{outcome::of(info.error()), {}});
+          maybe_quit();
           return;
         }
-        group_reply r;
+        std::string header;
         if (offsets_only) {
           proto::GroupOffsetsReply out;
           *out.mutable_partitions() = std::move(*info->mutable_partitions());
-          r.header = out.SerializeAsString();
+          header = out.SerializeAsString();
         } else {
           proto::GroupGetReply out;
           *out.mutable_group() = std::move(*info);
-          r.header = out.SerializeAsString();
+          header = out.SerializeAsString();
         }
-        rp.deliver(std::move(r));
+        // What it shows (generation, owners, offsets) is told only once it is on disk.
+        when_durable([this, rp, header = std::move(header)](const std::optional<rill::error>& e) mutable {
+          rp.deliver(reply_after(e, std::move(header)));
+        });
+        maybe_quit();
       });
       return rp;
     }
@@ -469,23 +485,25 @@ caf::result<poll_reply> group_actor::handle_poll(group_poll_msg& msg) {
   if (auto ok = state_->check_read(member, req.member().generation(), partition); !ok) {
     return poll_reply{outcome_of(ok.error()), nullptr};
   }
+  std::optional<std::int64_t> resume_at;
   if (req.strategy().kind() == proto::PollStrategy::NEXT) {
-    // The group's position; where it has none, the partition's first offset.
+    // The group's position (the partition keeps it within the log: retention may have removed what it points at);
+    // where it has none, the partition's first offset.
     if (auto c = state_->committed(partition)) {
-      req.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
-      req.mutable_strategy()->set_value(*c);
+      resume_at = static_cast<std::int64_t>(std::min<std::uint64_t>(*c, INT64_MAX));
     } else {
       req.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
     }
   }
+  const std::uint64_t generation = req.member().generation();
   const bool auto_commit = req.auto_commit();
   req.set_auto_commit(false);  // the partition stores named consumers' offsets only; the group commits its own
   auto rp = make_response_promise<poll_reply>();
   const std::uint64_t poll_id = next_poll_++;
   polls_.emplace(poll_id, rp);
-  request(msg.partition, caf::infinite, poll_atom::value, poll_msg{std::move(req)})
+  request(msg.partition, caf::infinite, poll_atom::value, poll_msg{std::move(req), resume_at})
       .then(
-          [this, poll_id, member, partition, auto_commit](poll_reply& r) mutable {
+          [this, poll_id, member, partition, generation, auto_commit](poll_reply& r) mutable {
             auto it = polls_.find(poll_id);
             if (it == polls_.end()) {
               return;  // answered when the group closed
@@ -497,10 +515,10 @@ caf::result<poll_reply> group_actor::handle_poll(group_poll_msg& msg) {
               return;
             }
             // The instant of delivery: the member must own the partition now, whatever happened while it waited.
-            if (partition >= state_->partitions() || state_->owner(partition) != member) {
+            if (!state_->still_owns(member, generation, partition)) {
               promise.deliver(poll_reply{
                   outcome{net::status::not_owner,
-                          fmt::format("partition {} was revoked from {} while the poll waited", partition, member)},
+                          fmt::format("partition {} changed hands while the poll of {} waited", partition, member)},
                   nullptr});
               step();
               return;
@@ -513,8 +531,9 @@ caf::result<poll_reply> group_actor::handle_poll(group_poll_msg& msg) {
                 const auto next = static_cast<std::uint64_t>(r.data->next_offset.value());
                 const auto c = state_->committed(partition);
                 if (!c || *c < next) {
-                  RILL_ASSERT(state_->commit(member, state_->generation(), partition, next).has_value());
-                  changed();
+                  if (state_->commit(member, state_->generation(), partition, next)) {
+                    changed();
+                  }
                   when_durable([promise, r = std::move(r)](const std::optional<rill::error>& e) mutable {
                     promise.deliver(e ? poll_reply{outcome::of(*e), nullptr} : std::move(r));
                   });
@@ -542,19 +561,31 @@ void group_actor::finish(bool destroy, caf::response_promise rp) {
     poll.deliver(poll_reply{outcome{net::status::unavailable, "the group is closing"}, nullptr});
   }
   polls_.clear();
-  when_durable([this, destroy, rp](const std::optional<rill::error>&) mutable {
+  finished_ = rp;
+  when_durable([this, destroy](const std::optional<rill::error>&) mutable {
     if (!destroy) {
-      rp.deliver(outcome{});
-      quit();
+      finish_result_ = outcome{};
+      maybe_quit();
       return;
     }
     ++operations_;
-    rill::spawn(storage::remove_tree(*io_, id_.dir, 64 << 20), [this, promise = rp](expected<void> r) mutable {
+    rill::spawn(storage::remove_tree(*io_, id_.dir, 64 << 20), [this](expected<void> r) mutable {
       --operations_;
-      promise.deliver(r ? outcome{} : outcome::of(r.error()));
-      quit();
+      finish_result_ = r ? outcome{} : outcome::of(r.error());
+      maybe_quit();
     });
   });
+}
+
+void group_actor::maybe_quit() {
+  // Not before every coroutine of this actor has finished (a describe waiting for a partition's answer): each
+  // promise it holds is then delivered.
+  if (!finish_result_ || operations_ > 0) {
+    return;
+  }
+  finished_.deliver(*finish_result_);
+  finish_result_.reset();
+  quit();
 }
 
 caf::behavior group_actor::serving() {
@@ -574,8 +605,11 @@ caf::behavior group_actor::serving() {
         return handle(msg);
       },
       [this](disconnect_atom, std::uint64_t connection) {
-        if (state_ && !closing_ && !state_->disconnected(connection).empty()) {
-          changed();
+        if (state_ && !closing_) {
+          state_->advance(services_->clk->monotonic());
+          if (!state_->disconnected(connection).empty()) {
+            changed();
+          }
         }
         step();
       },
@@ -594,6 +628,7 @@ caf::behavior group_actor::serving() {
       [this](resize_atom, std::uint32_t partitions) {
         id_.partitions = partitions;
         if (state_ && !closing_ && partitions != state_->partitions()) {
+          state_->advance(services_->clk->monotonic());
           state_->resize(partitions);
           changed();
         }

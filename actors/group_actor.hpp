@@ -78,6 +78,7 @@ class group_actor final : public metered<>, public homed {
   void step();
   group_reply reply_after(const std::optional<rill::error>& e, std::string header) const;
   void finish(bool destroy, caf::response_promise rp);
+  void maybe_quit();
 
   group_identity id_;
   const group_services* services_;
@@ -93,6 +94,8 @@ class group_actor final : public metered<>, public homed {
   std::map<std::uint64_t, caf::response_promise> polls_;  // members' polls waiting for their partition
   std::uint64_t next_poll_ = 1;
   bool closing_ = false;
+  caf::response_promise finished_;        // close or destroy: answered when the actor quits
+  std::optional<outcome> finish_result_;  // set when only the actor's coroutines are left to finish
 };
 
 // The reply status of a group_state error.

@@ -29,6 +29,8 @@ class group_category_impl final : public std::error_category {
         return "commit below the committed offset";
       case group_errc::group_full:
         return "the group is full";
+      case group_errc::not_empty:
+        return "the group has members";
     }
     return "group error";
   }
@@ -51,7 +53,8 @@ group_state::group_state(std::uint32_t partitions, assignment_strategy strategy,
       session_timeout_(session_timeout),
       owner_(partitions),
       target_(partitions),
-      revoke_deadline_(partitions) {
+      revoke_deadline_(partitions),
+      acquired_(partitions, 0) {
   RILL_ASSERT(session_timeout.count() > 0);
 }
 
@@ -130,17 +133,14 @@ expected<group_state::member_view> group_state::heartbeat(const std::string& id,
   if (conn != 0) {
     it->second.conn = conn;
   }
-  bool moved = false;
+  std::vector<std::uint32_t> moving;
   for (const auto p : released) {
-    if (p < owner_.size() && owner_[p] == id && target_[p] != id) {
-      owner_[p] = target_[p];
-      moved = true;
+    if (p < owner_.size() && owner_[p] == id && target_[p] != id &&
+        std::find(moving.begin(), moving.end(), p) == moving.end()) {
+      moving.push_back(p);
     }
   }
-  if (moved) {
-    ++generation_;  // a hand-over: the new owner reads under a generation its old owner never had
-    note_revocations();
-  }
+  hand_over(moving);
   return view_of(id);
 }
 
@@ -157,6 +157,7 @@ group_state::member_view group_state::view_of(const std::string& id) const {
   for (std::uint32_t p = 0; p < owner_.size(); ++p) {
     if (owner_[p] == id) {
       v.owned.push_back(p);
+      v.acquired.push_back(acquired_[p]);
       if (target_[p] != id) {
         v.revoking.push_back(p);
       }
@@ -176,13 +177,10 @@ expected<void> group_state::release(const std::string& id, std::uint64_t generat
       return fail(group_errc::not_owner, fmt::format("partition {} is not being revoked from {}", p, id));
     }
   }
-  for (const auto p : partitions) {
-    owner_[p] = target_[p];  // the target is a member (targets are recomputed whenever members change)
-  }
-  if (!partitions.empty()) {
-    ++generation_;  // a hand-over: the new owner reads under a generation its old owner never had
-    note_revocations();
-  }
+  std::vector<std::uint32_t> moving(partitions.begin(), partitions.end());
+  std::sort(moving.begin(), moving.end());
+  moving.erase(std::unique(moving.begin(), moving.end()), moving.end());
+  hand_over(moving);
   return {};
 }
 
@@ -202,18 +200,28 @@ std::vector<std::string> group_state::expire(time_point now) {
   }
   // A live owner that did not give back a revoked partition in time loses it anyway: from now on its reads and
   // commits of it are refused, so the hand-over is as safe as a release.
-  bool forced = false;
+  std::vector<std::uint32_t> forced;
   for (std::uint32_t p = 0; p < owner_.size(); ++p) {
     if (owner_[p] && owner_[p] != target_[p] && revoke_deadline_[p] && *revoke_deadline_[p] <= now) {
-      owner_[p] = target_[p];
-      forced = true;
+      forced.push_back(p);
     }
   }
-  if (forced) {
-    ++generation_;
-    note_revocations();
-  }
+  hand_over(forced);
   return gone;
+}
+
+void group_state::hand_over(const std::vector<std::uint32_t>& partitions) {
+  if (partitions.empty()) {
+    return;
+  }
+  // A new generation first: the new owners read under a generation their old owners never had.
+  ++generation_;
+  for (const auto p : partitions) {
+    RILL_ASSERT(owner_[p] && target_[p] && owner_[p] != target_[p]);
+    owner_[p] = target_[p];  // the target is a member (targets are recomputed whenever members change)
+    acquired_[p] = generation_;
+  }
+  note_revocations();
 }
 
 void group_state::note_revocations() {
@@ -233,8 +241,9 @@ expected<void> group_state::check_member(const std::string& id, std::uint64_t ge
     return fail(group_errc::unknown_member, id);
   }
   if (generation != generation_) {
-    return fail(group_errc::stale_generation,
-                fmt::format("generation {} of member {}; the group is at {}", generation, id, generation_));
+    return fail(
+        group_errc::stale_generation,
+        fmt::format("generation {} of member {} is not the group's current one: heartbeat for it", generation, id));
   }
   return {};
 }
@@ -248,6 +257,10 @@ expected<void> group_state::check_read(const std::string& id, std::uint64_t gene
     return fail(group_errc::not_owner, fmt::format("partition {} is not owned by {}", p, id));
   }
   return {};
+}
+
+bool group_state::still_owns(const std::string& id, std::uint64_t generation, std::uint32_t p) const {
+  return p < owner_.size() && owner_[p] == id && acquired_[p] <= generation;
 }
 
 expected<void> group_state::commit(const std::string& id, std::uint64_t generation, std::uint32_t p,
@@ -264,7 +277,7 @@ expected<void> group_state::commit(const std::string& id, std::uint64_t generati
 
 expected<void> group_state::reset(std::uint32_t p, std::uint64_t offset) {
   if (!members_.empty()) {
-    return fail(group_errc::not_owner,
+    return fail(group_errc::not_empty,
                 fmt::format("the group has {} members: offsets are reset only while it has none", members_.size()));
   }
   if (p >= owner_.size()) {
@@ -278,6 +291,7 @@ void group_state::resize(std::uint32_t partitions) {
   owner_.resize(partitions);
   target_.resize(partitions);
   revoke_deadline_.resize(partitions);
+  acquired_.resize(partitions);
   committed_.erase(committed_.lower_bound(partitions), committed_.end());
   rebalance();
 }
@@ -307,6 +321,7 @@ std::string group_state::serialize() const {
     slot->set_partition_id(p);
     if (owner_[p]) {
       slot->set_owner(*owner_[p]);
+      slot->set_acquired(acquired_[p]);
     }
     if (c) {
       slot->set_committed(*c);
@@ -337,6 +352,7 @@ expected<group_state> group_state::restore(std::string_view bytes, assignment_st
     }
     if (slot.has_owner() && g.members_.contains(slot.owner())) {
       g.owner_[slot.partition_id()] = slot.owner();
+      g.acquired_[slot.partition_id()] = std::min(slot.acquired(), g.generation_);
     }
     if (slot.has_committed()) {
       g.committed_[slot.partition_id()] = slot.committed();
@@ -392,6 +408,7 @@ void group_state::rebalance() {
   for (std::uint32_t p = 0; p < owner_.size(); ++p) {
     if (!owner_[p]) {
       owner_[p] = target_[p];  // free: hand it over now
+      acquired_[p] = generation_;
     }
     // Owned by someone else than its target: revoking until released (or its owner is gone, or the revocation
     // times out).
@@ -424,9 +441,15 @@ std::vector<std::optional<std::string>> group_state::compute_target() const {
   };
 
   // Shares: the members that own the most now get the larger shares (fewer moves); ties by id order.
-  std::vector<std::uint32_t> owned_now(m, 0);
+  std::map<std::string, std::uint32_t> index;
   for (std::uint32_t i = 0; i < m; ++i) {
-    owned_now[i] = static_cast<std::uint32_t>(std::count(owner_.begin(), owner_.end(), ids[i]));
+    index.emplace(ids[i], i);
+  }
+  std::vector<std::uint32_t> owned_now(m, 0);
+  for (const auto& o : owner_) {
+    if (o) {
+      ++owned_now[index.at(*o)];  // owners are members (removed members' partitions were freed)
+    }
   }
   std::vector<std::uint32_t> order(m);
   for (std::uint32_t i = 0; i < m; ++i) {
@@ -439,10 +462,6 @@ std::vector<std::optional<std::string>> group_state::compute_target() const {
     quota[order[k]] = base + 1;
   }
 
-  std::map<std::string, std::uint32_t> index;
-  for (std::uint32_t i = 0; i < m; ++i) {
-    index.emplace(ids[i], i);
-  }
   std::vector<std::uint32_t> given(m, 0);
   // 1. Sticky: a member keeps what it owns, up to its share (partitions its strategy would give it first).
   for (int pass = 0; pass < 2; ++pass) {

@@ -24,6 +24,7 @@
 //   its share;
 // - committed offsets never go backwards (a lower commit is refused);
 // - the generation only grows.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -47,6 +48,7 @@ enum class group_errc : int {
   bad_partition,       // outside the topic
   offset_regression,   // a commit below the committed offset
   group_full,          // members_max members already
+  not_empty,           // an offset reset while the group has members
 };
 const std::error_category& group_category() noexcept;
 inline std::error_code make_error_code(group_errc e) noexcept {
@@ -77,6 +79,7 @@ class group_state {
   struct member_view {
     std::uint64_t generation = 0;
     std::vector<std::uint32_t> owned;     // may read and commit these
+    std::vector<std::uint64_t> acquired;  // per owned partition: the generation it came to this member
     std::vector<std::uint32_t> revoking;  // part of owned: stop reading them and release() them
   };
   // Renews the session. `released`: partitions the member no longer reads; those being revoked from it go to their
@@ -94,6 +97,12 @@ class group_state {
 
   // May `member` in `generation` read `partition` now?
   expected<void> check_read(const std::string& member, std::uint64_t generation, std::uint32_t partition) const;
+  // At the delivery of a read that passed check_read in `generation`: does `member` still own `partition`, without
+  // having lost it and got it back since (then the read's start may be behind what another owner committed)?
+  [[nodiscard]] bool still_owns(const std::string& member, std::uint64_t generation, std::uint32_t partition) const;
+  // The latest time known, for what starts without a time of its own (revocations begun by leave, disconnected,
+  // resize). The actor calls it before each change.
+  void advance(time_point now) noexcept { now_ = std::max(now_, now); }
   expected<void> commit(const std::string& member, std::uint64_t generation, std::uint32_t partition,
                         std::uint64_t offset);
   [[nodiscard]] std::optional<std::uint64_t> committed(std::uint32_t partition) const;
@@ -134,6 +143,8 @@ class group_state {
   void remove_member(const std::string& id);
   // Starts the revocation clock of partitions that began revoking, stops it for those that stopped.
   void note_revocations();
+  // Revoking partitions go to their targets, under a new generation.
+  void hand_over(const std::vector<std::uint32_t>& partitions);
   member_view view_of(const std::string& id) const;
   // A membership change: new generation, new target, cooperative hand-over of what can move now.
   void rebalance();
@@ -151,7 +162,8 @@ class group_state {
   // Per partition being revoked: when its owner loses it even without a release (a session timeout after the
   // revocation began).
   std::vector<std::optional<time_point>> revoke_deadline_;
-  time_point now_{0};  // the latest time any call brought (revocations started without one use it)
+  std::vector<std::uint64_t> acquired_;  // per partition: the generation its owner got it
+  time_point now_{0};                    // the latest time any call brought (revocations started without one use it)
 };
 
 }  // namespace rill::actors

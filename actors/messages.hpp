@@ -51,6 +51,9 @@ struct produce_reply {
 
 struct poll_msg {
   proto::PollRequest request;
+  // A consumer group's position for a NEXT poll (the strategy is then ignored): read from here, moved up to the log
+  // start if retention removed what it points at, and down to the log end if it is beyond it.
+  std::optional<std::int64_t> resume_at;
 };
 struct poll_reply {
   outcome result;

@@ -105,10 +105,14 @@ caf::behavior metadata_actor::make_behavior() {
             }
             self->partitions_.clear();
             // Groups after partitions: their members' parked polls have been answered by now.
+            std::vector<caf::actor> groups;  // copied: the map may change while we wait
             for (const auto& [ns, g] : self->groups_) {
-              (void)co_await actor_request<outcome, close_atom>(self, g, close_atom::value);
+              groups.push_back(g);
             }
             self->groups_.clear();
+            for (const auto& g : groups) {
+              (void)co_await actor_request<outcome, close_atom>(self, g, close_atom::value);
+            }
             if (self->group_) {
               RILL_CO_TRY_VOID(co_await self->group_->close());
             }

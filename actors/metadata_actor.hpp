@@ -12,12 +12,12 @@
 
 #include "actors/actor_io.hpp"
 #include "actors/actor_request.hpp"
+#include "actors/group_actor.hpp"
 #include "actors/homed.h"
 #include "actors/messages.hpp"
 #include "actors/metadata_machine.h"
 #include "actors/metadata_state.h"
 #include "actors/metered.hpp"
-#include "actors/group_actor.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
 #include "config/server_config.h"
@@ -66,7 +66,7 @@ class metadata_actor final : public metered<>, public homed {
   std::unique_ptr<consensus::local_group> group_;
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, caf::actor> partitions_;
-  std::map<std::uint64_t, caf::actor> groups_;  // by group_namespace()
+  std::map<std::uint64_t, caf::actor> groups_;   // by group_namespace()
   std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;

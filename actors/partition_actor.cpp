@@ -44,10 +44,16 @@ void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
   become(serving());
 }
 
-storage::read_request partition_actor::read_request_for(const proto::PollRequest& r) const {
+storage::read_request partition_actor::read_request_for(const proto::PollRequest& r,
+                                                        std::optional<std::int64_t> resume_at) const {
   storage::read_request q;
   q.max_bytes = r.max_bytes() ? r.max_bytes() : services_->default_max_bytes;
   q.max_records = r.max_records() ? r.max_records() : UINT32_MAX;
+  if (resume_at) {
+    q.start = storage::read_start::offset;
+    q.offset = std::clamp(offset_t(*resume_at), state_->log().log_start(), state_->log().log_end());
+    return q;
+  }
   switch (r.strategy().kind()) {
     case proto::PollStrategy::OFFSET:
       q.start = storage::read_start::offset;
@@ -90,15 +96,16 @@ void partition_actor::run_poll(std::uint64_t waiter_id) {
   }
   it->second.reading = true;
   ++operations_;
-  auto job = [](partition_actor* self, proto::PollRequest request) -> task<expected<storage::read_result>> {
-    RILL_CO_TRY(result, co_await self->state_->read(self->read_request_for(request)));
+  auto job = [](partition_actor* self, proto::PollRequest request,
+                std::optional<std::int64_t> resume_at) -> task<expected<storage::read_result>> {
+    RILL_CO_TRY(result, co_await self->state_->read(self->read_request_for(request, resume_at)));
     if (request.auto_commit() && result.batches > 0 && request.consumer().kind_case() == proto::Consumer::kName) {
       RILL_CO_TRY_VOID(
           co_await self->state_->store_consumer_offset(request.consumer().name(), result.next_offset.value()));
     }
     co_return result;
   };
-  rill::spawn(job(this, it->second.request), [this, waiter_id](expected<storage::read_result> r) {
+  rill::spawn(job(this, it->second.request, it->second.resume_at), [this, waiter_id](expected<storage::read_result> r) {
     --operations_;
     auto w = waiters_.find(waiter_id);
     if (w == waiters_.end()) {
@@ -225,7 +232,7 @@ caf::behavior partition_actor::serving() {
         }
         auto rp = make_response_promise<poll_reply>();
         const std::uint64_t id = next_waiter_++;
-        waiter w{std::move(msg.request), rp, 0, false};
+        waiter w{std::move(msg.request), msg.resume_at, rp, 0, false};
         const std::uint64_t wait_ms =
             std::min<std::uint64_t>(w.request.max_wait_ms(), services_->long_poll_wait_ms_max);
         if (wait_ms > 0 && !draining_) {

@@ -43,6 +43,7 @@ class partition_actor final : public metered<>, public homed {
  private:
   struct waiter {
     proto::PollRequest request;
+    std::optional<std::int64_t> resume_at;  // a group's position (poll_msg)
     caf::response_promise promise;
     deadline_heap::timer_id timer = 0;
     bool reading = false;
@@ -56,7 +57,7 @@ class partition_actor final : public metered<>, public homed {
   void schedule_tick();
   void schedule_retention();
   void finish(bool destroy, caf::response_promise rp);
-  storage::read_request read_request_for(const proto::PollRequest& r) const;
+  storage::read_request read_request_for(const proto::PollRequest& r, std::optional<std::int64_t> resume_at) const;
 
   partition_identity id_;
   storage::log_options options_;

@@ -80,6 +80,8 @@ std::string_view to_string(status s) noexcept {
       return "offset_regression";
     case status::group_full:
       return "group_full";
+    case status::group_not_empty:
+      return "group_not_empty";
   }
   return "unknown_status";
 }

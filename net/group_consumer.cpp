@@ -27,8 +27,20 @@ group_consumer::assignment from_proto(const std::string& member, const proto::Gr
   out.member_id = member;
   out.generation = a.generation();
   out.owned.assign(a.owned().begin(), a.owned().end());
+  out.acquired.assign(a.acquired().begin(), a.acquired().end());
+  out.acquired.resize(out.owned.size(), 0);
   out.revoking.assign(a.revoking().begin(), a.revoking().end());
   return out;
+}
+
+// The generation `p` came to the member in, if it owns `p`.
+std::optional<std::uint64_t> acquired_of(const group_consumer::assignment& a, std::uint32_t p) {
+  for (std::size_t i = 0; i < a.owned.size(); ++i) {
+    if (a.owned[i] == p) {
+      return a.acquired[i];
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -88,39 +100,54 @@ expected<void> group_consumer::join(subscription& s) {
       wanted = s.latest.member_id;  // a rejoin keeps the id the group knows this member by
     }
   }
-  RILL_TRY(joined, beat_->join_group(s.where.stream, s.where.topic, s.group, wanted));
-  RILL_TRY(a, beat_->heartbeat_group(s.where.stream, s.where.topic, s.group, joined.member_id()));
+  proto::GroupJoinReply joined;
+  proto::GroupAssignment a;
+  {
+    std::lock_guard<std::mutex> beat(beat_mutex_);
+    RILL_TRY(j, beat_->join_group(s.where.stream, s.where.topic, s.group, wanted));
+    RILL_TRY(first, beat_->heartbeat_group(s.where.stream, s.where.topic, s.group, j.member_id()));
+    joined = std::move(j);
+    a = std::move(first);
+  }
+  interval_ms_ = options_.heartbeat_interval.count() > 0 ? options_.heartbeat_interval.count()
+                                                         : std::max<std::int64_t>(joined.session_timeout_ms() / 3, 10);
   std::lock_guard<std::mutex> lock(mutex_);
   s.latest = from_proto(joined.member_id(), a);
   ++s.joins;
-  interval_ = options_.heartbeat_interval.count() > 0
-                  ? options_.heartbeat_interval
-                  : std::chrono::milliseconds(std::max<std::uint32_t>(joined.session_timeout_ms() / 3, 10));
   wake_.notify_all();
   return {};
+}
+
+void group_consumer::update_latest(subscription& s, const assignment& a) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Replies may arrive out of order across the two threads: never go back to an older generation.
+  if (s.latest.member_id == a.member_id && a.generation >= s.latest.generation) {
+    s.latest = a;
+    wake_.notify_all();
+  }
 }
 
 void group_consumer::heartbeat_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    wake_.wait_for(lock, interval_, [this] { return stopping_; });
+    wake_.wait_for(lock, interval(), [this] { return stopping_ || rejoin_now_; });
     if (stopping_) {
       break;
     }
+    rejoin_now_ = false;
     for (auto& s : subs_) {
       const std::string member = s.latest.member_id;
       lock.unlock();
-      auto a = beat_->heartbeat_group(s.where.stream, s.where.topic, s.group, member);
+      auto a = [&] {
+        std::lock_guard<std::mutex> beat(beat_mutex_);
+        return beat_->heartbeat_group(s.where.stream, s.where.topic, s.group, member);
+      }();
       if (!a && is(a.error(), status::unknown_member)) {
         (void)join(s);  // the session ended: join again as the same member
-        lock.lock();
-        continue;
+      } else if (a) {
+        update_latest(s, from_proto(member, *a));
       }
       lock.lock();
-      if (a && s.latest.member_id == member) {
-        s.latest = from_proto(member, *a);
-        wake_.notify_all();
-      }
     }
   }
 }
@@ -134,22 +161,24 @@ std::vector<group_consumer::assignment> group_consumer::assignments() const {
   return out;
 }
 
-expected<void> group_consumer::refresh(subscription& s) {
+expected<bool> group_consumer::refresh(subscription& s) {
   std::string member;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     member = s.latest.member_id;
   }
   auto a = main_->group_assignment(s.where.stream, s.where.topic, s.group, member);
-  std::lock_guard<std::mutex> lock(mutex_);
   if (!a) {
-    wake_.notify_all();  // unknown member: the heartbeat thread joins again at its next beat
-    return is_membership_error(a.error()) ? expected<void>{} : expected<void>(rill::unexpected(a.error()));
+    if (!is_membership_error(a.error())) {
+      return rill::unexpected(std::move(a).error());
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    rejoin_now_ = true;  // unknown member: the heartbeat thread joins again now
+    wake_.notify_all();
+    return false;
   }
-  if (s.latest.member_id == member) {
-    s.latest = from_proto(member, *a);
-  }
-  return {};
+  update_latest(s, from_proto(member, *a));
+  return true;
 }
 
 expected<void> group_consumer::commit_subscription(subscription& s, const assignment& a) {
@@ -162,8 +191,8 @@ expected<void> group_consumer::commit_subscription(subscription& s, const assign
     }
     for (const auto& [p, pos] : s.position) {
       auto c = s.committed.find(p);
-      if (contains(now.owned, p) && (c == s.committed.end() || c->second != pos)) {
-        offsets.emplace_back(p, pos);
+      if (acquired_of(now, p) == pos.acquired && (c == s.committed.end() || c->second != pos.offset)) {
+        offsets.emplace_back(p, pos.offset);
       }
     }
     if (offsets.empty()) {
@@ -174,20 +203,31 @@ expected<void> group_consumer::commit_subscription(subscription& s, const assign
     m.set_generation(now.generation);
     auto r = main_->commit_group(s.where.stream, s.where.topic, s.group, m, offsets);
     if (r) {
-      for (const auto& [p, pos] : offsets) {
-        s.committed[p] = pos;
+      for (const auto& [p, o] : offsets) {
+        s.committed[p] = o;
       }
+      return {};
+    }
+    if (is(r.error(), status::offset_regression)) {
+      // The group is ahead of what this member read (it cannot be, unless its view was stale): read on from the
+      // group's offsets.
+      s.position.clear();
+      s.committed.clear();
       return {};
     }
     if (!is_membership_error(r.error())) {
       return r;
     }
-    RILL_TRY_VOID(refresh(s));  // a new generation: commit what this member still owns under it
+    RILL_TRY(known, refresh(s));  // a new generation: commit what this member still owns under it
+    if (!known) {
+      break;
+    }
   }
   return {};  // what could not be committed is read again by the partition's next owner (at least once)
 }
 
-expected<void> group_consumer::reconcile() {
+expected<std::vector<group_consumer::assignment>> group_consumer::reconcile() {
+  std::vector<assignment> views;
   for (auto& s : subs_) {
     assignment a;
     std::uint64_t joins = 0;
@@ -201,32 +241,38 @@ expected<void> group_consumer::reconcile() {
       s.committed.clear();
       s.joins_seen = joins;
     }
-    std::erase_if(s.position, [&](const auto& kv) { return !contains(a.owned, kv.first); });
-    std::erase_if(s.committed, [&](const auto& kv) { return !contains(a.owned, kv.first); });
-    if (a.revoking.empty()) {
-      continue;
-    }
-    // Hand-over: this thread no longer reads them; their positions go to the group first.
-    if (options_.auto_commit) {
-      RILL_TRY_VOID(commit_subscription(s, a));
-    }
-    auto r = main_->heartbeat_group(s.where.stream, s.where.topic, s.group, a.member_id, a.revoking);
-    if (!r) {
-      if (!is_membership_error(r.error())) {
+    // A position holds only for the ownership it was read under.
+    std::erase_if(s.position, [&](const auto& kv) { return acquired_of(a, kv.first) != kv.second.acquired; });
+    std::erase_if(s.committed, [&](const auto& kv) { return !s.position.contains(kv.first); });
+    if (!a.revoking.empty()) {
+      // Hand-over: this thread no longer reads them; their positions go to the group first.
+      if (options_.auto_commit) {
+        RILL_TRY_VOID(commit_subscription(s, a));
+      }
+      auto r = [&] {
+        std::lock_guard<std::mutex> beat(beat_mutex_);
+        return beat_->heartbeat_group(s.where.stream, s.where.topic, s.group, a.member_id, a.revoking);
+      }();
+      if (!r && !is_membership_error(r.error())) {
         return rill::unexpected(std::move(r).error());
       }
-      continue;
+      for (auto p : a.revoking) {
+        s.position.erase(p);
+        s.committed.erase(p);
+      }
+      if (r) {
+        a = from_proto(a.member_id, *r);
+        update_latest(s, a);
+      } else {
+        (void)refresh(s);
+        std::lock_guard<std::mutex> lock(mutex_);
+        a = s.latest;
+      }
+      std::erase_if(s.position, [&](const auto& kv) { return acquired_of(a, kv.first) != kv.second.acquired; });
     }
-    for (auto p : a.revoking) {
-      s.position.erase(p);
-      s.committed.erase(p);
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (s.latest.member_id == a.member_id) {
-      s.latest = from_proto(a.member_id, *r);
-    }
+    views.push_back(std::move(a));
   }
-  return {};
+  return views;
 }
 
 expected<void> group_consumer::commit() {
@@ -270,31 +316,34 @@ expected<std::size_t> group_consumer::poll_each(const visitor& on, std::uint32_t
   if (options_.auto_commit && std::chrono::steady_clock::now() - last_commit_ >= options_.auto_commit_interval) {
     RILL_TRY_VOID(commit());  // what the previous polls returned counts as consumed
   }
-  RILL_TRY_VOID(reconcile());
+  RILL_TRY(views, reconcile());
   struct readable {
     std::size_t sub;
     std::uint32_t partition;
-    assignment a;
+    std::uint64_t acquired;
   };
   std::vector<readable> ready;
-  for (std::size_t i = 0; i < subs_.size(); ++i) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto p : subs_[i].latest.owned) {
-      if (!contains(subs_[i].latest.revoking, p)) {
-        ready.push_back(readable{i, p, subs_[i].latest});
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    for (std::size_t j = 0; j < views[i].owned.size(); ++j) {
+      if (!contains(views[i].revoking, views[i].owned[j])) {
+        ready.push_back(readable{i, views[i].owned[j], views[i].acquired[j]});
       }
     }
   }
-  const auto long_wait = std::min(options_.max_wait, interval_);
-  if (ready.empty()) {
+  const auto long_wait = std::min(options_.max_wait, interval());
+  auto pause = [&] {
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait_for(lock, long_wait);
+    wake_.wait_for(lock, long_wait);  // until the heartbeat thread hears something new, or the wait ends
+  };
+  if (ready.empty()) {
+    pause();
     return std::size_t{0};
   }
   // Each readable partition once, without waiting; the last one tried waits for data.
   for (std::size_t k = 0; k < ready.size(); ++k) {
     const auto& r = ready[(next_ + k) % ready.size()];
     subscription& s = subs_[r.sub];
+    const assignment& view = views[r.sub];
     proto::PollRequest req;
     *req.mutable_stream() = s.where.stream;
     *req.mutable_topic() = s.where.topic;
@@ -302,31 +351,38 @@ expected<std::size_t> group_consumer::poll_each(const visitor& on, std::uint32_t
     auto pos = s.position.find(r.partition);
     if (pos != s.position.end()) {
       req.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
-      req.mutable_strategy()->set_value(pos->second);
+      req.mutable_strategy()->set_value(pos->second.offset);
     } else {
       req.mutable_strategy()->set_kind(proto::PollStrategy::NEXT);
     }
     req.mutable_consumer()->set_group(options_.group);
-    req.mutable_member()->set_member_id(r.a.member_id);
-    req.mutable_member()->set_generation(r.a.generation);
+    req.mutable_member()->set_member_id(view.member_id);
+    req.mutable_member()->set_generation(view.generation);
     req.set_max_records(limit);
     req.set_max_bytes(options_.max_bytes);
     req.set_max_wait_ms(k + 1 == ready.size() ? static_cast<std::uint32_t>(long_wait.count()) : 0);
     auto got = main_->poll(req);
     if (!got) {
       if (is_membership_error(got.error())) {
-        RILL_TRY_VOID(refresh(s));
+        RILL_TRY(known, refresh(s));
+        if (!known) {
+          pause();  // a rejoin is under way on the heartbeat thread
+        }
+        return std::size_t{0};
+      }
+      if (is(got.error(), status::offset_out_of_range) && pos != s.position.end()) {
+        s.position.erase(pos);  // retention passed it: go on from the group's offset (kept within the log)
         return std::size_t{0};
       }
       return rill::unexpected(std::move(got).error());
     }
     if (got->header.batches() == 0) {
       if (pos == s.position.end()) {
-        s.position[r.partition] = got->header.start_offset();
+        s.position[r.partition] = subscription::position_at{got->header.start_offset(), r.acquired};
       }
       continue;
     }
-    const origin from{static_cast<std::uint32_t>(r.sub), r.partition, r.a.generation};
+    const origin from{static_cast<std::uint32_t>(r.sub), r.partition, view.generation};
     const auto start = static_cast<std::int64_t>(got->header.start_offset());
     std::size_t n = 0;
     std::int64_t last = -1;
@@ -344,7 +400,8 @@ expected<std::size_t> group_consumer::poll_each(const visitor& on, std::uint32_t
           return {};
         }));
     // After the last record seen (a whole batch may hold more than the limit).
-    s.position[r.partition] = n == limit ? static_cast<std::uint64_t>(last + 1) : got->header.next_offset();
+    s.position[r.partition] = subscription::position_at{
+        n == limit ? static_cast<std::uint64_t>(last + 1) : got->header.next_offset(), r.acquired};
     next_ = (next_ + k + 1) % ready.size();
     return n;
   }

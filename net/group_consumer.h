@@ -6,15 +6,18 @@
 // the session timeout by default) and keeps the latest assignment; poll(), commit() and close() run on the caller's
 // thread over a second connection. The caller's thread is the only one that reads, so the hand-over of a revoked
 // partition is done there: at the next poll() it stops reading the partition, commits its position (auto_commit),
-// and releases it, after which the group gives it to its new owner.
+// and releases it (through the heartbeat connection, which holds the member's session), after which the group gives
+// it to its new owner.
 //
 // Positions: a partition newly assigned is read from the group's committed offset (NEXT); after that from the
-// position after the last record poll() returned. commit() stores those positions; with auto_commit they are
-// committed every auto_commit_interval, before a partition is released, and at close(). Delivery is at least once:
-// what was returned but not committed is read again by the partition's next owner.
+// position after the last record poll() returned, for as long as the member keeps it (a partition that went to
+// another member and came back is read from the group's offset again). commit() stores those positions; with
+// auto_commit they are committed every auto_commit_interval, before a partition is released, and at close(). Delivery
+// is at least once: what was returned but not committed is read again by the partition's next owner.
 //
 // If the member's session ended (a long pause, a server restart that outlived it), the background thread joins
 // again under the same member id; the partitions it then owns are read from the group's offsets.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -84,6 +87,7 @@ class group_consumer {
     std::string member_id;
     std::uint64_t generation = 0;
     std::vector<std::uint32_t> owned;
+    std::vector<std::uint64_t> acquired;  // per owned partition: the generation it came to this member
     std::vector<std::uint32_t> revoking;
   };
   // Per subscription, as the background thread last heard it.
@@ -98,28 +102,41 @@ class group_consumer {
     std::uint64_t joins = 0;  // bumped at every (re)join: positions from before are forgotten
     // The poll thread's own.
     std::uint64_t joins_seen = 0;
-    std::map<std::uint32_t, std::uint64_t> position;   // next offset to read, per partition read so far
+    struct position_at {
+      std::uint64_t offset = 0;    // the next offset to read
+      std::uint64_t acquired = 0;  // of the ownership it was read under: stale once the partition changed hands
+    };
+    std::map<std::uint32_t, position_at> position;     // per partition read so far
     std::map<std::uint32_t, std::uint64_t> committed;  // what this member last committed
   };
 
   explicit group_consumer(group_consumer_options options);
   expected<void> join(subscription& s);
   void heartbeat_loop();
-  // Brings the poll thread's view up to date: forgets positions of partitions gone, releases revoked ones.
-  expected<void> reconcile();
+  // Brings the poll thread's view up to date: forgets positions of partitions gone (or gone and back), releases
+  // revoked ones. Returns the view of each subscription this poll works with.
+  expected<std::vector<assignment>> reconcile();
   expected<void> commit_subscription(subscription& s, const assignment& a);
-  expected<void> refresh(subscription& s);
+  // Asks for the member's assignment now; false when the group no longer knows the member (a rejoin is due).
+  expected<bool> refresh(subscription& s);
+  // Takes `a` as the subscription's latest view unless it is older than the one there.
+  void update_latest(subscription& s, const assignment& a);
+  [[nodiscard]] std::chrono::milliseconds interval() const noexcept {
+    return std::chrono::milliseconds(interval_ms_.load(std::memory_order_relaxed));
+  }
 
   group_consumer_options options_;
-  std::unique_ptr<client> main_;
-  std::unique_ptr<client> beat_;
+  std::unique_ptr<client> main_;  // polls, commits, leaves (the caller's thread)
+  std::unique_ptr<client> beat_;  // joins and heartbeats, releases too: the member's session connection
+  std::mutex beat_mutex_;         // beat_ is used by both threads, one call at a time
   std::vector<subscription> subs_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::thread heartbeat_;
   bool stopping_ = false;
+  bool rejoin_now_ = false;  // the poll thread found the member unknown: the heartbeat thread joins at once
   bool closed_ = false;
-  std::chrono::milliseconds interval_{1000};
+  std::atomic<std::int64_t> interval_ms_{1000};
   std::size_t next_ = 0;            // round robin over the readable partitions
   std::vector<std::byte> scratch_;  // decompressed batches
   std::chrono::steady_clock::time_point last_commit_ = std::chrono::steady_clock::now();

@@ -39,6 +39,7 @@ enum class status : std::uint16_t {
   not_owner = 62,          // the partition is not (or not yet, or no longer) this member's
   offset_regression = 63,  // a commit below the group's committed offset
   group_full = 64,         // the group has as many members as it takes
+  group_not_empty = 65,    // an offset reset while the group has members
   // Retriable.
   overloaded = 100,   // back-pressure: try again shortly
   unavailable = 101,  // the server is starting or stopping

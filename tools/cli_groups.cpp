@@ -148,7 +148,11 @@ int group_consume(const group_consume_args& args) {
     }
     empty_polls = records->empty() ? empty_polls + 1 : 0;
     if (!args.follow && empty_polls >= 2) {
-      break;
+      // Nothing more, unless the group is still moving partitions to this member (then give it a few seconds).
+      const auto a = gc.assignments()[0];
+      if ((!a.owned.empty() && a.revoking.empty()) || empty_polls >= 10) {
+        break;
+      }
     }
   }
   if (auto closed = gc.close(); !closed && rc == 0) {

@@ -106,7 +106,7 @@ history run_scenario(std::uint64_t seed, int producers, int per_producer) {
         proto::PollRequest req;
         req.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
         req.set_max_bytes(1 << 20);
-        self->request(partition, caf::infinite, poll_atom::value, poll_msg{req}).then([&](poll_reply& r) {
+        self->request(partition, caf::infinite, poll_atom::value, poll_msg{req, std::nullopt}).then([&](poll_reply& r) {
           BOOST_REQUIRE(r.result.ok());
           for (const auto& v : r.data->batch_views()) {
             storage::record_reader rr(v.records_region());

@@ -201,6 +201,35 @@ BOOST_AUTO_TEST_CASE(an_owner_that_never_releases_loses_the_partition_after_a_se
   g.check_invariants();
 }
 
+BOOST_AUTO_TEST_CASE(a_partition_that_left_and_came_back_is_a_new_ownership) {
+  group_state g(2, assignment_strategy::range, 10s);
+  const auto a = g.join(std::string("a"), tp(0))->member_id;
+  const auto first = g.generation();
+  auto va = g.heartbeat(a, tp(0));
+  BOOST_REQUIRE(va);
+  BOOST_TEST(va->acquired == (std::vector<std::uint64_t>{first, first}));
+  BOOST_TEST(g.still_owns(a, first, 1));
+  // b comes, takes partition 1, leaves: partition 1 is a's again, under a later generation.
+  const auto b = g.join(std::string("b"), tp(0))->member_id;
+  BOOST_REQUIRE(g.heartbeat(a, tp(0), g.heartbeat(a, tp(0))->revoking));
+  BOOST_TEST((g.owner(1) == b));
+  BOOST_REQUIRE(g.leave(b));
+  BOOST_TEST((g.owner(1) == a));
+  const auto back = g.heartbeat(a, tp(0));
+  BOOST_REQUIRE(back);
+  BOOST_TEST(back->acquired[0] == first);           // partition 0 never left
+  BOOST_TEST(back->acquired[1] == g.generation());  // partition 1 is a new ownership
+  // A read a started in the first generation is not delivered for partition 1 (b may have committed past it).
+  BOOST_TEST(g.still_owns(a, first, 0));
+  BOOST_TEST(!g.still_owns(a, first, 1));
+  BOOST_TEST(g.still_owns(a, g.generation(), 1));
+  // And the acquisition survives serialization.
+  auto r = group_state::restore(g.serialize(), assignment_strategy::range, 10s, 2, tp(0));
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->still_owns(a, first, 0));
+  BOOST_TEST(!r->still_owns(a, first, 1));
+}
+
 BOOST_AUTO_TEST_CASE(partition_count_changes_and_offset_resets) {
   group_state g(4, assignment_strategy::round_robin, 10s);
   BOOST_REQUIRE(g.reset(3, 40));

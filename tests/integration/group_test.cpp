@@ -425,6 +425,18 @@ BOOST_AUTO_TEST_CASE(stale_generations_are_refused_and_offsets_survive_a_server_
   BOOST_REQUIRE(after.has_value());
   BOOST_TEST(after->generation() > beat->generation());
   BOOST_REQUIRE(commit("second", after->generation(), {{released[0], 9}}).has_value());
+  // A partition named twice may not go down within one commit (refused, nothing taken, the server unharmed).
+  auto twice = commit("second", after->generation(), {{released[0], 12}, {released[0], 10}});
+  BOOST_REQUIRE(!twice);
+  BOOST_TEST((status_of(twice.error()) == status::offset_regression));
+  BOOST_REQUIRE(srv.cli->ping().has_value());
+  // The committed offset (9) is beyond this empty partition's end: a NEXT poll reads from the end, not an error.
+  poll.set_partition_id(released[0]);
+  poll.mutable_member()->set_member_id("second");
+  poll.mutable_member()->set_generation(after->generation());
+  auto clamped = srv.cli->poll(poll);
+  BOOST_REQUIRE_MESSAGE(clamped.has_value(), (clamped ? std::string() : clamped.error().message()));
+  BOOST_TEST(clamped->header.batches() == 0u);
   const std::uint32_t kept = 1 - released[0];
   const auto want = describe(*srv.cli, "r");
 
