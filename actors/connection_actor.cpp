@@ -140,27 +140,36 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
   }
   const auto table = services_->routes->current();
   // Finds the partition actor of a request's stream, topic and partition, or replies with the error.
-  auto route = [&](const proto::Identifier& s, const proto::Identifier& t, std::optional<std::uint32_t> partition,
-                   std::uint32_t& chosen) -> caf::actor {
+  // Finds a request's stream and topic, or replies with the error (and returns null).
+  auto find = [&](const proto::Identifier& s,
+                  const proto::Identifier& t) -> std::pair<const stream_meta*, const topic_meta*> {
     auto stream = table->view->find_stream(s);
     if (!stream) {
       reply_error(corr, net::status_of(stream.error().code()), stream.error().detail(), bytes);
-      return {};
+      return {nullptr, nullptr};
     }
     auto topic = table->view->find_topic(**stream, t);
     if (!topic) {
       reply_error(corr, net::status_of(topic.error().code()), topic.error().detail(), bytes);
+      return {nullptr, nullptr};
+    }
+    return {*stream, *topic};
+  };
+  auto route = [&](const proto::Identifier& s, const proto::Identifier& t, std::optional<std::uint32_t> partition,
+                   std::uint32_t& chosen) -> caf::actor {
+    const auto [stream, topic] = find(s, t);
+    if (topic == nullptr) {
       return {};
     }
-    const std::uint32_t count = (*topic)->config.partitions();
+    const std::uint32_t count = topic->config.partitions();
     chosen = partition ? *partition : balanced_next_++ % count;
     if (chosen >= count) {
       reply_error(corr, net::status::partition_not_found,
-                  fmt::format("partition {} not found in topic '{}' ({} partitions)", chosen, (*topic)->name, count),
+                  fmt::format("partition {} not found in topic '{}' ({} partitions)", chosen, topic->name, count),
                   bytes);
       return {};
     }
-    auto actor = table->partition((*stream)->id, (*topic)->id, chosen);
+    auto actor = table->partition(stream->id, topic->id, chosen);
     if (!actor) {
       reply_error(corr, net::status::unavailable, "the partition is being created or deleted; retry", bytes);
     }
@@ -170,22 +179,16 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
   // Finds a consumer group's actor, or replies with the error.
   auto route_group = [&](const proto::Identifier& s, const proto::Identifier& t,
                          const proto::Identifier& g) -> caf::actor {
-    auto stream = table->view->find_stream(s);
-    if (!stream) {
-      reply_error(corr, net::status_of(stream.error().code()), stream.error().detail(), bytes);
+    const auto [stream, topic] = find(s, t);
+    if (topic == nullptr) {
       return {};
     }
-    auto topic = table->view->find_topic(**stream, t);
-    if (!topic) {
-      reply_error(corr, net::status_of(topic.error().code()), topic.error().detail(), bytes);
-      return {};
-    }
-    auto group = metadata_view::find_group(**topic, g);
+    auto group = metadata_view::find_group(*topic, g);
     if (!group) {
       reply_error(corr, net::status_of(group.error().code()), group.error().detail(), bytes);
       return {};
     }
-    auto actor = table->group((*stream)->id, (*topic)->id, (*group)->id);
+    auto actor = table->group(stream->id, topic->id, (*group)->id);
     if (!actor) {
       reply_error(corr, net::status::unavailable, "the group is being created or deleted; retry", bytes);
     }
@@ -203,11 +206,7 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
               if (!r.result.ok()) {
                 return reply_error(corr, r.result.st, r.result.message, bytes);
               }
-              std::vector<std::byte> out;
-              net::append_reply_raw(
-                  out, corr, net::status::ok,
-                  std::span<const std::byte>(reinterpret_cast<const std::byte*>(r.header.data()), r.header.size()));
-              reply(std::move(out), bytes);
+              reply_serialized(corr, r.header, bytes);
             },
             [this, corr, bytes](caf::error& e) {
               reply_error(corr, net::status::unavailable, system().render(e), bytes);
@@ -395,11 +394,7 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
                   s.set_version(version_string);
                   r.header = s.SerializeAsString();
                 }
-                std::vector<std::byte> out;
-                net::append_reply_raw(
-                    out, corr, net::status::ok,
-                    std::span<const std::byte>(reinterpret_cast<const std::byte*>(r.header.data()), r.header.size()));
-                reply(std::move(out), bytes);
+                reply_serialized(corr, r.header, bytes);
               },
               [this, corr, bytes](caf::error& e) {
                 reply_error(corr, net::status::unavailable, system().render(e), bytes);
@@ -423,6 +418,14 @@ void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request
   out_.push_back(std::move(frame));
   start_send();
   start_recv();  // below the caps again, perhaps
+}
+
+void connection_actor::reply_serialized(std::uint32_t correlation, const std::string& header,
+                                        std::uint32_t request_bytes) {
+  std::vector<std::byte> out;
+  net::append_reply_raw(out, correlation, net::status::ok,
+                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(header.data()), header.size()));
+  reply(std::move(out), request_bytes);
 }
 
 void connection_actor::reply_error(std::uint32_t correlation, net::status st, const std::string& message,

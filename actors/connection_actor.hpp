@@ -45,6 +45,8 @@ class connection_actor final : public metered<>, public homed {
   void dispatch(const net::request_view& req, std::uint32_t bytes);
   void reply(std::vector<std::byte> frame, std::uint32_t request_bytes);
   void reply_error(std::uint32_t correlation, net::status st, const std::string& message, std::uint32_t request_bytes);
+  // An ok reply whose header another actor serialized.
+  void reply_serialized(std::uint32_t correlation, const std::string& header, std::uint32_t request_bytes);
   void start_send();
   void on_send(std::int64_t result);
   void shut_down();

@@ -17,19 +17,6 @@ using expire_atom = caf::atom_constant<caf::atom("expire")>;
 constexpr const char* state_file = "state";
 constexpr std::uint64_t state_bytes_max = 64 << 20;
 
-rill::unexpected fail(net::status s, std::string message) {
-  return rill::unexpected(make_error_code(s), std::move(message));
-}
-
-template <class M>
-expected<M> parse(const std::string& header) {
-  M m;
-  if (!m.ParseFromString(header)) {
-    return fail(net::status::bad_header, "the request header does not parse");
-  }
-  return m;
-}
-
 outcome outcome_of(const rill::error& e) {
   return outcome{status_of_group(e.code()), e.detail().empty() ? e.message() : e.detail()};
 }
@@ -292,7 +279,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
   };
   switch (a.value_or(net::api::ping)) {
     case net::api::group_join: {
-      auto req = parse<proto::GroupJoinRequest>(msg.header);
+      auto req = parse_header<proto::GroupJoinRequest>(msg.header);
       if (!req) {
         return error_reply(req.error());
       }
@@ -321,7 +308,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
       return durable_reply(out.SerializeAsString());
     }
     case net::api::group_leave: {
-      auto req = parse<proto::GroupLeaveRequest>(msg.header);
+      auto req = parse_header<proto::GroupLeaveRequest>(msg.header);
       if (!req) {
         return error_reply(req.error());
       }
@@ -332,7 +319,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
       return durable_reply(proto::GroupLeaveReply{}.SerializeAsString());
     }
     case net::api::group_heartbeat: {
-      auto req = parse<proto::GroupHeartbeatRequest>(msg.header);
+      auto req = parse_header<proto::GroupHeartbeatRequest>(msg.header);
       if (!req) {
         return error_reply(req.error());
       }
@@ -353,7 +340,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
       return durable_reply(out.SerializeAsString());
     }
     case net::api::group_assignment: {
-      auto req = parse<proto::GroupAssignmentRequest>(msg.header);
+      auto req = parse_header<proto::GroupAssignmentRequest>(msg.header);
       if (!req) {
         return error_reply(req.error());
       }
@@ -366,7 +353,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
       return durable_reply(out.SerializeAsString());
     }
     case net::api::group_commit: {
-      auto req = parse<proto::GroupCommitRequest>(msg.header);
+      auto req = parse_header<proto::GroupCommitRequest>(msg.header);
       if (!req) {
         return error_reply(req.error());
       }
@@ -402,7 +389,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
       return durable_reply(proto::GroupCommitReply{}.SerializeAsString());
     }
     case net::api::offset_get: {
-      auto req = parse<proto::OffsetGetRequest>(msg.header);
+      auto req = parse_header<proto::OffsetGetRequest>(msg.header);
       if (!req) {
         return error_reply(req.error());
       }
@@ -419,7 +406,7 @@ caf::result<group_reply> group_actor::handle(group_msg& msg) {
     }
     case net::api::offset_store: {
       // An administrator's reset of the group's position (only while it has no members), logged.
-      auto req = parse<proto::OffsetStoreRequest>(msg.header);
+      auto req = parse_header<proto::OffsetStoreRequest>(msg.header);
       if (!req) {
         return error_reply(req.error());
       }

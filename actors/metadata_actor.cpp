@@ -16,15 +16,6 @@ rill::unexpected fail(net::status s, std::string message) {
 }
 
 template <class M>
-expected<M> parse(const std::string& header) {
-  M m;
-  if (!m.ParseFromString(header)) {
-    return fail(net::status::bad_header, "the request header does not parse");
-  }
-  return m;
-}
-
-template <class M>
 metadata_reply reply_with(const M& m) {
   metadata_reply r;
   r.header = m.SerializeAsString();
@@ -354,7 +345,7 @@ task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::stri
       co_return reply_with(out);
     }
     case net::api::stream_get: {
-      RILL_CO_TRY(req, parse<proto::StreamGetRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::StreamGetRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       proto::StreamGetReply out;
       fill_stream(*out.mutable_stream(), *s);
@@ -365,7 +356,7 @@ task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::stri
       co_return reply_with(out);
     }
     case net::api::topic_get: {
-      RILL_CO_TRY(req, parse<proto::TopicGetRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::TopicGetRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
       RILL_CO_TRY(info, co_await topic_info(*s, *t));
@@ -374,7 +365,7 @@ task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::stri
       co_return reply_with(out);
     }
     case net::api::topic_list: {
-      RILL_CO_TRY(req, parse<proto::TopicListRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::TopicListRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       proto::TopicListReply out;
       for (const auto& [tid, t] : s->topics) {
@@ -409,7 +400,7 @@ task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::stri
       co_return reply_with(out);
     }
     case net::api::group_list: {
-      RILL_CO_TRY(req, parse<proto::GroupListRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::GroupListRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
       std::vector<caf::actor> actors;
@@ -441,7 +432,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
   const std::string& data_dir = services_->config->data_dir;
   switch (*net::api_from_wire(api)) {
     case net::api::stream_create: {
-      RILL_CO_TRY(req, parse<proto::StreamCreateRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::StreamCreateRequest>(header));
       proto::MetadataCommand cmd;
       cmd.mutable_create_stream()->set_name(req.name());
       RILL_CO_TRY_VOID(co_await commit(cmd));
@@ -456,7 +447,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       co_return reply_with(out);
     }
     case net::api::stream_update: {
-      RILL_CO_TRY(req, parse<proto::StreamUpdateRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::StreamUpdateRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       proto::MetadataCommand cmd;
       cmd.mutable_update_stream()->set_stream_id(s->id);
@@ -468,7 +459,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       co_return reply_with(out);
     }
     case net::api::stream_delete: {
-      RILL_CO_TRY(req, parse<proto::StreamDeleteRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::StreamDeleteRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       const std::uint32_t sid = s->id;
       std::vector<std::uint64_t> doomed;
@@ -494,7 +485,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       co_return reply_with(proto::StreamDeleteReply{});
     }
     case net::api::topic_create: {
-      RILL_CO_TRY(req, parse<proto::TopicCreateRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::TopicCreateRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(config, complete_topic_config(req.config(), services_->config->storage));
       proto::MetadataCommand cmd;
@@ -519,7 +510,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       co_return reply_with(out);
     }
     case net::api::topic_update: {
-      RILL_CO_TRY(req, parse<proto::TopicUpdateRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::TopicUpdateRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
       const std::uint32_t sid = s->id;
@@ -550,7 +541,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       co_return reply_with(out);
     }
     case net::api::topic_delete: {
-      RILL_CO_TRY(req, parse<proto::TopicDeleteRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::TopicDeleteRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
       const std::uint32_t sid = s->id;
@@ -580,7 +571,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
     case net::api::partitions_add:
     case net::api::partitions_delete: {
       const bool add = *net::api_from_wire(api) == net::api::partitions_add;
-      RILL_CO_TRY(req, parse<proto::PartitionsAddRequest>(header));  // same fields as PartitionsDeleteRequest
+      RILL_CO_TRY(req, parse_header<proto::PartitionsAddRequest>(header));  // same fields as PartitionsDeleteRequest
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
       const std::uint32_t sid = s->id;
@@ -615,7 +606,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       co_return reply_with(out);
     }
     case net::api::group_create: {
-      RILL_CO_TRY(req, parse<proto::GroupCreateRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::GroupCreateRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
       RILL_CO_TRY(config, complete_group_config(req.config()));
@@ -647,7 +638,7 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
       co_return reply_with(out);
     }
     case net::api::group_delete: {
-      RILL_CO_TRY(req, parse<proto::GroupDeleteRequest>(header));
+      RILL_CO_TRY(req, parse_header<proto::GroupDeleteRequest>(header));
       RILL_CO_TRY(s, view->find_stream(req.stream()));
       RILL_CO_TRY(t, view->find_topic(*s, req.topic()));
       RILL_CO_TRY(g, metadata_view::find_group(*t, req.group()));

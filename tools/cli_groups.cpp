@@ -82,6 +82,19 @@ void print_group(const proto::GroupInfo& g, bool details) {
 
 }  // namespace
 
+json record_json(const net::record& rec) {
+  json h = json::object();
+  for (const auto& [k, v] : rec.headers) {
+    h[k] = v ? json(*v) : json(nullptr);
+  }
+  return json{{"partition", rec.partition},
+              {"offset", rec.offset},
+              {"timestamp", rec.timestamp_ms},
+              {"key", rec.key ? json(*rec.key) : json(nullptr)},
+              {"headers", h},
+              {"value", rec.value ? json(*rec.value) : json(nullptr)}};
+}
+
 int report(const rill::error& e) {
   const bool unreachable = e.code().category() == net::net_category();
   fmt::print(stderr, "rill: {}\n", unreachable ? e.message() : fmt::format("{}: {}", e.code().message(), e.detail()));
@@ -118,19 +131,10 @@ int group_consume(const group_consume_args& args) {
     for (const auto& rec : *records) {
       ++printed;
       if (args.json_output) {
-        json h = json::object();
-        for (const auto& [k, v] : rec.headers) {
-          h[k] = v ? json(*v) : json(nullptr);
-        }
-        fmt::print("{}\n", json{{"partition", rec.partition},
-                                {"offset", rec.offset},
-                                {"timestamp", rec.timestamp_ms},
-                                {"member", gc.assignments()[rec.subscription].member_id},
-                                {"generation", rec.generation},
-                                {"key", rec.key ? json(*rec.key) : json(nullptr)},
-                                {"headers", h},
-                                {"value", rec.value ? json(*rec.value) : json(nullptr)}}
-                               .dump());
+        auto j = record_json(rec);
+        j["member"] = gc.assignments()[rec.subscription].member_id;
+        j["generation"] = rec.generation;
+        fmt::print("{}\n", j.dump());
       } else {
         fmt::print("{}\n", rec.value ? *rec.value : std::string());
       }

@@ -1,6 +1,7 @@
 #pragma once
 // The consumer-group commands of the rill CLI: `consume --group` and `group create|list|describe|delete`.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -10,6 +11,9 @@ namespace rill::cli {
 
 // Prints a failed call; returns the exit status (1 the server refused, 3 the server could not be reached).
 int report(const rill::error& e);
+
+// A consumed record as `consume --json` prints it: partition, offset, timestamp, key, headers, value.
+nlohmann::json record_json(const net::record& rec);
 
 struct group_consume_args {
   net::client_options connection;

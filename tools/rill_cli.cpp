@@ -526,17 +526,7 @@ int main(int argc, char** argv) {
         ++printed;
         last_printed = rec.offset;
         if (g.json_output) {
-          json h = json::object();
-          for (const auto& [k, v] : rec.headers) {
-            h[k] = v ? json(*v) : json(nullptr);
-          }
-          fmt::print("{}\n", json{{"partition", rec.partition},
-                                  {"offset", rec.offset},
-                                  {"timestamp", rec.timestamp_ms},
-                                  {"key", rec.key ? json(*rec.key) : json(nullptr)},
-                                  {"headers", h},
-                                  {"value", rec.value ? json(*rec.value) : json(nullptr)}}
-                                 .dump());
+          fmt::print("{}\n", cli::record_json(rec).dump());
         } else {
           fmt::print("{}\n", rec.value ? *rec.value : std::string());
         }

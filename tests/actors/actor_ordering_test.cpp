@@ -15,6 +15,7 @@
 #include "base/random.h"
 #include "storage/record_batch_builder.h"
 #include "storage/sim_disk.h"
+#include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 
 using namespace rill;
@@ -55,44 +56,17 @@ caf::behavior producer_behavior(caf::event_based_actor* self, caf::actor partiti
 
 // Runs one whole scenario under `seed`; returns its history.
 history run_scenario(std::uint64_t seed, int producers, int per_producer) {
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.policy", caf::atom("testing"));
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-
-  manual_clock clk;
-  storage::sim_disk disk(seed, storage::sim_disk_faults{}, &clk);
-  shard test_shard(0, disk);
-  set_current_shard(&test_shard);
-  storage::collecting_reporter reporter;
+  testing::coordinated world(seed);
+  auto& sys = world.sys;
   partition_services services;
-  services.clk = &clk;
-  services.reporter = &reporter;
+  services.clk = &world.clk;
+  services.reporter = &world.reporter;
   storage::log_options options;
   options.config.segment_bytes = 1 << 20;
   options.config.preallocate_bytes = 0;
 
   history h;
-  prng rng(seed);
-  // Drive: a seeded choice among the ready actors, one message at a time; I/O completions when nothing is ready.
-  auto drive = [&] {
-    for (int steps = 0; steps < 1'000'000; ++steps) {
-      if (!sched.jobs.empty()) {
-        const auto pick = rng.below(sched.jobs.size());
-        std::rotate(sched.jobs.begin(), sched.jobs.begin() + static_cast<std::ptrdiff_t>(pick),
-                    sched.jobs.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
-        sched.run_once();
-        continue;
-      }
-      if (disk.in_flight() > 0) {
-        disk.poll(true);  // completions become messages to the actors that asked
-        continue;
-      }
-      return;
-    }
-    BOOST_FAIL("the scenario did not settle");
-  };
+  auto drive = [&] { world.drive(); };
   auto partition = sys.spawn<partition_actor>(std::size_t{0}, partition_identity{0, 0, 0, "/p"}, options, &services);
   for (int p = 0; p < producers; ++p) {
     sys.spawn(producer_behavior, partition, p, per_producer, &h);
@@ -125,7 +99,6 @@ history run_scenario(std::uint64_t seed, int producers, int per_producer) {
       },
       0);
   drive();
-  set_current_shard(nullptr);
   (void)reader;
   (void)closer;
   return h;

@@ -24,6 +24,7 @@
 #include "net/frame.h"
 #include "storage/record_batch_builder.h"
 #include "storage/sim_disk.h"
+#include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 
 using namespace rill;
@@ -65,31 +66,23 @@ group_msg msg_of(net::api a, const Header& h, std::uint64_t connection) {
 }
 
 run_result run(std::uint64_t seed, int rounds) {
-  caf::actor_system_config cfg;
-  cfg.set("scheduler.policy", caf::atom("testing"));
-  cfg.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
-  auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-
-  manual_clock clk;
-  storage::sim_disk disk(seed, storage::sim_disk_faults{}, &clk);
-  shard test_shard(0, disk);
-  set_current_shard(&test_shard);
-  storage::collecting_reporter reporter;
+  testing::coordinated world(seed);
+  auto& sys = world.sys;
+  auto& clk = world.clk;
+  auto& rng = world.rng;
   partition_services psvc;
   psvc.clk = &clk;
-  psvc.reporter = &reporter;
+  psvc.reporter = &world.reporter;
   storage::log_options options;
   options.config.segment_bytes = 1 << 20;
   options.config.preallocate_bytes = 0;
 
   run_result out;
-  prng rng(seed);
   std::map<std::uint32_t, std::uint64_t> committed_seen;
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::string> reader;  // (generation, partition) -> member
   group_services gsvc;
   gsvc.clk = &clk;
-  gsvc.reporter = &reporter;
+  gsvc.reporter = &world.reporter;
   gsvc.on_step = [&](const group_state& g) {
     ++out.steps;
     g.check_invariants();  // aborts, loudly, on a violation
@@ -107,34 +100,10 @@ run_result run(std::uint64_t seed, int rounds) {
                                                            << " in generation " << g.generation());
   };
 
-  auto drive = [&] {
-    for (int steps = 0; steps < 1'000'000; ++steps) {
-      if (!sched.jobs.empty()) {
-        const auto pick = rng.below(sched.jobs.size());
-        std::rotate(sched.jobs.begin(), sched.jobs.begin() + static_cast<std::ptrdiff_t>(pick),
-                    sched.jobs.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
-        sched.run_once();
-        continue;
-      }
-      if (disk.in_flight() > 0) {
-        disk.poll(true);
-        continue;
-      }
-      return;
-    }
-    BOOST_FAIL("the scenario did not settle");
-  };
+  auto drive = [&] { world.drive(); };
   // Fires every timer set so far (long-poll deadlines, session ends): the manual clock says who is really late.
-  auto fire_timers = [&] { test_shard.timers().fire_due(std::chrono::nanoseconds::max()); };
-  // Runs `f(self)` in a fresh actor (CAF 0.17: a dummy argument, see actor_ordering_test).
-  auto act = [&](auto f) {
-    sys.spawn(
-        [f](caf::event_based_actor* self, int) -> caf::behavior {
-          f(self);
-          return {};
-        },
-        0);
-  };
+  auto fire_timers = [&] { world.test_shard.timers().fire_due(std::chrono::nanoseconds::max()); };
+  auto act = [&](auto f) { world.act(std::move(f)); };
 
   std::vector<caf::actor> parts;
   for (std::uint32_t p = 0; p < partitions; ++p) {
@@ -346,7 +315,6 @@ run_result run(std::uint64_t seed, int rounds) {
     self->request(group, caf::infinite, close_atom::value).then([](outcome&) {});
   });
   drive();
-  set_current_shard(nullptr);
   return out;
 }
 
