@@ -10,7 +10,9 @@
 #include <caf/all.hpp>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -19,10 +21,13 @@
 #include "actors/connection_actor.hpp"
 #include "actors/group_actor.hpp"
 #include "actors/metadata_actor.hpp"
+#include "actors/metered.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
 #include "actors/runtime.h"
+#include "actors/shard.h"
 #include "config/errc.h"
+#include "net/http_server.h"
 #include "storage/atomic_file.h"
 #include "storage/file_ops.h"
 #include "storage/io_run.h"
@@ -115,6 +120,9 @@ T run_sync(storage::io::engine& e, task<T> t) {
 struct broker::impl {
   config::server_config config;
   config::address bound;
+  config::address http_bound;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::unique_ptr<net::http_server> http;
   int lock_fd = -1;
   std::unique_ptr<stderr_reporter> reporter;
   routing routes;
@@ -137,6 +145,66 @@ broker::~broker() {
 const config::address& broker::tcp_address() const noexcept {
   return impl_->bound;
 }
+const config::address& broker::http_address() const noexcept {
+  return impl_->http_bound;
+}
+
+namespace {
+// What /proc says about this process: resident bytes and open descriptors.
+net::http_response monitoring(const std::string& target, runtime& rt, std::chrono::steady_clock::time_point started,
+                              const std::atomic<std::uint32_t>& connections) {
+  const auto path = target.substr(0, target.find('?'));
+  if (path == "/healthz") {
+    return net::http_response{200, "text/plain; charset=utf-8", "ok\n"};
+  }
+  auto actors = metrics_registry::instance().snapshot();
+  std::vector<shard_sample> shards(rt.shard_count());
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    auto& st = rt.shard_at(i).stats();
+    shards[i].index = i;
+    shards[i].jobs_run = st.jobs_run.load(std::memory_order_relaxed);
+    shards[i].run_queue = st.run_queue_length.load(std::memory_order_relaxed);
+    shards[i].completions = st.completions.load(std::memory_order_relaxed);
+    shards[i].timers_fired = st.timers_fired.load(std::memory_order_relaxed);
+    shards[i].sleeps = st.sleeps.load(std::memory_order_relaxed);
+    shards[i].wakes_sent = st.wakes_sent.load(std::memory_order_relaxed);
+  }
+  for (const auto& a : actors) {
+    if (a.shard < shards.size()) {
+      ++shards[a.shard].actors;
+      shards[a.shard].busy_ns += a.busy_ns;
+    }
+  }
+  if (path == "/api/actors") {
+    return net::http_response{200, "application/json", render_actors_json(actors)};
+  }
+  if (path == "/api/shards") {
+    return net::http_response{200, "application/json", render_shards_json(shards)};
+  }
+  if (path == "/metrics") {
+    process_sample p;
+    p.uptime_ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+      unsigned long size = 0;
+      unsigned long resident = 0;
+      if (std::fscanf(f, "%lu %lu", &size, &resident) == 2) {
+        p.resident_bytes = static_cast<std::uint64_t>(resident) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+      }
+      std::fclose(f);
+    }
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      ++p.open_files;
+    }
+    p.connections = connections.load();
+    return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8", render_prometheus(actors, shards, p)};
+  }
+  return net::http_response{404, "text/plain; charset=utf-8",
+                            "not found: try /metrics, /healthz, /api/actors or /api/shards\n"};
+}
+}  // namespace
 std::size_t broker::shards() const noexcept {
   return impl_->rt ? impl_->rt->shard_count() : 0;
 }
@@ -200,10 +268,27 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->connection_svc.connections = &p->connections;
   p->connection_svc.requests_inflight = &p->requests_inflight;
   p->listener = p->rt->system().spawn<listener_actor>(listener.first, p->rt->shard_count(), &p->connection_svc);
+  // The monitoring listener, on a thread of its own.
+  {
+    auto* rt = p->rt.get();
+    const auto started = p->started;
+    const auto* connections = &p->connections;
+    auto http = net::http_server::start(p->config.http_address, [rt, started, connections](const std::string& t) {
+      return monitoring(t, *rt, started, *connections);
+    });
+    if (!http) {
+      broker b(std::move(p));
+      b.stop();
+      return unexpected(std::move(http).error());
+    }
+    p->http = std::move(*http);
+    p->http_bound = p->http->address();
+  }
 
   // The effective configuration, with the address actually bound.
   config::server_config effective = p->config;
   effective.tcp_address = p->bound;
+  effective.http_address = p->http_bound;
   const std::string text = config::render_toml(effective);
   std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()),
                                reinterpret_cast<const std::byte*>(text.data()) + text.size());
@@ -221,6 +306,9 @@ void broker::stop() {
     return;
   }
   impl_->stopped = true;
+  if (impl_->http) {
+    impl_->http->stop();  // first: it reads the runtime's shards
+  }
   if (impl_->rt) {
     caf::scoped_actor self{impl_->rt->system()};
     if (impl_->listener) {

@@ -21,6 +21,8 @@ class broker {
 
   // The address the client listener actually bound (port 0 in the config becomes a real port).
   [[nodiscard]] const config::address& tcp_address() const noexcept;
+  // The address of the monitoring listener (/metrics, /healthz, /api/...; docs/monitoring.md).
+  [[nodiscard]] const config::address& http_address() const noexcept;
   [[nodiscard]] std::size_t shards() const noexcept;
   void stop();
 

@@ -1,5 +1,8 @@
 #include "actors/connection_actor.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,7 +35,23 @@ std::vector<std::byte> reply_frame(std::uint32_t correlation, const M& m, std::s
 
 connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int fd,
                                    const connection_services* services)
-    : metered<>(cfg, "connection", home), homed(home), fd_(fd), services_(services) {}
+    : metered<>(cfg, "connection", home), homed(home), fd_(fd), services_(services) {
+  // The peer's address names the connection in the metrics (getpeername does not block).
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  char host[INET6_ADDRSTRLEN] = {};
+  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &len) == 0) {
+    if (peer.ss_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+      ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+      set_metrics_name(fmt::format("{}:{}", host, ntohs(in->sin_port)));
+    } else if (peer.ss_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+      ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+      set_metrics_name(fmt::format("[{}]:{}", host, ntohs(in6->sin6_port)));
+    }
+  }
+}
 
 caf::behavior connection_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
@@ -565,7 +584,9 @@ void connection_actor::maybe_finish() {
 }
 
 listener_actor::listener_actor(caf::actor_config& cfg, int fd, std::size_t shards, const connection_services* services)
-    : metered<>(cfg, "listener", 0), homed(0), fd_(fd), shards_(shards), services_(services) {}
+    : metered<>(cfg, "listener", 0), homed(0), fd_(fd), shards_(shards), services_(services) {
+  set_metrics_name("client");
+}
 
 caf::behavior listener_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);

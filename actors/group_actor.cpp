@@ -65,7 +65,9 @@ std::string group_dir(const std::string& data_dir, std::uint32_t stream, std::ui
 }
 
 group_actor::group_actor(caf::actor_config& cfg, std::size_t home, group_identity id, const group_services* services)
-    : metered<>(cfg, "group", home), homed(home), id_(std::move(id)), services_(services) {}
+    : metered<>(cfg, "group", home), homed(home), id_(std::move(id)), services_(services) {
+  set_metrics_name(fmt::format("{}/{}/{}", id_.stream_id, id_.topic_id, id_.name));
+}
 
 task<expected<group_state>> group_actor::load() {
   RILL_CO_TRY_VOID(co_await storage::make_dirs(*io_, id_.dir));

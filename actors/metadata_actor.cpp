@@ -40,7 +40,9 @@ std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std
 }
 
 metadata_actor::metadata_actor(caf::actor_config& cfg, const metadata_services* services)
-    : metered<>(cfg, "metadata", 0), homed(0), services_(services) {}
+    : metered<>(cfg, "metadata", 0), homed(0), services_(services) {
+  set_metrics_name("metadata");
+}
 
 caf::behavior metadata_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);

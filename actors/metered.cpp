@@ -12,7 +12,7 @@ std::shared_ptr<actor_metrics> metrics_registry::add(caf::actor_id id, std::stri
   m->kind = std::move(kind);
   m->shard = shard;
   std::lock_guard<std::mutex> guard(mutex_);
-  actors_[id] = m;
+  actors_[id] = entry{m, {}};
   return m;
 }
 
@@ -21,12 +21,54 @@ void metrics_registry::remove(caf::actor_id id) {
   actors_.erase(id);
 }
 
-std::vector<metrics_registry::sample> metrics_registry::snapshot() const {
+void metrics_registry::name(caf::actor_id id, std::string name) {
   std::lock_guard<std::mutex> guard(mutex_);
-  std::vector<sample> out;
-  out.reserve(actors_.size());
-  for (const auto& [id, m] : actors_) {
-    out.push_back(sample{id, m->kind, m->shard, m->received.load(), m->processed.load(), m->busy_ns.load()});
+  if (auto it = actors_.find(id); it != actors_.end()) {
+    it->second.name = std::move(name);
+  }
+}
+
+std::uint64_t message_type_key(const caf::mailbox_element& x) noexcept {
+  if (x.mid.is_response()) {
+    return actor_metrics::key_reply;
+  }
+  const auto& content = x.content();
+  if (!content.empty() && content.match_element<caf::atom_value>(0)) {
+    return static_cast<std::uint64_t>(content.get_as<caf::atom_value>(0));
+  }
+  return actor_metrics::key_other;
+}
+
+std::vector<actor_sample> metrics_registry::snapshot() const {
+  std::vector<std::pair<caf::actor_id, entry>> live;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    live.assign(actors_.begin(), actors_.end());
+  }
+  std::vector<actor_sample> out;
+  out.reserve(live.size());
+  for (const auto& [id, e] : live) {
+    const auto& m = *e.metrics;
+    actor_sample s;
+    s.id = id;
+    s.kind = m.kind;
+    s.name = e.name;
+    s.shard = m.shard;
+    s.received = m.received.load(std::memory_order_relaxed);
+    s.processed = m.processed.load(std::memory_order_relaxed);
+    s.busy_ns = m.busy_ns.load(std::memory_order_relaxed);
+    for (const auto& slot : m.types) {
+      const auto key = slot.key.load(std::memory_order_acquire);
+      if (key == 0) {
+        break;
+      }
+      std::string type = key == actor_metrics::key_reply      ? "reply"
+                         : key == actor_metrics::key_other    ? "other"
+                         : key == actor_metrics::key_overflow ? "overflow"
+                                                              : caf::to_string(static_cast<caf::atom_value>(key));
+      s.types.push_back(message_type_sample{std::move(type), slot.latency.read()});
+    }
+    out.push_back(std::move(s));
   }
   return out;
 }

@@ -1,10 +1,10 @@
 #pragma once
 // metered<Base>: the base of every rill actor. Counts the messages an actor receives (on the sender's thread) and
-// processes (on its own), and the time it spends processing them. The monitoring issue exposes the registry at
-// /metrics and /api; the mailbox depth is received - processed.
+// processes (on its own), the time it spends processing them, and a latency histogram per message type (the atom a
+// message starts with; replies to its own requests count as "reply"). The registry lists every live actor's metrics
+// for /metrics and /api (actors/metrics.h); the mailbox depth is received - processed.
 #include <caf/all.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -12,35 +12,30 @@
 #include <string>
 #include <vector>
 
-namespace rill::actors {
+#include "actors/metrics.h"
 
-struct actor_metrics {
-  std::string kind;  // "partition", "connection", ...
-  std::size_t shard = 0;
-  std::atomic<std::uint64_t> received{0};
-  std::atomic<std::uint64_t> processed{0};
-  std::atomic<std::uint64_t> busy_ns{0};
-};
+namespace rill::actors {
 
 class metrics_registry {
  public:
   static metrics_registry& instance();
   std::shared_ptr<actor_metrics> add(caf::actor_id id, std::string kind, std::size_t shard);
   void remove(caf::actor_id id);
-  struct sample {
-    caf::actor_id id;
-    std::string kind;
-    std::size_t shard;
-    std::uint64_t received;
-    std::uint64_t processed;
-    std::uint64_t busy_ns;
-  };
-  [[nodiscard]] std::vector<sample> snapshot() const;
+  // A readable name for an actor ("stream/topic/partition", a peer address, ...), shown as a label.
+  void name(caf::actor_id id, std::string name);
+  [[nodiscard]] std::vector<actor_sample> snapshot() const;
 
  private:
+  struct entry {
+    std::shared_ptr<actor_metrics> metrics;
+    std::string name;
+  };
   mutable std::mutex mutex_;
-  std::map<caf::actor_id, std::shared_ptr<actor_metrics>> actors_;
+  std::map<caf::actor_id, entry> actors_;
 };
+
+// The type key of a message: its leading atom, or a reply / other.
+std::uint64_t message_type_key(const caf::mailbox_element& x) noexcept;
 
 template <class Base = caf::event_based_actor>
 class metered : public Base {
@@ -56,18 +51,18 @@ class metered : public Base {
 
   caf::invoke_message_result consume(caf::mailbox_element& x) override {
     const auto start = std::chrono::steady_clock::now();
+    const auto key = message_type_key(x);
     auto result = Base::consume(x);
     if (result != caf::invoke_message_result::skipped) {
-      metrics_->processed.fetch_add(1, std::memory_order_relaxed);
+      metrics_->handled(key, std::chrono::steady_clock::now() - start);
     }
-    metrics_->busy_ns.fetch_add(
-        static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count()),
-        std::memory_order_relaxed);
     return result;
   }
 
   [[nodiscard]] const actor_metrics& metrics() const noexcept { return *metrics_; }
+
+ protected:
+  void set_metrics_name(std::string name) { metrics_registry::instance().name(this->id(), std::move(name)); }
 
  private:
   std::shared_ptr<actor_metrics> metrics_;

@@ -13,7 +13,9 @@ using retention_atom = caf::atom_constant<caf::atom("retention")>;
 
 partition_actor::partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id,
                                  storage::log_options options, const partition_services* services)
-    : metered<>(cfg, "partition", home), homed(home), id_(std::move(id)), options_(options), services_(services) {}
+    : metered<>(cfg, "partition", home), homed(home), id_(std::move(id)), options_(options), services_(services) {
+  set_metrics_name(fmt::format("{}/{}/{}", id_.stream_id, id_.topic_id, id_.partition_id));
+}
 
 caf::behavior partition_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);

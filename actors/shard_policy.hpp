@@ -66,6 +66,9 @@ struct shard_policy : caf::policy::unprofiled {
     {
       std::lock_guard<std::mutex> guard(d.mutex);
       d.queue.push_back(job);
+      if (shard* s = d.published.load(std::memory_order_acquire)) {
+        s->stats().run_queue_length.store(d.queue.size(), std::memory_order_relaxed);
+      }
     }
     if (d.sleeping.exchange(false)) {
       if (shard* s = d.published.load(std::memory_order_acquire)) {
@@ -105,6 +108,9 @@ struct shard_policy : caf::policy::unprofiled {
     }
     caf::resumable* job = d.queue.front();
     d.queue.pop_front();
+    if (shard* s = d.published.load(std::memory_order_acquire)) {
+      s->stats().run_queue_length.store(d.queue.size(), std::memory_order_relaxed);
+    }
     return job;
   }
 

@@ -59,6 +59,8 @@ class rilld_process {
                                        data_dir_,
                                        "--tcp",
                                        tcp_,
+                                       "--http",
+                                       "127.0.0.1:0",
                                        "--set",
                                        "runtime.cpu_allocation=2",
                                        "--set",
@@ -76,12 +78,20 @@ class rilld_process {
     while (std::chrono::steady_clock::now() < deadline) {
       std::ifstream in(config);
       std::string line;
+      std::string tcp;
+      std::string http;
       while (std::getline(in, line)) {
         // toml++ writes strings as 'literal' or "basic" strings.
         if (line.rfind("tcp_address = ", 0) == 0 && line.size() > 16) {
-          address_ = line.substr(15, line.size() - 16);
-          return address_;
+          tcp = line.substr(15, line.size() - 16);
+        } else if (line.rfind("http_address = ", 0) == 0 && line.size() > 17) {
+          http = line.substr(16, line.size() - 17);
         }
+      }
+      if (!tcp.empty()) {
+        address_ = tcp;
+        http_address_ = http;
+        return address_;
       }
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -121,6 +131,8 @@ class rilld_process {
     return s.str();
   }
   const std::string& address() const { return address_; }
+  // The monitoring listener's "host:port" (rilld binds it on a port the kernel picks).
+  const std::string& http_address() const { return http_address_; }
   pid_t pid() const { return pid_; }
   std::optional<int> exit_status() const { return exit_status_; }
 
@@ -130,6 +142,7 @@ class rilld_process {
   std::string tcp_;
   std::string log_path_;
   std::string address_;
+  std::string http_address_;
   pid_t pid_ = -1;
   std::optional<int> exit_status_;
 };

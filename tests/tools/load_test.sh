@@ -12,7 +12,7 @@ cleanup() { [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/rilld.log" >&2 || true; exit 1; }
 
-"$rilld" --data-dir "$dir/data" --tcp 127.0.0.1:0 --set runtime.cpu_allocation=2 --set runtime.pin_cores=false \
+"$rilld" --data-dir "$dir/data" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --set runtime.cpu_allocation=2 --set runtime.pin_cores=false \
   >>"$dir/rilld.log" 2>&1 &
 pid=$!
 addr=

@@ -1,0 +1,104 @@
+#pragma once
+// metrics: what the runtime measures about its actors and shards, as plain data (no CAF), and its renderings:
+// Prometheus text exposition (format 0.0.4) and JSON. docs/monitoring.md lists every metric.
+//
+// Counting takes no lock: an actor's counters are atomics (received is bumped by senders on any thread; processed,
+// busy time and the per-message-type latency histograms only by the actor's own thread). Readers (the HTTP thread)
+// copy them into samples; the registry's mutex guards only the set of actors, taken when one is spawned or gone and
+// when a snapshot is taken.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/latency_histogram.h"
+
+namespace rill::actors {
+
+// Per message type (the atom a message starts with; replies and others have keys of their own).
+struct message_type_metrics {
+  std::atomic<std::uint64_t> key{0};  // 0: slot free
+  latency_histogram latency;
+};
+
+struct actor_metrics {
+  static constexpr std::size_t type_slots = 12;     // the last one collects every further type
+  static constexpr std::uint64_t key_reply = 1;     // a response to a request this actor made
+  static constexpr std::uint64_t key_other = 2;     // a message that does not start with an atom
+  static constexpr std::uint64_t key_overflow = 3;  // types beyond the slots
+
+  std::string kind;  // "partition", "connection", ...
+  std::size_t shard = 0;
+  std::atomic<std::uint64_t> received{0};
+  std::atomic<std::uint64_t> processed{0};
+  std::atomic<std::uint64_t> busy_ns{0};
+  std::array<message_type_metrics, type_slots> types;
+
+  // On the actor's own thread: one message of type `key` took `d` to handle.
+  void handled(std::uint64_t key, std::chrono::nanoseconds d) noexcept {
+    processed.store(processed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    busy_ns.store(busy_ns.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(d.count()),
+                  std::memory_order_relaxed);
+    for (std::size_t i = 0; i + 1 < type_slots; ++i) {
+      const auto k = types[i].key.load(std::memory_order_relaxed);
+      if (k == key) {
+        types[i].latency.record(d);
+        return;
+      }
+      if (k == 0) {
+        types[i].key.store(key, std::memory_order_release);  // single writer: no race for the slot
+        types[i].latency.record(d);
+        return;
+      }
+    }
+    types[type_slots - 1].key.store(key_overflow, std::memory_order_release);
+    types[type_slots - 1].latency.record(d);
+  }
+};
+
+struct message_type_sample {
+  std::string type;  // the atom's text, "reply", "other" or "overflow"
+  latency_histogram::snapshot latency;
+};
+
+struct actor_sample {
+  std::uint64_t id = 0;
+  std::string kind;
+  std::string name;  // e.g. "0/1/3" for partition 3 of topic 1 of stream 0; may be empty
+  std::size_t shard = 0;
+  std::uint64_t received = 0;
+  std::uint64_t processed = 0;
+  std::uint64_t busy_ns = 0;
+  std::vector<message_type_sample> types;
+  [[nodiscard]] std::uint64_t mailbox() const noexcept { return received > processed ? received - processed : 0; }
+};
+
+struct shard_sample {
+  std::size_t index = 0;
+  std::uint64_t jobs_run = 0;
+  std::uint64_t run_queue = 0;
+  std::uint64_t actors = 0;
+  std::uint64_t busy_ns = 0;  // of its actors
+  std::uint64_t completions = 0;
+  std::uint64_t timers_fired = 0;
+  std::uint64_t sleeps = 0;
+  std::uint64_t wakes_sent = 0;
+};
+
+struct process_sample {
+  std::uint64_t uptime_ms = 0;
+  std::uint64_t resident_bytes = 0;
+  std::uint64_t open_files = 0;
+  std::uint32_t connections = 0;
+};
+
+// Prometheus text exposition of everything: rill_actor_*, rill_shard_*, rill_process_* (names, types and HELP lines
+// in docs/monitoring.md). Label values are escaped as the format requires.
+std::string render_prometheus(const std::vector<actor_sample>& actors, const std::vector<shard_sample>& shards,
+                              const process_sample& process);
+// JSON for /api/actors and /api/shards.
+std::string render_actors_json(const std::vector<actor_sample>& actors);
+std::string render_shards_json(const std::vector<shard_sample>& shards);
+
+}  // namespace rill::actors

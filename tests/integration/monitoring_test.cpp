@@ -1,0 +1,244 @@
+// The monitoring listener of the real rilld: /metrics in the Prometheus text format with counters that match what a
+// client sent, /api/actors and /api/shards as JSON, /healthz, and the errors (404, 405).
+#define BOOST_TEST_MODULE rill_monitoring_integration
+#include <boost/test/unit_test.hpp>
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "net/client.h"
+#include "storage/record_batch_builder.h"
+#include "tests/integration/rilld_process.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using namespace rill::net;
+using rill::testing::rilld_process;
+using rill::testing::temp_data_dir;
+
+namespace {
+
+struct http_reply {
+  int status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+// One HTTP/1.1 request over a plain socket; reads until the server closes.
+http_reply http(const std::string& address, const std::string& method, const std::string& target) {
+  const auto colon = address.rfind(':');
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  BOOST_REQUIRE(::getaddrinfo(address.substr(0, colon).c_str(), address.substr(colon + 1).c_str(), &hints, &res) == 0);
+  const int fd = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+  BOOST_REQUIRE(fd >= 0);
+  BOOST_REQUIRE(::connect(fd, res->ai_addr, res->ai_addrlen) == 0);
+  ::freeaddrinfo(res);
+  const std::string req = method + " " + target + " HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
+  BOOST_REQUIRE(::send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size()));
+  std::string raw;
+  char buf[65536];
+  for (;;) {
+    const auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      break;
+    }
+    raw.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  http_reply out;
+  const auto end = raw.find("\r\n\r\n");
+  BOOST_REQUIRE(end != std::string::npos);
+  std::istringstream head(raw.substr(0, end));
+  std::string version;
+  head >> version >> out.status;
+  std::string line;
+  while (std::getline(head, line)) {
+    if (line.rfind("Content-Type: ", 0) == 0) {
+      out.content_type = line.substr(14, line.size() - 14 - (line.back() == '\r' ? 1 : 0));
+    }
+  }
+  out.body = raw.substr(end + 4);
+  return out;
+}
+
+struct sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Parses the Prometheus text format strictly enough to catch what a scraper would reject: every sample belongs to
+// a family announced by a TYPE line before it, labels are well formed, values are numbers, and each histogram's
+// buckets are cumulative with +Inf equal to its count.
+std::vector<sample> parse_prometheus(const std::string& text) {
+  static const std::regex sample_line(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
+  static const std::regex label(R"(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)\"(,|$))");
+  std::map<std::string, std::string> types;
+  std::vector<sample> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream t(line.substr(7));
+      std::string name;
+      std::string type;
+      t >> name >> type;
+      BOOST_TEST((type == "counter" || type == "gauge" || type == "histogram"), line);
+      BOOST_TEST(!types.contains(name), "family announced twice: " << name);
+      types[name] = type;
+      continue;
+    }
+    if (line.rfind("# HELP ", 0) == 0 || line.empty()) {
+      continue;
+    }
+    std::smatch m;
+    BOOST_REQUIRE_MESSAGE(std::regex_match(line, m, sample_line), "not a sample line: " << line);
+    sample s;
+    s.name = m[1];
+    const std::string labels = m[3];
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label); it != std::sregex_iterator(); ++it) {
+      s.labels[(*it)[1]] = (*it)[2];
+    }
+    std::size_t used = 0;
+    s.value = std::stod(m[4], &used);
+    BOOST_TEST(used == m[4].length(), line);
+    std::string family = s.name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string sfx = suffix;
+      if (!types.contains(family) && family.size() > sfx.size() &&
+          family.compare(family.size() - sfx.size(), sfx.size(), sfx) == 0) {
+        family = family.substr(0, family.size() - sfx.size());
+      }
+    }
+    BOOST_REQUIRE_MESSAGE(types.contains(family), "sample before its TYPE line: " << line);
+    out.push_back(std::move(s));
+  }
+  // Histograms: cumulative buckets, +Inf == count.
+  std::map<std::string, std::pair<double, double>> last;  // series (labels without le) -> (last bucket, +Inf)
+  std::map<std::string, double> counts;
+  for (const auto& s : out) {
+    auto key_labels = s.labels;
+    key_labels.erase("le");
+    std::string key;
+    for (const auto& [k, v] : key_labels) {
+      key += k + "=" + v + ",";
+    }
+    if (s.name.ends_with("_bucket")) {
+      auto& [prev, inf] = last[key];
+      BOOST_TEST(s.value >= prev, "buckets not cumulative: " << key);
+      prev = s.value;
+      if (s.labels.at("le") == "+Inf") {
+        inf = s.value;
+      }
+    } else if (s.name.ends_with("_count")) {
+      counts[key] = s.value;
+    }
+  }
+  for (const auto& [key, c] : counts) {
+    BOOST_TEST(last[key].second == c, "+Inf bucket differs from _count: " << key);
+  }
+  return out;
+}
+
+double value_of(const std::vector<sample>& all, const std::string& name,
+                const std::map<std::string, std::string>& where) {
+  for (const auto& s : all) {
+    if (s.name != name) {
+      continue;
+    }
+    bool match = true;
+    for (const auto& [k, v] : where) {
+      auto it = s.labels.find(k);
+      match = match && it != s.labels.end() && it->second == v;
+    }
+    if (match) {
+      return s.value;
+    }
+  }
+  BOOST_FAIL("no sample " << name);
+  return -1;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
+  temp_data_dir dir;
+  rilld_process proc(dir.path() + "/data");
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
+  BOOST_REQUIRE(!proc.http_address().empty());
+  client_options o;
+  o.server = proc.address();
+  auto c = client::connect(o);
+  BOOST_REQUIRE(c.has_value());
+  BOOST_REQUIRE((*c)->create_stream("s").has_value());
+  proto::TopicConfig tc;
+  tc.set_partitions(1);
+  BOOST_REQUIRE((*c)->create_topic(by_name("s"), "t", tc).has_value());
+  constexpr int produces = 25;
+  for (int i = 0; i < produces; ++i) {
+    storage::batch_builder b;
+    b.add("k", "value " + std::to_string(i));
+    BOOST_REQUIRE((*c)->produce(by_name("s"), by_name("t"), 0, *b.build()).has_value());
+  }
+
+  const auto health = http(proc.http_address(), "GET", "/healthz");
+  BOOST_TEST(health.status == 200);
+  BOOST_TEST(health.body == "ok\n");
+
+  const auto metrics = http(proc.http_address(), "GET", "/metrics");
+  BOOST_TEST(metrics.status == 200);
+  BOOST_TEST(metrics.content_type == "text/plain; version=0.0.4; charset=utf-8");
+  const auto all = parse_prometheus(metrics.body);
+  const std::map<std::string, std::string> partition{{"kind", "partition"}, {"name", "0/0/0"}};
+  auto produce = partition;
+  produce["type"] = "produce";
+  BOOST_TEST(value_of(all, "rill_actor_handling_seconds_count", produce) == produces);
+  BOOST_TEST(value_of(all, "rill_actor_messages_processed_total", partition) >= produces);
+  BOOST_TEST(value_of(all, "rill_actor_mailbox_depth", partition) == 0);
+  BOOST_TEST(value_of(all, "rill_actor_busy_seconds_total", partition) > 0);
+  BOOST_TEST(value_of(all, "rill_connections", {}) == 1);
+  BOOST_TEST(value_of(all, "rill_process_resident_memory_bytes", {}) > 1e6);
+  BOOST_TEST(value_of(all, "rill_process_open_fds", {}) > 3);
+  BOOST_TEST(value_of(all, "rill_shard_jobs_total", {{"shard", "0"}}) > 0);
+  // The client's connection is named by its address and counts its requests' replies from the partition.
+  const auto client_conn =
+      value_of(all, "rill_actor_handling_seconds_count", {{"kind", "connection"}, {"type", "reply"}});
+  BOOST_TEST(client_conn >= produces);
+
+  const auto actors = http(proc.http_address(), "GET", "/api/actors");
+  BOOST_TEST(actors.status == 200);
+  BOOST_TEST(actors.content_type == "application/json");
+  const auto j = nlohmann::json::parse(actors.body);
+  bool found = false;
+  for (const auto& a : j) {
+    if (a["kind"] == "partition" && a["name"] == "0/0/0") {
+      found = true;
+      BOOST_TEST(a["types"]["produce"]["count"].get<int>() == produces);
+      BOOST_TEST(a["mailbox"].get<int>() == 0);
+    }
+  }
+  BOOST_TEST(found);
+  const auto shards = nlohmann::json::parse(http(proc.http_address(), "GET", "/api/shards").body);
+  BOOST_TEST(shards.size() == 2u);  // runtime.cpu_allocation=2 in the test harness
+  std::uint64_t resident = 0;
+  for (const auto& s : shards) {
+    resident += s["actors"].get<std::uint64_t>();
+  }
+  BOOST_TEST(resident >= 4u);  // metadata, listener, partition, connection at least
+
+  BOOST_TEST(http(proc.http_address(), "GET", "/nope").status == 404);
+  BOOST_TEST(http(proc.http_address(), "POST", "/metrics").status == 405);
+  const auto head = http(proc.http_address(), "HEAD", "/healthz");
+  BOOST_TEST(head.status == 200);
+  BOOST_TEST(head.body.empty());
+  BOOST_TEST(proc.stop() == 0);
+}
