@@ -178,6 +178,9 @@ net::http_response monitoring(const std::string& target, runtime& rt, std::chron
   if (path == "/api/actors") {
     return net::http_response{200, "application/json", render_actors_json(actors)};
   }
+  if (path == "/api/partitions") {
+    return net::http_response{200, "application/json", render_partitions_json(actors)};
+  }
   if (path == "/api/shards") {
     return net::http_response{200, "application/json", render_shards_json(shards)};
   }
@@ -202,7 +205,7 @@ net::http_response monitoring(const std::string& target, runtime& rt, std::chron
     return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8", render_prometheus(actors, shards, p)};
   }
   return net::http_response{404, "text/plain; charset=utf-8",
-                            "not found: try /metrics, /healthz, /api/actors or /api/shards\n"};
+                            "not found: try /metrics, /healthz, /api/actors, /api/partitions or /api/shards\n"};
 }
 }  // namespace
 std::size_t broker::shards() const noexcept {

@@ -36,6 +36,7 @@ std::vector<std::byte> reply_frame(std::uint32_t correlation, const M& m, std::s
 connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int fd,
                                    const connection_services* services)
     : metered<>(cfg, "connection", home), homed(home), fd_(fd), services_(services) {
+  attach_metrics<connection_metrics>(published_);
   // The peer's address names the connection in the metrics (getpeername does not block).
   sockaddr_storage peer{};
   socklen_t len = sizeof peer;
@@ -140,6 +141,8 @@ void connection_actor::handle_frame(std::span<const std::byte> frame) {
     return;
   }
   ++inflight_requests_;
+  bump(published_->requests);
+  bump(published_->bytes_in, bytes);
   services_->requests_inflight->fetch_add(1);
   inflight_bytes_ += bytes;
   dispatch(*req, bytes);
@@ -434,6 +437,7 @@ void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request
     inflight_bytes_ -= request_bytes;
   }
   out_bytes_ += frame.size();
+  bump(published_->bytes_out, frame.size());
   out_.push_back(std::move(frame));
   start_send();
   start_recv();  // below the caps again, perhaps
@@ -449,6 +453,7 @@ void connection_actor::reply_serialized(std::uint32_t correlation, const std::st
 
 void connection_actor::reply_error(std::uint32_t correlation, net::status st, const std::string& message,
                                    std::uint32_t request_bytes) {
+  bump(published_->errors);
   std::vector<std::byte> out;
   net::append_error_reply(out, correlation, st, message);
   reply(std::move(out), request_bytes);

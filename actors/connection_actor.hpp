@@ -58,6 +58,7 @@ class connection_actor final : public metered<>, public homed {
 
   int fd_;
   const connection_services* services_;
+  std::shared_ptr<connection_metrics> published_ = std::make_shared<connection_metrics>();
   std::unique_ptr<actor_io> io_;
   std::vector<std::byte> in_;                   // received, not yet framed
   std::unique_ptr<storage::io::request> recv_;  // the recv in flight (stable address for cancel)

@@ -67,6 +67,27 @@ std::string group_dir(const std::string& data_dir, std::uint32_t stream, std::ui
 group_actor::group_actor(caf::actor_config& cfg, std::size_t home, group_identity id, const group_services* services)
     : metered<>(cfg, "group", home), homed(home), id_(std::move(id)), services_(services) {
   set_metrics_name(fmt::format("{}/{}/{}", id_.stream_id, id_.topic_id, id_.name));
+  published_->stream_id = id_.stream_id;
+  published_->topic_id = id_.topic_id;
+  published_->name = id_.name;
+  attach_metrics<group_metrics>(published_);
+}
+
+void group_actor::publish_metrics() {
+  if (!state_) {
+    return;
+  }
+  published_->members.store(state_->members(), std::memory_order_relaxed);
+  if (published_->generation.load(std::memory_order_relaxed) != state_->generation()) {
+    published_->generation.store(state_->generation(), std::memory_order_relaxed);
+    bump(published_->rebalances);
+  }
+  std::vector<std::optional<std::uint64_t>> committed(state_->partitions());
+  for (std::uint32_t p = 0; p < committed.size(); ++p) {
+    committed[p] = state_->committed(p);
+  }
+  std::lock_guard<std::mutex> guard(published_->mutex);
+  published_->committed = std::move(committed);
 }
 
 task<expected<group_state>> group_actor::load() {
@@ -127,6 +148,7 @@ void group_actor::changed() {
   ++version_;
   persist();
   schedule_expiry();
+  publish_metrics();
 }
 
 void group_actor::when_durable(done_fn then) {

@@ -74,6 +74,7 @@ class group_actor final : public metered<>, public homed {
   // group.
   void when_durable(done_fn done);
   void persist();
+  void publish_metrics();
   void schedule_expiry();
   void step();
   group_reply reply_after(const std::optional<rill::error>& e, std::string header) const;
@@ -82,6 +83,7 @@ class group_actor final : public metered<>, public homed {
 
   group_identity id_;
   const group_services* services_;
+  std::shared_ptr<group_metrics> published_ = std::make_shared<group_metrics>();
   std::unique_ptr<actor_io> io_;
   std::optional<group_state> state_;
   std::optional<rill::error> error_;  // why the group is fenced (failed open or write)

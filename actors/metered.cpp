@@ -12,7 +12,7 @@ std::shared_ptr<actor_metrics> metrics_registry::add(caf::actor_id id, std::stri
   m->kind = std::move(kind);
   m->shard = shard;
   std::lock_guard<std::mutex> guard(mutex_);
-  actors_[id] = entry{m, {}};
+  actors_[id] = entry{m, {}, nullptr, nullptr, nullptr};
   return m;
 }
 
@@ -25,6 +25,27 @@ void metrics_registry::name(caf::actor_id id, std::string name) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (auto it = actors_.find(id); it != actors_.end()) {
     it->second.name = std::move(name);
+  }
+}
+
+void metrics_registry::attach(caf::actor_id id, std::shared_ptr<const partition_metrics> m) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (auto it = actors_.find(id); it != actors_.end()) {
+    it->second.partition = std::move(m);
+  }
+}
+
+void metrics_registry::attach(caf::actor_id id, std::shared_ptr<const connection_metrics> m) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (auto it = actors_.find(id); it != actors_.end()) {
+    it->second.connection = std::move(m);
+  }
+}
+
+void metrics_registry::attach(caf::actor_id id, std::shared_ptr<const group_metrics> m) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (auto it = actors_.find(id); it != actors_.end()) {
+    it->second.group = std::move(m);
   }
 }
 
@@ -67,6 +88,23 @@ std::vector<actor_sample> metrics_registry::snapshot() const {
                          : key == actor_metrics::key_overflow ? "overflow"
                                                               : caf::to_string(static_cast<caf::atom_value>(key));
       s.types.push_back(message_type_sample{std::move(type), slot.latency.read()});
+    }
+    auto load = [](const auto& a) { return a.load(std::memory_order_relaxed); };
+    if (const auto* p = e.partition.get()) {
+      s.partition = partition_sample{
+          p->stream_id,      p->topic_id,       p->partition_id, load(p->log_start),      load(p->high_watermark),
+          load(p->log_end),  load(p->segments), load(p->bytes),  load(p->produce_errors), load(p->retention_runs),
+          p->produce.read(), p->write.read(),   p->sync.read()};
+    }
+    if (const auto* c = e.connection.get()) {
+      s.connection = connection_sample{load(c->requests), load(c->errors), load(c->bytes_in), load(c->bytes_out)};
+    }
+    if (const auto* g = e.group.get()) {
+      group_sample gs{g->stream_id,        g->topic_id,         g->name, load(g->members),
+                      load(g->generation), load(g->rebalances), {}};
+      std::lock_guard<std::mutex> guard(g->mutex);
+      gs.committed = g->committed;
+      s.group = std::move(gs);
     }
     out.push_back(std::move(s));
   }

@@ -23,12 +23,19 @@ class metrics_registry {
   void remove(caf::actor_id id);
   // A readable name for an actor ("stream/topic/partition", a peer address, ...), shown as a label.
   void name(caf::actor_id id, std::string name);
+  // What a partition, connection or group actor publishes beside its actor metrics.
+  void attach(caf::actor_id id, std::shared_ptr<const partition_metrics> m);
+  void attach(caf::actor_id id, std::shared_ptr<const connection_metrics> m);
+  void attach(caf::actor_id id, std::shared_ptr<const group_metrics> m);
   [[nodiscard]] std::vector<actor_sample> snapshot() const;
 
  private:
   struct entry {
     std::shared_ptr<actor_metrics> metrics;
     std::string name;
+    std::shared_ptr<const partition_metrics> partition;
+    std::shared_ptr<const connection_metrics> connection;
+    std::shared_ptr<const group_metrics> group;
   };
   mutable std::mutex mutex_;
   std::map<caf::actor_id, entry> actors_;
@@ -63,6 +70,10 @@ class metered : public Base {
 
  protected:
   void set_metrics_name(std::string name) { metrics_registry::instance().name(this->id(), std::move(name)); }
+  template <class M>
+  void attach_metrics(std::shared_ptr<const M> m) {
+    metrics_registry::instance().attach(this->id(), std::move(m));
+  }
 
  private:
   std::shared_ptr<actor_metrics> metrics_;

@@ -9,6 +9,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +60,81 @@ struct actor_metrics {
   }
 };
 
+// What a partition actor publishes (its own thread writes; gauges are refreshed after every produce, retention run
+// and sync).
+struct partition_metrics {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t partition_id = 0;
+  std::atomic<std::int64_t> log_start{0};
+  std::atomic<std::int64_t> high_watermark{0};
+  std::atomic<std::int64_t> log_end{0};
+  std::atomic<std::uint64_t> segments{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> produce_errors{0};
+  std::atomic<std::uint64_t> retention_runs{0};
+  latency_histogram produce;  // a produce request, from its arrival at the partition to its reply
+  latency_histogram write;    // a group of appends written (and synced, under sync_before_ack)
+  latency_histogram sync;     // an fdatasync of a relaxed durability policy
+};
+
+// What a connection actor publishes.
+struct connection_metrics {
+  std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> errors{0};  // replies with a status other than ok
+  std::atomic<std::uint64_t> bytes_in{0};
+  std::atomic<std::uint64_t> bytes_out{0};
+};
+
+// What a group actor publishes. Committed offsets change only on commits (not a hot path): under a mutex.
+struct group_metrics {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::string name;
+  std::atomic<std::uint64_t> members{0};
+  std::atomic<std::uint64_t> generation{0};
+  std::atomic<std::uint64_t> rebalances{0};  // generations started since rilld started
+  mutable std::mutex mutex;
+  std::vector<std::optional<std::uint64_t>> committed;  // per partition
+};
+
+inline void bump(std::atomic<std::uint64_t>& a, std::uint64_t by = 1) noexcept {
+  a.store(a.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);  // single writer
+}
+
+struct partition_sample {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t partition_id = 0;
+  std::int64_t log_start = 0;
+  std::int64_t high_watermark = 0;
+  std::int64_t log_end = 0;
+  std::uint64_t segments = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t produce_errors = 0;
+  std::uint64_t retention_runs = 0;
+  latency_histogram::snapshot produce;
+  latency_histogram::snapshot write;
+  latency_histogram::snapshot sync;
+};
+
+struct connection_sample {
+  std::uint64_t requests = 0;
+  std::uint64_t errors = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+};
+
+struct group_sample {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::string name;
+  std::uint64_t members = 0;
+  std::uint64_t generation = 0;
+  std::uint64_t rebalances = 0;
+  std::vector<std::optional<std::uint64_t>> committed;
+};
+
 struct message_type_sample {
   std::string type;  // the atom's text, "reply", "other" or "overflow"
   latency_histogram::snapshot latency;
@@ -71,6 +149,9 @@ struct actor_sample {
   std::uint64_t processed = 0;
   std::uint64_t busy_ns = 0;
   std::vector<message_type_sample> types;
+  std::optional<partition_sample> partition;    // kind "partition"
+  std::optional<connection_sample> connection;  // kind "connection"
+  std::optional<group_sample> group;            // kind "group"
   [[nodiscard]] std::uint64_t mailbox() const noexcept { return received > processed ? received - processed : 0; }
 };
 
@@ -93,12 +174,14 @@ struct process_sample {
   std::uint32_t connections = 0;
 };
 
-// Prometheus text exposition of everything: rill_actor_*, rill_shard_*, rill_process_* (names, types and HELP lines
+// Prometheus text exposition of everything: rill_actor_*, rill_partition_*, rill_connection_*, rill_group_*,
+// rill_shard_*, rill_process_* (names, types and HELP lines
 // in docs/monitoring.md). Label values are escaped as the format requires.
 std::string render_prometheus(const std::vector<actor_sample>& actors, const std::vector<shard_sample>& shards,
                               const process_sample& process);
 // JSON for /api/actors and /api/shards.
 std::string render_actors_json(const std::vector<actor_sample>& actors);
 std::string render_shards_json(const std::vector<shard_sample>& shards);
+std::string render_partitions_json(const std::vector<actor_sample>& actors);
 
 }  // namespace rill::actors

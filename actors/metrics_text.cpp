@@ -5,6 +5,9 @@
 
 #include "actors/metrics.h"
 
+#include <map>
+#include <tuple>
+
 namespace rill::actors {
 namespace {
 
@@ -37,6 +40,26 @@ std::string seconds(std::uint64_t ns) {
   return fmt::format("{:.9f}", static_cast<double>(ns) / 1e9);
 }
 
+// One Prometheus histogram series (`labels` without `le`).
+void histogram_series(std::string& out, const char* name, const std::string& labels,
+                      const latency_histogram::snapshot& h) {
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < latency_histogram::bounds_ns.size(); ++b) {
+    cumulative += h.counts[b];
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels,
+                       static_cast<double>(latency_histogram::bounds_ns[b]) / 1e9, cumulative);
+  }
+  cumulative += h.counts.back();
+  // +Inf and _count come from the same bucket reads, so they agree.
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, cumulative);
+  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, seconds(h.sum_ns));
+  out += fmt::format("{}_count{{{}}} {}\n", name, labels, cumulative);
+}
+
+std::string partition_labels(const partition_sample& p) {
+  return fmt::format(R"(stream="{}",topic="{}",partition="{}")", p.stream_id, p.topic_id, p.partition_id);
+}
+
 }  // namespace
 
 std::string render_prometheus(const std::vector<actor_sample>& actors, const std::vector<shard_sample>& shards,
@@ -62,18 +85,138 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
   for (const auto& a : actors) {
     const auto labels = actor_labels(a);
     for (const auto& t : a.types) {
-      const auto l = fmt::format(R"({},type="{}")", labels, escape(t.type));
-      std::uint64_t cumulative = 0;
-      for (std::size_t b = 0; b < latency_histogram::bounds_ns.size(); ++b) {
-        cumulative += t.latency.counts[b];
-        out += fmt::format("rill_actor_handling_seconds_bucket{{{},le=\"{}\"}} {}\n", l,
-                           static_cast<double>(latency_histogram::bounds_ns[b]) / 1e9, cumulative);
+      histogram_series(out, "rill_actor_handling_seconds", fmt::format(R"({},type="{}")", labels, escape(t.type)),
+                       t.latency);
+    }
+  }
+  // Partitions.
+  struct gauge {
+    const char* name;
+    const char* help;
+    std::int64_t (*value)(const partition_sample&);
+  };
+  static const gauge partition_gauges[] = {
+      {"rill_partition_log_start_offset", "First offset still in the log.",
+       [](const partition_sample& p) { return p.log_start; }},
+      {"rill_partition_high_watermark", "Offset below which records are committed (visible to consumers).",
+       [](const partition_sample& p) { return p.high_watermark; }},
+      {"rill_partition_log_end_offset", "Offset the next record gets.",
+       [](const partition_sample& p) { return p.log_end; }},
+      {"rill_partition_segments", "Segment files of the log.",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.segments); }},
+      {"rill_partition_bytes", "Bytes of the log's segments.",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.bytes); }},
+  };
+  for (const auto& g : partition_gauges) {
+    family(out, g.name, "gauge", g.help);
+    for (const auto& a : actors) {
+      if (a.partition) {
+        out += fmt::format("{}{{{}}} {}\n", g.name, partition_labels(*a.partition), g.value(*a.partition));
       }
-      cumulative += t.latency.counts.back();
-      // +Inf must equal _count: both come from the same bucket reads.
-      out += fmt::format("rill_actor_handling_seconds_bucket{{{},le=\"+Inf\"}} {}\n", l, cumulative);
-      out += fmt::format("rill_actor_handling_seconds_sum{{{}}} {}\n", l, seconds(t.latency.sum_ns));
-      out += fmt::format("rill_actor_handling_seconds_count{{{}}} {}\n", l, cumulative);
+    }
+  }
+  family(out, "rill_partition_produce_errors_total", "counter", "Produce requests the partition refused or failed.");
+  for (const auto& a : actors) {
+    if (a.partition) {
+      out += fmt::format("rill_partition_produce_errors_total{{{}}} {}\n", partition_labels(*a.partition),
+                         a.partition->produce_errors);
+    }
+  }
+  family(out, "rill_partition_retention_runs_total", "counter", "Retention passes over the partition.");
+  for (const auto& a : actors) {
+    if (a.partition) {
+      out += fmt::format("rill_partition_retention_runs_total{{{}}} {}\n", partition_labels(*a.partition),
+                         a.partition->retention_runs);
+    }
+  }
+  family(out, "rill_partition_produce_seconds", "histogram",
+         "A produce request at the partition, from its arrival to its acknowledgement.");
+  for (const auto& a : actors) {
+    if (a.partition) {
+      histogram_series(out, "rill_partition_produce_seconds", partition_labels(*a.partition), a.partition->produce);
+    }
+  }
+  family(out, "rill_partition_write_seconds", "histogram",
+         "A group of appends written to the log (with its fdatasync under sync_before_ack).");
+  for (const auto& a : actors) {
+    if (a.partition) {
+      histogram_series(out, "rill_partition_write_seconds", partition_labels(*a.partition), a.partition->write);
+    }
+  }
+  family(out, "rill_partition_sync_seconds", "histogram", "An fdatasync of a relaxed durability policy.");
+  for (const auto& a : actors) {
+    if (a.partition) {
+      histogram_series(out, "rill_partition_sync_seconds", partition_labels(*a.partition), a.partition->sync);
+    }
+  }
+  // Connections.
+  struct counter {
+    const char* name;
+    const char* help;
+    std::uint64_t (*value)(const connection_sample&);
+  };
+  static const counter connection_counters[] = {
+      {"rill_connection_requests_total", "Requests read from the connection.",
+       [](const connection_sample& c) { return c.requests; }},
+      {"rill_connection_errors_total", "Replies with an error status.",
+       [](const connection_sample& c) { return c.errors; }},
+      {"rill_connection_received_bytes_total", "Request bytes read.",
+       [](const connection_sample& c) { return c.bytes_in; }},
+      {"rill_connection_sent_bytes_total", "Reply bytes queued to the client.",
+       [](const connection_sample& c) { return c.bytes_out; }},
+  };
+  for (const auto& c : connection_counters) {
+    family(out, c.name, "counter", c.help);
+    for (const auto& a : actors) {
+      if (a.connection) {
+        out += fmt::format(R"({}{{peer="{}",id="{}"}} {})", c.name, escape(a.name), a.id, c.value(*a.connection));
+        out += '\n';
+      }
+    }
+  }
+  // Groups; lag from the partitions' high watermarks.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, const partition_sample*> parts;
+  for (const auto& a : actors) {
+    if (a.partition) {
+      parts[{a.partition->stream_id, a.partition->topic_id, a.partition->partition_id}] = &*a.partition;
+    }
+  }
+  auto group_labels = [](const group_sample& g) {
+    return fmt::format(R"(stream="{}",topic="{}",group="{}")", g.stream_id, g.topic_id, escape(g.name));
+  };
+  family(out, "rill_group_members", "gauge", "Members of the consumer group.");
+  for (const auto& a : actors) {
+    if (a.group) {
+      out += fmt::format("rill_group_members{{{}}} {}\n", group_labels(*a.group), a.group->members);
+    }
+  }
+  family(out, "rill_group_generation", "gauge", "The consumer group's generation.");
+  for (const auto& a : actors) {
+    if (a.group) {
+      out += fmt::format("rill_group_generation{{{}}} {}\n", group_labels(*a.group), a.group->generation);
+    }
+  }
+  family(out, "rill_group_rebalances_total", "counter", "Generations the group started since rilld started.");
+  for (const auto& a : actors) {
+    if (a.group) {
+      out += fmt::format("rill_group_rebalances_total{{{}}} {}\n", group_labels(*a.group), a.group->rebalances);
+    }
+  }
+  family(out, "rill_group_lag", "gauge",
+         "Committed records the group has not consumed: high watermark minus the committed offset (or the log start).");
+  for (const auto& a : actors) {
+    if (!a.group) {
+      continue;
+    }
+    for (std::uint32_t p = 0; p < a.group->committed.size(); ++p) {
+      auto it = parts.find({a.group->stream_id, a.group->topic_id, p});
+      if (it == parts.end()) {
+        continue;
+      }
+      const auto from =
+          std::max<std::int64_t>(static_cast<std::int64_t>(a.group->committed[p].value_or(0)), it->second->log_start);
+      out += fmt::format("rill_group_lag{{{},partition=\"{}\"}} {}\n", group_labels(*a.group), p,
+                         std::max<std::int64_t>(0, it->second->high_watermark - from));
     }
   }
   family(out, "rill_shard_jobs_total", "counter", "Actor runs the shard's worker performed.");
@@ -131,6 +274,35 @@ std::string render_actors_json(const std::vector<actor_sample>& actors) {
                    {"mailbox", a.mailbox()},
                    {"busy_ns", a.busy_ns},
                    {"types", types}});
+  }
+  return all.dump();
+}
+
+std::string render_partitions_json(const std::vector<actor_sample>& actors) {
+  nlohmann::json all = nlohmann::json::array();
+  auto hist = [](const latency_histogram::snapshot& h) {
+    return nlohmann::json{{"count", h.count}, {"sum_ns", h.sum_ns}};
+  };
+  for (const auto& a : actors) {
+    if (!a.partition) {
+      continue;
+    }
+    const auto& p = *a.partition;
+    all.push_back({{"stream", p.stream_id},
+                   {"topic", p.topic_id},
+                   {"partition", p.partition_id},
+                   {"shard", a.shard},
+                   {"log_start", p.log_start},
+                   {"high_watermark", p.high_watermark},
+                   {"log_end", p.log_end},
+                   {"segments", p.segments},
+                   {"bytes", p.bytes},
+                   {"produce_errors", p.produce_errors},
+                   {"retention_runs", p.retention_runs},
+                   {"mailbox", a.mailbox()},
+                   {"produce", hist(p.produce)},
+                   {"write", hist(p.write)},
+                   {"sync", hist(p.sync)}});
   }
   return all.dump();
 }

@@ -15,6 +15,24 @@ partition_actor::partition_actor(caf::actor_config& cfg, std::size_t home, parti
                                  storage::log_options options, const partition_services* services)
     : metered<>(cfg, "partition", home), homed(home), id_(std::move(id)), options_(options), services_(services) {
   set_metrics_name(fmt::format("{}/{}/{}", id_.stream_id, id_.topic_id, id_.partition_id));
+  published_->stream_id = id_.stream_id;
+  published_->topic_id = id_.topic_id;
+  published_->partition_id = id_.partition_id;
+  options_.observer = &timing_;
+  attach_metrics<partition_metrics>(published_);
+}
+
+void partition_actor::publish_gauges() {
+  if (!state_) {
+    return;
+  }
+  const auto& log = state_->log();
+  const auto st = log.stats();
+  published_->log_start.store(log.log_start().value(), std::memory_order_relaxed);
+  published_->high_watermark.store(log.committed().value(), std::memory_order_relaxed);
+  published_->log_end.store(log.log_end().value(), std::memory_order_relaxed);
+  published_->segments.store(st.segments, std::memory_order_relaxed);
+  published_->bytes.store(st.bytes, std::memory_order_relaxed);
 }
 
 caf::behavior partition_actor::make_behavior() {
@@ -39,6 +57,7 @@ void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
     state_ = std::move(*r);
     // Parked long polls look again whenever more becomes visible (after a produce's sync, or a periodic one).
     state_->log().on_committed([this] { after_append(); });
+    publish_gauges();
     schedule_tick();
     schedule_retention();
   }
@@ -133,6 +152,7 @@ void partition_actor::run_poll(std::uint64_t waiter_id) {
 }
 
 void partition_actor::after_append() {
+  publish_gauges();
   wake_waiters();
   schedule_tick();
 }
@@ -212,8 +232,13 @@ caf::behavior partition_actor::serving() {
         }
         auto rp = make_response_promise<produce_reply>();
         ++operations_;
-        rill::spawn(state_->produce(std::move(*msg.batches)), [this, rp](expected<produce_result> r) mutable {
+        const auto arrived = std::chrono::steady_clock::now();
+        rill::spawn(state_->produce(std::move(*msg.batches)), [this, rp, arrived](expected<produce_result> r) mutable {
           --operations_;
+          published_->produce.record(std::chrono::steady_clock::now() - arrived);
+          if (!r) {
+            bump(published_->produce_errors);
+          }
           produce_reply reply;
           if (r) {
             reply.base_offsets = std::move(r->base_offsets);
@@ -317,6 +342,8 @@ caf::behavior partition_actor::serving() {
         ++operations_;
         rill::spawn(state_->log().enforce_retention(), [this](expected<storage::retention_result> r) {
           --operations_;
+          bump(published_->retention_runs);
+          publish_gauges();
           if (!r) {
             services_->reporter->notice(fmt::format("{}: retention: {}", id_.dir, r.error().message()));
           }

@@ -49,7 +49,19 @@ class partition_actor final : public metered<>, public homed {
     bool reading = false;
   };
 
+  // Tells the partition's metrics what the log took to write and sync.
+  class log_timing final : public storage::log_observer {
+   public:
+    explicit log_timing(partition_metrics& m) : m_(m) {}
+    void group_written(std::chrono::nanoseconds took, std::uint32_t, bool) override { m_.write.record(took); }
+    void synced(std::chrono::nanoseconds took) override { m_.sync.record(took); }
+
+   private:
+    partition_metrics& m_;
+  };
+
   caf::behavior serving();
+  void publish_gauges();
   void opened(expected<std::unique_ptr<partition_state>> r);
   void run_poll(std::uint64_t waiter_id);
   void after_append();
@@ -60,6 +72,8 @@ class partition_actor final : public metered<>, public homed {
   storage::read_request read_request_for(const proto::PollRequest& r, std::optional<std::int64_t> resume_at) const;
 
   partition_identity id_;
+  std::shared_ptr<partition_metrics> published_ = std::make_shared<partition_metrics>();
+  log_timing timing_{*published_};
   storage::log_options options_;
   const partition_services* services_;
   std::unique_ptr<actor_io> io_;

@@ -299,6 +299,7 @@ task<void> partition_log::writer_loop() {
 }
 
 task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) {
+  const auto started = clock_.monotonic();
   std::shared_ptr<segment> active = segments_.back();
   const std::uint64_t position = active->size;
   const bool replicated = items.front()->k == work::kind::replicated;
@@ -522,6 +523,10 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
     ++stats_.syncs;
     mark_synced(log_end_);
   }
+  if (options_.observer != nullptr) {
+    options_.observer->group_written(clock_.monotonic() - started, static_cast<std::uint32_t>(items.size()),
+                                     synced_with_write);
+  }
 
   // Relaxed policies: the sync deadline is set before the appends complete, so whoever they wake (the partition
   // actor scheduling its ticks) already sees it.
@@ -552,6 +557,7 @@ task<expected<void>> partition_log::sync_log() {
   if (fenced_) {
     co_return unexpected(*fenced_);
   }
+  const auto started = clock_.monotonic();
   std::shared_ptr<segment> active = segments_.back();
   const offset_t target = log_end_;
   if (synced_end_ >= target) {
@@ -582,6 +588,9 @@ task<expected<void>> partition_log::sync_log() {
   }
   ++stats_.syncs;
   mark_synced(target);
+  if (options_.observer != nullptr) {
+    options_.observer->synced(clock_.monotonic() - started);
+  }
   co_return expected<void>{};
 }
 

@@ -78,10 +78,21 @@ class collecting_reporter final : public log_reporter {
   std::vector<std::string> notices;
 };
 
+// Told how long the log's writes and syncs take (metrics). Called on the log's thread; must not block.
+class log_observer {
+ public:
+  virtual ~log_observer() = default;
+  // A group of appends was written (and, under sync_before_ack, synced): from the start of its write to the end.
+  virtual void group_written(std::chrono::nanoseconds took, std::uint32_t appends, bool synced) = 0;
+  // A sync of a relaxed policy (every_records / every_ms) finished.
+  virtual void synced(std::chrono::nanoseconds took) = 0;
+};
+
 struct log_options {
   config::log_config config;
-  bool create = true;       // create the directory and files if missing
-  bool auto_commit = true;  // one node: committed follows synced_end; false: commit_to() sets it
+  log_observer* observer = nullptr;  // outlives the log, or null
+  bool create = true;                // create the directory and files if missing
+  bool auto_commit = true;           // one node: committed follows synced_end; false: commit_to() sets it
   // Recovery scans every segment in full and rebuilds its index, instead of trusting sealed segments that verify
   // (for a suspicious disk, and to measure what the fast path saves).
   bool scan_all_segments = false;

@@ -128,7 +128,7 @@ std::vector<sample> parse_prometheus(const std::string& text) {
   for (const auto& s : out) {
     auto key_labels = s.labels;
     key_labels.erase("le");
-    std::string key;
+    std::string key = s.name.substr(0, s.name.rfind('_')) + ":";  // the family, then the labels
     for (const auto& [k, v] : key_labels) {
       key += k + "=" + v + ",";
     }
@@ -190,6 +190,18 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
     BOOST_REQUIRE((*c)->produce(by_name("s"), by_name("t"), 0, *b.build()).has_value());
   }
 
+  // A group that committed 10 of the 25: its lag is 15.
+  BOOST_REQUIRE((*c)->create_group(by_name("s"), by_name("t"), "g").has_value());
+  {
+    auto m = (*c)->join_group(by_name("s"), by_name("t"), by_name("g"));
+    BOOST_REQUIRE(m.has_value());
+    proto::GroupMember who;
+    who.set_member_id(m->member_id());
+    who.set_generation(m->generation());
+    BOOST_REQUIRE((*c)->commit_group(by_name("s"), by_name("t"), by_name("g"), who, {{0, 10}}).has_value());
+    BOOST_REQUIRE((*c)->leave_group(by_name("s"), by_name("t"), by_name("g"), m->member_id()).has_value());
+  }
+
   const auto health = http(proc.http_address(), "GET", "/healthz");
   BOOST_TEST(health.status == 200);
   BOOST_TEST(health.body == "ok\n");
@@ -209,6 +221,27 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   BOOST_TEST(value_of(all, "rill_process_resident_memory_bytes", {}) > 1e6);
   BOOST_TEST(value_of(all, "rill_process_open_fds", {}) > 3);
   BOOST_TEST(value_of(all, "rill_shard_jobs_total", {{"shard", "0"}}) > 0);
+  const std::map<std::string, std::string> p0{{"stream", "0"}, {"topic", "0"}, {"partition", "0"}};
+  BOOST_TEST(value_of(all, "rill_partition_high_watermark", p0) == produces);
+  BOOST_TEST(value_of(all, "rill_partition_log_end_offset", p0) == produces);
+  BOOST_TEST(value_of(all, "rill_partition_log_start_offset", p0) == 0);
+  BOOST_TEST(value_of(all, "rill_partition_segments", p0) == 1);
+  BOOST_TEST(value_of(all, "rill_partition_bytes", p0) > 0);
+  BOOST_TEST(value_of(all, "rill_partition_produce_seconds_count", p0) == produces);
+  const auto writes = value_of(all, "rill_partition_write_seconds_count", p0);  // groups of appends
+  BOOST_TEST((writes >= 1 && writes <= produces));
+  BOOST_TEST(value_of(all, "rill_partition_produce_errors_total", p0) == 0);
+  const std::map<std::string, std::string> g{{"stream", "0"}, {"topic", "0"}, {"group", "g"}};
+  BOOST_TEST(value_of(all, "rill_group_members", g) == 0);
+  BOOST_TEST(value_of(all, "rill_group_generation", g) == 2);  // the join, the leave
+  auto g0 = g;
+  g0["partition"] = "0";
+  BOOST_TEST(value_of(all, "rill_group_lag", g0) == produces - 10);
+  // This client's connection: every request it made, none refused.
+  BOOST_TEST(value_of(all, "rill_connection_requests_total", {}) >= produces + 6);
+  BOOST_TEST(value_of(all, "rill_connection_errors_total", {}) == 0);
+  BOOST_TEST(value_of(all, "rill_connection_received_bytes_total", {}) > 0);
+  BOOST_TEST(value_of(all, "rill_connection_sent_bytes_total", {}) > 0);
   // The client's connection is named by its address and counts its requests' replies from the partition.
   const auto client_conn =
       value_of(all, "rill_actor_handling_seconds_count", {{"kind", "connection"}, {"type", "reply"}});
@@ -227,6 +260,10 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
     }
   }
   BOOST_TEST(found);
+  const auto partitions = nlohmann::json::parse(http(proc.http_address(), "GET", "/api/partitions").body);
+  BOOST_REQUIRE(partitions.size() == 1u);
+  BOOST_TEST(partitions[0]["high_watermark"].get<int>() == produces);
+  BOOST_TEST(partitions[0]["produce"]["count"].get<int>() == produces);
   const auto shards = nlohmann::json::parse(http(proc.http_address(), "GET", "/api/shards").body);
   BOOST_TEST(shards.size() == 2u);  // runtime.cpu_allocation=2 in the test harness
   std::uint64_t resident = 0;
