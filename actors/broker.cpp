@@ -239,6 +239,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   ro.cpus = cpus;
   ro.pin = p->config.pin_cores;
   ro.max_throughput = p->config.max_throughput;
+  timing_enabled().store(p->config.actor_metrics);
   p->rt = std::make_unique<runtime>(ro);
 
   p->partition_svc.clk = &g_clock;

@@ -2,6 +2,11 @@
 
 namespace rill::actors {
 
+std::atomic<bool>& timing_enabled() noexcept {
+  static std::atomic<bool> enabled{true};
+  return enabled;
+}
+
 metrics_registry& metrics_registry::instance() {
   static metrics_registry registry;
   return registry;

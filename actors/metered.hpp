@@ -44,6 +44,9 @@ class metrics_registry {
 // The type key of a message: its leading atom, or a reply / other.
 std::uint64_t message_type_key(const caf::mailbox_element& x) noexcept;
 
+// Whether actors time the messages they handle (runtime.actor_metrics; set once at start).
+std::atomic<bool>& timing_enabled() noexcept;
+
 template <class Base = caf::event_based_actor>
 class metered : public Base {
  public:
@@ -57,6 +60,13 @@ class metered : public Base {
   }
 
   caf::invoke_message_result consume(caf::mailbox_element& x) override {
+    if (!timing_enabled().load(std::memory_order_relaxed)) {
+      auto result = Base::consume(x);
+      if (result != caf::invoke_message_result::skipped) {
+        bump(metrics_->processed);
+      }
+      return result;
+    }
     const auto start = std::chrono::steady_clock::now();
     const auto key = message_type_key(x);
     auto result = Base::consume(x);

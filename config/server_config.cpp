@@ -153,6 +153,16 @@ const std::vector<key_spec>& registry() {
                          false,
                          [](server_config& c, const config_value& v) { c.pin_cores = std::get<bool>(v); },
                          [](const server_config& c) { return config_value{c.pin_cores}; }});
+    k.push_back(key_spec{"runtime.actor_metrics",
+                         kind::boolean,
+                         "Time every message an actor handles (busy time, latency per message type); off leaves "
+                         "the message counters only.",
+                         0,
+                         0,
+                         {},
+                         false,
+                         [](server_config& c, const config_value& v) { c.actor_metrics = std::get<bool>(v); },
+                         [](const server_config& c) { return config_value{c.actor_metrics}; }});
     k.push_back(integer("runtime.max_throughput", 1, 100'000,
                         "Messages an actor handles before its shard checks I/O completions and other actors.",
                         &server_config::max_throughput));

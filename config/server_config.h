@@ -33,6 +33,7 @@ struct server_config {
   // [runtime]
   std::string cpu_allocation = "all";
   bool pin_cores = true;
+  bool actor_metrics = true;  // time each message actors handle (docs/monitoring.md)
   std::uint64_t max_throughput = 64;
   // [storage]: defaults for every topic's partitions
   log_config storage;
