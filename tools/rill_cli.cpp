@@ -14,6 +14,7 @@
 //     offset get|set STREAM TOPIC --partition P --consumer NAME [OFFSET]
 //     group create STREAM TOPIC NAME [--strategy range|round_robin] [--session-timeout-ms MS]
 //     group list STREAM TOPIC | group describe|delete STREAM TOPIC NAME
+//     top [--http HOST:PORT] [--interval-ms N] [--rows N] [--once]   (rilld's monitoring listener)
 //
 // Human output by default; --json prints JSON (one object per line for produce and consume). Exit status: 0 ok,
 // 1 the server refused (the message says why), 2 bad usage, 3 the server could not be reached.
@@ -31,6 +32,7 @@
 #include "net/client.h"
 #include "net/errc.h"
 #include "tools/cli_groups.h"
+#include "tools/cli_top.h"
 
 using namespace rill;
 using json = nlohmann::json;
@@ -230,12 +232,24 @@ int main(int argc, char** argv) {
   }
   o_set->add_option("offset", offset_value, "the next offset to consume")->required();
 
+  cli::top_args top_args;
+  std::uint32_t top_interval_ms = 1000;
+  auto* top = app.add_subcommand("top", "the busiest actors and shards of a rilld, refreshed every second");
+  top->add_option("--http", top_args.http, "rilld's monitoring listener (network.http_address)")->capture_default_str();
+  top->add_option("--interval-ms", top_interval_ms, "between samples")->check(CLI::Range(100, 3'600'000));
+  top->add_option("--rows", top_args.rows, "busiest actors shown")->check(CLI::Range(1, 10'000));
+  top->add_flag("--once", top_args.once, "print one view (two samples an interval apart) and exit");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
+  if (*top) {
+    top_args.interval = std::chrono::milliseconds(top_interval_ms);
+    return cli::top(top_args);
+  }
   net::client_options co;
   co.server = g.server;
   proto::GroupConfig group_config;

@@ -18,6 +18,7 @@ start() {
   for _ in $(seq 300); do
     if [ -f "$dir/data/runtime/current_config.toml" ]; then
       addr=$(sed -n "s/^tcp_address = ['\"]\(.*\)['\"]$/\1/p" "$dir/data/runtime/current_config.toml")
+      haddr=$(sed -n "s/^http_address = ['\"]\(.*\)['\"]$/\1/p" "$dir/data/runtime/current_config.toml")
       [ -n "$addr" ] && return 0
     fi
     sleep 0.05
@@ -62,6 +63,14 @@ set +e
 r consume shop orders --group billing --partition 1 2>/dev/null; rc=$?
 set -e
 [ $rc -eq 2 ] || fail "--group with --partition is bad usage (rc $rc)"
+# rill top: one view of the shards and the busiest actors, from the monitoring listener.
+view=$("$rill" top --http "$haddr" --once --interval-ms 200)
+echo "$view" | grep -q "^SHARD" || fail "top shards: $view"
+echo "$view" | grep -q "^partition " || fail "top actors: $view"
+set +e
+"$rill" top --http 127.0.0.1:1 --once 2>/dev/null; rc=$?
+set -e
+[ $rc -eq 3 ] || fail "top against nothing should exit 3, got $rc"
 # Errors: exit 1 with the reason.
 set +e
 r stream create "bad name" 2>"$dir/err"; rc=$?

@@ -1,0 +1,172 @@
+// rill top (see cli_top.h): samples /api/shards and /api/actors, prints rates between two samples.
+#include "tools/cli_top.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <csignal>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include <fmt/core.h>
+
+namespace rill::cli {
+namespace {
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace asio = boost::asio;
+using json = nlohmann::json;
+
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_top_signal(int) {
+  g_stop = 1;
+}
+
+// GET `target` from `address` ("host:port"); the body, or an error message in `error`.
+std::string get(const std::string& address, const std::string& target, std::string& error) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    error = fmt::format("--http {}: expected HOST:PORT", address);
+    return {};
+  }
+  try {
+    asio::io_context io;
+    asio::ip::tcp::resolver resolver(io);
+    beast::tcp_stream stream(io);
+    stream.expires_after(std::chrono::seconds(5));
+    stream.connect(resolver.resolve(address.substr(0, colon), address.substr(colon + 1)));
+    http::request<http::empty_body> req{http::verb::get, target, 11};
+    req.set(http::field::host, address);
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    http::read(stream, buffer, res);
+    if (res.result() != http::status::ok) {
+      error = fmt::format("{}{}: HTTP {}", address, target, res.result_int());
+      return {};
+    }
+    return res.body();
+  } catch (const std::exception& e) {
+    error = fmt::format("{}{}: {}", address, target, e.what());
+    return {};
+  }
+}
+
+struct sample {
+  json shards;
+  json actors;
+  std::chrono::steady_clock::time_point at;
+};
+
+bool take(const std::string& address, sample& s, std::string& error) {
+  const auto shards = get(address, "/api/shards", error);
+  if (!error.empty()) {
+    return false;
+  }
+  const auto actors = get(address, "/api/actors", error);
+  if (!error.empty()) {
+    return false;
+  }
+  s.shards = json::parse(shards, nullptr, false);
+  s.actors = json::parse(actors, nullptr, false);
+  s.at = std::chrono::steady_clock::now();
+  if (s.shards.is_discarded() || s.actors.is_discarded()) {
+    error = "the server's JSON does not parse";
+    return false;
+  }
+  return true;
+}
+
+void print(const std::string& address, const sample& before, const sample& now, std::uint32_t rows) {
+  const double secs = std::max(1e-3, std::chrono::duration<double>(now.at - before.at).count());
+  std::map<std::uint64_t, json> earlier;
+  for (const auto& a : before.actors) {
+    earlier[a["id"].get<std::uint64_t>()] = a;
+  }
+  std::map<std::uint64_t, json> shard_before;
+  for (const auto& s : before.shards) {
+    shard_before[s["shard"].get<std::uint64_t>()] = s;
+  }
+  fmt::print("rill top: {}, {} shards, {} actors, every {:.1f} s\n\n", address, now.shards.size(), now.actors.size(),
+             secs);
+  fmt::print("{:>5} {:>7} {:>6} {:>7} {:>10} {:>12}\n", "SHARD", "ACTORS", "RUNQ", "BUSY%", "JOBS/s", "IO/s");
+  for (const auto& s : now.shards) {
+    const auto id = s["shard"].get<std::uint64_t>();
+    const auto& b = shard_before.contains(id) ? shard_before[id] : s;
+    const double busy =
+        static_cast<double>(s["busy_ns"].get<std::uint64_t>() -
+                            std::min(s["busy_ns"].get<std::uint64_t>(), b["busy_ns"].get<std::uint64_t>())) /
+        (secs * 1e9) * 100.0;
+    fmt::print(
+        "{:>5} {:>7} {:>6} {:>7.1f} {:>10.0f} {:>12.0f}\n", id, s["actors"].get<std::uint64_t>(),
+        s["run_queue"].get<std::uint64_t>(), busy,
+        static_cast<double>(s["jobs"].get<std::uint64_t>() - b["jobs"].get<std::uint64_t>()) / secs,
+        static_cast<double>(s["io_completions"].get<std::uint64_t>() - b["io_completions"].get<std::uint64_t>()) /
+            secs);
+  }
+  struct row {
+    std::string kind;
+    std::string name;
+    std::uint64_t shard;
+    double rate;
+    double busy;
+    std::uint64_t mailbox;
+  };
+  std::vector<row> all;
+  for (const auto& a : now.actors) {
+    const auto id = a["id"].get<std::uint64_t>();
+    const auto it = earlier.find(id);
+    const auto processed = a["processed"].get<std::uint64_t>();
+    const auto busy_ns = a["busy_ns"].get<std::uint64_t>();
+    const auto p0 = it == earlier.end() ? 0 : it->second["processed"].get<std::uint64_t>();
+    const auto b0 = it == earlier.end() ? 0 : it->second["busy_ns"].get<std::uint64_t>();
+    all.push_back(row{a["kind"].get<std::string>(), a["name"].get<std::string>(), a["shard"].get<std::uint64_t>(),
+                      static_cast<double>(processed - std::min(processed, p0)) / secs,
+                      static_cast<double>(busy_ns - std::min(busy_ns, b0)) / (secs * 1e9) * 100.0,
+                      a["mailbox"].get<std::uint64_t>()});
+  }
+  std::sort(all.begin(), all.end(), [](const row& x, const row& y) {
+    return x.busy != y.busy ? x.busy > y.busy : x.rate != y.rate ? x.rate > y.rate : x.mailbox > y.mailbox;
+  });
+  fmt::print("\n{:<11} {:<28} {:>5} {:>10} {:>7} {:>8}\n", "KIND", "NAME", "SHARD", "MSG/s", "BUSY%", "MAILBOX");
+  for (std::size_t i = 0; i < all.size() && i < rows; ++i) {
+    const auto& r = all[i];
+    fmt::print("{:<11} {:<28} {:>5} {:>10.0f} {:>7.1f} {:>8}\n", r.kind, r.name.substr(0, 28), r.shard, r.rate, r.busy,
+               r.mailbox);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int top(const top_args& args) {
+  std::signal(SIGINT, on_top_signal);
+  std::signal(SIGTERM, on_top_signal);
+  sample before;
+  std::string error;
+  if (!take(args.http, before, error)) {
+    fmt::print(stderr, "rill: {}\n", error);
+    return 3;
+  }
+  while (g_stop == 0) {
+    std::this_thread::sleep_for(args.interval);
+    sample now;
+    if (!take(args.http, now, error)) {
+      fmt::print(stderr, "rill: {}\n", error);
+      return 3;
+    }
+    if (!args.once) {
+      fmt::print("\x1b[H\x1b[2J");  // home, clear screen
+    }
+    print(args.http, before, now, args.rows);
+    if (args.once) {
+      return 0;
+    }
+    before = std::move(now);
+  }
+  return 0;
+}
+
+}  // namespace rill::cli
