@@ -19,6 +19,7 @@
 #include <fmt/core.h>
 
 #include "actors/connection_actor.hpp"
+#include "actors/dashboard.h"
 #include "actors/group_actor.hpp"
 #include "actors/metadata_actor.hpp"
 #include "actors/metered.hpp"
@@ -157,6 +158,9 @@ net::http_response monitoring(const std::string& target, runtime& rt, std::chron
   if (path == "/healthz") {
     return net::http_response{200, "text/plain; charset=utf-8", "ok\n"};
   }
+  if (path == "/ui" || path == "/ui/") {
+    return net::http_response{200, "text/html; charset=utf-8", std::string(dashboard_html())};
+  }
   auto actors = metrics_registry::instance().snapshot();
   std::vector<shard_sample> shards(rt.shard_count());
   for (std::size_t i = 0; i < shards.size(); ++i) {
@@ -205,7 +209,7 @@ net::http_response monitoring(const std::string& target, runtime& rt, std::chron
     return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8", render_prometheus(actors, shards, p)};
   }
   return net::http_response{404, "text/plain; charset=utf-8",
-                            "not found: try /metrics, /healthz, /api/actors, /api/partitions or /api/shards\n"};
+                            "not found: try /ui, /metrics, /healthz, /api/actors, /api/partitions or /api/shards\n"};
 }
 }  // namespace
 std::size_t broker::shards() const noexcept {
