@@ -29,6 +29,11 @@ struct cluster::node {
   std::uint64_t seed = 0;
   consensus::status last_status = consensus::status::normal;
   std::uint32_t last_view = 0;
+  // For replica_sample: cumulative over the run, across restarts.
+  std::uint64_t sent = 0;
+  std::uint64_t received = 0;
+  std::uint64_t crashes = 0;
+  std::uint64_t checkpoints = 0;
 };
 
 cluster::cluster(const cluster_options& options, trace& t)
@@ -145,6 +150,7 @@ void cluster::crash(node& n) {
   n.up = false;
   n.restart_at = now_ + 1 + rng_.below(options_.restart_ticks_max);
   ++result_.crashes;
+  ++n.crashes;
   trace_.event(now_, "fault", {{"replica", n.index}}, "crash");
   if (debug_) {
     fmt::print("{} crash r{}\n", now_, n.index);
@@ -158,6 +164,7 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
       trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{s->to} << 48) ^
                  (static_cast<std::uint64_t>(s->m.h.cmd) << 40) ^ s->m.h.op);
       ++result_.messages;
+      ++n.sent;
       network_.send(n.index, s->to, std::move(s->m), now_);
     } else if (auto* rep = std::get_if<consensus::reply_effect>(&e)) {
       const std::uint64_t client = rep->m.h.client;
@@ -303,6 +310,7 @@ void cluster::step() {
       if (n.mirror && p.m.h.cmd == consensus::command::prepare) {
         n.mirror->offer(p.m);
       }
+      ++n.received;
       n.r->on_message(p.m, effects);
       execute(n, effects);
       observe(n);
@@ -345,6 +353,7 @@ void cluster::step() {
         case storage_completion::kind::checkpoint:
           if (c.ok) {
             ++result_.checkpoints;
+            ++n->checkpoints;
           }
           n->r->on_checkpoint_done(c.slot, c.op, c.ok, effects);
           break;
@@ -367,6 +376,26 @@ void cluster::step() {
   for (auto& c : clients_) {
     c->tick(now_,
             [&](node_t to, consensus::message m) { network_.send(client_base + c->id() - 1, to, std::move(m), now_); });
+  }
+  if (options_.sample_every_ticks > 0 && options_.on_sample && now_ % options_.sample_every_ticks == 0) {
+    for (const auto& n : nodes_) {
+      replica_sample s;
+      s.tick = now_;
+      s.replica = n->index;
+      s.up = n->up && n->r != nullptr;
+      if (s.up) {
+        s.normal = n->r->status() == consensus::status::normal;
+        s.view = n->r->view().value();
+        s.log_view = n->r->log_view().value();
+        s.op = n->r->op().value();
+        s.commit = n->r->commit_max().value();
+      }
+      s.messages_sent = n->sent;
+      s.messages_received = n->received;
+      s.crashes = n->crashes;
+      s.checkpoints = n->checkpoints;
+      options_.on_sample(s);
+    }
   }
 }
 

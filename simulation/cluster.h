@@ -16,6 +16,7 @@
 // The fault atlas: storage faults on op k are allowed only on the replicas k names (quorum_replication - 1 of
 // them), so every committed op keeps a readable copy on a replication quorum minus those.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,8 +34,27 @@
 
 namespace rill::simulation {
 
+// One replica's state at a tick (rill-sim --metrics): what a plot of replication needs.
+struct replica_sample {
+  std::uint64_t tick = 0;
+  std::uint32_t replica = 0;
+  bool up = false;
+  bool normal = false;  // status normal (false: view change, or down)
+  std::uint32_t view = 0;
+  std::uint32_t log_view = 0;
+  std::uint64_t op = 0;
+  std::uint64_t commit = 0;
+  std::uint64_t messages_sent = 0;  // cumulative, to other replicas
+  std::uint64_t messages_received = 0;
+  std::uint64_t crashes = 0;
+  std::uint64_t checkpoints = 0;
+};
+
 struct cluster_options {
   std::uint64_t seed = 0;
+  // Every this many ticks (0: never), on_sample gets each replica's state. Observes only: the run is the same.
+  std::uint32_t sample_every_ticks = 0;
+  std::function<void(const replica_sample&)> on_sample;
   std::uint8_t replicas = 3;
   std::uint32_t clients = 4;
   client_options client;

@@ -1,6 +1,6 @@
 // rill-sim: runs the deterministic simulator (docs/simulation.md).
 //
-//   rill-sim --seed S [knobs] [--trace FILE]      one seed
+//   rill-sim --seed S [knobs] [--trace FILE] [--metrics FILE [--metrics-every-ticks N]]   one seed
 //   rill-sim --seeds N [--master-seed M] [knobs]  N seeds drawn from M
 //   rill-sim --duration-s T [--master-seed M]      seeds drawn from M until T seconds have passed
 //   rill-sim --seed-file FILE [knobs]              the seeds listed in FILE (one per line, # comments)
@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,13 +58,39 @@ std::string replay_command(std::uint64_t seed, const knobs& k) {
   return cmd;
 }
 
+// Where a single seed's replica samples go (--metrics): CSV, one row per replica per sample.
+struct metrics_output {
+  std::string path;
+  std::uint32_t every_ticks = 100;
+};
+
 // Runs one seed in this process: prints its line, returns its exit status.
-int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet, int ticks_fd) {
-  const cluster_options o = options_for(seed, k);
+int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet, int ticks_fd,
+             const metrics_output& metrics = {}) {
+  cluster_options o = options_for(seed, k);
   trace t;
   if (!trace_path.empty() && !t.open(trace_path)) {
     std::fprintf(stderr, "rill-sim: cannot write trace to %s\n", trace_path.c_str());
     return 2;
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
+  if (!metrics.path.empty()) {
+    csv.reset(std::fopen(metrics.path.c_str(), "w"));
+    if (!csv) {
+      std::fprintf(stderr, "rill-sim: cannot write metrics to %s\n", metrics.path.c_str());
+      return 2;
+    }
+    std::fprintf(
+        csv.get(),
+        "tick,replica,up,normal,view,log_view,op,commit,messages_sent,messages_received,crashes,checkpoints\n");
+    o.sample_every_ticks = metrics.every_ticks;
+    o.on_sample = [f = csv.get()](const replica_sample& r) {
+      std::fprintf(f, "%llu,%u,%d,%d,%u,%u,%llu,%llu,%llu,%llu,%llu,%llu\n", static_cast<unsigned long long>(r.tick),
+                   r.replica, r.up ? 1 : 0, r.normal ? 1 : 0, r.view, r.log_view, static_cast<unsigned long long>(r.op),
+                   static_cast<unsigned long long>(r.commit), static_cast<unsigned long long>(r.messages_sent),
+                   static_cast<unsigned long long>(r.messages_received), static_cast<unsigned long long>(r.crashes),
+                   static_cast<unsigned long long>(r.checkpoints));
+    };
   }
   cluster c(o, t);
   const run_result r = c.run();
@@ -103,7 +130,8 @@ std::uint64_t syncs_total = 0;        // state transfers
 std::uint64_t consumed_total = 0;     // records read by the simulated consumers
 std::uint64_t cuts_total = 0;         // partition-log suffixes truncated at view changes
 
-int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet) {
+int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet,
+               const metrics_output& metrics = {}) {
   std::fflush(stdout);
   int fds[2];
   if (::pipe(fds) != 0) {
@@ -117,7 +145,7 @@ int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path
   }
   if (pid == 0) {
     ::close(fds[0]);
-    std::_Exit(run_seed(seed, k, trace_path, quiet, fds[1]));
+    std::_Exit(run_seed(seed, k, trace_path, quiet, fds[1], metrics));
   }
   ::close(fds[1]);
   std::uint64_t figures[5] = {};
@@ -160,6 +188,12 @@ int main(int argc, char** argv) {
   app.add_option("--seed-file", seed_file, "run the seeds listed in this file (one per line; # starts a comment)");
   app.add_flag("--print-seeds", print_seeds, "print every seed run (eight per line) before the summary");
   app.add_option("--trace", trace_path, "write the run's events as JSON lines (one seed only)");
+  metrics_output metrics;
+  app.add_option("--metrics", metrics.path,
+                 "write each replica's state (view, op, commit, messages, crashes, checkpoints) as CSV every "
+                 "--metrics-every-ticks (one seed only)");
+  app.add_option("--metrics-every-ticks", metrics.every_ticks, "ticks between samples for --metrics")
+      ->check(CLI::Range(1, 1'000'000));
   app.add_flag("--quiet", quiet, "print only failures and the summary");
   app.add_option("--ticks", k.ticks, "ticks of the faulty (safety) phase, at most");
   app.add_option("--liveness-ticks", k.liveness_ticks, "ticks the healed cluster has to converge");
@@ -195,14 +229,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (seed) {
-    const int rc = run_forked(*seed, k, trace_path, false);
+    const int rc = run_forked(*seed, k, trace_path, false, metrics);
     if (rc != 0) {
       std::printf("replay: %s\n", replay_command(*seed, k).c_str());
     }
     return rc;
   }
-  if (!trace_path.empty()) {
-    std::fprintf(stderr, "rill-sim: --trace needs a single --seed\n");
+  if (!trace_path.empty() || !metrics.path.empty()) {
+    std::fprintf(stderr, "rill-sim: --trace and --metrics need a single --seed\n");
     return 2;
   }
   std::vector<std::uint64_t> listed;

@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "base/random.h"
@@ -86,6 +87,41 @@ BOOST_AUTO_TEST_CASE(a_seed_replays_exactly) {
     BOOST_TEST(a.messages == b.messages);
   }
   BOOST_TEST(run_one(1).hash != run_one(2).hash);
+}
+
+BOOST_AUTO_TEST_CASE(replica_samples_follow_the_run_without_changing_it) {
+  for (std::uint64_t seed : {7ULL, 42ULL}) {
+    auto o = options_for(seed, knobs{});
+    std::vector<replica_sample> samples;
+    o.sample_every_ticks = 50;
+    o.on_sample = [&](const replica_sample& s) { samples.push_back(s); };
+    trace t;
+    cluster c(o, t);
+    const run_result r = c.run();
+    BOOST_TEST(r.hash == run_one(seed).hash, "seed " << seed << ": sampling changed the run");
+    BOOST_TEST(samples.size() == (r.ticks / 50) * o.replicas);
+    std::map<std::uint32_t, replica_sample> last;
+    std::uint64_t sent = 0;
+    for (const auto& s : samples) {
+      BOOST_TEST(s.tick % 50 == 0u);
+      if (auto it = last.find(s.replica); it != last.end()) {
+        const auto& p = it->second;
+        // Cumulative counters only grow; a view, once persisted, never goes back (a down replica shows none).
+        BOOST_TEST(s.messages_sent >= p.messages_sent);
+        BOOST_TEST(s.messages_received >= p.messages_received);
+        BOOST_TEST(s.crashes >= p.crashes);
+        if (s.up && p.up) {
+          BOOST_TEST(s.view >= p.view);
+        }
+      }
+      last[s.replica] = s;
+    }
+    for (const auto& [replica, s] : last) {
+      sent += s.messages_sent;
+    }
+    BOOST_TEST(sent <= r.messages);
+    BOOST_TEST(sent > 0u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(every_deliberate_bug_is_found_within_a_bounded_number_of_seeds) {
