@@ -7,6 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -210,6 +213,22 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   BOOST_TEST(metrics.status == 200);
   BOOST_TEST(metrics.content_type == "text/plain; version=0.0.4; charset=utf-8");
   const auto all = parse_prometheus(metrics.body);
+#ifdef PROMTOOL_PATH
+  // Prometheus's own checker (and linter) of the text format.
+  {
+    const std::string file = dir.path() + "/metrics.txt";
+    std::ofstream(file) << metrics.body;
+    const std::string cmd = std::string(PROMTOOL_PATH) + " check metrics < " + file + " > " + file + ".out 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream out(file + ".out");
+    const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    BOOST_TEST(rc == 0, "promtool check metrics: " << said);
+    BOOST_TEST(said.empty(), "promtool check metrics: " << said);
+  }
+#else
+  BOOST_TEST_MESSAGE("promtool not found at build time: the Prometheus check is skipped (scripts/bootstrap installs "
+                     "prometheus)");
+#endif
   const std::map<std::string, std::string> partition{{"kind", "partition"}, {"name", "0/0/0"}};
   auto produce = partition;
   produce["type"] = "produce";
