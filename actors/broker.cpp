@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <thread>
 
 #include <fmt/core.h>
@@ -152,9 +153,51 @@ const config::address& broker::http_address() const noexcept {
 
 namespace {
 // What /proc says about this process: resident bytes and open descriptors.
-net::http_response monitoring(const std::string& target, runtime& rt, std::chrono::steady_clock::time_point started,
-                              const std::atomic<std::uint32_t>& connections) {
+// POST /debug/stall?stream=S&topic=T&partition=P&ms=N: the partition's actor handles nothing for N ms.
+net::http_response debug_stall(const std::string& query, const routing& routes) {
+  std::map<std::string, std::uint64_t> args;
+  std::size_t at = 0;
+  while (at < query.size()) {
+    const auto end = std::min(query.find('&', at), query.size());
+    const auto eq = query.find('=', at);
+    if (eq < end) {
+      args[query.substr(at, eq - at)] = std::strtoull(query.substr(eq + 1, end - eq - 1).c_str(), nullptr, 10);
+    }
+    at = end + 1;
+  }
+  for (const char* k : {"stream", "topic", "partition", "ms"}) {
+    if (!args.contains(k)) {
+      return net::http_response{400, "text/plain; charset=utf-8",
+                                "usage: POST /debug/stall?stream=S&topic=T&partition=P&ms=N (ids, 1 <= N <= 60000)\n"};
+    }
+  }
+  if (args["ms"] < 1 || args["ms"] > 60'000 || args["stream"] >= stream_ids_max || args["topic"] >= topic_ids_max ||
+      args["partition"] >= partitions_max) {
+    return net::http_response{400, "text/plain; charset=utf-8", "ms is 1 to 60000; ids within their ranges\n"};
+  }
+  auto actor =
+      routes.current()->partition(static_cast<std::uint32_t>(args["stream"]), static_cast<std::uint32_t>(args["topic"]),
+                                  static_cast<std::uint32_t>(args["partition"]));
+  if (!actor) {
+    return net::http_response{404, "text/plain; charset=utf-8", "no such partition\n"};
+  }
+  caf::anon_send(actor, stall_atom::value, static_cast<std::uint32_t>(args["ms"]));
+  return net::http_response{200, "text/plain; charset=utf-8", "stalled\n"};
+}
+
+net::http_response monitoring(const std::string& method, const std::string& target, runtime& rt,
+                              std::chrono::steady_clock::time_point started,
+                              const std::atomic<std::uint32_t>& connections, const routing& routes,
+                              bool failure_injection) {
   const auto path = target.substr(0, target.find('?'));
+  if (method == "POST") {
+    if (failure_injection && path == "/debug/stall") {
+      return debug_stall(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes);
+    }
+    return net::http_response{405, "text/plain; charset=utf-8",
+                              failure_injection ? "POST serves /debug/stall only\n"
+                                                : "POST serves nothing (debug.failure_injection is off)\n"};
+  }
   if (path == "/healthz") {
     return net::http_response{200, "text/plain; charset=utf-8", "ok\n"};
   }
@@ -281,8 +324,11 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     auto* rt = p->rt.get();
     const auto started = p->started;
     const auto* connections = &p->connections;
-    auto http = net::http_server::start(p->config.http_address, [rt, started, connections](const std::string& t) {
-      return monitoring(t, *rt, started, *connections);
+    const auto* routes = &p->routes;
+    const bool injection = p->config.failure_injection;
+    auto http = net::http_server::start(p->config.http_address, [rt, started, connections, routes, injection](
+                                                                    const std::string& method, const std::string& t) {
+      return monitoring(method, t, *rt, started, *connections, *routes, injection);
     });
     if (!http) {
       broker b(std::move(p));

@@ -31,6 +31,7 @@ using group_poll_atom = caf::atom_constant<caf::atom("gpoll")>;
 using disconnect_atom = caf::atom_constant<caf::atom("disconn")>;
 using resize_atom = caf::atom_constant<caf::atom("resize")>;
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
+using stall_atom = caf::atom_constant<caf::atom("stall")>;  // failure injection: handle nothing for a while
 
 // A request header another actor serialized (metadata_msg, group_msg), parsed; bad_header when it does not parse.
 template <class M>

@@ -9,6 +9,7 @@ namespace rill::actors {
 namespace {
 using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;
 using retention_atom = caf::atom_constant<caf::atom("retention")>;
+using unstall_atom = caf::atom_constant<caf::atom("unstall")>;
 }  // namespace
 
 partition_actor::partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id,
@@ -351,6 +352,18 @@ caf::behavior partition_actor::serving() {
             schedule_retention();
           }
         });
+      },
+      [this](stall_atom, std::uint32_t ms) {
+        // Failure injection (debug.failure_injection): every other message waits in the mailbox until the stall
+        // ends, as if the actor were stuck; then they are handled in order.
+        auto self = caf::actor_cast<caf::actor>(this);
+        current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(ms),
+                                           [self] { caf::anon_send(self, unstall_atom::value); });
+        set_default_handler(caf::skip);
+        become(caf::behavior{[this](unstall_atom) {
+          set_default_handler(caf::print_and_drop);
+          become(serving());
+        }});
       },
       [this](close_atom) -> caf::result<outcome> {
         auto rp = make_response_promise<outcome>();

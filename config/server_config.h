@@ -33,7 +33,8 @@ struct server_config {
   // [runtime]
   std::string cpu_allocation = "all";
   bool pin_cores = true;
-  bool actor_metrics = true;  // time each message actors handle (docs/monitoring.md)
+  bool actor_metrics = true;       // time each message actors handle (docs/monitoring.md)
+  bool failure_injection = false;  // POST /debug/... on the monitoring listener (tests, experiments)
   std::uint64_t max_throughput = 64;
   // [storage]: defaults for every topic's partitions
   log_config storage;

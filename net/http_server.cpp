@@ -118,7 +118,7 @@ void http_server::serve_one(int fd) {
     return;
   }
   beast::flat_buffer buffer;
-  http::request_parser<http::empty_body> parser;
+  http::request_parser<http::string_body> parser;
   parser.header_limit(request_bytes_max);
   parser.body_limit(request_bytes_max);
   http::read(socket, buffer, parser, ec);
@@ -137,13 +137,13 @@ void http_server::serve_one(int fd) {
     res.body() = fmt::format("bad request: {}\n", ec.message());
   } else {
     const auto& req = parser.get();
-    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    if (req.method() != http::verb::get && req.method() != http::verb::head && req.method() != http::verb::post) {
       res.result(http::status::method_not_allowed);
-      res.set(http::field::allow, "GET, HEAD");
+      res.set(http::field::allow, "GET, HEAD, POST");
       res.set(http::field::content_type, "text/plain; charset=utf-8");
-      res.body() = "only GET and HEAD\n";
+      res.body() = "only GET, HEAD and POST\n";
     } else {
-      auto out = handler_(std::string(req.target()));
+      auto out = handler_(req.method() == http::verb::post ? "POST" : "GET", std::string(req.target()));
       res.result(static_cast<unsigned>(out.status));
       res.set(http::field::content_type, out.content_type);
       head_bytes = out.body.size();

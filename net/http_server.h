@@ -4,8 +4,9 @@
 //
 // Contract: requests are served one at a time, one per connection (`Connection: close`): scrapes and dashboards,
 // not traffic. A client gets 5 s to send its request (then it is dropped) and requests are limited to 64 KiB.
-// Only GET and HEAD are served (405 otherwise). The handler runs on the server's thread: it may only read state
-// that is safe to read from any thread. stop() (or the destructor) ends the thread within ~200 ms.
+// GET, HEAD and POST reach the handler (405 otherwise); a request body is read (within the limit) and ignored. The
+// handler runs on the server's thread: it may only read state that is safe to read from any thread. stop() (or the
+// destructor) ends the thread within ~200 ms.
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -25,8 +26,9 @@ struct http_response {
 
 class http_server {
  public:
-  // `target` is the request's path and query, e.g. "/metrics".
-  using handler = std::function<http_response(const std::string& target)>;
+  // `method` is "GET" (HEAD is answered as GET without the body) or "POST"; `target` is the request's path and
+  // query, e.g. "/metrics".
+  using handler = std::function<http_response(const std::string& method, const std::string& target)>;
 
   // Binds `address` (port 0: the kernel picks one) and starts serving. Errors name the address.
   static expected<std::unique_ptr<http_server>> start(const config::address& address, handler h);

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "net/client.h"
+#include "net/frame.h"
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
 #include "tests/test_util.h"
@@ -226,8 +227,9 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
     BOOST_TEST(said.empty(), "promtool check metrics: " << said);
   }
 #else
-  BOOST_TEST_MESSAGE("promtool not found at build time: the Prometheus check is skipped (scripts/bootstrap installs "
-                     "prometheus)");
+  BOOST_TEST_MESSAGE(
+      "promtool not found at build time: the Prometheus check is skipped (scripts/bootstrap installs "
+      "prometheus)");
 #endif
   const std::map<std::string, std::string> partition{{"kind", "partition"}, {"name", "0/0/0"}};
   auto produce = partition;
@@ -296,5 +298,99 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   const auto head = http(proc.http_address(), "HEAD", "/healthz");
   BOOST_TEST(head.status == 200);
   BOOST_TEST(head.body.empty());
+  BOOST_TEST(proc.stop() == 0);
+}
+
+// Failure injection stalls a partition's actor: requests pile up in its mailbox, /api/actors shows the depth rise,
+// and once the stall ends everything is handled and the depth is back to zero.
+BOOST_AUTO_TEST_CASE(a_stalled_partition_shows_its_mailbox_rise_and_fall) {
+  temp_data_dir dir;
+  rilld_process proc(dir.path() + "/data", {"--set", "debug.failure_injection=true"});
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
+  client_options o;
+  o.server = proc.address();
+  auto c = client::connect(o);
+  BOOST_REQUIRE(c.has_value());
+  BOOST_REQUIRE((*c)->create_stream("s").has_value());
+  proto::TopicConfig tc;
+  tc.set_partitions(1);
+  BOOST_REQUIRE((*c)->create_topic(by_name("s"), "t", tc).has_value());
+  BOOST_TEST(http(proc.http_address(), "POST", "/debug/stall?stream=0&topic=0&partition=9&ms=100").status == 404);
+  BOOST_TEST(http(proc.http_address(), "POST", "/debug/stall?stream=0").status == 400);
+  BOOST_TEST(http(proc.http_address(), "POST", "/debug/stall?stream=0&topic=0&partition=0&ms=0").status == 400);
+
+  auto mailbox = [&] {
+    const auto j = nlohmann::json::parse(http(proc.http_address(), "GET", "/api/actors").body);
+    for (const auto& a : j) {
+      if (a["kind"] == "partition" && a["name"] == "0/0/0") {
+        return a["mailbox"].get<std::uint64_t>();
+      }
+    }
+    BOOST_FAIL("no partition actor");
+    return std::uint64_t{0};
+  };
+  BOOST_TEST(mailbox() == 0u);
+  BOOST_REQUIRE(http(proc.http_address(), "POST", "/debug/stall?stream=0&topic=0&partition=0&ms=2000").status == 200);
+
+  // 20 produce requests pipelined on one connection: all reach the stalled partition's mailbox.
+  constexpr int requests = 20;
+  const auto colon = proc.address().rfind(':');
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  BOOST_REQUIRE(::getaddrinfo(proc.address().substr(0, colon).c_str(), proc.address().substr(colon + 1).c_str(), &hints,
+                              &res) == 0);
+  const int fd = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+  BOOST_REQUIRE(::connect(fd, res->ai_addr, res->ai_addrlen) == 0);
+  ::freeaddrinfo(res);
+  std::vector<std::byte> frames;
+  for (int i = 0; i < requests; ++i) {
+    proto::ProduceRequest h;
+    *h.mutable_stream() = by_name("s");
+    *h.mutable_topic() = by_name("t");
+    h.mutable_partitioning()->set_partition_id(0);
+    storage::batch_builder b;
+    b.add("k", "stalled " + std::to_string(i));
+    net::append_request(frames, static_cast<std::uint32_t>(i + 1), net::api::produce, h, *b.build());
+  }
+  BOOST_REQUIRE(::send(fd, frames.data(), frames.size(), 0) == static_cast<ssize_t>(frames.size()));
+
+  std::uint64_t deepest = 0;
+  for (int i = 0; i < 40 && deepest < requests; ++i) {
+    deepest = std::max(deepest, mailbox());
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  BOOST_TEST(deepest >= static_cast<std::uint64_t>(requests));
+  // The stall ends: the depth falls back to zero and every request is answered, in order, without error.
+  std::uint64_t now = deepest;
+  for (int i = 0; i < 200 && now > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    now = mailbox();
+  }
+  BOOST_TEST(now == 0u);
+  std::vector<std::byte> in;
+  int answered = 0;
+  while (answered < requests) {
+    std::byte buf[4096];
+    const auto n = ::recv(fd, buf, sizeof buf, 0);
+    BOOST_REQUIRE(n > 0);
+    in.insert(in.end(), buf, buf + n);
+    for (;;) {
+      auto size = net::next_frame_size(in, net::reply_prefix_bytes, 1 << 20);
+      BOOST_REQUIRE(size.has_value());
+      if (!size->has_value()) {
+        break;
+      }
+      auto reply = net::parse_reply(std::span<const std::byte>(in).first(**size));
+      BOOST_REQUIRE(reply.has_value());
+      BOOST_TEST((reply->st == net::status::ok));
+      BOOST_TEST(reply->correlation_id == static_cast<std::uint32_t>(answered + 1));
+      ++answered;
+      in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(**size));
+    }
+  }
+  ::close(fd);
+  const auto p = nlohmann::json::parse(http(proc.http_address(), "GET", "/api/partitions").body);
+  BOOST_TEST(p[0]["high_watermark"].get<int>() == requests);
   BOOST_TEST(proc.stop() == 0);
 }
