@@ -212,6 +212,10 @@ net::http_response monitoring(const std::string& method, const std::string& targ
     shards[i].jobs_run = st.jobs_run.load(std::memory_order_relaxed);
     shards[i].run_queue = st.run_queue_length.load(std::memory_order_relaxed);
     shards[i].completions = st.completions.load(std::memory_order_relaxed);
+    shards[i].submissions = st.submissions.load(std::memory_order_relaxed);
+    shards[i].in_flight = st.in_flight.load(std::memory_order_relaxed);
+    shards[i].pool_cached_bytes = st.pool_cached_bytes.load(std::memory_order_relaxed);
+    shards[i].pool_outstanding = st.pool_outstanding.load(std::memory_order_relaxed);
     shards[i].timers_fired = st.timers_fired.load(std::memory_order_relaxed);
     shards[i].sleeps = st.sleeps.load(std::memory_order_relaxed);
     shards[i].wakes_sent = st.wakes_sent.load(std::memory_order_relaxed);

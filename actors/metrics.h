@@ -162,6 +162,10 @@ struct shard_sample {
   std::uint64_t actors = 0;
   std::uint64_t busy_ns = 0;  // of its actors
   std::uint64_t completions = 0;
+  std::uint64_t submissions = 0;
+  std::uint64_t in_flight = 0;
+  std::uint64_t pool_cached_bytes = 0;
+  std::uint64_t pool_outstanding = 0;
   std::uint64_t timers_fired = 0;
   std::uint64_t sleeps = 0;
   std::uint64_t wakes_sent = 0;

@@ -239,6 +239,22 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
   for (const auto& s : shards) {
     out += fmt::format("rill_shard_io_completions_total{{shard=\"{}\"}} {}\n", s.index, s.completions);
   }
+  family(out, "rill_shard_io_submissions_total", "counter", "io_uring submissions of the shard.");
+  for (const auto& s : shards) {
+    out += fmt::format("rill_shard_io_submissions_total{{shard=\"{}\"}} {}\n", s.index, s.submissions);
+  }
+  family(out, "rill_shard_io_in_flight", "gauge", "io_uring operations submitted and not yet completed.");
+  for (const auto& s : shards) {
+    out += fmt::format("rill_shard_io_in_flight{{shard=\"{}\"}} {}\n", s.index, s.in_flight);
+  }
+  family(out, "rill_shard_buffer_pool_cached_bytes", "gauge", "Freed I/O buffers the shard keeps for reuse.");
+  for (const auto& s : shards) {
+    out += fmt::format("rill_shard_buffer_pool_cached_bytes{{shard=\"{}\"}} {}\n", s.index, s.pool_cached_bytes);
+  }
+  family(out, "rill_shard_buffer_pool_outstanding_buffers", "gauge", "I/O buffers of the shard in use.");
+  for (const auto& s : shards) {
+    out += fmt::format("rill_shard_buffer_pool_outstanding_buffers{{shard=\"{}\"}} {}\n", s.index, s.pool_outstanding);
+  }
   family(out, "rill_shard_timers_fired_total", "counter", "Deadline-heap timers that fired on the shard.");
   for (const auto& s : shards) {
     out += fmt::format("rill_shard_timers_fired_total{{shard=\"{}\"}} {}\n", s.index, s.timers_fired);
@@ -316,6 +332,10 @@ std::string render_shards_json(const std::vector<shard_sample>& shards) {
                    {"actors", s.actors},
                    {"busy_ns", s.busy_ns},
                    {"io_completions", s.completions},
+                   {"io_submissions", s.submissions},
+                   {"io_in_flight", s.in_flight},
+                   {"buffer_pool_cached_bytes", s.pool_cached_bytes},
+                   {"buffer_pool_outstanding", s.pool_outstanding},
                    {"timers_fired", s.timers_fired},
                    {"sleeps", s.sleeps},
                    {"wakes_sent", s.wakes_sent}});

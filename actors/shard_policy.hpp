@@ -128,6 +128,10 @@ struct shard_policy : caf::policy::unprofiled {
       // I/O completions and due timers first: they turn into messages for this shard's actors.
       s.stats().completions.fetch_add(s.ring().poll(false), std::memory_order_relaxed);
       s.stats().timers_fired.fetch_add(s.timers().fire_due(monotonic_now()), std::memory_order_relaxed);
+      s.stats().submissions.store(s.ring().submissions(), std::memory_order_relaxed);
+      s.stats().in_flight.store(s.ring().in_flight(), std::memory_order_relaxed);
+      s.stats().pool_cached_bytes.store(s.pool().cached_bytes(), std::memory_order_relaxed);
+      s.stats().pool_outstanding.store(s.pool().outstanding(), std::memory_order_relaxed);
       if (caf::resumable* job = try_pop(self)) {
         s.stats().jobs_run.fetch_add(1, std::memory_order_relaxed);
         return job;

@@ -242,6 +242,10 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   BOOST_TEST(value_of(all, "rill_process_resident_memory_bytes", {}) > 1e6);
   BOOST_TEST(value_of(all, "rill_process_open_fds", {}) > 3);
   BOOST_TEST(value_of(all, "rill_shard_jobs_total", {{"shard", "0"}}) > 0);
+  BOOST_TEST(value_of(all, "rill_shard_io_submissions_total", {{"shard", "0"}}) +
+                 value_of(all, "rill_shard_io_submissions_total", {{"shard", "1"}}) >
+             produces);  // at least a write per produce, on whichever shard the partition lives
+  BOOST_TEST(value_of(all, "rill_shard_io_in_flight", {{"shard", "0"}}) >= 1);  // the listener's accept
   const std::map<std::string, std::string> p0{{"stream", "0"}, {"topic", "0"}, {"partition", "0"}};
   BOOST_TEST(value_of(all, "rill_partition_high_watermark", p0) == produces);
   BOOST_TEST(value_of(all, "rill_partition_log_end_offset", p0) == produces);
