@@ -163,16 +163,6 @@ const std::vector<key_spec>& registry() {
                          false,
                          [](server_config& c, const config_value& v) { c.actor_metrics = std::get<bool>(v); },
                          [](const server_config& c) { return config_value{c.actor_metrics}; }});
-    k.push_back(key_spec{"debug.failure_injection",
-                         kind::boolean,
-                         "Serve POST /debug/stall on the monitoring listener (stalls an actor: tests and "
-                         "experiments only).",
-                         0,
-                         0,
-                         {},
-                         false,
-                         [](server_config& c, const config_value& v) { c.failure_injection = std::get<bool>(v); },
-                         [](const server_config& c) { return config_value{c.failure_injection}; }});
     k.push_back(integer("runtime.max_throughput", 1, 100'000,
                         "Messages an actor handles before its shard checks I/O completions and other actors.",
                         &server_config::max_throughput));
@@ -251,6 +241,17 @@ const std::vector<key_spec>& registry() {
     for (const auto& key : k) {
       RILL_ASSERT(envs.insert(env_name(key.name)).second, "two keys map to {}", env_name(key.name));
     }
+    // Last: the rendered file groups keys by section, in this order.
+    k.push_back(key_spec{"debug.failure_injection",
+                         kind::boolean,
+                         "Serve POST /debug/stall on the monitoring listener (stalls an actor: tests and "
+                         "experiments only).",
+                         0,
+                         0,
+                         {},
+                         false,
+                         [](server_config& c, const config_value& v) { c.failure_injection = std::get<bool>(v); },
+                         [](const server_config& c) { return config_value{c.failure_injection}; }});
     return k;
   }();
   return keys;
