@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -161,7 +162,14 @@ net::http_response debug_stall(const std::string& query, const routing& routes) 
     const auto end = std::min(query.find('&', at), query.size());
     const auto eq = query.find('=', at);
     if (eq < end) {
-      args[query.substr(at, eq - at)] = std::strtoull(query.substr(eq + 1, end - eq - 1).c_str(), nullptr, 10);
+      const auto text = query.substr(eq + 1, end - eq - 1);
+      std::uint64_t v = 0;
+      const auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (err != std::errc{} || ptr != text.data() + text.size()) {
+        return net::http_response{400, "text/plain; charset=utf-8",
+                                  fmt::format("{} = '{}': expected a number\n", query.substr(at, eq - at), text)};
+      }
+      args[query.substr(at, eq - at)] = v;
     }
     at = end + 1;
   }
@@ -209,6 +217,7 @@ net::http_response monitoring(const std::string& method, const std::string& targ
   for (std::size_t i = 0; i < shards.size(); ++i) {
     auto& st = rt.shard_at(i).stats();
     shards[i].index = i;
+    shards[i].busy_ns = metrics_registry::instance().retired_busy_ns(i);
     shards[i].jobs_run = st.jobs_run.load(std::memory_order_relaxed);
     shards[i].run_queue = st.run_queue_length.load(std::memory_order_relaxed);
     shards[i].completions = st.completions.load(std::memory_order_relaxed);

@@ -23,7 +23,19 @@ std::shared_ptr<actor_metrics> metrics_registry::add(caf::actor_id id, std::stri
 
 void metrics_registry::remove(caf::actor_id id) {
   std::lock_guard<std::mutex> guard(mutex_);
-  actors_.erase(id);
+  auto it = actors_.find(id);
+  if (it == actors_.end()) {
+    return;  // removed at cleanup already
+  }
+  const auto& m = *it->second.metrics;
+  retired_busy_ns_[m.shard] += m.busy_ns.load(std::memory_order_relaxed);
+  actors_.erase(it);
+}
+
+std::uint64_t metrics_registry::retired_busy_ns(std::size_t shard) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = retired_busy_ns_.find(shard);
+  return it == retired_busy_ns_.end() ? 0 : it->second;
 }
 
 void metrics_registry::name(caf::actor_id id, std::string name) {

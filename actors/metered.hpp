@@ -28,6 +28,8 @@ class metrics_registry {
   void attach(caf::actor_id id, std::shared_ptr<const connection_metrics> m);
   void attach(caf::actor_id id, std::shared_ptr<const group_metrics> m);
   [[nodiscard]] std::vector<actor_sample> snapshot() const;
+  // Busy time of the shard's actors that are gone (so that a shard's total never goes down).
+  [[nodiscard]] std::uint64_t retired_busy_ns(std::size_t shard) const;
 
  private:
   struct entry {
@@ -39,6 +41,7 @@ class metrics_registry {
   };
   mutable std::mutex mutex_;
   std::map<caf::actor_id, entry> actors_;
+  std::map<std::size_t, std::uint64_t> retired_busy_ns_;  // by shard
 };
 
 // The type key of a message: its leading atom, or a reply / other.
@@ -53,6 +56,13 @@ class metered : public Base {
   metered(caf::actor_config& cfg, std::string kind, std::size_t shard)
       : Base(cfg), metrics_(metrics_registry::instance().add(this->id(), std::move(kind), shard)) {}
   ~metered() override { metrics_registry::instance().remove(this->id()); }
+
+  // Gone from the metrics when the actor terminates, not when its object is freed (a timer may hold a handle for a
+  // while): a respawned partition or group never shows twice.
+  bool cleanup(caf::error&& reason, caf::execution_unit* host) override {
+    metrics_registry::instance().remove(this->id());
+    return Base::cleanup(std::move(reason), host);
+  }
 
   void enqueue(caf::mailbox_element_ptr ptr, caf::execution_unit* eu) override {
     metrics_->received.fetch_add(1, std::memory_order_relaxed);

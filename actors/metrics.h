@@ -73,7 +73,7 @@ struct partition_metrics {
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> produce_errors{0};
   std::atomic<std::uint64_t> retention_runs{0};
-  latency_histogram produce;  // a produce request, from its arrival at the partition to its reply
+  latency_histogram produce;  // a produce request, from when the partition handles it to its reply
   latency_histogram write;    // a group of appends written (and synced, under sync_before_ack)
   latency_histogram sync;     // an fdatasync of a relaxed durability policy
 };

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -99,20 +100,20 @@ void http_server::serve() {
     }
     const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // out of descriptors, say: do not spin
       continue;
     }
-    timeval t{5, 0};
-    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof t);
-    ::setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
     serve_one(c);
   }
 }
 
 void http_server::serve_one(int fd) {
+  // Asynchronous operations on a private io_context, so that one deadline bounds the whole request and another
+  // the whole reply (a client that sends nothing, trickles, or does not read is dropped when they pass).
   asio::io_context io;
-  asio::ip::tcp::socket socket(io);
+  beast::tcp_stream stream(io);
   beast::error_code ec;
-  socket.assign(asio::ip::tcp::v6(), fd, ec);  // the protocol only matters for operations we do not use
+  stream.socket().assign(asio::ip::tcp::v6(), fd, ec);  // the protocol only matters for operations we do not use
   if (ec) {
     ::close(fd);
     return;
@@ -121,17 +122,18 @@ void http_server::serve_one(int fd) {
   http::request_parser<http::string_body> parser;
   parser.header_limit(request_bytes_max);
   parser.body_limit(request_bytes_max);
-  http::read(socket, buffer, parser, ec);
+  stream.expires_after(std::chrono::seconds(5));
+  http::async_read(stream, buffer, parser, [&ec](beast::error_code e, std::size_t) { ec = e; });
+  io.run();
+  if (ec == beast::error::timeout || ec == http::error::end_of_stream || ec == asio::error::connection_reset) {
+    return;  // nothing (complete) to answer
+  }
   http::response<http::string_body> res;
   std::optional<std::size_t> head_bytes;
   res.version(11);
   res.set(http::field::server, "rilld");
   res.set(http::field::connection, "close");
   if (ec) {
-    if (ec == http::error::end_of_stream) {
-      socket.close(ec);
-      return;
-    }
     res.result(http::status::bad_request);
     res.set(http::field::content_type, "text/plain; charset=utf-8");
     res.body() = fmt::format("bad request: {}\n", ec.message());
@@ -143,11 +145,19 @@ void http_server::serve_one(int fd) {
       res.set(http::field::content_type, "text/plain; charset=utf-8");
       res.body() = "only GET, HEAD and POST\n";
     } else {
-      auto out = handler_(req.method() == http::verb::post ? "POST" : "GET", std::string(req.target()));
+      http_response out;
+      try {
+        out = handler_(req.method() == http::verb::post ? "POST" : "GET", std::string(req.target()));
+      } catch (const std::exception& e) {
+        out = http_response{500, "text/plain; charset=utf-8", fmt::format("internal error: {}\n", e.what())};
+      }
       res.result(static_cast<unsigned>(out.status));
       res.set(http::field::content_type, out.content_type);
+      if (out.status == 405) {
+        res.set(http::field::allow, "GET, HEAD");
+      }
       head_bytes = out.body.size();
-      if (req.method() == http::verb::get) {
+      if (req.method() != http::verb::head) {
         res.body() = std::move(out.body);
       }
     }
@@ -156,9 +166,12 @@ void http_server::serve_one(int fd) {
   if (head_bytes && res.body().empty()) {
     res.content_length(*head_bytes);  // HEAD: the length GET would send, and no body
   }
-  http::write(socket, res, ec);
-  socket.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
-  socket.close(ec);
+  stream.expires_after(std::chrono::seconds(5));
+  http::async_write(stream, res, [&ec](beast::error_code e, std::size_t) { ec = e; });
+  io.restart();
+  io.run();
+  stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  stream.close();
 }
 
 }  // namespace rill::net

@@ -3,7 +3,8 @@
 // not a shard, so a saturated or stuck shard can still be watched. Boost.Beast parses and writes the messages.
 //
 // Contract: requests are served one at a time, one per connection (`Connection: close`): scrapes and dashboards,
-// not traffic. A client gets 5 s to send its request (then it is dropped) and requests are limited to 64 KiB.
+// not traffic. A client gets 5 s to send its whole request and 5 s to read the whole reply (then it is dropped), so
+// no client holds the listener longer than 10 s; requests are limited to 64 KiB. A handler that throws gets a 500.
 // GET, HEAD and POST reach the handler (405 otherwise); a request body is read (within the limit) and ignored. The
 // handler runs on the server's thread: it may only read state that is safe to read from any thread. stop() (or the
 // destructor) ends the thread within ~200 ms.

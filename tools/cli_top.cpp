@@ -79,6 +79,11 @@ bool take(const std::string& address, sample& s, std::string& error) {
   return true;
 }
 
+// now - before, or 0 when the counter went back (rilld restarted, or another instance answered).
+double delta(std::uint64_t now, std::uint64_t before) {
+  return now >= before ? static_cast<double>(now - before) : 0.0;
+}
+
 void print(const std::string& address, const sample& before, const sample& now, std::uint32_t rows) {
   const double secs = std::max(1e-3, std::chrono::duration<double>(now.at - before.at).count());
   std::map<std::uint64_t, json> earlier;
@@ -96,15 +101,11 @@ void print(const std::string& address, const sample& before, const sample& now, 
     const auto id = s["shard"].get<std::uint64_t>();
     const auto& b = shard_before.contains(id) ? shard_before[id] : s;
     const double busy =
-        static_cast<double>(s["busy_ns"].get<std::uint64_t>() -
-                            std::min(s["busy_ns"].get<std::uint64_t>(), b["busy_ns"].get<std::uint64_t>())) /
-        (secs * 1e9) * 100.0;
-    fmt::print(
-        "{:>5} {:>7} {:>6} {:>7.1f} {:>10.0f} {:>12.0f}\n", id, s["actors"].get<std::uint64_t>(),
-        s["run_queue"].get<std::uint64_t>(), busy,
-        static_cast<double>(s["jobs"].get<std::uint64_t>() - b["jobs"].get<std::uint64_t>()) / secs,
-        static_cast<double>(s["io_completions"].get<std::uint64_t>() - b["io_completions"].get<std::uint64_t>()) /
-            secs);
+        delta(s["busy_ns"].get<std::uint64_t>(), b["busy_ns"].get<std::uint64_t>()) / (secs * 1e9) * 100.0;
+    fmt::print("{:>5} {:>7} {:>6} {:>7.1f} {:>10.0f} {:>12.0f}\n", id, s["actors"].get<std::uint64_t>(),
+               s["run_queue"].get<std::uint64_t>(), busy,
+               delta(s["jobs"].get<std::uint64_t>(), b["jobs"].get<std::uint64_t>()) / secs,
+               delta(s["io_completions"].get<std::uint64_t>(), b["io_completions"].get<std::uint64_t>()) / secs);
   }
   struct row {
     std::string kind;
@@ -160,7 +161,12 @@ int top(const top_args& args) {
     if (!args.once) {
       fmt::print("\x1b[H\x1b[2J");  // home, clear screen
     }
-    print(args.http, before, now, args.rows);
+    try {
+      print(args.http, before, now, args.rows);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "rill: {} answered something else than rilld's /api: {}\n", args.http, e.what());
+      return 3;
+    }
     if (args.once) {
       return 0;
     }

@@ -14,16 +14,18 @@ const element = key => {
 const document = { querySelector: sel => element(sel), getElementById: id => element(`#${id}`) };
 const window = {};
 const timers = [];
-const run = new Function("document", "window", "fetch", "performance", "setInterval", script);
+const run = new Function("document", "window", "fetch", "performance", "setTimeout", script);
 run(document, window, path => fetch(`${base}${path}`), performance, (f, ms) => timers.push([f, ms]));
 
 const fail = message => { console.error(`FAIL: ${message}`); process.exit(1); };
 const state = () => window.rillState;
-const settle = async () => { for (let i = 0; i < 50 && state().samples === 0; ++i) await new Promise(r => setTimeout(r, 20)); };
+const settle = async () => { for (let i = 0; i < 50 && timers.length === 0; ++i) await new Promise(r => setTimeout(r, 20)); };
 await settle();
-if (timers.length !== 1 || timers[0][1] !== 1000) fail("the page polls every second");
+if (timers.length !== 1 || timers[0][1] !== 1000) fail("the page samples again a second after each sample");
 await new Promise(r => setTimeout(r, 300));
 await timers[0][0]();  // a second sample: rates between the two
+for (let i = 0; i < 50 && timers.length < 2; ++i) await new Promise(r => setTimeout(r, 20));
+if (timers.length !== 2) fail("the page did not schedule its next sample");
 const s = state();
 if (s.error) fail(`the page reports an error: ${s.error}`);
 if (s.samples < 2) fail(`samples: ${s.samples}`);

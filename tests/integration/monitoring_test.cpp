@@ -297,6 +297,23 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   }
   BOOST_TEST(resident >= 4u);  // metadata, listener, partition, connection at least
 
+  // A client that connects and sends nothing is dropped after 5 s; the others are then served (before the fix they
+  // waited forever, and so did rilld's shutdown).
+  {
+    const auto colon = proc.http_address().rfind(':');
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    BOOST_REQUIRE(::getaddrinfo(proc.http_address().substr(0, colon).c_str(),
+                                proc.http_address().substr(colon + 1).c_str(), &hints, &res) == 0);
+    const int idle = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+    BOOST_REQUIRE(::connect(idle, res->ai_addr, res->ai_addrlen) == 0);
+    ::freeaddrinfo(res);
+    BOOST_TEST(http(proc.http_address(), "GET", "/healthz").status == 200);
+    char b = 0;
+    BOOST_TEST(::recv(idle, &b, 1, 0) == 0);  // the server closed the idle connection
+    ::close(idle);
+  }
   BOOST_TEST(http(proc.http_address(), "GET", "/nope").status == 404);
   BOOST_TEST(http(proc.http_address(), "POST", "/metrics").status == 405);
   const auto head = http(proc.http_address(), "HEAD", "/healthz");
