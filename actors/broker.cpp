@@ -31,6 +31,7 @@
 #include "actors/shard.h"
 #include "config/errc.h"
 #include "net/http_server.h"
+#include "net/listen.h"
 #include "storage/atomic_file.h"
 #include "storage/file_ops.h"
 #include "storage/io_run.h"
@@ -70,46 +71,6 @@ class stderr_reporter final : public storage::log_reporter {
 
 // A thread-safe clock for the storage layer: the system's.
 system_clock_source g_clock;
-
-expected<std::pair<int, config::address>> bind_listener(const config::address& want) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(want.port);
-  if (const int rc = ::getaddrinfo(want.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return fail(fmt::format("network.tcp_address = {}: {}", want.to_string(), ::gai_strerror(rc)));
-  }
-  int fd = -1;
-  int err = 0;
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      err = errno;
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
-      break;
-    }
-    err = errno;
-    ::close(fd);
-    fd = -1;
-  }
-  ::freeaddrinfo(res);
-  if (fd < 0) {
-    return fail(fmt::format("network.tcp_address = {}: cannot listen: {}", want.to_string(), std::strerror(err)));
-  }
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  config::address actual = want;
-  actual.port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                  : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return std::make_pair(fd, actual);
-}
 
 template <class T>
 T run_sync(storage::io::engine& e, task<T> t) {
@@ -293,7 +254,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   RILL_TRY(spec, config::parse_cpu_allocation(p->config.cpu_allocation));
   RILL_TRY(cpus, config::resolve_cpu_allocation(spec, config::machine_topology::detect()));
   // The listener socket first: a port in use stops startup before anything else happens.
-  RILL_TRY(listener, bind_listener(p->config.tcp_address));
+  RILL_TRY(listener, net::listen_tcp(p->config.tcp_address, "network.tcp_address", 1024));
   p->bound = listener.second;
   runtime_options ro;
   ro.cpus = cpus;

@@ -17,7 +17,7 @@
 
 #include <fmt/core.h>
 
-#include "config/errc.h"
+#include "net/listen.h"
 
 namespace rill::net {
 namespace {
@@ -27,48 +27,11 @@ namespace asio = boost::asio;
 
 constexpr std::uint64_t request_bytes_max = 64 * 1024;
 
-rill::unexpected fail(std::string message) {
-  return rill::unexpected(config::make_error_code(config::errc::bad_value), std::move(message));
-}
 }  // namespace
 
 expected<std::unique_ptr<http_server>> http_server::start(const config::address& want, handler h) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  const std::string port = std::to_string(want.port);
-  if (const int rc = ::getaddrinfo(want.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return fail(fmt::format("network.http_address = {}: {}", want.to_string(), ::gai_strerror(rc)));
-  }
-  int fd = -1;
-  int err = 0;
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      err = errno;
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 64) == 0) {
-      break;
-    }
-    err = errno;
-    ::close(fd);
-    fd = -1;
-  }
-  ::freeaddrinfo(res);
-  if (fd < 0) {
-    return fail(fmt::format("network.http_address = {}: cannot listen: {}", want.to_string(), std::strerror(err)));
-  }
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  config::address actual = want;
-  actual.port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                  : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  RILL_TRY(listening, listen_tcp(want, "network.http_address", 64));
+  auto [fd, actual] = listening;
   std::unique_ptr<http_server> s(new http_server(fd, actual, std::move(h)));
   s->thread_ = std::thread([p = s.get()] { p->serve(); });
   return s;

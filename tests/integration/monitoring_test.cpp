@@ -35,8 +35,8 @@ struct http_reply {
   std::string body;
 };
 
-// One HTTP/1.1 request over a plain socket; reads until the server closes.
-http_reply http(const std::string& address, const std::string& method, const std::string& target) {
+// A connected TCP socket to "host:port".
+int connect_to(const std::string& address) {
   const auto colon = address.rfind(':');
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -46,6 +46,12 @@ http_reply http(const std::string& address, const std::string& method, const std
   BOOST_REQUIRE(fd >= 0);
   BOOST_REQUIRE(::connect(fd, res->ai_addr, res->ai_addrlen) == 0);
   ::freeaddrinfo(res);
+  return fd;
+}
+
+// One HTTP/1.1 request over a plain socket; reads until the server closes.
+http_reply http(const std::string& address, const std::string& method, const std::string& target) {
+  const int fd = connect_to(address);
   const std::string req = method + " " + target + " HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
   BOOST_REQUIRE(::send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size()));
   std::string raw;
@@ -300,15 +306,7 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   // A client that connects and sends nothing is dropped after 5 s; the others are then served (before the fix they
   // waited forever, and so did rilld's shutdown).
   {
-    const auto colon = proc.http_address().rfind(':');
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    BOOST_REQUIRE(::getaddrinfo(proc.http_address().substr(0, colon).c_str(),
-                                proc.http_address().substr(colon + 1).c_str(), &hints, &res) == 0);
-    const int idle = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
-    BOOST_REQUIRE(::connect(idle, res->ai_addr, res->ai_addrlen) == 0);
-    ::freeaddrinfo(res);
+    const int idle = connect_to(proc.http_address());
     BOOST_TEST(http(proc.http_address(), "GET", "/healthz").status == 200);
     char b = 0;
     BOOST_TEST(::recv(idle, &b, 1, 0) == 0);  // the server closed the idle connection
@@ -355,15 +353,7 @@ BOOST_AUTO_TEST_CASE(a_stalled_partition_shows_its_mailbox_rise_and_fall) {
 
   // 20 produce requests pipelined on one connection: all reach the stalled partition's mailbox.
   constexpr int requests = 20;
-  const auto colon = proc.address().rfind(':');
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  BOOST_REQUIRE(::getaddrinfo(proc.address().substr(0, colon).c_str(), proc.address().substr(colon + 1).c_str(), &hints,
-                              &res) == 0);
-  const int fd = ::socket(res->ai_family, res->ai_socktype, res->ai_protocol);
-  BOOST_REQUIRE(::connect(fd, res->ai_addr, res->ai_addrlen) == 0);
-  ::freeaddrinfo(res);
+  const int fd = connect_to(proc.address());
   std::vector<std::byte> frames;
   for (int i = 0; i < requests; ++i) {
     proto::ProduceRequest h;
