@@ -219,49 +219,42 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
                          std::max<std::int64_t>(0, it->second->high_watermark - from));
     }
   }
-  family(out, "rill_shard_jobs_total", "counter", "Actor runs the shard's worker performed.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_jobs_total{{shard=\"{}\"}} {}\n", s.index, s.jobs_run);
-  }
-  family(out, "rill_shard_run_queue_length", "gauge", "Actors waiting to run on the shard.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_run_queue_length{{shard=\"{}\"}} {}\n", s.index, s.run_queue);
-  }
-  family(out, "rill_shard_actors", "gauge", "Actors living on the shard.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_actors{{shard=\"{}\"}} {}\n", s.index, s.actors);
-  }
-  family(out, "rill_shard_busy_seconds_total", "counter", "Time the shard's actors spent handling messages.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_busy_seconds_total{{shard=\"{}\"}} {}\n", s.index, seconds(s.busy_ns));
-  }
-  family(out, "rill_shard_io_completions_total", "counter", "io_uring completions the shard reaped.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_io_completions_total{{shard=\"{}\"}} {}\n", s.index, s.completions);
-  }
-  family(out, "rill_shard_io_submissions_total", "counter", "io_uring submissions of the shard.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_io_submissions_total{{shard=\"{}\"}} {}\n", s.index, s.submissions);
-  }
-  family(out, "rill_shard_io_in_flight", "gauge", "io_uring operations submitted and not yet completed.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_io_in_flight{{shard=\"{}\"}} {}\n", s.index, s.in_flight);
-  }
-  family(out, "rill_shard_buffer_pool_cached_bytes", "gauge", "Freed I/O buffers the shard keeps for reuse.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_buffer_pool_cached_bytes{{shard=\"{}\"}} {}\n", s.index, s.pool_cached_bytes);
-  }
-  family(out, "rill_shard_buffer_pool_outstanding_buffers", "gauge", "I/O buffers of the shard in use.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_buffer_pool_outstanding_buffers{{shard=\"{}\"}} {}\n", s.index, s.pool_outstanding);
-  }
-  family(out, "rill_shard_timers_fired_total", "counter", "Deadline-heap timers that fired on the shard.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_timers_fired_total{{shard=\"{}\"}} {}\n", s.index, s.timers_fired);
-  }
-  family(out, "rill_shard_sleeps_total", "counter", "Times the shard's worker slept waiting for work.");
-  for (const auto& s : shards) {
-    out += fmt::format("rill_shard_sleeps_total{{shard=\"{}\"}} {}\n", s.index, s.sleeps);
+  // Shards: one family per field, one sample per shard.
+  struct shard_family {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::string (*value)(const shard_sample&);
+  };
+  static const shard_family shard_families[] = {
+      {"rill_shard_jobs_total", "counter", "Actor runs the shard's worker performed.",
+       [](const shard_sample& s) { return std::to_string(s.jobs_run); }},
+      {"rill_shard_run_queue_length", "gauge", "Actors waiting to run on the shard.",
+       [](const shard_sample& s) { return std::to_string(s.run_queue); }},
+      {"rill_shard_actors", "gauge", "Actors living on the shard.",
+       [](const shard_sample& s) { return std::to_string(s.actors); }},
+      {"rill_shard_busy_seconds_total", "counter", "Time the shard's actors spent handling messages.",
+       [](const shard_sample& s) { return seconds(s.busy_ns); }},
+      {"rill_shard_io_completions_total", "counter", "io_uring completions the shard reaped.",
+       [](const shard_sample& s) { return std::to_string(s.completions); }},
+      {"rill_shard_io_submissions_total", "counter", "io_uring submissions of the shard.",
+       [](const shard_sample& s) { return std::to_string(s.submissions); }},
+      {"rill_shard_io_in_flight", "gauge", "io_uring operations submitted and not yet completed.",
+       [](const shard_sample& s) { return std::to_string(s.in_flight); }},
+      {"rill_shard_buffer_pool_cached_bytes", "gauge", "Freed I/O buffers the shard keeps for reuse.",
+       [](const shard_sample& s) { return std::to_string(s.pool_cached_bytes); }},
+      {"rill_shard_buffer_pool_outstanding_buffers", "gauge", "I/O buffers of the shard in use.",
+       [](const shard_sample& s) { return std::to_string(s.pool_outstanding); }},
+      {"rill_shard_timers_fired_total", "counter", "Deadline-heap timers that fired on the shard.",
+       [](const shard_sample& s) { return std::to_string(s.timers_fired); }},
+      {"rill_shard_sleeps_total", "counter", "Times the shard's worker slept waiting for work.",
+       [](const shard_sample& s) { return std::to_string(s.sleeps); }},
+  };
+  for (const auto& f : shard_families) {
+    family(out, f.name, f.type, f.help);
+    for (const auto& s : shards) {
+      out += fmt::format("{}{{shard=\"{}\"}} {}\n", f.name, s.index, f.value(s));
+    }
   }
   family(out, "rill_process_uptime_seconds", "gauge", "Time since rilld started.");
   out += fmt::format("rill_process_uptime_seconds {}\n", static_cast<double>(process.uptime_ms) / 1000.0);
