@@ -24,18 +24,18 @@
 #include "actors/dashboard.h"
 #include "actors/group_actor.hpp"
 #include "actors/metadata_actor.hpp"
-#include "actors/metered.hpp"
+#include "actors/runtime/metered.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
-#include "actors/runtime.h"
-#include "actors/shard.h"
+#include "actors/runtime/runtime.h"
+#include "actors/runtime/shard.h"
 #include "config/errc.h"
 #include "net/http_server.h"
 #include "net/listen.h"
 #include "storage/atomic_file.h"
 #include "storage/file_ops.h"
-#include "storage/io_run.h"
-#include "storage/io_sync_engine.h"
+#include "storage/io/run.h"
+#include "storage/io/sync_engine.h"
 
 namespace rill::actors {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <fmt/core.h>
 
-#include "actors/shard.h"
+#include "actors/runtime/shard.h"
 #include "base/endian.h"
 #include "net/errc.h"
 

@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "actors/actor_io.hpp"
-#include "actors/homed.h"
+#include "actors/runtime/actor_io.hpp"
+#include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
-#include "actors/metered.hpp"
+#include "actors/runtime/metered.hpp"
 #include "actors/routing.hpp"
 #include "config/server_config.h"
 #include "net/frame.h"

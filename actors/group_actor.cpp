@@ -3,7 +3,7 @@
 #include <fmt/core.h>
 
 #include "actors/actor_request.hpp"
-#include "actors/shard.h"
+#include "actors/runtime/shard.h"
 #include "base/endian.h"
 #include "net/frame.h"
 #include "storage/atomic_file.h"

@@ -19,12 +19,12 @@
 #include <memory>
 #include <optional>
 
-#include "actors/actor_io.hpp"
-#include "actors/deadline_heap.h"
+#include "actors/runtime/actor_io.hpp"
+#include "actors/runtime/deadline_heap.h"
 #include "actors/group_state.h"
-#include "actors/homed.h"
+#include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
-#include "actors/metered.hpp"
+#include "actors/runtime/metered.hpp"
 #include "actors/routing.hpp"
 #include "base/clock.h"
 

@@ -10,14 +10,14 @@
 #include <functional>
 #include <memory>
 
-#include "actors/actor_io.hpp"
+#include "actors/runtime/actor_io.hpp"
 #include "actors/actor_request.hpp"
 #include "actors/group_actor.hpp"
-#include "actors/homed.h"
+#include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
 #include "actors/metadata_machine.h"
 #include "actors/metadata_state.h"
-#include "actors/metered.hpp"
+#include "actors/runtime/metered.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
 #include "config/server_config.h"

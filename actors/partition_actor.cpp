@@ -2,7 +2,7 @@
 
 #include <fmt/core.h>
 
-#include "actors/shard.h"
+#include "actors/runtime/shard.h"
 #include "storage/file_ops.h"
 
 namespace rill::actors {

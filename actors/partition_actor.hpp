@@ -9,10 +9,10 @@
 #include <map>
 #include <memory>
 
-#include "actors/actor_io.hpp"
-#include "actors/homed.h"
+#include "actors/runtime/actor_io.hpp"
+#include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
-#include "actors/metered.hpp"
+#include "actors/runtime/metered.hpp"
 #include "actors/partition_state.h"
 #include "base/clock.h"
 

@@ -37,7 +37,7 @@
 #include "base/task.h"
 #include "consensus/message.h"
 #include "consensus/vsr_state.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::consensus {
 

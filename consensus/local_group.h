@@ -32,7 +32,7 @@
 #include "consensus/journal.h"
 #include "consensus/replica.h"
 #include "consensus/snapshot_file.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::consensus {
 

@@ -18,7 +18,7 @@
 #include "base/expected.h"
 #include "base/task.h"
 #include "consensus/types.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::consensus {
 

@@ -3,15 +3,15 @@
 #include "base/assert.h"
 #include "base/task.h"
 #include "storage/file_ops.h"
-#include "storage/io_run.h"
+#include "storage/io/run.h"
 
 namespace rill::simulation {
 namespace {
 constexpr const char* dir = "/replica";
 constexpr std::uint64_t snapshot_bytes_max = 1024 * 1024;  // the ledger's checkpoints are a few KiB
 
-storage::sim_disk_faults disk_faults(const storage_options& o) {
-  storage::sim_disk_faults f;
+simulation::sim_disk_faults disk_faults(const storage_options& o) {
+  simulation::sim_disk_faults f;
   // Latency within a tick or two; failures are injected by the adapter (where the fault atlas allows).
   f.latency_ns_min = std::uint64_t{o.latency_min_ticks} * disk_storage::tick_ns / 4 + 10'000;
   f.latency_ns_max = f.latency_ns_min + std::uint64_t{o.latency_spread_ticks} * disk_storage::tick_ns / 2;
@@ -33,7 +33,7 @@ storage_completion& add(std::vector<storage_completion>& done, storage_completio
 
 // Runs a task to completion on the disk (startup only: open and recovery).
 template <class T>
-T run(storage::sim_disk& d, task<T> t) {
+T run(simulation::sim_disk& d, task<T> t) {
   auto out = storage::io::run_task(d, std::move(t));
   RILL_ASSERT(out.has_value(), "a startup task on the simulated disk did not finish");
   return std::move(*out);

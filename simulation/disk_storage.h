@@ -1,7 +1,7 @@
 #pragma once
 // disk_storage: a replica's storage in the simulator as it is in production: consensus::journal (journal.wal) and
 // consensus::superblock and consensus::snapshot_file (snapshot.bin) on the storage layer's simulated disk
-// (storage::sim_disk), one disk per replica.
+// (simulation::sim_disk), one disk per replica.
 //
 // What is real: the file formats, the write order (prepare, redundant header, fdatasync), recovery's decision table,
 // the superblock's copies, and the disk's crash semantics (unsynced writes survive, vanish or tear by sector). What
@@ -21,7 +21,7 @@
 #include "consensus/journal.h"
 #include "consensus/snapshot_file.h"
 #include "simulation/replica_storage.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 
 namespace rill::simulation {
 
@@ -43,7 +43,7 @@ class disk_storage final : public replica_storage {
   std::optional<std::uint64_t> rot_one(prng& rng) override;
   void set_options(const storage_options& o) override { options_ = o; }
 
-  [[nodiscard]] storage::sim_disk& disk() noexcept { return disk_; }
+  [[nodiscard]] simulation::sim_disk& disk() noexcept { return disk_; }
   // Called by crash() once the disk is halted and drained, before it powers off (other users of the disk close
   // their files then: the partition log).
   void on_power_off(std::function<void()> f) { before_power_off_ = std::move(f); }
@@ -53,7 +53,7 @@ class disk_storage final : public replica_storage {
 
   storage_options options_;
   prng rng_;
-  storage::sim_disk disk_;
+  simulation::sim_disk disk_;
   consensus::vsr_state initial_;
   consensus::journal_options journal_options_;
   std::function<bool(std::uint64_t)> may_fault_;

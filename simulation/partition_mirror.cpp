@@ -8,7 +8,7 @@
 #include "base/endian.h"
 #include "simulation/workload.h"
 #include "storage/file_ops.h"
-#include "storage/io_run.h"
+#include "storage/io/run.h"
 #include "storage/record_batch.h"
 
 namespace rill::simulation {
@@ -18,7 +18,7 @@ constexpr std::uint64_t offered_ahead_max = 4096;  // prepares kept beyond the c
 
 // Runs a task to completion on the disk (startup and shutdown only).
 template <class T>
-T run(storage::sim_disk& d, task<T> t) {
+T run(simulation::sim_disk& d, task<T> t) {
   auto out = storage::io::run_task(d, std::move(t));
   RILL_ASSERT(out.has_value(), "a partition task on the simulated disk did not finish");
   return std::move(*out);
@@ -51,7 +51,7 @@ storage::log_options log_options() {
 }
 }  // namespace
 
-partition_mirror::partition_mirror(std::uint64_t cluster, storage::sim_disk& disk, storage::buffer_pool& pool,
+partition_mirror::partition_mirror(std::uint64_t cluster, simulation::sim_disk& disk, storage::buffer_pool& pool,
                                    const clock& clk, storage::log_reporter& reporter)
     : cluster_(cluster), disk_(disk), pool_(pool), clk_(clk), reporter_(reporter) {}
 

@@ -30,13 +30,13 @@
 #include "base/clock.h"
 #include "consensus/replica.h"
 #include "storage/partition_log.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 
 namespace rill::simulation {
 
 class partition_mirror {
  public:
-  partition_mirror(std::uint64_t cluster, storage::sim_disk& disk, storage::buffer_pool& pool, const clock& clk,
+  partition_mirror(std::uint64_t cluster, simulation::sim_disk& disk, storage::buffer_pool& pool, const clock& clk,
                    storage::log_reporter& reporter);
   ~partition_mirror();
 
@@ -79,7 +79,7 @@ class partition_mirror {
   [[nodiscard]] std::int64_t end_below(std::uint64_t op) const;  // log end after the ops below op
 
   std::uint64_t cluster_;
-  storage::sim_disk& disk_;
+  simulation::sim_disk& disk_;
   storage::buffer_pool& pool_;
   const clock& clk_;
   storage::log_reporter& reporter_;

@@ -11,7 +11,7 @@
 
 #include "base/expected.h"
 #include "base/task.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::storage {
 

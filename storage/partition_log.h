@@ -43,7 +43,7 @@
 #include "config/log_config.h"
 #include "storage/buffer_pool.h"
 #include "storage/epoch_file.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 #include "storage/record_batch.h"
 #include "storage/segment.h"
 #include "storage/superblock.h"

@@ -13,7 +13,7 @@
 #include "base/expected.h"
 #include "base/strong.h"
 #include "base/task.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::storage {
 

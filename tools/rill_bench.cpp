@@ -29,7 +29,7 @@
 #include "base/clock.h"
 #include "base/histogram.h"
 #include "storage/buffer_pool.h"
-#include "storage/io_uring_engine.h"
+#include "storage/io/uring_engine.h"
 #include "storage/partition_log.h"
 #include "storage/record_batch_builder.h"
 #include "tools/load/load.h"

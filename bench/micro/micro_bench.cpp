@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/metrics.h"
+#include "actors/runtime/metrics.h"
 #include "base/random.h"
 #include "net/frame.h"
 #include "net/proto/rill.pb.h"

@@ -11,10 +11,10 @@
 
 #include "actors/messages.hpp"
 #include "actors/partition_actor.hpp"
-#include "actors/shard.h"
+#include "actors/runtime/shard.h"
 #include "base/random.h"
 #include "storage/record_batch_builder.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 #include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 

@@ -11,11 +11,11 @@
 
 #include <algorithm>
 
-#include "actors/shard.h"
+#include "actors/runtime/shard.h"
 #include "base/clock.h"
 #include "base/random.h"
 #include "storage/partition_log.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 
 namespace rill::testing {
 
@@ -29,7 +29,7 @@ struct coordinated {
   explicit coordinated(std::uint64_t seed)
       : sys(testing_config(cfg)),
         sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())),
-        disk(seed, storage::sim_disk_faults{}, &clk),
+        disk(seed, simulation::sim_disk_faults{}, &clk),
         test_shard(0, disk),
         rng(seed) {
     actors::set_current_shard(&test_shard);
@@ -73,7 +73,7 @@ struct coordinated {
   caf::actor_system sys;
   caf::scheduler::test_coordinator& sched;
   manual_clock clk;
-  storage::sim_disk disk;
+  simulation::sim_disk disk;
   actors::shard test_shard;
   storage::collecting_reporter reporter;
   prng rng;

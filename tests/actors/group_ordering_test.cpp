@@ -19,11 +19,11 @@
 #include "actors/group_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/partition_actor.hpp"
-#include "actors/shard.h"
+#include "actors/runtime/shard.h"
 #include "base/random.h"
 #include "net/frame.h"
 #include "storage/record_batch_builder.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 #include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 

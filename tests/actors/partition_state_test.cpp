@@ -4,7 +4,7 @@
 
 #include "actors/partition_state.h"
 #include "net/status.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 #include "tests/storage/log_fixture.h"
 
 using namespace rill;
@@ -23,7 +23,7 @@ std::vector<std::byte> producer_batch(std::int64_t pid, std::int16_t epoch, std:
 }
 
 struct fixture {
-  fixture() : disk(3, storage::sim_disk_faults{}, &clk) { options.config.segment_bytes = 1 << 20; }
+  fixture() : disk(3, simulation::sim_disk_faults{}, &clk) { options.config.segment_bytes = 1 << 20; }
   void open() {
     auto p = run(disk, partition_state::open(disk, pool, clk, reporter, "/p", options));
     RILL_REQUIRE_OK(p);
@@ -45,7 +45,7 @@ struct fixture {
   }
 
   manual_clock clk;
-  storage::sim_disk disk;
+  simulation::sim_disk disk;
   storage::buffer_pool pool;
   storage::collecting_reporter reporter;
   storage::log_options options;

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <thread>
 
-#include "actors/actor_io.hpp"
-#include "actors/homed.h"
-#include "actors/metered.hpp"
-#include "actors/runtime.h"
-#include "actors/shard.h"
+#include "actors/runtime/actor_io.hpp"
+#include "actors/runtime/homed.h"
+#include "actors/runtime/metered.hpp"
+#include "actors/runtime/runtime.h"
+#include "actors/runtime/shard.h"
 #include "storage/file_ops.h"
 #include "tests/test_util.h"
 

@@ -8,12 +8,12 @@
 #include "base/task.h"
 #include "consensus/journal.h"
 #include "storage/file_ops.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 #include "tests/test_util.h"
 
 using namespace rill;
 using namespace rill::consensus;
-using rill::storage::sim_disk;
+using rill::simulation::sim_disk;
 
 namespace {
 template <class T>
@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(prepares_round_trip_and_the_ring_keeps_the_newest) {
 
 BOOST_AUTO_TEST_CASE(a_crash_keeps_every_completed_write_and_never_invents_one) {
   for (std::uint64_t seed = 1; seed <= 60; ++seed) {
-    storage::sim_disk_faults f;
+    simulation::sim_disk_faults f;
     f.crash_keep_ppm = 300'000;
     f.crash_torn_ppm = 500'000;
     sim_disk d(seed, f);

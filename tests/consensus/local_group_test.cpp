@@ -10,12 +10,12 @@
 #include "base/task.h"
 #include "consensus/local_group.h"
 #include "storage/errc.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 #include "tests/test_util.h"
 
 using namespace rill;
 using namespace rill::consensus;
-using rill::storage::sim_disk;
+using rill::simulation::sim_disk;
 
 namespace {
 template <class T>

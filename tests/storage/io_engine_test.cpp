@@ -10,8 +10,8 @@
 #include <filesystem>
 
 #include "storage/file_ops.h"
-#include "storage/io_sync_engine.h"
-#include "storage/io_uring_engine.h"
+#include "storage/io/sync_engine.h"
+#include "storage/io/uring_engine.h"
 #include "tests/storage/log_fixture.h"
 
 using namespace rill;

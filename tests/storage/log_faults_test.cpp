@@ -13,7 +13,7 @@
 
 #include "storage/errc.h"
 #include "storage/file_ops.h"
-#include "storage/io_uring_engine.h"
+#include "storage/io/uring_engine.h"
 #include "tests/storage/log_fixture.h"
 
 using namespace rill;

@@ -11,10 +11,13 @@
 #include "storage/buffer_pool.h"
 #include "storage/partition_log.h"
 #include "storage/record_batch_builder.h"
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 #include "tests/test_util.h"
 
 namespace rill::storage::testing {
+
+using simulation::sim_disk;
+using simulation::sim_disk_faults;
 
 // Drives `e` until `t` finishes and returns its result.
 template <class T>

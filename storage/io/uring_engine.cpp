@@ -2,7 +2,7 @@
 // - in_flight_ counts requests between submit() and the end of their completion callback.
 // - A request is in exactly one of: pending_ (not yet an SQE), the ring, helper_queue_, helper_done_.
 // - The eventfd poll is armed whenever a helper request is outstanding.
-#include "storage/io_uring_engine.h"
+#include "storage/io/uring_engine.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 
 #include "base/assert.h"
 #include "storage/errc.h"
-#include "storage/io_syscalls.h"
+#include "storage/io/syscalls.h"
 
 namespace rill::storage::io {
 namespace {

@@ -1,8 +1,8 @@
-#include "actors/runtime.h"
+#include "actors/runtime/runtime.h"
 
 #include <caf/all.hpp>
 
-#include "actors/shard_policy.hpp"
+#include "actors/runtime/shard_policy.hpp"
 #include "base/assert.h"
 
 namespace rill::actors {

@@ -4,7 +4,7 @@
 // - A directory's `durable_entries` is the snapshot taken at its last successful fsync; the root is always durable.
 // - used_bytes_ equals the sum of data.size() over all live file nodes.
 // - Once stopped_, no operation has any effect until crash().
-#include "storage/sim_disk.h"
+#include "simulation/sim_disk.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 
 #include "base/assert.h"
 
-namespace rill::storage {
+namespace rill::simulation {
 
 struct sim_disk::node {
   struct change {
@@ -599,4 +599,4 @@ std::size_t sim_disk::unsynced_ops(const std::string& path) const {
   return n == nullptr ? 0 : n->unsynced.size();
 }
 
-}  // namespace rill::storage
+}  // namespace rill::simulation

@@ -3,7 +3,7 @@
 // and tests that have no ring; never on a shard thread (it blocks).
 #include <deque>
 
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::storage::io {
 

@@ -1,4 +1,4 @@
-#include "actors/metered.hpp"
+#include "actors/runtime/metered.hpp"
 
 namespace rill::actors {
 

@@ -1,4 +1,4 @@
-#include "storage/io_syscalls.h"
+#include "storage/io/syscalls.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 // metered<Base>: the base of every rill actor. Counts the messages an actor receives (on the sender's thread) and
 // processes (on its own), the time it spends processing them, and a latency histogram per message type (the atom a
 // message starts with; replies to its own requests count as "reply"). The registry lists every live actor's metrics
-// for /metrics and /api (actors/metrics.h); the mailbox depth is received - processed.
+// for /metrics and /api (actors/runtime/metrics.h); the mailbox depth is received - processed.
 #include <caf/all.hpp>
 
 #include <chrono>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/metrics.h"
+#include "actors/runtime/metrics.h"
 
 namespace rill::actors {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/expected.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::storage::io {
 

@@ -1,4 +1,4 @@
-#include "actors/actor_io.hpp"
+#include "actors/runtime/actor_io.hpp"
 
 #include "base/assert.h"
 

@@ -1,6 +1,6 @@
 #pragma once
 // runtime: the actor system of one rilld: one shard (worker thread + io_uring ring + timers) per allocated CPU,
-// every actor on a fixed home shard. This header stays free of CAF; actor code includes actors/runtime.hpp.
+// every actor on a fixed home shard. This header stays free of CAF; actor code includes actors/runtime/runtime.hpp.
 #include <cstddef>
 #include <memory>
 #include <vector>

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "base/task.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
 namespace rill::storage::io {
 

@@ -8,8 +8,8 @@
 // completion arrives, the completion is dropped (the request's frame is leaked rather than used after free).
 #include <caf/all.hpp>
 
-#include "actors/shard.h"
-#include "storage/io_engine.h"
+#include "actors/runtime/shard.h"
+#include "storage/io/engine.h"
 
 namespace rill::actors {
 

@@ -9,10 +9,10 @@
 #include <memory>
 #include <optional>
 
-#include "actors/deadline_heap.h"
+#include "actors/runtime/deadline_heap.h"
 #include "config/cpu_allocation.h"
 #include "storage/buffer_pool.h"
-#include "storage/io_uring_engine.h"
+#include "storage/io/uring_engine.h"
 
 namespace rill::actors {
 

@@ -30,9 +30,11 @@
 
 #include "base/clock.h"
 #include "base/random.h"
-#include "storage/io_engine.h"
+#include "storage/io/engine.h"
 
-namespace rill::storage {
+namespace rill::simulation {
+
+namespace io = storage::io;
 
 struct sim_disk_faults {
   std::uint64_t latency_ns_min = 20'000;
@@ -132,4 +134,4 @@ class sim_disk final : public io::engine {
   friend struct node;
 };
 
-}  // namespace rill::storage
+}  // namespace rill::simulation

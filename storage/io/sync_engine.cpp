@@ -1,7 +1,7 @@
-#include "storage/io_sync_engine.h"
+#include "storage/io/sync_engine.h"
 
 #include "base/assert.h"
-#include "storage/io_syscalls.h"
+#include "storage/io/syscalls.h"
 
 namespace rill::storage::io {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/core.h>
 
-#include "actors/metrics.h"
+#include "actors/runtime/metrics.h"
 
 #include <map>
 #include <tuple>

@@ -1,4 +1,4 @@
-#include "actors/shard.h"
+#include "actors/runtime/shard.h"
 
 #include <hwloc.h>
 #include <pthread.h>

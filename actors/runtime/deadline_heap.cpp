@@ -1,4 +1,4 @@
-#include "actors/deadline_heap.h"
+#include "actors/runtime/deadline_heap.h"
 
 namespace rill::actors {
 

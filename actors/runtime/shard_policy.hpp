@@ -18,8 +18,8 @@
 #include <mutex>
 #include <vector>
 
-#include "actors/homed.h"
-#include "actors/shard.h"
+#include "actors/runtime/homed.h"
+#include "actors/runtime/shard.h"
 
 namespace rill::actors {
 
