@@ -2,13 +2,14 @@
 // http_server: the monitoring listener (/metrics, /healthz, /api/..., later /ui): HTTP/1.1 on a thread of its own,
 // not a shard, so a saturated or stuck shard can still be watched. Boost.Beast parses and writes the messages.
 //
-// Contract: requests are served one at a time, one per connection (`Connection: close`): scrapes and dashboards,
-// not traffic. A client gets 5 s to send its whole request and 5 s to read the whole reply (then it is dropped), so
-// no client holds the listener longer than 10 s; requests are limited to 64 KiB. A handler that throws gets a 500.
-// GET, HEAD and POST reach the handler (405 otherwise); a request body is read (within the limit) and ignored. The
-// handler runs on the server's thread: it may only read state that is safe to read from any thread. stop() (or the
-// destructor) ends the thread within ~200 ms.
-#include <atomic>
+// Contract: one request per connection (`Connection: close`): scrapes, probes and dashboards, not traffic.
+// Connections are served concurrently (asynchronous reads and writes on the server's one thread), up to
+// http_connections_max at once; one over the limit is closed at once. Each client gets 5 s to send its whole request
+// and 5 s to read the whole reply (then it is dropped), so idle, silent or slow clients never delay another's
+// request (a liveness probe is answered while they wait). Requests are limited to 64 KiB. A handler that throws gets
+// a 500. GET, HEAD and POST reach the handler (405 otherwise); a request body is read (within the limit) and ignored.
+// The handler runs on the server's thread, one request at a time: it may only read state that is safe to read from
+// any thread, and must not block. stop() (or the destructor) drops every connection and ends the thread.
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,6 +19,9 @@
 #include "config/address.h"
 
 namespace rill::net {
+
+// Connections the monitoring listener serves at once (the rest are closed as they arrive).
+inline constexpr std::size_t http_connections_max = 64;
 
 struct http_response {
   int status = 200;
@@ -41,14 +45,12 @@ class http_server {
   void stop();
 
  private:
-  http_server(int fd, config::address bound, handler h);
-  void serve();
-  void serve_one(int fd);
+  struct loop;  // the Asio context, acceptor and sessions (http_server.cpp): Boost stays out of this header
 
-  int fd_;
+  http_server(int fd, config::address bound, handler h);
+
   config::address bound_;
-  handler handler_;
-  std::atomic<bool> stopping_{false};
+  std::unique_ptr<loop> loop_;
   std::thread thread_;
 };
 

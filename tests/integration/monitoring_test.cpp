@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -311,6 +312,24 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
     char b = 0;
     BOOST_TEST(::recv(idle, &b, 1, 0) == 0);  // the server closed the idle connection
     ::close(idle);
+  }
+  // Silent and trickling clients (slowloris) do not delay a probe: /healthz is answered while every one of them is
+  // still connected, waiting for its request deadline (a listener serving one connection at a time answered it only
+  // after dropping them, 5 s each).
+  {
+    std::vector<int> slow;
+    for (int i = 0; i < 5; ++i) {
+      slow.push_back(connect_to(proc.http_address()));
+    }
+    BOOST_REQUIRE(::send(slow[0], "GET /metr", 9, 0) == 9);
+    BOOST_TEST(http(proc.http_address(), "GET", "/healthz").status == 200);
+    for (const int fd : slow) {
+      char b = 0;
+      errno = 0;
+      BOOST_TEST(::recv(fd, &b, 1, MSG_DONTWAIT) == -1);  // neither answered nor dropped yet
+      BOOST_TEST((errno == EAGAIN || errno == EWOULDBLOCK));
+      ::close(fd);
+    }
   }
   BOOST_TEST(http(proc.http_address(), "GET", "/nope").status == 404);
   BOOST_TEST(http(proc.http_address(), "POST", "/metrics").status == 405);
