@@ -243,6 +243,8 @@ class replica {
   [[nodiscard]] vsr_state wanted_state() const;
 
   // Helpers.
+  // The bit of replica r in a bitset of replicas (votes, acknowledgements).
+  [[nodiscard]] static constexpr std::uint32_t bit(replica_t r) noexcept { return 1u << r; }
   void heard_from_primary();
   [[nodiscard]] replica_t primary_of_view(view_t v) const noexcept;
   [[nodiscard]] std::uint32_t jitter(std::uint32_t ticks);
