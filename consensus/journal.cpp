@@ -151,6 +151,14 @@ task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read at slot {}", path_, slot));
   }
   RILL_CO_TRY(m, decode(bytes));
+  // The slot is read twice (the header for the size, then the whole prepare): a write of the op a ring's length
+  // above may land in between (the replica reads applied ops to serve peers while it writes new ones), and then
+  // the bytes are another op's, valid on their own.
+  if (m.h.op != op || m.h.checksum != checksum) {
+    co_return make_unexpected(errc::corrupt_data, fmt::format("{}: slot {} was overwritten by op {} while op {} {} "
+                                                              "was read",
+                                                              path_, slot, m.h.op, op, to_string(checksum)));
+  }
   co_return m;
 }
 
