@@ -67,9 +67,18 @@ struct replica_options {
   std::uint32_t sync_stall_ticks = 60;
 };
 
-// Limits that make every input bounded.
-inline constexpr std::uint32_t pipeline_max_limit = 64;
+// Limits that make every input bounded (pipeline_max_limit is in types.h).
 inline constexpr std::size_t repair_requests_per_tick = 8;
+static_assert(repair_requests_per_tick >= 1, "repair must make progress");
+// The defaults are a valid configuration (the constructor asserts the same relations at run time).
+static_assert(replica_options{}.pipeline_max >= 1);
+static_assert(replica_options{}.pipeline_max <= pipeline_max_limit);
+static_assert(replica_options{}.request_queue_max >= 1);
+static_assert(replica_options{}.clients_max >= 1);
+static_assert(replica_options{}.heartbeat_ticks >= 1);
+static_assert(replica_options{}.resend_ticks >= 1);
+static_assert(replica_options{}.heartbeat_ticks < replica_options{}.primary_timeout_ticks,
+              "a backup must hear several heartbeats before it gives up on the primary");
 
 // Test-only deliberate bugs, each off in production: the simulator's tests prove the checkers find them.
 struct replica_bugs {
