@@ -27,21 +27,28 @@ replica::replica(const replica_options& options, state_machine& sm, recovered_st
       sm_(sm),
       clients_(options.clients_max),
       rng_(options.seed ^ (0x9e3779b97f4a7c15ULL * (options.replica + 1))) {
-  RILL_ASSERT(options_.replica_count >= 1 && options_.replica_count <= replicas_max, "replica_count {}",
-              options_.replica_count);
+  RILL_ASSERT(options_.replica_count >= 1, "replica_count {}", options_.replica_count);
+  RILL_ASSERT(options_.replica_count <= replicas_max, "replica_count {}", options_.replica_count);
   RILL_ASSERT(options_.replica < options_.replica_count);
-  RILL_ASSERT(options_.pipeline_max >= 1 && options_.pipeline_max <= pipeline_max_limit);
-  RILL_ASSERT(options_.heartbeat_ticks >= 1 && options_.resend_ticks >= 1);
+  RILL_ASSERT(options_.pipeline_max >= 1);
+  RILL_ASSERT(options_.pipeline_max <= pipeline_max_limit, "pipeline_max {}", options_.pipeline_max);
+  RILL_ASSERT(options_.request_queue_max >= 1);
+  RILL_ASSERT(options_.heartbeat_ticks >= 1);
+  RILL_ASSERT(options_.resend_ticks >= 1);
+  RILL_ASSERT(options_.primary_timeout_ticks >= 1);
+  RILL_ASSERT(options_.view_change_timeout_ticks >= 1);
   RILL_ASSERT(options_.heartbeat_ticks < options_.primary_timeout_ticks);
   primary_timeout_ = jitter(options_.primary_timeout_ticks);
   view_change_timeout_ = jitter(options_.view_change_timeout_ticks);
   recover(std::move(recovered));
   checkpoint_interval_ = options_.checkpoint_interval != 0 ? options_.checkpoint_interval : journal_slots_ / 4;
   if (journal_slots_ > 0) {
-    RILL_ASSERT(checkpoint_interval_ >= 1 && checkpoint_interval_ + 2 * options_.pipeline_max <= journal_slots_,
+    RILL_ASSERT(checkpoint_interval_ >= 1);
+    RILL_ASSERT(checkpoint_interval_ + 2 * options_.pipeline_max <= journal_slots_,
                 "checkpoint interval {} with pipeline_max {} does not fit a journal of {} slots", checkpoint_interval_,
                 options_.pipeline_max, journal_slots_);
   }
+  check_invariants();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -51,7 +58,10 @@ void replica::recover(recovered_state recovered) {
   vsr_state& s = recovered.state;
   RILL_ASSERT(s.cluster == options_.cluster, "journal of cluster {} opened for cluster {}", s.cluster,
               options_.cluster);
-  RILL_ASSERT(s.replica == options_.replica && s.replica_count == options_.replica_count);
+  RILL_ASSERT(s.replica == options_.replica);
+  RILL_ASSERT(s.replica_count == options_.replica_count);
+  RILL_ASSERT(s.log_view <= s.view, "vsr_state log view {} above its view {}", s.log_view.value(), s.view.value());
+  RILL_ASSERT(log_.empty(), "recover() runs once, on a new replica");
   durable_ = s;
   view_ = s.view;
   log_view_ = s.log_view;
@@ -115,6 +125,7 @@ void replica::recover(recovered_state recovered) {
     }
   }
   op_ = log_.rbegin()->first;
+  RILL_ASSERT(op_ >= base);
   // Below the trusted part, an entry is verified only by chaining down from it; the rest waits for repair (kept,
   // so a body we hold need not be fetched again once its header is confirmed).
   std::vector<std::uint64_t> anchors;
@@ -154,6 +165,10 @@ void replica::recover(recovered_state recovered) {
 // Inputs
 
 void replica::on_message(const message& m, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  // The driver hands over decoded messages: sealed, whatever a peer meant by them (checked below, and ignored when
+  // wrong).
+  RILL_ASSERT(m.h.size == header::encoded_size + m.body.size(), "an unsealed {}", to_string(m.h.cmd));
   if (m.h.cluster != options_.cluster) {
     return;
   }
@@ -211,6 +226,7 @@ void replica::on_message(const message& m, std::vector<effect>& out) {
 }
 
 void replica::on_tick(std::vector<effect>& out) {
+  const invariants_on_return check{*this};
   ++ticks_;
   const bool solo = options_.replica_count == 1;
   if (status_ == status::normal) {
@@ -249,6 +265,7 @@ void replica::on_tick(std::vector<effect>& out) {
               }
             }
           } else if (log_.contains(p.h.op) && log_.at(p.h.op).durable) {
+            RILL_ASSERT(log_.at(p.h.op).h.checksum == p.h.checksum, "a pipeline op replaced in the log at {}", p.h.op);
             read_prepare(p.h.op, out);
             reads_.at(p.h.op).for_pipeline = true;
           }
@@ -276,6 +293,9 @@ void replica::on_tick(std::vector<effect>& out) {
 }
 
 void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  RILL_ASSERT(op > 0, "op 0 (the root) is never written");
+  RILL_ASSERT(!checksum.zero());
   auto it = log_.find(op);
   if (it == log_.end() || it->second.h.checksum != checksum) {
     return;  // replaced while the write was in flight
@@ -312,6 +332,9 @@ void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std:
 }
 
 void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  RILL_ASSERT(op > 0, "op 0 (the root) is never read");
+  RILL_ASSERT(!checksum.zero());
   auto it = reads_.find(op);
   if (it == reads_.end() || it->second.checksum != checksum) {
     return;
@@ -326,6 +349,7 @@ void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message*
     }
     return;
   }
+  RILL_ASSERT(prepare->h.op == op, "the journal returned op {} for op {}", prepare->h.op, op);
   for (replica_t r : pr.requesters) {
     send(r, *prepare, out);
   }
@@ -339,7 +363,9 @@ void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message*
 }
 
 void replica::on_persist_done(const vsr_state& state, std::vector<effect>& out) {
-  RILL_ASSERT(persisting_.has_value() && *persisting_ == state, "persist completion for a state not in flight");
+  const invariants_on_return check{*this};
+  RILL_ASSERT(persisting_.has_value(), "persist completion with none in flight");
+  RILL_ASSERT(*persisting_ == state, "persist completion for a state not in flight");
   const vsr_state before = durable_;
   durable_ = state;
   persisting_.reset();
@@ -373,6 +399,8 @@ void replica::on_persist_done(const vsr_state& state, std::vector<effect>& out) 
 // Normal operation
 
 void replica::on_request(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request);
+  RILL_ASSERT(m.h.cluster == options_.cluster);
   if (status_ != status::normal || !is_primary()) {
     return;  // the client tries the other replicas
   }
@@ -421,6 +449,7 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
     return;  // overloaded: the client retries
   }
   request_queue_.push_back(m);
+  RILL_ASSERT(request_queue_.size() <= options_.request_queue_max);
   prepare_next(out);
 }
 
@@ -431,8 +460,10 @@ void replica::prepare_next(std::vector<effect>& out) {
          is_primary() && durable_.log_view == view_ && writable(op_ + 1)) {
     message req = std::move(request_queue_.front());
     request_queue_.pop_front();
+    RILL_ASSERT(req.h.cmd == command::request);
     auto parent = log_.find(op_);
     RILL_ASSERT(parent != log_.end(), "primary without a header at its op {}", op_);
+    RILL_ASSERT(!log_.contains(op_ + 1), "primary with a header above its op {}", op_);
     message p;
     p.h.cmd = command::prepare;
     p.h.cluster = options_.cluster;
@@ -451,12 +482,15 @@ void replica::prepare_next(std::vector<effect>& out) {
     log_[op_] = entry{p.h, false, true, false, true};
     bodies_[op_] = p;
     pipeline_.push_back(pipeline_entry{p.h, 0});
+    RILL_ASSERT(pipeline_.size() <= options_.pipeline_max);
     out.push_back(write_effect{p});
     broadcast(p, out);
   }
 }
 
 void replica::on_prepare(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::prepare);
+  RILL_ASSERT(m.h.cluster == options_.cluster);
   if (m.h.op == 0) {
     return;
   }
@@ -501,6 +535,11 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
   if (m.h.op <= commit_min_) {
     return;
   }
+  RILL_ASSERT(!is_primary());
+  RILL_ASSERT(status_ == status::normal);
+  if (!bugs_.accept_out_of_order) {
+    RILL_ASSERT(m.h.view == view_.value());
+  }
   if (existing != log_.end()) {
     bodies_.erase(m.h.op);  // ours is from an older view: the current primary's replaces it
   }
@@ -523,6 +562,9 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
 }
 
 void replica::store_prepare(const message& m, bool verified, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::prepare);
+  RILL_ASSERT(m.h.op > 0, "op 0 (the root) is never stored");
+  RILL_ASSERT(m.h.op <= op_, "op {} stored above the op {}", m.h.op, op_);
   const bool write = writable(m.h.op);
   log_[m.h.op] = entry{m.h, false, write, false, verified};
   // Held in memory while uncommitted (and, beyond the journal's window, until applied or the window moves: then
@@ -536,9 +578,14 @@ void replica::store_prepare(const message& m, bool verified, std::vector<effect>
 }
 
 void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
+  RILL_ASSERT(h.cmd == command::prepare);
+  RILL_ASSERT(h.op > 0);
   if (status_ != status::normal || is_primary() || h.op <= commit_max_) {
     return;
   }
+  const auto it = log_.find(h.op);
+  RILL_ASSERT(it != log_.end(), "prepare_ok for op {} that is not in the log", h.op);
+  RILL_ASSERT(it->second.durable, "prepare_ok for op {} before it is durable", h.op);
   message ok = make(command::prepare_ok);
   ok.h.op = h.op;
   ok.h.context = h.checksum;
@@ -548,6 +595,8 @@ void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
 }
 
 void replica::on_prepare_ok(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::prepare_ok);
+  RILL_ASSERT(m.h.replica < options_.replica_count);
   if (status_ != status::normal || !is_primary() || m.h.view != view_.value()) {
     return;
   }
@@ -560,6 +609,8 @@ void replica::on_prepare_ok(const message& m, std::vector<effect>& out) {
 }
 
 void replica::commit_pipeline(std::vector<effect>& out) {
+  RILL_ASSERT(status_ == status::normal);
+  RILL_ASSERT(is_primary());
   const std::size_t quorum = quorum_replication(options_.replica_count);
   while (!pipeline_.empty()) {
     const pipeline_entry& head = pipeline_.front();
@@ -568,6 +619,7 @@ void replica::commit_pipeline(std::vector<effect>& out) {
     if (!enough) {
       break;
     }
+    RILL_ASSERT(head.h.op <= op_);
     commit_max_ = std::max(commit_max_, head.h.op);
     commit_progress_ = ticks_;
     pipeline_.pop_front();
@@ -577,6 +629,8 @@ void replica::commit_pipeline(std::vector<effect>& out) {
 }
 
 void replica::on_commit(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::commit);
+  RILL_ASSERT(m.h.replica != options_.replica);
   if (m.h.view > view_.value()) {
     ask_for_start_view(view_t(m.h.view), out);
     return;
@@ -604,6 +658,7 @@ void replica::advance_commit_max(std::uint64_t commit, std::vector<effect>& out)
   if (commit > commit_max_) {
     commit_max_ = commit;
   }
+  RILL_ASSERT(commit_max_ >= commit);
   commit_journal(out);
 }
 
@@ -630,6 +685,7 @@ void replica::commit_journal(std::vector<effect>& out) {
       break;
     }
     const message prepare = *body;
+    RILL_ASSERT(prepare.h.checksum == it->second.h.checksum);
     apply(prepare, out);
     commit_min_ = k;
     apply_progress_ = ticks_;
@@ -639,6 +695,7 @@ void replica::commit_journal(std::vector<effect>& out) {
   if (commit_min_ >= commit_max_) {
     apply_progress_ = ticks_;
   }
+  RILL_ASSERT(commit_min_ <= commit_max_, "applied {} beyond the commit {}", commit_min_, commit_max_);
   if (commit_min_ >= commit_persisted_ + commit_persist_every) {
     commit_persisted_ = commit_min_;
     persist(out);
@@ -647,6 +704,10 @@ void replica::commit_journal(std::vector<effect>& out) {
 
 void replica::apply(const message& prepare, std::vector<effect>& out) {
   const header& h = prepare.h;
+  RILL_ASSERT(h.cmd == command::prepare);
+  RILL_ASSERT(h.op == commit_min_ + 1, "op {} applied after op {}", h.op, commit_min_);
+  RILL_ASSERT(h.op <= commit_max_, "op {} applied above the commit {}", h.op, commit_max_);
+  RILL_ASSERT(h.parent == log_.at(commit_min_).h.checksum, "op {} does not chain onto the op applied", h.op);
   const bool answer = status_ == status::normal && is_primary();
   message reply;
   reply.h.cmd = command::reply;
@@ -709,6 +770,8 @@ vsr_state replica::wanted_state() const {
   s.checkpoint = checkpoint_;
   s.view_headers =
       log_view_ == durable_.log_view && status_ == status::view_change ? durable_.view_headers : view_headers_;
+  RILL_ASSERT(s.view_headers.size() <= std::size_t{options_.pipeline_max} + 1, "{} view headers",
+              s.view_headers.size());
   return s;
 }
 
@@ -721,14 +784,20 @@ void replica::persist(std::vector<effect>& out) {
   if (s == durable_) {
     return;
   }
-  RILL_ASSERT(s.view >= durable_.view && s.log_view >= durable_.log_view, "the persisted view would go back");
+  RILL_ASSERT(s.view >= durable_.view, "the persisted view would go back");
+  RILL_ASSERT(s.log_view >= durable_.log_view, "the persisted log view would go back");
+  RILL_ASSERT(s.log_view <= s.view);
   RILL_ASSERT(s.checkpoint.op() >= durable_.checkpoint.op(), "the persisted checkpoint would go back");
+  RILL_ASSERT(s.checkpoint.op() <= s.commit.value());
   persisting_ = s;
   out.push_back(persist_effect{std::move(s)});
 }
 
 void replica::send(replica_t to, message m, std::vector<effect>& out) {
-  RILL_ASSERT(to != options_.replica && to < options_.replica_count);
+  RILL_ASSERT(to != options_.replica, "{} to itself", to_string(m.h.cmd));
+  RILL_ASSERT(to < options_.replica_count);
+  RILL_ASSERT(m.h.cluster == options_.cluster);
+  RILL_ASSERT(m.h.size == header::encoded_size + m.body.size(), "an unsealed {}", to_string(m.h.cmd));
   const bool view_durable = m.h.view <= durable_.view.value();
   const bool log_view_durable = m.h.cmd != command::start_view || m.h.log_view <= durable_.log_view.value();
   if ((view_durable && log_view_durable) || bugs_.advertise_before_persist || m.h.cmd == command::prepare) {
@@ -739,6 +808,8 @@ void replica::send(replica_t to, message m, std::vector<effect>& out) {
 }
 
 void replica::broadcast(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.replica == options_.replica, "only our own messages are broadcast");
+  RILL_ASSERT(m.h.view == view_.value());
   for (replica_t r = 0; r < options_.replica_count; ++r) {
     if (r != options_.replica) {
       send(r, m, out);
@@ -764,6 +835,8 @@ void replica::flush_deferred(std::vector<effect>& out) {
 }
 
 message replica::make(command c) const {
+  RILL_ASSERT(c != command::reserved);
+  RILL_ASSERT(c != command::request, "requests come from clients");
   message m;
   m.h.cmd = c;
   m.h.cluster = options_.cluster;
@@ -790,6 +863,7 @@ replica_t replica::primary_of_view(view_t v) const noexcept {
 }
 
 std::uint32_t replica::jitter(std::uint32_t ticks) {
+  RILL_ASSERT(ticks >= 1);
   return ticks + static_cast<std::uint32_t>(rng_.below(ticks / 2 + 1));
 }
 
@@ -833,6 +907,129 @@ std::string replica::describe() const {
 const header* replica::header_at(std::uint64_t op) const {
   auto it = log_.find(op);
   return it == log_.end() ? nullptr : &it->second.h;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Invariants
+
+void replica::check_invariants() const {
+  // Views: the log view is the last view this replica was normal in; the durable state lags, never leads.
+  RILL_ASSERT(view_ >= log_view_, "view {} below log view {}", view_.value(), log_view_.value());
+  if (status_ == status::normal) {
+    RILL_ASSERT(log_view_ == view_, "normal in view {} with log view {}", view_.value(), log_view_.value());
+  }
+  RILL_ASSERT(durable_.view <= view_);
+  RILL_ASSERT(durable_.log_view <= log_view_);
+  if (persisting_) {
+    RILL_ASSERT(persisting_->view >= durable_.view);
+    RILL_ASSERT(persisting_->log_view >= durable_.log_view);
+  }
+  if (persist_again_) {
+    RILL_ASSERT(persisting_.has_value());
+  }
+
+  // Ops: applied <= known committed; applied <= op; nothing held above op; the applied op's header is held.
+  RILL_ASSERT(commit_min_ <= commit_max_, "commit min {} above commit max {}", commit_min_, commit_max_);
+  RILL_ASSERT(commit_min_ <= op_, "commit min {} above op {}", commit_min_, op_);
+  RILL_ASSERT(!log_.empty());
+  RILL_ASSERT(log_.rbegin()->first <= op_, "a header at op {} above op {}", log_.rbegin()->first, op_);
+  RILL_ASSERT(log_.contains(commit_min_), "no header at the applied op {}", commit_min_);
+  if (!bodies_.empty()) {
+    RILL_ASSERT(bodies_.begin()->first > commit_min_, "a body kept at applied op {}", bodies_.begin()->first);
+    RILL_ASSERT(bodies_.rbegin()->first <= op_);
+  }
+
+  // Checkpoints: of an applied op; the durable one is never ahead of the newest; one written at a time, only once
+  // the previous is durable, into the region the superblock does not name.
+  RILL_ASSERT(checkpoint_.op() <= commit_min_, "checkpoint {} above commit min {}", checkpoint_.op(), commit_min_);
+  RILL_ASSERT(durable_.checkpoint.op() <= checkpoint_.op());
+  if (checkpoint_writing_) {
+    RILL_ASSERT(checkpoint_ == durable_.checkpoint, "a checkpoint written before the previous is durable");
+    RILL_ASSERT(checkpoint_writing_->at.op > checkpoint_.op());
+    RILL_ASSERT(checkpoint_writing_->at.op <= commit_min_);
+    if (durable_.checkpoint.size != 0) {
+      RILL_ASSERT(checkpoint_writing_->slot != durable_.checkpoint.slot, "a checkpoint over the one named durable");
+    }
+  }
+  if (journal_slots_ == 0) {
+    RILL_ASSERT(faulty_slots_.empty());
+  } else {
+    RILL_ASSERT(checkpoint_interval_ >= 1);
+    if (!faulty_slots_.empty()) {
+      RILL_ASSERT(*faulty_slots_.rbegin() < journal_slots_);
+    }
+  }
+
+  // The primary: a pipeline within its limit, of consecutive chained ops, only while normal and primary.
+  RILL_ASSERT(pipeline_.size() <= options_.pipeline_max, "pipeline of {}", pipeline_.size());
+  RILL_ASSERT(request_queue_.size() <= options_.request_queue_max);
+  if (!pipeline_.empty()) {
+    RILL_ASSERT(status_ == status::normal);
+    RILL_ASSERT(is_primary());
+    RILL_ASSERT(pipeline_.back().h.op <= op_);
+    RILL_ASSERT(pipeline_.front().h.op > commit_min_, "pipeline op {} applied", pipeline_.front().h.op);
+    bool consecutive = true;
+    bool chained = true;
+    for (std::size_t i = 1; i < pipeline_.size(); ++i) {
+      consecutive = consecutive && pipeline_[i].h.op == pipeline_[i - 1].h.op + 1;
+      chained = chained && pipeline_[i].h.parent == pipeline_[i - 1].h.checksum;
+    }
+    RILL_ASSERT(consecutive, "pipeline ops {}..{} not consecutive", pipeline_.front().h.op, pipeline_.back().h.op);
+    RILL_ASSERT(chained, "pipeline ops {}..{} not chained", pipeline_.front().h.op, pipeline_.back().h.op);
+  }
+  if (!request_queue_.empty()) {
+    RILL_ASSERT(status_ == status::normal);
+    RILL_ASSERT(is_primary());
+  }
+
+  // The view change: votes only for views above ours; do_view_changes only at the new primary, during the change.
+  if (voted_) {
+    RILL_ASSERT(vote_view_ > view_, "voting for view {} in view {}", vote_view_.value(), view_.value());
+  }
+  if (!svc_votes_.empty()) {
+    RILL_ASSERT(svc_votes_.begin()->first > view_.value());
+  }
+  if (!dvcs_.empty()) {
+    RILL_ASSERT(status_ == status::view_change);
+    RILL_ASSERT(primary_of_view(view_) == options_.replica);
+    RILL_ASSERT(dvcs_.size() <= options_.replica_count);
+  }
+
+  // Time.
+  RILL_ASSERT(primary_seen_ <= ticks_);
+  RILL_ASSERT(view_change_began_ <= ticks_);
+  RILL_ASSERT(apply_progress_ <= ticks_);
+  RILL_ASSERT(commit_progress_ <= ticks_);
+}
+
+void replica::check_log_invariants() const {
+  check_invariants();
+  const entry* prev = nullptr;
+  std::uint64_t prev_op = 0;
+  for (const auto& [op, e] : log_) {
+    RILL_ASSERT(e.h.op == op, "the header at op {} is op {}", op, e.h.op);
+    RILL_ASSERT(e.h.cmd == command::prepare);
+    RILL_ASSERT(e.h.cluster == options_.cluster);
+    if (e.durable) {
+      RILL_ASSERT(!e.writing, "op {} durable with a write in flight", op);
+      RILL_ASSERT(!e.faulty, "op {} durable and faulty", op);
+    }
+    if (op <= commit_min_) {
+      RILL_ASSERT(e.verified, "applied op {} unverified", op);
+    }
+    // The journal's headers are hash-chained where present: below the apply point (applied in order, each onto
+    // its parent), and above it between entries this replica trusts.
+    if (prev != nullptr && prev_op + 1 == op && e.verified && prev->verified) {
+      RILL_ASSERT(e.h.parent == prev->h.checksum, "op {} does not chain onto op {} (both verified)", op, prev_op);
+    }
+    prev = &e;
+    prev_op = op;
+  }
+  for (const auto& p : pipeline_) {
+    const auto it = log_.find(p.h.op);
+    RILL_ASSERT(it != log_.end(), "pipeline op {} not in the log", p.h.op);
+    RILL_ASSERT(it->second.h.checksum == p.h.checksum, "pipeline op {} replaced in the log", p.h.op);
+  }
 }
 
 }  // namespace rill::consensus

@@ -13,7 +13,8 @@
 // named by the superblock) so that the journal ring can wrap; state transfer of a peer's checkpoint to a replica
 // that has fallen behind what the others' journals still hold.
 //
-// Invariants (asserted where they are established):
+// Invariants (asserted where they are established; check_invariants() asserts the cheap ones at the end of every
+// input, check_log_invariants() the ones that walk the log, for tests):
 // - view_ >= log_view_; status normal implies log_view_ == view_.
 // - Every header in log_ above commit_min_ is on the canonical chain as far as this replica can tell: an entry
 //   whose successor's parent disagrees is dropped, never applied.
@@ -176,6 +177,11 @@ class replica {
   // The header this replica holds at op, if any.
   [[nodiscard]] const header* header_at(std::uint64_t op) const;
 
+  // Asserts the invariants above that cost O(1) or O(pipeline): every input calls it before it returns.
+  void check_invariants() const;
+  // Asserts the ones that walk the whole in-memory log (O(journal)): for tests, after any input.
+  void check_log_invariants() const;
+
  private:
   struct entry {
     header h;
@@ -250,6 +256,12 @@ class replica {
   // Persistence.
   void persist(std::vector<effect>& out);
   [[nodiscard]] vsr_state wanted_state() const;
+
+  // Calls check_invariants() when an input returns, whichever return it takes.
+  struct invariants_on_return {
+    const replica& self;
+    ~invariants_on_return() { self.check_invariants(); }
+  };
 
   // Helpers.
   // The bit of replica r in a bitset of replicas (votes, acknowledgements).

@@ -17,6 +17,8 @@
 namespace rill::consensus {
 namespace {
 constexpr std::size_t headers_per_reply_max = 64;
+static_assert(headers_per_reply_max >= 1);
+static_assert(headers_per_reply_max <= view_headers_max, "a headers reply is no bigger than a suffix may be");
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -26,6 +28,7 @@ void replica::repair(std::vector<effect>& out) {
   if (status_ != status::normal || options_.replica_count == 1) {
     return;
   }
+  RILL_ASSERT(commit_min_ <= commit_max_);
   std::size_t budget = repair_requests_per_tick;
   auto peer = [&]() -> replica_t {
     if (!is_primary() && rng_.below(2) == 0) {
@@ -59,6 +62,8 @@ void replica::repair(std::vector<effect>& out) {
     while (hi + 1 <= top && !known(hi + 1) && hi - k + 1 < headers_per_reply_max) {
       ++hi;
     }
+    RILL_ASSERT(k > commit_min_);
+    RILL_ASSERT(hi - k < headers_per_reply_max, "a request for more headers than one reply holds");
     message r = make(command::request_headers);
     r.h.op = k;
     r.h.commit = hi;
@@ -74,6 +79,7 @@ void replica::repair(std::vector<effect>& out) {
       continue;
     }
     if (const message* body = cached(it->first, e.h.checksum)) {
+      RILL_ASSERT(body->h.op == it->first);
       e.writing = true;
       out.push_back(write_effect{*body});
       continue;
@@ -88,6 +94,8 @@ void replica::repair(std::vector<effect>& out) {
 }
 
 void replica::on_request_headers(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request_headers);
+  RILL_ASSERT(m.h.replica != options_.replica);
   if (status_ != status::normal || m.h.commit < m.h.op) {
     return;
   }
@@ -103,6 +111,7 @@ void replica::on_request_headers(const message& m, std::vector<effect>& out) {
   if (hs.empty()) {
     return;
   }
+  RILL_ASSERT(hs.size() <= headers_per_reply_max);
   message r = make(command::headers);
   r.body = encode_headers(hs);
   seal(r);
@@ -110,6 +119,8 @@ void replica::on_request_headers(const message& m, std::vector<effect>& out) {
 }
 
 void replica::on_headers(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::headers);
+  RILL_ASSERT(m.h.replica != options_.replica);
   auto hs = decode_headers(m.body);
   if (!hs) {
     return;
@@ -151,6 +162,7 @@ bool replica::accept_header(const header& h, bool trusted) {
     log_[h.op] = entry{h, false, false, false, true};
   }
   op_ = std::max(op_, h.op);
+  RILL_ASSERT(log_.at(h.op).verified);
   verify_down_from(h.op);
   return true;
 }
@@ -158,7 +170,11 @@ bool replica::accept_header(const header& h, bool trusted) {
 void replica::verify_down_from(std::uint64_t op) {
   // The entry at op is on the log: its parent checksum confirms the entry below it, and so on down, until a gap,
   // an entry already confirmed, or the applied prefix. An entry that is not the parent named is stale: dropped.
+  RILL_ASSERT(op >= commit_min_, "verifying down from op {} below the applied op {}", op, commit_min_);
   auto it = log_.find(op);
+  if (it != log_.end()) {
+    RILL_ASSERT(it->second.verified, "verifying down from op {}, which is not verified itself", op);
+  }
   while (it != log_.end() && it->first > 0) {
     const std::uint64_t below = it->first - 1;
     auto prev = log_.find(below);
@@ -181,6 +197,8 @@ void replica::verify_down_from(std::uint64_t op) {
 }
 
 void replica::on_request_prepare(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request_prepare);
+  RILL_ASSERT(m.h.replica != options_.replica);
   auto it = log_.find(m.h.op);
   if (it == log_.end() || it->second.h.checksum != m.h.context || m.h.op == 0) {
     return;
@@ -196,6 +214,9 @@ void replica::on_request_prepare(const message& m, std::vector<effect>& out) {
 }
 
 void replica::read_prepare(std::uint64_t op, std::vector<effect>& out) {
+  RILL_ASSERT(op > 0, "op 0 (the root) is never read");
+  RILL_ASSERT(log_.contains(op), "a read of op {}, which is not held", op);
+  RILL_ASSERT(log_.at(op).durable, "a read of op {}, which is not durable", op);
   const header& h = log_.at(op).h;
   auto [it, inserted] = reads_.try_emplace(op);
   if (inserted || it->second.checksum != h.checksum) {
@@ -221,6 +242,8 @@ std::vector<std::byte> replica::encode_checkpoint() const {
   store_le<std::uint64_t>(out.data() + 8, out.size() - 16);
   const auto sm = sm_.snapshot();
   out.insert(out.end(), sm.begin(), sm.end());
+  RILL_ASSERT(out.size() >= 16);
+  RILL_ASSERT(load_le<std::uint64_t>(out.data() + 8) <= out.size() - 16);
   return out;
 }
 
@@ -245,6 +268,7 @@ bool restore_checkpoint(std::span<const std::byte> bytes, client_table& clients,
 }
 
 bool replica::writable(std::uint64_t op) const noexcept {
+  RILL_ASSERT(op > 0);
   return journal_slots_ == 0 || op <= durable_.checkpoint.op() + journal_slots_;
 }
 
@@ -258,6 +282,7 @@ void replica::maybe_checkpoint(std::vector<effect>& out) {
   }
   auto it = log_.find(commit_min_);
   RILL_ASSERT(it != log_.end(), "no header at the applied op {}", commit_min_);
+  RILL_ASSERT(commit_min_ > checkpoint_.op());
   checkpoint_effect c;
   c.slot = static_cast<std::uint8_t>(base == 0 && durable_.checkpoint.size == 0 ? 1 : 1 - durable_.checkpoint.slot);
   c.at = it->second.h;
@@ -269,10 +294,16 @@ void replica::maybe_checkpoint(std::vector<effect>& out) {
     checkpoint_writing_->bytes = c.bytes;  // kept to serve state transfer once durable (alone, nobody asks)
   }
   checkpoint_soon_ = false;
+  RILL_ASSERT(c.slot <= 1);
+  if (durable_.checkpoint.size != 0) {
+    RILL_ASSERT(c.slot != durable_.checkpoint.slot, "a checkpoint written over the one the superblock names");
+  }
   out.push_back(std::move(c));
 }
 
 void replica::on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  RILL_ASSERT(slot <= 1, "snapshot.bin has two regions; slot {}", slot);
   if (!checkpoint_writing_ || checkpoint_writing_->slot != slot || checkpoint_writing_->at.op != op) {
     return;
   }
@@ -287,10 +318,14 @@ void replica::on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, s
   checkpoint_.size = checkpoint_writing_size_;
   checkpoint_.checksum = checkpoint_writing_checksum_;
   checkpoint_bytes_ = std::move(c.bytes);
+  RILL_ASSERT(checkpoint_.op() <= commit_min_);
+  RILL_ASSERT(checkpoint_.op() > durable_.checkpoint.op());
   persist(out);  // the superblock names it; the journal's window moves once that is durable
 }
 
 void replica::on_request_sync(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request_sync);
+  RILL_ASSERT(m.h.replica != options_.replica);
   if (checkpoint_.op() <= m.h.op || checkpoint_bytes_.empty()) {
     return;  // nothing newer than what it has
   }
@@ -305,6 +340,8 @@ void replica::on_request_sync(const message& m, std::vector<effect>& out) {
 }
 
 void replica::on_sync(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::sync);
+  RILL_ASSERT(m.h.replica != options_.replica);
   // Only in normal status (a view change settles the log first), and only a checkpoint ahead of what we applied.
   if (status_ != status::normal || m.h.op <= commit_min_ || m.body.size() < header::encoded_size) {
     return;
@@ -336,6 +373,8 @@ void replica::on_sync(const message& m, std::vector<effect>& out) {
   while (!pipeline_.empty() && pipeline_.front().h.op <= c) {
     pipeline_.pop_front();  // committed: the checkpoint is of an applied op
   }
+  RILL_ASSERT(commit_min_ <= commit_max_);
+  RILL_ASSERT(commit_min_ <= op_);
   apply_progress_ = ticks_;
   checkpoint_soon_ = true;  // make it ours: a restart then starts from it, and the journal's window moves
   out.push_back(installed_effect{*at});

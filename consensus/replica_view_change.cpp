@@ -21,11 +21,17 @@ namespace {
 // unverified: a header this replica cannot yet confirm is on the log (ignored).
 enum dvc_flag : std::uint8_t { dvc_present = 0, dvc_missing = 1, dvc_faulty = 2, dvc_unverified = 3 };
 
+// The most headers (and faulty slots) a do_view_change body may list: a suffix is at most pipeline_max + 1 headers.
+constexpr std::uint32_t dvc_headers_max = 4096;
+static_assert(dvc_headers_max >= pipeline_max_limit + 1, "a suffix always fits");
+
 // The body: headers, one flag per header, the journal's slot count, the faulty slots, then two u32 counts (faulty
 // slots, headers) at the very end.
 std::vector<std::byte> encode_dvc_body(const std::vector<header>& headers, const std::vector<std::uint8_t>& flags,
                                        std::uint64_t slot_count, const std::set<std::uint64_t>& faulty_slots) {
   RILL_ASSERT(headers.size() == flags.size());
+  RILL_ASSERT(headers.size() <= dvc_headers_max, "{} headers", headers.size());
+  RILL_ASSERT(faulty_slots.size() <= dvc_headers_max, "{} faulty slots", faulty_slots.size());
   auto out = encode_headers(headers);
   for (auto f : flags) {
     out.push_back(static_cast<std::byte>(f));
@@ -38,6 +44,8 @@ std::vector<std::byte> encode_dvc_body(const std::vector<header>& headers, const
   }
   put32(static_cast<std::uint32_t>(faulty_slots.size()));
   put32(static_cast<std::uint32_t>(headers.size()));
+  RILL_ASSERT(out.size() == headers.size() * (header::encoded_size + 1) + 8 + faulty_slots.size() * 8 + 8,
+              "the layout decode_dvc_body expects");
   return out;
 }
 
@@ -54,7 +62,7 @@ bool decode_dvc_body(std::span<const std::byte> body, dvc_body& out) {
   }
   const std::uint32_t n = load_le<std::uint32_t>(body.data() + body.size() - 4);
   const std::uint32_t f = load_le<std::uint32_t>(body.data() + body.size() - 8);
-  if (n > 4096 || f > 4096 || body.size() != std::size_t{n} * (header::encoded_size + 1) + 8 + f * 8 + 8) {
+  if (n > dvc_headers_max || f > dvc_headers_max || body.size() != std::size_t{n} * (header::encoded_size + 1) + 8 + f * 8 + 8) {
     return false;
   }
   auto decoded = decode_headers(body.subspan(0, n * header::encoded_size));
@@ -82,6 +90,7 @@ bool decode_dvc_body(std::span<const std::byte> body, dvc_body& out) {
 // View change
 
 void replica::vote_view_change(view_t v, std::vector<effect>& out) {
+  RILL_ASSERT(v > view_, "a vote for view {} in view {}", v.value(), view_.value());
   if (options_.replica_count == 1) {
     return;
   }
@@ -90,6 +99,7 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
   vote_view_ = v;
   voted_ = true;
   svc_votes_[v.value()] |= bit(options_.replica);
+  RILL_ASSERT(vote_view_ > view_);
   if (fresh || ticks_ % options_.resend_ticks == 0) {
     message svc = make(command::start_view_change);
     svc.h.view = v.value();
@@ -104,6 +114,9 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
 }
 
 void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::start_view_change);
+  RILL_ASSERT(m.h.replica < options_.replica_count);
+  RILL_ASSERT(m.h.replica != options_.replica);
   const view_t v(m.h.view);
   if (v == view_ && status_ == status::view_change) {
     // The sender is still voting for the view we are changing to: echo our vote so that it can count a quorum.
@@ -124,13 +137,15 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
 }
 
 void replica::count_view_change_votes(view_t v, std::vector<effect>& out) {
+  RILL_ASSERT(options_.replica_count > 1);
   if (v > view_ && count(svc_votes_[v.value()]) >= quorum_view_change(options_.replica_count)) {
     start_view_change(v, out);
   }
 }
 
 void replica::start_view_change(view_t v, std::vector<effect>& out) {
-  RILL_ASSERT(v > view_);
+  RILL_ASSERT(v > view_, "view change to view {} from view {}", v.value(), view_.value());
+  RILL_ASSERT(options_.replica_count > 1, "alone, a replica never changes views");
   view_ = v;
   status_ = status::view_change;
   view_change_began_ = ticks_;
@@ -152,6 +167,8 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
       out.push_back(send_effect{r, svc});
     }
   }
+  RILL_ASSERT(view_ > log_view_);
+  RILL_ASSERT(pipeline_.empty());
   persist(out);
   send_do_view_change(out);
 }
@@ -164,6 +181,7 @@ std::vector<header> replica::suffix_headers(bool verified_only) const {
       out.push_back(it->second.h);
     }
   }
+  RILL_ASSERT(out.size() <= std::size_t{options_.pipeline_max} + 1, "a suffix of {} headers", out.size());
   return out;
 }
 
@@ -171,6 +189,7 @@ void replica::send_do_view_change(std::vector<effect>& out) {
   if (status_ != status::view_change || log_view_ == view_) {
     return;  // (a restarted primary never leads its old view again: it may have lost prepares it sent)
   }
+  RILL_ASSERT(log_view_ < view_);
   message dvc = make(command::do_view_change);
   dvc.h.log_view = log_view_.value();
   dvc.h.op = op_;
@@ -192,6 +211,8 @@ void replica::send_do_view_change(std::vector<effect>& out) {
 }
 
 void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::do_view_change);
+  RILL_ASSERT(m.h.replica < options_.replica_count);
   const view_t v(m.h.view);
   if (v < view_ || primary_of_view(v) != options_.replica) {
     return;
@@ -205,6 +226,8 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
     }
     return;
   }
+  RILL_ASSERT(status_ == status::view_change);
+  RILL_ASSERT(v == view_);
   dvcs_[m.h.replica] = m;
   if (!dvcs_.contains(options_.replica) || dvcs_.size() < quorum_view_change(options_.replica_count)) {
     return;
@@ -318,12 +341,15 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
   }
   canonical.erase(canonical.upper_bound(op), canonical.end());
   commit = std::min(commit, op);
+  RILL_ASSERT(op >= commit_min_, "the new log ({}) cut below what we applied ({})", op, commit_min_);
   commit_max_ = std::max(commit_max_, commit);
   install_log(canonical, op, out);
   become_normal(out);
 }
 
 void replica::install_log(const std::map<std::uint64_t, header>& headers, std::uint64_t op, std::vector<effect>&) {
+  RILL_ASSERT(op >= commit_min_, "a log of op {} installed over the applied op {}", op, commit_min_);
+  RILL_ASSERT(pipeline_.empty(), "a new log under a pipeline");
   // What we hold above the commit point is suspect now, unless the new log confirms it (by header, or by chaining
   // down from a header it has).
   for (auto it = log_.upper_bound(commit_min_); it != log_.end(); ++it) {
@@ -368,9 +394,17 @@ void replica::install_log(const std::map<std::uint64_t, header>& headers, std::u
     }
     it = prev;
   }
+  RILL_ASSERT(op_ >= commit_min_);
+  RILL_ASSERT(log_.rbegin()->first <= op_);
+  RILL_ASSERT(view_headers_.size() <= std::size_t{options_.pipeline_max} + 1);
+  RILL_ASSERT(headers_chained(view_headers_), "the suffix persisted with the log view is not chained");
 }
 
 void replica::become_normal(std::vector<effect>& out) {
+  RILL_ASSERT(view_ >= log_view_);
+  if (!dvcs_.empty()) {
+    RILL_ASSERT(is_primary(), "do_view_changes collected by a backup");
+  }
   log_view_ = view_;
   status_ = status::normal;
   voted_ = false;
@@ -384,6 +418,7 @@ void replica::become_normal(std::vector<effect>& out) {
     }
     heartbeat_due_ = ticks_;
     resend_due_ = ticks_;
+    RILL_ASSERT(pipeline_.size() <= options_.pipeline_max, "a new view with {} uncommitted ops", pipeline_.size());
     broadcast(make_start_view(), out);
   }
   persist(out);
@@ -400,10 +435,14 @@ message replica::make_start_view() const {
   sv.h.commit = commit_max_;
   sv.body = encode_headers(suffix_headers(true));
   seal(sv);
+  RILL_ASSERT(status_ == status::normal, "start_view for a view not yet begun");
+  RILL_ASSERT(is_primary());
   return sv;
 }
 
 void replica::on_start_view(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::start_view);
+  RILL_ASSERT(m.h.replica != options_.replica);
   const view_t v(m.h.view);
   if (m.h.replica != primary_of_view(v) || v < view_ || (v == view_ && status_ == status::normal)) {
     return;
@@ -426,12 +465,16 @@ void replica::on_start_view(const message& m, std::vector<effect>& out) {
   pipeline_.clear();
   request_queue_.clear();
   dvcs_.clear();
+  RILL_ASSERT(view_ == v);
+  RILL_ASSERT(!is_primary());
   install_log(map, m.h.op, out);
   commit_max_ = std::max(commit_max_, std::min(m.h.commit, op_));
   become_normal(out);  // persists; prepare_oks follow once the view is durable (on_persist_done)
 }
 
 void replica::ask_for_start_view(view_t v, std::vector<effect>& out) {
+  RILL_ASSERT(v > view_);
+  RILL_ASSERT(primary_of_view(v) != options_.replica, "its own start_view is never missed");
   message r = make(command::request_start_view);
   r.h.view = v.value();
   seal(r);
@@ -439,6 +482,8 @@ void replica::ask_for_start_view(view_t v, std::vector<effect>& out) {
 }
 
 void replica::on_request_start_view(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request_start_view);
+  RILL_ASSERT(m.h.replica != options_.replica);
   if (status_ == status::normal && is_primary() && m.h.view == view_.value()) {
     send(m.h.replica, make_start_view(), out);
   }
