@@ -196,6 +196,7 @@ std::vector<std::byte> encode_headers(std::span<const header> headers) {
   for (std::size_t i = 0; i < headers.size(); ++i) {
     encode_header(headers[i], out.data() + i * header::encoded_size);
   }
+  RILL_ASSERT(out.size() == headers.size() * header::encoded_size);
   return out;
 }
 

@@ -248,6 +248,7 @@ void replica::on_tick(std::vector<effect>& out) {
         }
         c.h.timestamp = ++heartbeat_sequence_;
         seal(c);
+        RILL_ASSERT(heartbeat_due_ > ticks_);
         broadcast(c, out);
       }
       if (!solo && ticks_ >= resend_due_) {
@@ -859,7 +860,9 @@ bool replica::is_primary() const noexcept {
 }
 
 replica_t replica::primary_of_view(view_t v) const noexcept {
-  return primary_of(v, options_.replica_count);
+  const replica_t primary = primary_of(v, options_.replica_count);
+  RILL_ASSERT(primary < options_.replica_count);
+  return primary;
 }
 
 std::uint32_t replica::jitter(std::uint32_t ticks) {
@@ -869,10 +872,15 @@ std::uint32_t replica::jitter(std::uint32_t ticks) {
 
 const message* replica::cached(std::uint64_t op, const checksum_t& checksum) const {
   auto it = bodies_.find(op);
+  if (it != bodies_.end()) {
+    RILL_ASSERT(it->second.h.op == op, "the body kept at op {} is op {}", op, it->second.h.op);
+  }
   return it != bodies_.end() && it->second.h.checksum == checksum ? &it->second : nullptr;
 }
 
 std::size_t replica::count(std::uint32_t bits) const noexcept {
+  RILL_ASSERT((bits >> options_.replica_count) == 0u, "a bitset {:#x} naming a replica beyond {}", bits,
+              options_.replica_count);
   return static_cast<std::size_t>(std::popcount(bits));
 }
 

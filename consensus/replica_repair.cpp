@@ -139,6 +139,7 @@ bool replica::accept_header(const header& h, bool trusted) {
   if (h.op <= commit_min_ || h.cmd != command::prepare || h.cluster != options_.cluster) {
     return false;
   }
+  RILL_ASSERT(h.op > 0);
   auto it = log_.find(h.op);
   if (it != log_.end() && it->second.verified && it->second.h.checksum == h.checksum) {
     return true;

@@ -176,6 +176,7 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
 std::vector<header> replica::suffix_headers(bool verified_only) const {
   std::vector<header> out;
   const std::uint64_t lo = op_ > options_.pipeline_max ? op_ - options_.pipeline_max : 1;
+  RILL_ASSERT(lo >= 1, "the root (op 0) is in no suffix");
   for (auto it = log_.lower_bound(lo); it != log_.end(); ++it) {
     if (it->second.verified || !verified_only) {
       out.push_back(it->second.h);
