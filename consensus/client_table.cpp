@@ -5,12 +5,19 @@
 
 namespace rill::consensus {
 
+client_table::client_table(std::size_t clients_max) : clients_max_(clients_max) {
+  RILL_ASSERT(clients_max_ >= 1, "a client table without room for a session");
+}
+
 const client_session* client_table::find(std::uint64_t client) const {
   auto it = sessions_.find(client);
   return it == sessions_.end() ? nullptr : &it->second;
 }
 
 std::optional<std::uint64_t> client_table::open(std::uint64_t client, std::uint64_t op, message reply) {
+  RILL_ASSERT(op > 0, "a session is named by the op that registered it (op 0 is the root)");
+  RILL_ASSERT(reply.h.cmd == command::reply);
+  RILL_ASSERT(sessions_.size() <= clients_max_);
   std::optional<std::uint64_t> evicted;
   if (!sessions_.contains(client) && sessions_.size() >= clients_max_) {
     auto oldest = sessions_.begin();
@@ -23,6 +30,7 @@ std::optional<std::uint64_t> client_table::open(std::uint64_t client, std::uint6
     sessions_.erase(oldest);
   }
   sessions_[client] = client_session{op, 0, op, std::move(reply)};
+  RILL_ASSERT(sessions_.size() <= clients_max_, "{} sessions, at most {}", sessions_.size(), clients_max_);
   return evicted;
 }
 
@@ -30,12 +38,17 @@ void client_table::commit(std::uint64_t client, std::uint64_t request, std::uint
   auto it = sessions_.find(client);
   RILL_ASSERT(it != sessions_.end(), "commit for client {} without a session", client);
   RILL_ASSERT(request > it->second.request, "client {} request {} not above {}", client, request, it->second.request);
+  RILL_ASSERT(op > it->second.last_commit, "client {} committed at op {} after op {}", client, op,
+              it->second.last_commit);
+  RILL_ASSERT(reply.h.cmd == command::reply);
   it->second.request = request;
   it->second.last_commit = op;
   it->second.reply = std::move(reply);
 }
 
 void client_table::encode(std::vector<std::byte>& out) const {
+  RILL_ASSERT(sessions_.size() <= clients_max_);
+  const std::size_t before = out.size();
   auto put64 = [&](std::uint64_t v) { append_le<std::uint64_t>(out, v); };
   auto put32 = [&](std::uint32_t v) { append_le<std::uint32_t>(out, v); };
   put32(static_cast<std::uint32_t>(sessions_.size()));
@@ -48,6 +61,7 @@ void client_table::encode(std::vector<std::byte>& out) const {
     put32(static_cast<std::uint32_t>(reply.size()));
     out.insert(out.end(), reply.begin(), reply.end());
   }
+  RILL_ASSERT(out.size() - before >= 4 + sessions_.size() * 36, "the encoding restore() expects");
 }
 
 bool client_table::restore(std::span<const std::byte> bytes) {
@@ -90,6 +104,8 @@ bool client_table::restore(std::span<const std::byte> bytes) {
   if (at != bytes.size()) {
     return false;
   }
+  RILL_ASSERT(sessions.size() == count);
+  RILL_ASSERT(sessions.size() <= clients_max_);
   sessions_ = std::move(sessions);
   return true;
 }

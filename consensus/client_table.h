@@ -30,7 +30,7 @@ struct client_session {
 
 class client_table {
  public:
-  explicit client_table(std::size_t clients_max) : clients_max_(clients_max) {}
+  explicit client_table(std::size_t clients_max);
 
   [[nodiscard]] const client_session* find(std::uint64_t client) const;
   // Records a committed register at `op`; returns the client evicted to make room, if any.

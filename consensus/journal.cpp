@@ -25,13 +25,31 @@ bool all_zero(std::span<const std::byte> bytes) {
 
 constexpr std::uint32_t superblock_magic = 0x52534250;             // "RSBP"
 constexpr std::size_t superblock_prefix = 4 + 4 + 8 + 4 + 4 + 16;  // magic, version, sequence, length, 0, checksum
+
+static_assert(page % sector == 0);
+static_assert(page % header::encoded_size == 0, "the prepare ring starts on a page after whole header slots");
+static_assert(journal_options{}.message_size_max % sector == 0);
+static_assert(journal_options{}.message_size_max >= sector);
+static_assert(journal_options{}.slot_count >= 1);
+static_assert(journal_options{}.slot_count <= journal_slot_count_max);
+static_assert(scan_chunk_bytes % sector == 0);
+// Each update writes two copies and never the two holding the previous update: four copies at least, in pairs.
+static_assert(superblock::copies >= 4);
+static_assert(superblock::copies % 2 == 0);
+static_assert(superblock::copy_size % sector == 0);
+// The largest vsr_state a replica persists (pipeline_max_limit + 1 view headers) fits one copy.
+static_assert(superblock_prefix + vsr_state_fixed_size + (pipeline_max_limit + 1) * header::encoded_size <=
+              superblock::copy_size);
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
 // journal
 
 std::uint64_t journal::prepares_offset() const noexcept {
-  return (options_.slot_count * header::encoded_size + page - 1) / page * page;
+  const std::uint64_t offset = (options_.slot_count * header::encoded_size + page - 1) / page * page;
+  RILL_ASSERT(offset % page == 0);
+  RILL_ASSERT(offset >= options_.slot_count * header::encoded_size, "the header ring overlaps the prepare ring");
+  return offset;
 }
 
 task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, std::string dir, journal_options o,
@@ -52,6 +70,9 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
   }
   RILL_CO_TRY(fd, co_await storage::open_file(e, path, flags));
   std::unique_ptr<journal> j(new journal(e, path, o, fd));
+  RILL_ASSERT(recovered.valid.empty(), "journal::open fills a fresh journal_recovery");
+  RILL_ASSERT(recovered.faulty.empty());
+  RILL_ASSERT(recovered.faulty_slots.empty());
   const std::uint64_t size = j->prepares_offset() + o.slot_count * o.message_size_max;
   RILL_CO_TRY(current, co_await storage::size_of_file(e, fd, path));
   if (current == 0 && create) {
@@ -115,6 +136,8 @@ journal::~journal() = default;
 task<expected<void>> journal::write(const message& prepare) {
   RILL_ASSERT(prepare.h.cmd == command::prepare);
   RILL_ASSERT(prepare.h.size == header::encoded_size + prepare.body.size());
+  RILL_ASSERT(prepare.h.op > 0, "op 0 is the root: never prepared, never written");
+  RILL_ASSERT(fd_ >= 0);
   if (prepare.h.size > options_.message_size_max) {
     co_return make_unexpected(errc::invalid_argument,
                               fmt::format("prepare of op {} is {} bytes; the journal holds at most {}", prepare.h.op,
@@ -133,6 +156,9 @@ task<expected<void>> journal::write(const message& prepare) {
 }
 
 task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
+  RILL_ASSERT(op > 0, "op 0 is the root: never in the journal");
+  RILL_ASSERT(!checksum.zero());
+  RILL_ASSERT(fd_ >= 0);
   const std::uint64_t slot = op % options_.slot_count;
   std::vector<std::byte> head(header::encoded_size);
   const std::uint64_t at = prepares_offset() + slot * options_.message_size_max;
@@ -151,6 +177,15 @@ task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read at slot {}", path_, slot));
   }
   RILL_CO_TRY(m, decode(bytes));
+  // The slot is read twice (the header for the size, then the whole prepare): a write of the op a ring's length
+  // above may land in between (the replica reads applied ops to serve peers while it writes new ones), and then
+  // the bytes are another op's, valid on their own.
+  if (m.h.op != op || m.h.checksum != checksum) {
+    co_return make_unexpected(errc::corrupt_data, fmt::format("{}: slot {} was overwritten by op {} while op {} {} "
+                                                              "was read",
+                                                              path_, slot, m.h.op, op, to_string(checksum)));
+  }
+  RILL_ASSERT(m.h.size == bytes.size());
   co_return m;
 }
 
@@ -163,6 +198,7 @@ task<expected<void>> journal::close() {
 
 namespace {
 std::vector<std::byte> encode_copy(std::uint64_t sequence, const vsr_state& s) {
+  RILL_ASSERT(sequence >= 1, "sequence 0 is never written (open takes the highest)");
   const auto payload = encode(s);
   RILL_ASSERT(superblock_prefix + payload.size() <= superblock::copy_size, "vsr_state of {} bytes", payload.size());
   std::vector<std::byte> out(superblock::copy_size);
@@ -176,6 +212,7 @@ std::vector<std::byte> encode_copy(std::uint64_t sequence, const vsr_state& s) {
   const checksum_t c = checksum_of(covered, 3);
   store_le<std::uint64_t>(out.data() + 24, c.low);
   store_le<std::uint64_t>(out.data() + 32, c.high);
+  RILL_ASSERT(out.size() == superblock::copy_size);
   return out;
 }
 
@@ -236,6 +273,7 @@ task<expected<std::unique_ptr<superblock>>> superblock::open(storage::io::engine
   if (!best) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: no valid copy of the vsr state", path));
   }
+  RILL_ASSERT(best->first >= 1, "a valid copy has a sequence of 1 or more");
   sb->sequence_ = best->first;
   sb->state_ = std::move(best->second);
   co_return sb;
@@ -244,6 +282,23 @@ task<expected<std::unique_ptr<superblock>>> superblock::open(storage::io::engine
 superblock::~superblock() = default;
 
 task<expected<void>> superblock::write(vsr_state next) {
+  // A superblock belongs to one replica, and what it records never goes back (vsr_state.h).
+  RILL_ASSERT(next.cluster == state_.cluster, "superblock of cluster {} written for cluster {}", state_.cluster,
+              next.cluster);
+  RILL_ASSERT(next.replica == state_.replica);
+  RILL_ASSERT(next.replica_count == state_.replica_count);
+  RILL_ASSERT(next.view >= state_.view, "view {} would go back to {}", state_.view.value(), next.view.value());
+  RILL_ASSERT(next.log_view >= state_.log_view);
+  RILL_ASSERT(next.checkpoint.op() >= state_.checkpoint.op());
+  RILL_ASSERT(sequence_ >= 1);
+  // ... and it is valid: what decode_vsr_state would refuse at the next open is never written.
+  RILL_ASSERT(next.replica < next.replica_count);
+  RILL_ASSERT(next.log_view <= next.view, "log view {} above view {}", next.log_view.value(), next.view.value());
+  RILL_ASSERT(next.checkpoint.slot <= 1);
+  RILL_ASSERT(next.checkpoint.op() <= next.commit.value(), "checkpoint op {} above commit {}", next.checkpoint.op(),
+              next.commit.value());
+  RILL_ASSERT(next.view_headers.size() <= view_headers_max);
+  RILL_ASSERT(headers_chained(next.view_headers), "the view headers are not a hash-chained run of ops");
   const std::uint64_t sequence = sequence_ + 1;
   const auto bytes = encode_copy(sequence, next);
   // Two copies per update, rotating: copies (2s, 2s+1) mod 4, never the two holding the previous update.

@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include "base/assert.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
 
@@ -111,6 +112,9 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
     }
   }
   RILL_ASSERT(g->replica_->commit_min() == g->replica_->commit_max(), "local group replay did not finish");
+  RILL_ASSERT(g->replica_->commit_min().value() >= from);
+  RILL_ASSERT(g->in_flight_ == 0);
+  RILL_ASSERT(g->replica_->is_primary(), "alone, the replica is the primary of every view");
   g->replayed_ = g->replica_->commit_min().value() - from;
   // This process's session: opened once, then continued across restarts (its request numbers only grow).
   if (const client_session* s = g->replica_->clients().find(g->client_)) {
@@ -143,6 +147,9 @@ task<expected<std::vector<std::byte>>> local_group::submit(std::uint8_t operatio
 
 task<expected<std::vector<std::byte>>> local_group::request(std::uint8_t operation, std::uint64_t number,
                                                             std::vector<std::byte> body) {
+  RILL_ASSERT((operation == operation_register) == (number == 0), "operation {} with request number {}", operation,
+              number);
+  RILL_ASSERT(number == 0 || number == request_ + 1, "request {} after {}", number, request_);
   if (fenced_) {
     co_return rill::unexpected(*fenced_);
   }
@@ -164,8 +171,10 @@ task<expected<std::vector<std::byte>>> local_group::request(std::uint8_t operati
   replica_->on_message(m, out);
   run(out);
   co_await w.done.wait();
+  RILL_ASSERT(waiting_ == &w);
   waiting_ = nullptr;
   if (!w.reply) {
+    RILL_ASSERT(fenced_.has_value(), "a request ends without a reply only when the group is fenced");
     co_return rill::unexpected(*fenced_);
   }
   request_ = number;
@@ -175,6 +184,7 @@ task<expected<std::vector<std::byte>>> local_group::request(std::uint8_t operati
 void local_group::run(std::vector<effect>& effects) {
   for (auto& e : effects) {
     if (auto* w = std::get_if<write_effect>(&e)) {
+      RILL_ASSERT(w->m.h.cmd == command::prepare);
       auto m = std::make_shared<message>(std::move(w->m));
       ++in_flight_;
       spawn(journal_->write(*m), [this, m](expected<void> r) {
@@ -215,6 +225,7 @@ void local_group::run(std::vector<effect>& effects) {
         io_done();
       });
     } else if (auto* c = std::get_if<checkpoint_effect>(&e)) {
+      RILL_ASSERT(c->slot <= 1);
       auto cp = std::make_shared<checkpoint_effect>(std::move(*c));
       ++in_flight_;
       spawn(snapshots_->write(cp->slot, cp->bytes), [this, cp](expected<void> r) {
@@ -245,6 +256,8 @@ void local_group::fence(const error& e) {
     fence_cause_ = e;
     fenced_ = error(make_error_code(errc::fenced), "the local group stopped at a storage failure: " + e.message());
   }
+  RILL_ASSERT(fenced_.has_value());
+  RILL_ASSERT(fence_cause_.has_value());
   if (waiting_ != nullptr) {
     waiting_->done.set();
   }
@@ -266,6 +279,7 @@ task<void> local_group::settle() {
 
 task<expected<void>> local_group::close() {
   co_await settle();
+  RILL_ASSERT(in_flight_ == 0);
   RILL_CO_TRY_VOID(co_await journal_->close());
   RILL_CO_TRY_VOID(co_await superblock_->close());
   RILL_CO_TRY_VOID(co_await snapshots_->close());

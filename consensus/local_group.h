@@ -42,6 +42,13 @@ struct local_group_options {
   std::uint64_t snapshot_bytes_max = 256 * 1024 * 1024;
   std::uint64_t checkpoint_interval = 0;  // 0: slot_count / 4
 };
+// The defaults open (open() checks the same at run time): a pipeline of one, so the ring holds the default
+// checkpoint interval and the pipeline twice; a checkpoint region within snapshot_file's limits.
+static_assert(local_group_options{}.journal.slot_count >= 8);
+static_assert(local_group_options{}.journal.slot_count / 4 + 2 <= local_group_options{}.journal.slot_count);
+static_assert(local_group_options{}.snapshot_bytes_max >= snapshot_bytes_min);
+static_assert(local_group_options{}.snapshot_bytes_max <= snapshot_bytes_max_limit);
+static_assert(local_group_options{}.journal.message_size_max > header::encoded_size, "room for a body");
 
 class local_group {
  public:

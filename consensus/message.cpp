@@ -3,9 +3,11 @@
 #include <xxhash.h>
 
 #include <cstring>
+#include <limits>
 
 #include <fmt/core.h>
 
+#include "base/assert.h"
 #include "base/endian.h"
 #include "storage/errc.h"
 
@@ -14,6 +16,17 @@ namespace {
 constexpr std::uint64_t domain_header = 1;
 constexpr std::uint64_t domain_body = 2;
 constexpr std::size_t checksummed_from = 16;  // the header checksum covers everything after itself
+
+// Checksum domains (types.h): 1 headers, 2 bodies, 3 superblock copies, 4 checkpoints. Distinct, so that no two kinds
+// of bytes can be mistaken for each other.
+static_assert(domain_header != domain_body);
+static_assert(domain_header != checkpoint_checksum_domain);
+static_assert(domain_body != checkpoint_checksum_domain);
+static_assert(header::encoded_size == 128, "the layout in message.h");
+static_assert(checksummed_from == sizeof(checksum_t), "the header checksum covers the bytes after itself");
+static_assert(command_max == static_cast<std::uint8_t>(command::sync), "command_max is the last command");
+static_assert(operation_root < operation_register);
+static_assert(operation_register < operation_user_min);
 
 void put_checksum(std::byte* p, const checksum_t& c) noexcept {
   store_le<std::uint64_t>(p, c.low);
@@ -76,6 +89,7 @@ std::string_view to_string(command c) noexcept {
 }
 
 void encode_header(const header& h, std::byte* out) noexcept {
+  RILL_ASSERT(out != nullptr);
   put_checksum(out + 0, h.checksum);
   put_checksum(out + 16, h.checksum_body);
   put_checksum(out + 32, h.parent);
@@ -96,6 +110,7 @@ void encode_header(const header& h, std::byte* out) noexcept {
 }
 
 header decode_header_unchecked(const std::byte* in) noexcept {
+  RILL_ASSERT(in != nullptr);
   header h;
   h.checksum = get_checksum(in + 0);
   h.checksum_body = get_checksum(in + 16);
@@ -123,12 +138,16 @@ checksum_t header_checksum(const header& h) noexcept {
 }
 
 void seal(message& m) {
+  RILL_ASSERT(m.body.size() <= std::numeric_limits<std::uint32_t>::max() - header::encoded_size,
+              "a body of {} bytes does not fit the header's size field", m.body.size());
   m.h.size = static_cast<std::uint32_t>(header::encoded_size + m.body.size());
   m.h.checksum_body = checksum_of(m.body, domain_body);
   m.h.checksum = header_checksum(m.h);
 }
 
 std::vector<std::byte> encode(const message& m) {
+  RILL_ASSERT(m.h.size == header::encoded_size + m.body.size(), "{} of {} bytes says {}: not sealed",
+              to_string(m.h.cmd), header::encoded_size + m.body.size(), m.h.size);
   std::vector<std::byte> out(header::encoded_size + m.body.size());
   encode_header(m.h, out.data());
   if (!m.body.empty()) {
@@ -168,6 +187,7 @@ expected<message> decode(std::span<const std::byte> bytes) {
   message m;
   m.h = h;
   m.body.assign(body.begin(), body.end());
+  RILL_ASSERT(m.h.size == header::encoded_size + m.body.size());
   return m;
 }
 
@@ -176,6 +196,7 @@ std::vector<std::byte> encode_headers(std::span<const header> headers) {
   for (std::size_t i = 0; i < headers.size(); ++i) {
     encode_header(headers[i], out.data() + i * header::encoded_size);
   }
+  RILL_ASSERT(out.size() == headers.size() * header::encoded_size);
   return out;
 }
 
@@ -193,6 +214,7 @@ expected<std::vector<header>> decode_headers(std::span<const std::byte> body) {
     }
     out.push_back(h);
   }
+  RILL_ASSERT(out.size() * header::encoded_size == body.size());
   return out;
 }
 
@@ -202,6 +224,8 @@ header root_header(std::uint64_t cluster) {
   m.h.cluster = cluster;
   m.h.operation = operation_root;
   seal(m);
+  RILL_ASSERT(m.h.op == 0);
+  RILL_ASSERT(m.h.size == header::encoded_size, "the root has no body");
   return m.h;
 }
 

@@ -1,3 +1,11 @@
+// replica.cpp: the replica's construction and recovery from storage, its inputs (message dispatch, ticks, journal
+// and superblock completions) and normal operation: client requests, prepare, prepare_ok, commit (heartbeats
+// included), apply; then persistence and sending. The view change is in replica_view_change.cpp; repair, state
+// transfer and checkpoints in replica_repair.cpp. replica.h states the invariants.
+//
+// Relies on: a prepare is acknowledged (send_prepare_ok) only once durable here; the primary prepares only in a
+// durable view (durable_.log_view == view_) into a writable slot; commit_min_ advances one op at a time, each op
+// verified and chained onto the one applied before it.
 #include "consensus/replica.h"
 
 #include <algorithm>
@@ -10,73 +18,7 @@
 
 namespace rill::consensus {
 namespace {
-constexpr std::uint32_t bit(replica_t r) noexcept {
-  return 1u << r;
-}
-constexpr std::size_t headers_per_reply_max = 64;
 constexpr std::uint64_t commit_persist_every = 64;  // the durable commit lower bound lags at most this many ops
-
-// do_view_change body: the headers, then one flag byte per header, then a u32 count of headers (at the end, so the
-// headers decode with decode_headers after trimming).
-// present: the body is durable here; missing: never had it (a nack); faulty: had it, lost it (not a nack);
-// unverified: a header this replica cannot yet confirm is on the log (ignored).
-enum dvc_flag : std::uint8_t { dvc_present = 0, dvc_missing = 1, dvc_faulty = 2, dvc_unverified = 3 };
-
-// The body: headers, one flag per header, the journal's slot count, the faulty slots, then two u32 counts (faulty
-// slots, headers) at the very end.
-std::vector<std::byte> encode_dvc_body(const std::vector<header>& headers, const std::vector<std::uint8_t>& flags,
-                                       std::uint64_t slot_count, const std::set<std::uint64_t>& faulty_slots) {
-  RILL_ASSERT(headers.size() == flags.size());
-  auto out = encode_headers(headers);
-  for (auto f : flags) {
-    out.push_back(static_cast<std::byte>(f));
-  }
-  auto put64 = [&](std::uint64_t v) { append_le<std::uint64_t>(out, v); };
-  auto put32 = [&](std::uint32_t v) { append_le<std::uint32_t>(out, v); };
-  put64(slot_count);
-  for (auto slot : faulty_slots) {
-    put64(slot);
-  }
-  put32(static_cast<std::uint32_t>(faulty_slots.size()));
-  put32(static_cast<std::uint32_t>(headers.size()));
-  return out;
-}
-
-struct dvc_body {
-  std::vector<header> headers;
-  std::vector<std::uint8_t> flags;
-  std::uint64_t slot_count = 0;
-  std::set<std::uint64_t> faulty_slots;
-};
-
-bool decode_dvc_body(std::span<const std::byte> body, dvc_body& out) {
-  if (body.size() < 16) {
-    return false;
-  }
-  const std::uint32_t n = load_le<std::uint32_t>(body.data() + body.size() - 4);
-  const std::uint32_t f = load_le<std::uint32_t>(body.data() + body.size() - 8);
-  if (n > 4096 || f > 4096 || body.size() != std::size_t{n} * (header::encoded_size + 1) + 8 + f * 8 + 8) {
-    return false;
-  }
-  auto decoded = decode_headers(body.subspan(0, n * header::encoded_size));
-  if (!decoded) {
-    return false;
-  }
-  out.headers = std::move(*decoded);
-  out.flags.clear();
-  const std::byte* p = body.data() + n * header::encoded_size;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    out.flags.push_back(static_cast<std::uint8_t>(p[i]));
-  }
-  p += n;
-  out.slot_count = load_le<std::uint64_t>(p);
-  p += 8;
-  out.faulty_slots.clear();
-  for (std::uint32_t i = 0; i < f; ++i) {
-    out.faulty_slots.insert(load_le<std::uint64_t>(p + std::size_t{i} * 8));
-  }
-  return true;
-}
 }  // namespace
 
 replica::replica(const replica_options& options, state_machine& sm, recovered_state recovered, replica_bugs bugs)
@@ -85,21 +27,28 @@ replica::replica(const replica_options& options, state_machine& sm, recovered_st
       sm_(sm),
       clients_(options.clients_max),
       rng_(options.seed ^ (0x9e3779b97f4a7c15ULL * (options.replica + 1))) {
-  RILL_ASSERT(options_.replica_count >= 1 && options_.replica_count <= replicas_max, "replica_count {}",
-              options_.replica_count);
+  RILL_ASSERT(options_.replica_count >= 1, "replica_count {}", options_.replica_count);
+  RILL_ASSERT(options_.replica_count <= replicas_max, "replica_count {}", options_.replica_count);
   RILL_ASSERT(options_.replica < options_.replica_count);
-  RILL_ASSERT(options_.pipeline_max >= 1 && options_.pipeline_max <= pipeline_max_limit);
-  RILL_ASSERT(options_.heartbeat_ticks >= 1 && options_.resend_ticks >= 1);
+  RILL_ASSERT(options_.pipeline_max >= 1);
+  RILL_ASSERT(options_.pipeline_max <= pipeline_max_limit, "pipeline_max {}", options_.pipeline_max);
+  RILL_ASSERT(options_.request_queue_max >= 1);
+  RILL_ASSERT(options_.heartbeat_ticks >= 1);
+  RILL_ASSERT(options_.resend_ticks >= 1);
+  RILL_ASSERT(options_.primary_timeout_ticks >= 1);
+  RILL_ASSERT(options_.view_change_timeout_ticks >= 1);
   RILL_ASSERT(options_.heartbeat_ticks < options_.primary_timeout_ticks);
   primary_timeout_ = jitter(options_.primary_timeout_ticks);
   view_change_timeout_ = jitter(options_.view_change_timeout_ticks);
   recover(std::move(recovered));
   checkpoint_interval_ = options_.checkpoint_interval != 0 ? options_.checkpoint_interval : journal_slots_ / 4;
   if (journal_slots_ > 0) {
-    RILL_ASSERT(checkpoint_interval_ >= 1 && checkpoint_interval_ + 2 * options_.pipeline_max <= journal_slots_,
+    RILL_ASSERT(checkpoint_interval_ >= 1);
+    RILL_ASSERT(checkpoint_interval_ + 2 * options_.pipeline_max <= journal_slots_,
                 "checkpoint interval {} with pipeline_max {} does not fit a journal of {} slots", checkpoint_interval_,
                 options_.pipeline_max, journal_slots_);
   }
+  check_invariants();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -109,7 +58,10 @@ void replica::recover(recovered_state recovered) {
   vsr_state& s = recovered.state;
   RILL_ASSERT(s.cluster == options_.cluster, "journal of cluster {} opened for cluster {}", s.cluster,
               options_.cluster);
-  RILL_ASSERT(s.replica == options_.replica && s.replica_count == options_.replica_count);
+  RILL_ASSERT(s.replica == options_.replica);
+  RILL_ASSERT(s.replica_count == options_.replica_count);
+  RILL_ASSERT(s.log_view <= s.view, "vsr_state log view {} above its view {}", s.log_view.value(), s.view.value());
+  RILL_ASSERT(log_.empty(), "recover() runs once, on a new replica");
   durable_ = s;
   view_ = s.view;
   log_view_ = s.log_view;
@@ -173,6 +125,7 @@ void replica::recover(recovered_state recovered) {
     }
   }
   op_ = log_.rbegin()->first;
+  RILL_ASSERT(op_ >= base);
   // Below the trusted part, an entry is verified only by chaining down from it; the rest waits for repair (kept,
   // so a body we hold need not be fetched again once its header is confirmed).
   std::vector<std::uint64_t> anchors;
@@ -212,6 +165,10 @@ void replica::recover(recovered_state recovered) {
 // Inputs
 
 void replica::on_message(const message& m, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  // The driver hands over decoded messages: sealed, whatever a peer meant by them (checked below, and ignored when
+  // wrong).
+  RILL_ASSERT(m.h.size == header::encoded_size + m.body.size(), "an unsealed {}", to_string(m.h.cmd));
   if (m.h.cluster != options_.cluster) {
     return;
   }
@@ -269,6 +226,7 @@ void replica::on_message(const message& m, std::vector<effect>& out) {
 }
 
 void replica::on_tick(std::vector<effect>& out) {
+  const invariants_on_return check{*this};
   ++ticks_;
   const bool solo = options_.replica_count == 1;
   if (status_ == status::normal) {
@@ -290,6 +248,7 @@ void replica::on_tick(std::vector<effect>& out) {
         }
         c.h.timestamp = ++heartbeat_sequence_;
         seal(c);
+        RILL_ASSERT(heartbeat_due_ > ticks_);
         broadcast(c, out);
       }
       if (!solo && ticks_ >= resend_due_) {
@@ -307,6 +266,7 @@ void replica::on_tick(std::vector<effect>& out) {
               }
             }
           } else if (log_.contains(p.h.op) && log_.at(p.h.op).durable) {
+            RILL_ASSERT(log_.at(p.h.op).h.checksum == p.h.checksum, "a pipeline op replaced in the log at {}", p.h.op);
             read_prepare(p.h.op, out);
             reads_.at(p.h.op).for_pipeline = true;
           }
@@ -334,6 +294,9 @@ void replica::on_tick(std::vector<effect>& out) {
 }
 
 void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  RILL_ASSERT(op > 0, "op 0 (the root) is never written");
+  RILL_ASSERT(!checksum.zero());
   auto it = log_.find(op);
   if (it == log_.end() || it->second.h.checksum != checksum) {
     return;  // replaced while the write was in flight
@@ -370,6 +333,9 @@ void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std:
 }
 
 void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  RILL_ASSERT(op > 0, "op 0 (the root) is never read");
+  RILL_ASSERT(!checksum.zero());
   auto it = reads_.find(op);
   if (it == reads_.end() || it->second.checksum != checksum) {
     return;
@@ -384,6 +350,7 @@ void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message*
     }
     return;
   }
+  RILL_ASSERT(prepare->h.op == op, "the journal returned op {} for op {}", prepare->h.op, op);
   for (replica_t r : pr.requesters) {
     send(r, *prepare, out);
   }
@@ -397,7 +364,9 @@ void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message*
 }
 
 void replica::on_persist_done(const vsr_state& state, std::vector<effect>& out) {
-  RILL_ASSERT(persisting_.has_value() && *persisting_ == state, "persist completion for a state not in flight");
+  const invariants_on_return check{*this};
+  RILL_ASSERT(persisting_.has_value(), "persist completion with none in flight");
+  RILL_ASSERT(*persisting_ == state, "persist completion for a state not in flight");
   const vsr_state before = durable_;
   durable_ = state;
   persisting_.reset();
@@ -431,6 +400,8 @@ void replica::on_persist_done(const vsr_state& state, std::vector<effect>& out) 
 // Normal operation
 
 void replica::on_request(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request);
+  RILL_ASSERT(m.h.cluster == options_.cluster);
   if (status_ != status::normal || !is_primary()) {
     return;  // the client tries the other replicas
   }
@@ -479,6 +450,7 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
     return;  // overloaded: the client retries
   }
   request_queue_.push_back(m);
+  RILL_ASSERT(request_queue_.size() <= options_.request_queue_max);
   prepare_next(out);
 }
 
@@ -489,8 +461,10 @@ void replica::prepare_next(std::vector<effect>& out) {
          is_primary() && durable_.log_view == view_ && writable(op_ + 1)) {
     message req = std::move(request_queue_.front());
     request_queue_.pop_front();
+    RILL_ASSERT(req.h.cmd == command::request);
     auto parent = log_.find(op_);
     RILL_ASSERT(parent != log_.end(), "primary without a header at its op {}", op_);
+    RILL_ASSERT(!log_.contains(op_ + 1), "primary with a header above its op {}", op_);
     message p;
     p.h.cmd = command::prepare;
     p.h.cluster = options_.cluster;
@@ -509,12 +483,15 @@ void replica::prepare_next(std::vector<effect>& out) {
     log_[op_] = entry{p.h, false, true, false, true};
     bodies_[op_] = p;
     pipeline_.push_back(pipeline_entry{p.h, 0});
+    RILL_ASSERT(pipeline_.size() <= options_.pipeline_max);
     out.push_back(write_effect{p});
     broadcast(p, out);
   }
 }
 
 void replica::on_prepare(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::prepare);
+  RILL_ASSERT(m.h.cluster == options_.cluster);
   if (m.h.op == 0) {
     return;
   }
@@ -559,6 +536,11 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
   if (m.h.op <= commit_min_) {
     return;
   }
+  RILL_ASSERT(!is_primary());
+  RILL_ASSERT(status_ == status::normal);
+  if (!bugs_.accept_out_of_order) {
+    RILL_ASSERT(m.h.view == view_.value());
+  }
   if (existing != log_.end()) {
     bodies_.erase(m.h.op);  // ours is from an older view: the current primary's replaces it
   }
@@ -581,6 +563,9 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
 }
 
 void replica::store_prepare(const message& m, bool verified, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::prepare);
+  RILL_ASSERT(m.h.op > 0, "op 0 (the root) is never stored");
+  RILL_ASSERT(m.h.op <= op_, "op {} stored above the op {}", m.h.op, op_);
   const bool write = writable(m.h.op);
   log_[m.h.op] = entry{m.h, false, write, false, verified};
   // Held in memory while uncommitted (and, beyond the journal's window, until applied or the window moves: then
@@ -594,9 +579,14 @@ void replica::store_prepare(const message& m, bool verified, std::vector<effect>
 }
 
 void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
+  RILL_ASSERT(h.cmd == command::prepare);
+  RILL_ASSERT(h.op > 0);
   if (status_ != status::normal || is_primary() || h.op <= commit_max_) {
     return;
   }
+  const auto it = log_.find(h.op);
+  RILL_ASSERT(it != log_.end(), "prepare_ok for op {} that is not in the log", h.op);
+  RILL_ASSERT(it->second.durable, "prepare_ok for op {} before it is durable", h.op);
   message ok = make(command::prepare_ok);
   ok.h.op = h.op;
   ok.h.context = h.checksum;
@@ -606,6 +596,8 @@ void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
 }
 
 void replica::on_prepare_ok(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::prepare_ok);
+  RILL_ASSERT(m.h.replica < options_.replica_count);
   if (status_ != status::normal || !is_primary() || m.h.view != view_.value()) {
     return;
   }
@@ -618,6 +610,8 @@ void replica::on_prepare_ok(const message& m, std::vector<effect>& out) {
 }
 
 void replica::commit_pipeline(std::vector<effect>& out) {
+  RILL_ASSERT(status_ == status::normal);
+  RILL_ASSERT(is_primary());
   const std::size_t quorum = quorum_replication(options_.replica_count);
   while (!pipeline_.empty()) {
     const pipeline_entry& head = pipeline_.front();
@@ -626,6 +620,7 @@ void replica::commit_pipeline(std::vector<effect>& out) {
     if (!enough) {
       break;
     }
+    RILL_ASSERT(head.h.op <= op_);
     commit_max_ = std::max(commit_max_, head.h.op);
     commit_progress_ = ticks_;
     pipeline_.pop_front();
@@ -635,6 +630,8 @@ void replica::commit_pipeline(std::vector<effect>& out) {
 }
 
 void replica::on_commit(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::commit);
+  RILL_ASSERT(m.h.replica != options_.replica);
   if (m.h.view > view_.value()) {
     ask_for_start_view(view_t(m.h.view), out);
     return;
@@ -662,6 +659,7 @@ void replica::advance_commit_max(std::uint64_t commit, std::vector<effect>& out)
   if (commit > commit_max_) {
     commit_max_ = commit;
   }
+  RILL_ASSERT(commit_max_ >= commit);
   commit_journal(out);
 }
 
@@ -688,6 +686,7 @@ void replica::commit_journal(std::vector<effect>& out) {
       break;
     }
     const message prepare = *body;
+    RILL_ASSERT(prepare.h.checksum == it->second.h.checksum);
     apply(prepare, out);
     commit_min_ = k;
     apply_progress_ = ticks_;
@@ -697,6 +696,7 @@ void replica::commit_journal(std::vector<effect>& out) {
   if (commit_min_ >= commit_max_) {
     apply_progress_ = ticks_;
   }
+  RILL_ASSERT(commit_min_ <= commit_max_, "applied {} beyond the commit {}", commit_min_, commit_max_);
   if (commit_min_ >= commit_persisted_ + commit_persist_every) {
     commit_persisted_ = commit_min_;
     persist(out);
@@ -705,6 +705,10 @@ void replica::commit_journal(std::vector<effect>& out) {
 
 void replica::apply(const message& prepare, std::vector<effect>& out) {
   const header& h = prepare.h;
+  RILL_ASSERT(h.cmd == command::prepare);
+  RILL_ASSERT(h.op == commit_min_ + 1, "op {} applied after op {}", h.op, commit_min_);
+  RILL_ASSERT(h.op <= commit_max_, "op {} applied above the commit {}", h.op, commit_max_);
+  RILL_ASSERT(h.parent == log_.at(commit_min_).h.checksum, "op {} does not chain onto the op applied", h.op);
   const bool answer = status_ == status::normal && is_primary();
   message reply;
   reply.h.cmd = command::reply;
@@ -754,696 +758,6 @@ void replica::apply(const message& prepare, std::vector<effect>& out) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// View change
-
-void replica::vote_view_change(view_t v, std::vector<effect>& out) {
-  if (options_.replica_count == 1) {
-    return;
-  }
-  v = std::max(v, vote_view_);  // keep voting for the highest view we joined
-  const bool fresh = !voted_ || v != vote_view_ || (svc_votes_[v.value()] & bit(options_.replica)) == 0;
-  vote_view_ = v;
-  voted_ = true;
-  svc_votes_[v.value()] |= bit(options_.replica);
-  if (fresh || ticks_ % options_.resend_ticks == 0) {
-    message svc = make(command::start_view_change);
-    svc.h.view = v.value();
-    seal(svc);
-    for (replica_t r = 0; r < options_.replica_count; ++r) {
-      if (r != options_.replica) {
-        out.push_back(send_effect{r, svc});  // a vote, not an adoption: nothing to persist first
-      }
-    }
-  }
-  count_view_change_votes(v, out);
-}
-
-void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
-  const view_t v(m.h.view);
-  if (v == view_ && status_ == status::view_change) {
-    // The sender is still voting for the view we are changing to: echo our vote so that it can count a quorum.
-    message svc = make(command::start_view_change);
-    seal(svc);
-    out.push_back(send_effect{m.h.replica, std::move(svc)});
-    return;
-  }
-  if (v <= view_) {
-    return;
-  }
-  svc_votes_[v.value()] |= bit(m.h.replica);
-  if (voted_ && v > vote_view_) {
-    vote_view_change(v, out);  // we want out of view_ too: join the highest vote rather than split the votes
-    return;
-  }
-  count_view_change_votes(v, out);
-}
-
-void replica::count_view_change_votes(view_t v, std::vector<effect>& out) {
-  if (v > view_ && count(svc_votes_[v.value()]) >= quorum_view_change(options_.replica_count)) {
-    start_view_change(v, out);
-  }
-}
-
-void replica::start_view_change(view_t v, std::vector<effect>& out) {
-  RILL_ASSERT(v > view_);
-  view_ = v;
-  status_ = status::view_change;
-  view_change_began_ = ticks_;
-  view_change_timeout_ = jitter(options_.view_change_timeout_ticks);
-  pipeline_.clear();
-  request_queue_.clear();
-  dvcs_.clear();
-  voted_ = false;
-  vote_view_ = view_t(0);
-  svc_votes_.erase(svc_votes_.begin(), svc_votes_.upper_bound(v.value()));
-  deferred_.erase(
-      std::remove_if(deferred_.begin(), deferred_.end(), [&](const send_effect& s) { return s.m.h.view < v.value(); }),
-      deferred_.end());
-  // Tell everyone (our vote for v, so the rest join), then our log to v's primary once v is durable.
-  message svc = make(command::start_view_change);
-  seal(svc);
-  for (replica_t r = 0; r < options_.replica_count; ++r) {
-    if (r != options_.replica) {
-      out.push_back(send_effect{r, svc});
-    }
-  }
-  persist(out);
-  send_do_view_change(out);
-}
-
-std::vector<header> replica::suffix_headers(bool verified_only) const {
-  std::vector<header> out;
-  const std::uint64_t lo = op_ > options_.pipeline_max ? op_ - options_.pipeline_max : 1;
-  for (auto it = log_.lower_bound(lo); it != log_.end(); ++it) {
-    if (it->second.verified || !verified_only) {
-      out.push_back(it->second.h);
-    }
-  }
-  return out;
-}
-
-void replica::send_do_view_change(std::vector<effect>& out) {
-  if (status_ != status::view_change || log_view_ == view_) {
-    return;  // (a restarted primary never leads its old view again: it may have lost prepares it sent)
-  }
-  message dvc = make(command::do_view_change);
-  dvc.h.log_view = log_view_.value();
-  dvc.h.op = op_;
-  dvc.h.commit = commit_max_;
-  const auto headers = suffix_headers(false);
-  std::vector<std::uint8_t> flags;
-  for (const header& h : headers) {
-    const entry& e = log_.at(h.op);
-    flags.push_back(!e.verified ? dvc_unverified : e.durable ? dvc_present : e.faulty ? dvc_faulty : dvc_missing);
-  }
-  dvc.body = encode_dvc_body(headers, flags, journal_slots_, faulty_slots_);
-  seal(dvc);
-  if (primary_of_view(view_) == options_.replica) {
-    dvcs_[options_.replica] = dvc;
-    on_do_view_change(dvc, out);
-  } else {
-    send(primary_of_view(view_), std::move(dvc), out);
-  }
-}
-
-void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
-  const view_t v(m.h.view);
-  if (v < view_ || primary_of_view(v) != options_.replica) {
-    return;
-  }
-  if (v > view_) {
-    start_view_change(v, out);  // a quorum voted for v without us hearing it: join (records our own do_view_change)
-  }
-  if (status_ == status::normal) {
-    if (m.h.replica != options_.replica) {
-      send(m.h.replica, make_start_view(), out);  // it missed our start_view
-    }
-    return;
-  }
-  dvcs_[m.h.replica] = m;
-  if (!dvcs_.contains(options_.replica) || dvcs_.size() < quorum_view_change(options_.replica_count)) {
-    return;
-  }
-  // The new log: the union of the suffixes of the do_view_changes with the highest last normal view, cut at the
-  // first op nobody in the quorum holds (it cannot have committed, nor anything after it).
-  std::uint32_t log_view_max = 0;
-  std::uint64_t commit = 0;
-  for (const auto& [r, d] : dvcs_) {
-    log_view_max = std::max(log_view_max, d.h.log_view);
-    commit = std::max(commit, d.h.commit);
-  }
-  struct suffix {
-    std::uint64_t lo = 0;
-    std::uint64_t op = 0;
-    std::map<std::uint64_t, std::pair<checksum_t, std::uint8_t>> held;  // op -> (checksum, flag)
-    std::uint64_t slot_count = 0;
-    std::set<std::uint64_t> faulty_slots;  // slots that lost something unknown: no nack for their ops
-  };
-  std::vector<suffix> suffixes;
-  std::map<std::uint64_t, header> canonical;
-  std::uint64_t op = 0;
-  for (const auto& [r, d] : dvcs_) {
-    dvc_body body;
-    if (!decode_dvc_body(d.body, body)) {
-      continue;
-    }
-    const auto& hs = body.headers;
-    const auto& flags = body.flags;
-    suffix sfx;
-    sfx.op = d.h.op;
-    sfx.slot_count = body.slot_count;
-    sfx.faulty_slots = body.faulty_slots;
-    sfx.lo = d.h.op > options_.pipeline_max ? d.h.op - options_.pipeline_max : 1;
-    for (std::size_t i = 0; i < hs.size(); ++i) {
-      sfx.held[hs[i].op] = {hs[i].checksum, flags[i]};
-    }
-    suffixes.push_back(std::move(sfx));
-    if (d.h.log_view != log_view_max) {
-      continue;
-    }
-    op = std::max(op, d.h.op);
-    for (std::size_t i = 0; i < hs.size(); ++i) {
-      if (flags[i] == dvc_unverified) {
-        continue;
-      }
-      const header& h = hs[i];
-      auto [it, inserted] = canonical.emplace(h.op, h);
-      RILL_ASSERT(inserted || it->second.checksum == h.checksum,
-                  "two headers at op {} in log view {}: the do_view_change logs diverge", h.op, log_view_max);
-    }
-  }
-  // Whoever prepared op had op - pipeline_max committed (a primary keeps at most pipeline_max - 1 ops uncommitted
-  // when it prepares another): only the window above that can be cut.
-  if (op > options_.pipeline_max) {
-    commit = std::max(commit, op - options_.pipeline_max);
-  }
-  RILL_ASSERT(op >= commit_min_, "the new log ({}) is shorter than what we applied ({})", op, commit_min_);
-  // Truncate at the first op above the commit point that is not chained, or that enough members never had (a nack
-  // quorum: then no replication quorum can have held it, so it did not commit, nor anything after it). A member
-  // whose copy was corrupted is not a nack: it may have acknowledged it.
-  const std::size_t nack_quorum = options_.replica_count - quorum_replication(options_.replica_count) + 1;
-  const std::uint64_t lowest = canonical.empty() ? op + 1 : canonical.begin()->first;
-  auto nacks_for = [&](std::uint64_t k) {
-    std::size_t nacks = 0;
-    for (const suffix& sfx : suffixes) {
-      if (!sfx.held.contains(k)) {
-        const bool lost_slot = sfx.slot_count > 0 && sfx.faulty_slots.contains(k % sfx.slot_count);
-        nacks += !lost_slot && (k > sfx.op || k >= sfx.lo) ? 1 : 0;
-      }
-    }
-    return nacks;
-  };
-  // Below the lowest header of the new log and above the commit point: an op no member of the highest log view
-  // reported. If a nack quorum never had it, it did not commit, nor anything after it (the simulator found a
-  // primary's crash leaving op 2 on one backup and op 1 nowhere: without this, the new log kept op 2 above a hole
-  // nobody could fill).
-  for (std::uint64_t k = commit + 1; k < std::min(lowest, op + 1); ++k) {
-    if (nacks_for(k) >= nack_quorum) {
-      op = k - 1;
-      break;
-    }
-  }
-  for (std::uint64_t k = std::max(commit + 1, lowest); k <= op; ++k) {
-    auto it = canonical.find(k);
-    const bool chained = it != canonical.end() && (k == lowest || !canonical.contains(k - 1) ||
-                                                   canonical.at(k - 1).checksum == it->second.parent);
-    std::size_t holders = 0;
-    std::size_t nacks = 0;
-    if (chained) {
-      nacks = nacks_for(k);  // the members that do not hold k at all
-      for (const suffix& sfx : suffixes) {
-        auto h = sfx.held.find(k);
-        if (h == sfx.held.end()) {
-          // counted above
-        } else if (h->second.second == dvc_unverified) {
-          // cannot tell: neither
-        } else if (h->second.first != it->second.checksum) {
-          ++nacks;  // a different op k: it never held this one
-        } else if (h->second.second == dvc_present) {
-          ++holders;
-        } else if (h->second.second == dvc_missing) {
-          ++nacks;
-        }
-      }
-    }
-    if (!chained || (holders == 0 && nacks >= nack_quorum)) {
-      op = k - 1;
-      break;
-    }
-  }
-  canonical.erase(canonical.upper_bound(op), canonical.end());
-  commit = std::min(commit, op);
-  commit_max_ = std::max(commit_max_, commit);
-  install_log(canonical, op, out);
-  become_normal(out);
-}
-
-void replica::install_log(const std::map<std::uint64_t, header>& headers, std::uint64_t op, std::vector<effect>&) {
-  // What we hold above the commit point is suspect now, unless the new log confirms it (by header, or by chaining
-  // down from a header it has).
-  for (auto it = log_.upper_bound(commit_min_); it != log_.end(); ++it) {
-    it->second.verified = false;
-  }
-  for (const auto& [k, h] : headers) {
-    if (k > op) {
-      break;
-    }
-    auto it = log_.find(k);
-    if (k <= commit_min_) {
-      RILL_ASSERT(it == log_.end() || it->second.h.checksum == h.checksum,
-                  "the new view's log differs at op {}, which this replica applied", k);
-      continue;
-    }
-    if (it != log_.end() && it->second.h.checksum == h.checksum) {
-      it->second.verified = true;
-    } else {
-      log_[k] = entry{h, false, false, false, true};
-      bodies_.erase(k);
-    }
-  }
-  log_.erase(log_.upper_bound(std::max(op, commit_min_)), log_.end());
-  bodies_.erase(bodies_.upper_bound(op), bodies_.end());
-  reads_.erase(reads_.upper_bound(op), reads_.end());
-  op_ = std::max(op, commit_min_);
-  for (auto it = headers.rbegin(); it != headers.rend(); ++it) {
-    if (it->first <= op_ && it->first > commit_min_) {
-      verify_down_from(it->first);
-    }
-  }
-  // The suffix that persists with the log view: the chained run ending at op.
-  view_headers_.clear();
-  for (auto it = log_.find(op_); it != log_.end() && it->first > 0;) {
-    view_headers_.insert(view_headers_.begin(), it->second.h);
-    if (view_headers_.size() > options_.pipeline_max) {
-      break;
-    }
-    auto prev = log_.find(it->first - 1);
-    if (prev == log_.end() || prev->second.h.checksum != it->second.h.parent) {
-      break;
-    }
-    it = prev;
-  }
-}
-
-void replica::become_normal(std::vector<effect>& out) {
-  log_view_ = view_;
-  status_ = status::normal;
-  voted_ = false;
-  vote_view_ = view_t(0);
-  primary_seen_ = ticks_;
-  dvcs_.clear();
-  pipeline_.clear();
-  if (is_primary()) {
-    for (auto it = log_.upper_bound(commit_max_); it != log_.end(); ++it) {
-      pipeline_.push_back(pipeline_entry{it->second.h, it->second.durable ? bit(options_.replica) : 0u});
-    }
-    heartbeat_due_ = ticks_;
-    resend_due_ = ticks_;
-    broadcast(make_start_view(), out);
-  }
-  persist(out);
-  commit_journal(out);
-  if (is_primary()) {
-    commit_pipeline(out);
-  }
-}
-
-message replica::make_start_view() const {
-  message sv = make(command::start_view);
-  sv.h.log_view = view_.value();
-  sv.h.op = op_;
-  sv.h.commit = commit_max_;
-  sv.body = encode_headers(suffix_headers(true));
-  seal(sv);
-  return sv;
-}
-
-void replica::on_start_view(const message& m, std::vector<effect>& out) {
-  const view_t v(m.h.view);
-  if (m.h.replica != primary_of_view(v) || v < view_ || (v == view_ && status_ == status::normal)) {
-    return;
-  }
-  auto headers = decode_headers(m.body);
-  if (!headers) {
-    return;
-  }
-  std::map<std::uint64_t, header> map;
-  for (const header& h : *headers) {
-    map.emplace(h.op, h);
-  }
-  if (m.h.op < commit_min_) {
-    return;  // cannot be: the new view's log holds everything committed
-  }
-  if (v > view_) {
-    view_ = v;
-    svc_votes_.erase(svc_votes_.begin(), svc_votes_.upper_bound(v.value()));
-  }
-  pipeline_.clear();
-  request_queue_.clear();
-  dvcs_.clear();
-  install_log(map, m.h.op, out);
-  commit_max_ = std::max(commit_max_, std::min(m.h.commit, op_));
-  become_normal(out);  // persists; prepare_oks follow once the view is durable (on_persist_done)
-}
-
-void replica::ask_for_start_view(view_t v, std::vector<effect>& out) {
-  message r = make(command::request_start_view);
-  r.h.view = v.value();
-  seal(r);
-  out.push_back(send_effect{primary_of_view(v), std::move(r)});  // a request, not an adoption: nothing to persist
-}
-
-void replica::on_request_start_view(const message& m, std::vector<effect>& out) {
-  if (status_ == status::normal && is_primary() && m.h.view == view_.value()) {
-    send(m.h.replica, make_start_view(), out);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Repair
-
-void replica::repair(std::vector<effect>& out) {
-  if (status_ != status::normal || options_.replica_count == 1) {
-    return;
-  }
-  std::size_t budget = repair_requests_per_tick;
-  auto peer = [&]() -> replica_t {
-    if (!is_primary() && rng_.below(2) == 0) {
-      return primary_of_view(view_);  // half the time the primary, else anyone (the primary may lack it too)
-    }
-    replica_t r = static_cast<replica_t>(rng_.below(options_.replica_count - 1));
-    return r >= options_.replica ? static_cast<replica_t>(r + 1) : r;
-  };
-  // Behind, and repair has not moved the apply for a while: what we need may be gone from the others' journals
-  // (overwritten after their checkpoints). Ask a peer for its checkpoint.
-  if (commit_min_ < commit_max_ && ticks_ - apply_progress_ > options_.sync_stall_ticks && ticks_ >= sync_due_) {
-    sync_due_ = ticks_ + options_.resend_ticks;
-    message r = make(command::request_sync);
-    r.h.op = commit_min_;
-    seal(r);
-    send(peer(), std::move(r), out);
-  }
-  // Headers: gaps under op_, and (a backup that missed prepares) ops up to the known commit.
-  const std::uint64_t top = std::max(op_, commit_max_);
-  std::uint64_t k = commit_min_ + 1;
-  auto known = [&](std::uint64_t op) {
-    auto it = log_.find(op);
-    return it != log_.end() && it->second.verified;
-  };
-  while (k <= top && budget > 0) {
-    if (known(k)) {
-      ++k;
-      continue;
-    }
-    std::uint64_t hi = k;
-    while (hi + 1 <= top && !known(hi + 1) && hi - k + 1 < headers_per_reply_max) {
-      ++hi;
-    }
-    message r = make(command::request_headers);
-    r.h.op = k;
-    r.h.commit = hi;
-    seal(r);
-    send(peer(), std::move(r), out);
-    --budget;
-    k = hi + 1;
-  }
-  // Bodies: headers we hold without a durable prepare.
-  for (auto it = log_.upper_bound(commit_min_); it != log_.end() && budget > 0; ++it) {
-    entry& e = it->second;
-    if (e.durable || e.writing || !e.verified || !writable(it->first)) {
-      continue;
-    }
-    if (const message* body = cached(it->first, e.h.checksum)) {
-      e.writing = true;
-      out.push_back(write_effect{*body});
-      continue;
-    }
-    message r = make(command::request_prepare);
-    r.h.op = it->first;
-    r.h.context = e.h.checksum;
-    seal(r);
-    send(peer(), std::move(r), out);
-    --budget;
-  }
-}
-
-void replica::on_request_headers(const message& m, std::vector<effect>& out) {
-  if (status_ != status::normal || m.h.commit < m.h.op) {
-    return;
-  }
-  std::vector<header> hs;
-  for (auto it = log_.lower_bound(m.h.op); it != log_.end() && it->first <= m.h.commit; ++it) {
-    if (hs.size() >= headers_per_reply_max) {
-      break;
-    }
-    if (it->second.verified) {
-      hs.push_back(it->second.h);
-    }
-  }
-  if (hs.empty()) {
-    return;
-  }
-  message r = make(command::headers);
-  r.body = encode_headers(hs);
-  seal(r);
-  send(m.h.replica, std::move(r), out);
-}
-
-void replica::on_headers(const message& m, std::vector<effect>& out) {
-  auto hs = decode_headers(m.body);
-  if (!hs) {
-    return;
-  }
-  // Headers from the current primary are the current view's log; anyone else's must chain to what we trust.
-  const bool trusted =
-      status_ == status::normal && m.h.view == view_.value() && m.h.replica == primary_of_view(view_) && !is_primary();
-  std::sort(hs->begin(), hs->end(), [](const header& a, const header& b) { return a.op > b.op; });
-  for (const header& h : *hs) {
-    accept_header(h, trusted);
-  }
-  repair(out);
-}
-
-bool replica::accept_header(const header& h, bool trusted) {
-  if (h.op <= commit_min_ || h.cmd != command::prepare || h.cluster != options_.cluster) {
-    return false;
-  }
-  auto it = log_.find(h.op);
-  if (it != log_.end() && it->second.verified && it->second.h.checksum == h.checksum) {
-    return true;
-  }
-  bool verified = trusted;
-  if (auto next = log_.find(h.op + 1);
-      next != log_.end() && next->second.verified && next->second.h.parent == h.checksum) {
-    verified = true;
-  }
-  if (commit_checksum_.first == h.op && commit_checksum_.second == h.checksum) {
-    verified = true;
-  }
-  if (!verified) {
-    return false;
-  }
-  if (it != log_.end() && it->second.h.checksum == h.checksum) {
-    it->second.verified = true;  // what we held is confirmed: its body need not be fetched
-  } else {
-    bodies_.erase(h.op);
-    reads_.erase(h.op);
-    log_[h.op] = entry{h, false, false, false, true};
-  }
-  op_ = std::max(op_, h.op);
-  verify_down_from(h.op);
-  return true;
-}
-
-void replica::verify_down_from(std::uint64_t op) {
-  // The entry at op is on the log: its parent checksum confirms the entry below it, and so on down, until a gap,
-  // an entry already confirmed, or the applied prefix. An entry that is not the parent named is stale: dropped.
-  auto it = log_.find(op);
-  while (it != log_.end() && it->first > 0) {
-    const std::uint64_t below = it->first - 1;
-    auto prev = log_.find(below);
-    if (prev == log_.end()) {
-      return;
-    }
-    if (prev->second.h.checksum != it->second.h.parent) {
-      RILL_ASSERT(below > commit_min_, "applied op {} is not the parent of op {} on the log", below, it->first);
-      bodies_.erase(below);
-      reads_.erase(below);
-      log_.erase(prev);
-      return;
-    }
-    if (below <= commit_min_ || prev->second.verified) {
-      return;
-    }
-    prev->second.verified = true;
-    it = prev;
-  }
-}
-
-void replica::on_request_prepare(const message& m, std::vector<effect>& out) {
-  auto it = log_.find(m.h.op);
-  if (it == log_.end() || it->second.h.checksum != m.h.context || m.h.op == 0) {
-    return;
-  }
-  if (const message* body = cached(m.h.op, m.h.context)) {
-    send(m.h.replica, *body, out);
-    return;
-  }
-  if (it->second.durable) {
-    read_prepare(m.h.op, out);
-    reads_.at(m.h.op).requesters.insert(m.h.replica);
-  }
-}
-
-void replica::read_prepare(std::uint64_t op, std::vector<effect>& out) {
-  const header& h = log_.at(op).h;
-  auto [it, inserted] = reads_.try_emplace(op);
-  if (inserted || it->second.checksum != h.checksum) {
-    it->second = pending_read{};
-    it->second.checksum = h.checksum;
-    out.push_back(read_effect{op, h.checksum});
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Checkpoints and state transfer
-
-namespace {
-constexpr std::uint32_t checkpoint_magic = 0x43505352;  // "RSPC"
-}  // namespace
-
-// The bytes of a checkpoint: magic, u32 zero, u64 length of the client table, the client table, then the state
-// machine's snapshot (the rest).
-std::vector<std::byte> replica::encode_checkpoint() const {
-  std::vector<std::byte> out(16);
-  store_le<std::uint32_t>(out.data(), checkpoint_magic);
-  clients_.encode(out);
-  store_le<std::uint64_t>(out.data() + 8, out.size() - 16);
-  const auto sm = sm_.snapshot();
-  out.insert(out.end(), sm.begin(), sm.end());
-  return out;
-}
-
-bool replica::restore_checkpoint(std::span<const std::byte> bytes) {
-  return consensus::restore_checkpoint(bytes, clients_, sm_);
-}
-
-bool restore_checkpoint(std::span<const std::byte> bytes, client_table& clients, state_machine& sm) {
-  if (bytes.size() < 16 || load_le<std::uint32_t>(bytes.data()) != checkpoint_magic) {
-    return false;
-  }
-  const std::uint64_t table = load_le<std::uint64_t>(bytes.data() + 8);
-  if (table > bytes.size() - 16) {
-    return false;
-  }
-  client_table restored = clients;  // (its limit; the sessions are replaced)
-  if (!restored.restore(bytes.subspan(16, table)) || !sm.restore(bytes.subspan(16 + table))) {
-    return false;  // (sm.restore leaves the state machine as it was when it fails)
-  }
-  clients = std::move(restored);
-  return true;
-}
-
-bool replica::writable(std::uint64_t op) const noexcept {
-  return journal_slots_ == 0 || op <= durable_.checkpoint.op() + journal_slots_;
-}
-
-void replica::maybe_checkpoint(std::vector<effect>& out) {
-  if (checkpoint_interval_ == 0 || checkpoint_writing_ || checkpoint_ != durable_.checkpoint) {
-    return;  // one at a time, and only once the previous one is named by the superblock (its region is then free)
-  }
-  const std::uint64_t base = checkpoint_.op();
-  if (commit_min_ <= base || (commit_min_ < base + checkpoint_interval_ && !checkpoint_soon_)) {
-    return;
-  }
-  auto it = log_.find(commit_min_);
-  RILL_ASSERT(it != log_.end(), "no header at the applied op {}", commit_min_);
-  checkpoint_effect c;
-  c.slot = static_cast<std::uint8_t>(base == 0 && durable_.checkpoint.size == 0 ? 1 : 1 - durable_.checkpoint.slot);
-  c.at = it->second.h;
-  c.bytes = encode_checkpoint();
-  checkpoint_writing_ = checkpoint_effect{c.slot, c.at, {}};
-  checkpoint_writing_size_ = c.bytes.size();
-  checkpoint_writing_checksum_ = checksum_of(c.bytes, checkpoint_checksum_domain);
-  if (options_.replica_count > 1) {
-    checkpoint_writing_->bytes = c.bytes;  // kept to serve state transfer once durable (alone, nobody asks)
-  }
-  checkpoint_soon_ = false;
-  out.push_back(std::move(c));
-}
-
-void replica::on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, std::vector<effect>& out) {
-  if (!checkpoint_writing_ || checkpoint_writing_->slot != slot || checkpoint_writing_->at.op != op) {
-    return;
-  }
-  checkpoint_effect c = std::move(*checkpoint_writing_);
-  checkpoint_writing_.reset();
-  if (!ok) {
-    checkpoint_soon_ = true;  // the next tick tries again (at the op applied by then)
-    return;
-  }
-  checkpoint_.at = c.at;
-  checkpoint_.slot = c.slot;
-  checkpoint_.size = checkpoint_writing_size_;
-  checkpoint_.checksum = checkpoint_writing_checksum_;
-  checkpoint_bytes_ = std::move(c.bytes);
-  persist(out);  // the superblock names it; the journal's window moves once that is durable
-}
-
-void replica::on_request_sync(const message& m, std::vector<effect>& out) {
-  if (checkpoint_.op() <= m.h.op || checkpoint_bytes_.empty()) {
-    return;  // nothing newer than what it has
-  }
-  message r = make(command::sync);
-  r.h.op = checkpoint_.op();
-  r.h.commit = commit_max_;
-  r.body.resize(header::encoded_size);
-  encode_header(checkpoint_.at, r.body.data());
-  r.body.insert(r.body.end(), checkpoint_bytes_.begin(), checkpoint_bytes_.end());
-  seal(r);
-  send(m.h.replica, std::move(r), out);
-}
-
-void replica::on_sync(const message& m, std::vector<effect>& out) {
-  // Only in normal status (a view change settles the log first), and only a checkpoint ahead of what we applied.
-  if (status_ != status::normal || m.h.op <= commit_min_ || m.body.size() < header::encoded_size) {
-    return;
-  }
-  const auto body = std::span<const std::byte>(m.body);
-  auto at = decode_header(body.first(header::encoded_size));
-  if (!at || at->cmd != command::prepare || at->op != m.h.op || at->cluster != options_.cluster) {
-    return;
-  }
-  if (auto it = log_.find(at->op); it != log_.end() && it->second.verified && it->second.h.checksum != at->checksum) {
-    return;  // not the op we know to be on the log: a peer's checkpoint is always of a committed op
-  }
-  if (!restore_checkpoint(body.subspan(header::encoded_size))) {
-    return;
-  }
-  // The checkpoint replaces everything up to its op: the applied prefix jumps to it.
-  const std::uint64_t c = at->op;
-  commit_min_ = c;
-  commit_max_ = std::max({commit_max_, c, std::min(m.h.commit, std::max(op_, c))});
-  op_ = std::max(op_, c);
-  log_.erase(log_.begin(), log_.lower_bound(c));
-  log_[c] = entry{*at, false, false, false, true};
-  if (auto next = log_.find(c + 1); next != log_.end() && next->second.h.parent != at->checksum) {
-    bodies_.erase(c + 1);
-    log_.erase(next);  // does not chain onto the checkpoint: stale (repair fetches the right one)
-  }
-  bodies_.erase(bodies_.begin(), bodies_.upper_bound(c));
-  reads_.erase(reads_.begin(), reads_.upper_bound(c));
-  while (!pipeline_.empty() && pipeline_.front().h.op <= c) {
-    pipeline_.pop_front();  // committed: the checkpoint is of an applied op
-  }
-  apply_progress_ = ticks_;
-  checkpoint_soon_ = true;  // make it ours: a restart then starts from it, and the journal's window moves
-  out.push_back(installed_effect{*at});
-  maybe_checkpoint(out);
-  commit_journal(out);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // Persistence and sending
 
 vsr_state replica::wanted_state() const {
@@ -1457,6 +771,8 @@ vsr_state replica::wanted_state() const {
   s.checkpoint = checkpoint_;
   s.view_headers =
       log_view_ == durable_.log_view && status_ == status::view_change ? durable_.view_headers : view_headers_;
+  RILL_ASSERT(s.view_headers.size() <= std::size_t{options_.pipeline_max} + 1, "{} view headers",
+              s.view_headers.size());
   return s;
 }
 
@@ -1469,14 +785,20 @@ void replica::persist(std::vector<effect>& out) {
   if (s == durable_) {
     return;
   }
-  RILL_ASSERT(s.view >= durable_.view && s.log_view >= durable_.log_view, "the persisted view would go back");
+  RILL_ASSERT(s.view >= durable_.view, "the persisted view would go back");
+  RILL_ASSERT(s.log_view >= durable_.log_view, "the persisted log view would go back");
+  RILL_ASSERT(s.log_view <= s.view);
   RILL_ASSERT(s.checkpoint.op() >= durable_.checkpoint.op(), "the persisted checkpoint would go back");
+  RILL_ASSERT(s.checkpoint.op() <= s.commit.value());
   persisting_ = s;
   out.push_back(persist_effect{std::move(s)});
 }
 
 void replica::send(replica_t to, message m, std::vector<effect>& out) {
-  RILL_ASSERT(to != options_.replica && to < options_.replica_count);
+  RILL_ASSERT(to != options_.replica, "{} to itself", to_string(m.h.cmd));
+  RILL_ASSERT(to < options_.replica_count);
+  RILL_ASSERT(m.h.cluster == options_.cluster);
+  RILL_ASSERT(m.h.size == header::encoded_size + m.body.size(), "an unsealed {}", to_string(m.h.cmd));
   const bool view_durable = m.h.view <= durable_.view.value();
   const bool log_view_durable = m.h.cmd != command::start_view || m.h.log_view <= durable_.log_view.value();
   if ((view_durable && log_view_durable) || bugs_.advertise_before_persist || m.h.cmd == command::prepare) {
@@ -1487,6 +809,8 @@ void replica::send(replica_t to, message m, std::vector<effect>& out) {
 }
 
 void replica::broadcast(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.replica == options_.replica, "only our own messages are broadcast");
+  RILL_ASSERT(m.h.view == view_.value());
   for (replica_t r = 0; r < options_.replica_count; ++r) {
     if (r != options_.replica) {
       send(r, m, out);
@@ -1512,6 +836,8 @@ void replica::flush_deferred(std::vector<effect>& out) {
 }
 
 message replica::make(command c) const {
+  RILL_ASSERT(c != command::reserved);
+  RILL_ASSERT(c != command::request, "requests come from clients");
   message m;
   m.h.cmd = c;
   m.h.cluster = options_.cluster;
@@ -1534,19 +860,27 @@ bool replica::is_primary() const noexcept {
 }
 
 replica_t replica::primary_of_view(view_t v) const noexcept {
-  return primary_of(v, options_.replica_count);
+  const replica_t primary = primary_of(v, options_.replica_count);
+  RILL_ASSERT(primary < options_.replica_count);
+  return primary;
 }
 
 std::uint32_t replica::jitter(std::uint32_t ticks) {
+  RILL_ASSERT(ticks >= 1);
   return ticks + static_cast<std::uint32_t>(rng_.below(ticks / 2 + 1));
 }
 
 const message* replica::cached(std::uint64_t op, const checksum_t& checksum) const {
   auto it = bodies_.find(op);
+  if (it != bodies_.end()) {
+    RILL_ASSERT(it->second.h.op == op, "the body kept at op {} is op {}", op, it->second.h.op);
+  }
   return it != bodies_.end() && it->second.h.checksum == checksum ? &it->second : nullptr;
 }
 
 std::size_t replica::count(std::uint32_t bits) const noexcept {
+  RILL_ASSERT((bits >> options_.replica_count) == 0u, "a bitset {:#x} naming a replica beyond {}", bits,
+              options_.replica_count);
   return static_cast<std::size_t>(std::popcount(bits));
 }
 
@@ -1581,6 +915,129 @@ std::string replica::describe() const {
 const header* replica::header_at(std::uint64_t op) const {
   auto it = log_.find(op);
   return it == log_.end() ? nullptr : &it->second.h;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Invariants
+
+void replica::check_invariants() const {
+  // Views: the log view is the last view this replica was normal in; the durable state lags, never leads.
+  RILL_ASSERT(view_ >= log_view_, "view {} below log view {}", view_.value(), log_view_.value());
+  if (status_ == status::normal) {
+    RILL_ASSERT(log_view_ == view_, "normal in view {} with log view {}", view_.value(), log_view_.value());
+  }
+  RILL_ASSERT(durable_.view <= view_);
+  RILL_ASSERT(durable_.log_view <= log_view_);
+  if (persisting_) {
+    RILL_ASSERT(persisting_->view >= durable_.view);
+    RILL_ASSERT(persisting_->log_view >= durable_.log_view);
+  }
+  if (persist_again_) {
+    RILL_ASSERT(persisting_.has_value());
+  }
+
+  // Ops: applied <= known committed; applied <= op; nothing held above op; the applied op's header is held.
+  RILL_ASSERT(commit_min_ <= commit_max_, "commit min {} above commit max {}", commit_min_, commit_max_);
+  RILL_ASSERT(commit_min_ <= op_, "commit min {} above op {}", commit_min_, op_);
+  RILL_ASSERT(!log_.empty());
+  RILL_ASSERT(log_.rbegin()->first <= op_, "a header at op {} above op {}", log_.rbegin()->first, op_);
+  RILL_ASSERT(log_.contains(commit_min_), "no header at the applied op {}", commit_min_);
+  if (!bodies_.empty()) {
+    RILL_ASSERT(bodies_.begin()->first > commit_min_, "a body kept at applied op {}", bodies_.begin()->first);
+    RILL_ASSERT(bodies_.rbegin()->first <= op_);
+  }
+
+  // Checkpoints: of an applied op; the durable one is never ahead of the newest; one written at a time, only once
+  // the previous is durable, into the region the superblock does not name.
+  RILL_ASSERT(checkpoint_.op() <= commit_min_, "checkpoint {} above commit min {}", checkpoint_.op(), commit_min_);
+  RILL_ASSERT(durable_.checkpoint.op() <= checkpoint_.op());
+  if (checkpoint_writing_) {
+    RILL_ASSERT(checkpoint_ == durable_.checkpoint, "a checkpoint written before the previous is durable");
+    RILL_ASSERT(checkpoint_writing_->at.op > checkpoint_.op());
+    RILL_ASSERT(checkpoint_writing_->at.op <= commit_min_);
+    if (durable_.checkpoint.size != 0) {
+      RILL_ASSERT(checkpoint_writing_->slot != durable_.checkpoint.slot, "a checkpoint over the one named durable");
+    }
+  }
+  if (journal_slots_ == 0) {
+    RILL_ASSERT(faulty_slots_.empty());
+  } else {
+    RILL_ASSERT(checkpoint_interval_ >= 1);
+    if (!faulty_slots_.empty()) {
+      RILL_ASSERT(*faulty_slots_.rbegin() < journal_slots_);
+    }
+  }
+
+  // The primary: a pipeline within its limit, of consecutive chained ops, only while normal and primary.
+  RILL_ASSERT(pipeline_.size() <= options_.pipeline_max, "pipeline of {}", pipeline_.size());
+  RILL_ASSERT(request_queue_.size() <= options_.request_queue_max);
+  if (!pipeline_.empty()) {
+    RILL_ASSERT(status_ == status::normal);
+    RILL_ASSERT(is_primary());
+    RILL_ASSERT(pipeline_.back().h.op <= op_);
+    RILL_ASSERT(pipeline_.front().h.op > commit_min_, "pipeline op {} applied", pipeline_.front().h.op);
+    bool consecutive = true;
+    bool chained = true;
+    for (std::size_t i = 1; i < pipeline_.size(); ++i) {
+      consecutive = consecutive && pipeline_[i].h.op == pipeline_[i - 1].h.op + 1;
+      chained = chained && pipeline_[i].h.parent == pipeline_[i - 1].h.checksum;
+    }
+    RILL_ASSERT(consecutive, "pipeline ops {}..{} not consecutive", pipeline_.front().h.op, pipeline_.back().h.op);
+    RILL_ASSERT(chained, "pipeline ops {}..{} not chained", pipeline_.front().h.op, pipeline_.back().h.op);
+  }
+  if (!request_queue_.empty()) {
+    RILL_ASSERT(status_ == status::normal);
+    RILL_ASSERT(is_primary());
+  }
+
+  // The view change: votes only for views above ours; do_view_changes only at the new primary, during the change.
+  if (voted_) {
+    RILL_ASSERT(vote_view_ > view_, "voting for view {} in view {}", vote_view_.value(), view_.value());
+  }
+  if (!svc_votes_.empty()) {
+    RILL_ASSERT(svc_votes_.begin()->first > view_.value());
+  }
+  if (!dvcs_.empty()) {
+    RILL_ASSERT(status_ == status::view_change);
+    RILL_ASSERT(primary_of_view(view_) == options_.replica);
+    RILL_ASSERT(dvcs_.size() <= options_.replica_count);
+  }
+
+  // Time.
+  RILL_ASSERT(primary_seen_ <= ticks_);
+  RILL_ASSERT(view_change_began_ <= ticks_);
+  RILL_ASSERT(apply_progress_ <= ticks_);
+  RILL_ASSERT(commit_progress_ <= ticks_);
+}
+
+void replica::check_log_invariants() const {
+  check_invariants();
+  const entry* prev = nullptr;
+  std::uint64_t prev_op = 0;
+  for (const auto& [op, e] : log_) {
+    RILL_ASSERT(e.h.op == op, "the header at op {} is op {}", op, e.h.op);
+    RILL_ASSERT(e.h.cmd == command::prepare);
+    RILL_ASSERT(e.h.cluster == options_.cluster);
+    if (e.durable) {
+      RILL_ASSERT(!e.writing, "op {} durable with a write in flight", op);
+      RILL_ASSERT(!e.faulty, "op {} durable and faulty", op);
+    }
+    if (op <= commit_min_) {
+      RILL_ASSERT(e.verified, "applied op {} unverified", op);
+    }
+    // The journal's headers are hash-chained where present: below the apply point (applied in order, each onto
+    // its parent), and above it between entries this replica trusts.
+    if (prev != nullptr && prev_op + 1 == op && e.verified && prev->verified) {
+      RILL_ASSERT(e.h.parent == prev->h.checksum, "op {} does not chain onto op {} (both verified)", op, prev_op);
+    }
+    prev = &e;
+    prev_op = op;
+  }
+  for (const auto& p : pipeline_) {
+    const auto it = log_.find(p.h.op);
+    RILL_ASSERT(it != log_.end(), "pipeline op {} not in the log", p.h.op);
+    RILL_ASSERT(it->second.h.checksum == p.h.checksum, "pipeline op {} replaced in the log", p.h.op);
+  }
 }
 
 }  // namespace rill::consensus

@@ -13,7 +13,8 @@
 // named by the superblock) so that the journal ring can wrap; state transfer of a peer's checkpoint to a replica
 // that has fallen behind what the others' journals still hold.
 //
-// Invariants (asserted where they are established):
+// Invariants (asserted where they are established; check_invariants() asserts the cheap ones at the end of every
+// input, check_log_invariants() the ones that walk the log, for tests):
 // - view_ >= log_view_; status normal implies log_view_ == view_.
 // - Every header in log_ above commit_min_ is on the canonical chain as far as this replica can tell: an entry
 //   whose successor's parent disagrees is dropped, never applied.
@@ -67,9 +68,18 @@ struct replica_options {
   std::uint32_t sync_stall_ticks = 60;
 };
 
-// Limits that make every input bounded.
-inline constexpr std::uint32_t pipeline_max_limit = 64;
+// Limits that make every input bounded (pipeline_max_limit is in types.h).
 inline constexpr std::size_t repair_requests_per_tick = 8;
+static_assert(repair_requests_per_tick >= 1, "repair must make progress");
+// The defaults are a valid configuration (the constructor asserts the same relations at run time).
+static_assert(replica_options{}.pipeline_max >= 1);
+static_assert(replica_options{}.pipeline_max <= pipeline_max_limit);
+static_assert(replica_options{}.request_queue_max >= 1);
+static_assert(replica_options{}.clients_max >= 1);
+static_assert(replica_options{}.heartbeat_ticks >= 1);
+static_assert(replica_options{}.resend_ticks >= 1);
+static_assert(replica_options{}.heartbeat_ticks < replica_options{}.primary_timeout_ticks,
+              "a backup must hear several heartbeats before it gives up on the primary");
 
 // Test-only deliberate bugs, each off in production: the simulator's tests prove the checkers find them.
 struct replica_bugs {
@@ -167,6 +177,11 @@ class replica {
   // The header this replica holds at op, if any.
   [[nodiscard]] const header* header_at(std::uint64_t op) const;
 
+  // Asserts the invariants above that cost O(1) or O(pipeline): every input calls it before it returns.
+  void check_invariants() const;
+  // Asserts the ones that walk the whole in-memory log (O(journal)): for tests, after any input.
+  void check_log_invariants() const;
+
  private:
   struct entry {
     header h;
@@ -242,7 +257,15 @@ class replica {
   void persist(std::vector<effect>& out);
   [[nodiscard]] vsr_state wanted_state() const;
 
+  // Calls check_invariants() when an input returns, whichever return it takes.
+  struct invariants_on_return {
+    const replica& self;
+    ~invariants_on_return() { self.check_invariants(); }
+  };
+
   // Helpers.
+  // The bit of replica r in a bitset of replicas (votes, acknowledgements).
+  [[nodiscard]] static constexpr std::uint32_t bit(replica_t r) noexcept { return 1u << r; }
   void heard_from_primary();
   [[nodiscard]] replica_t primary_of_view(view_t v) const noexcept;
   [[nodiscard]] std::uint32_t jitter(std::uint32_t ticks);

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "base/assert.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
 
@@ -12,13 +13,15 @@ using storage::make_unexpected;
 
 task<expected<std::unique_ptr<snapshot_file>>> snapshot_file::open(storage::io::engine& e, std::string dir,
                                                                    std::uint64_t bytes_max, bool create) {
-  if (bytes_max < 4096 || bytes_max > snapshot_bytes_max_limit) {
+  if (bytes_max < snapshot_bytes_min || bytes_max > snapshot_bytes_max_limit) {
     co_return make_unexpected(errc::invalid_argument, fmt::format("snapshot bytes_max {}: allowed is 4096..{}",
                                                                   bytes_max, snapshot_bytes_max_limit));
   }
   const std::string path = dir + "/snapshot.bin";
   RILL_CO_TRY(fd, co_await storage::open_file(e, path, create ? storage::io::open_create : 0u));
   std::unique_ptr<snapshot_file> f(new snapshot_file(e, path, bytes_max, fd));
+  RILL_ASSERT(f->bytes_max_ >= snapshot_bytes_min);
+  RILL_ASSERT(f->bytes_max_ <= snapshot_bytes_max_limit);
   if (create) {
     RILL_CO_TRY_VOID(co_await storage::sync_dir(e, dir));
   }
@@ -29,11 +32,14 @@ snapshot_file::~snapshot_file() = default;
 
 task<expected<void>> snapshot_file::write(std::uint8_t slot, std::span<const std::byte> bytes) {
   RILL_ASSERT(slot <= 1);
+  RILL_ASSERT(!bytes.empty(), "a checkpoint always holds at least its header");
+  RILL_ASSERT(fd_ >= 0);
   if (bytes.size() > bytes_max_) {
     co_return make_unexpected(
         errc::invalid_argument,
         fmt::format("{}: a checkpoint of {} bytes does not fit a region of {}", path_, bytes.size(), bytes_max_));
   }
+  RILL_ASSERT(slot * bytes_max_ + bytes.size() <= (slot + 1) * bytes_max_, "a write never touches the other region");
   RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, slot * bytes_max_, bytes, path_));
   RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
   co_return expected<void>{};
@@ -41,6 +47,7 @@ task<expected<void>> snapshot_file::write(std::uint8_t slot, std::span<const std
 
 task<expected<std::vector<std::byte>>> snapshot_file::read(std::uint8_t slot, std::uint64_t size, checksum_t checksum) {
   RILL_ASSERT(slot <= 1);
+  RILL_ASSERT(fd_ >= 0);
   if (size > bytes_max_) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: the superblock names a checkpoint of {} bytes; "
                                                               "a region holds {}",
@@ -54,6 +61,7 @@ task<expected<std::vector<std::byte>>> snapshot_file::read(std::uint8_t slot, st
                                           "{})",
                                           path_, slot, size, to_string(checksum)));
   }
+  RILL_ASSERT(bytes.size() == size);
   co_return bytes;
 }
 

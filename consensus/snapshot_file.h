@@ -23,6 +23,8 @@
 namespace rill::consensus {
 
 inline constexpr std::uint64_t snapshot_bytes_max_limit = std::uint64_t{1} << 32;  // 4 GiB per region
+inline constexpr std::uint64_t snapshot_bytes_min = 4096;
+static_assert(snapshot_bytes_min <= snapshot_bytes_max_limit);
 
 class snapshot_file {
  public:

@@ -22,6 +22,15 @@ using replica_t = std::uint8_t;
 
 // The most replicas in one group (a bitset of this width records votes and acknowledgements).
 inline constexpr std::size_t replicas_max = 6;
+static_assert(replicas_max >= 1);
+static_assert(replicas_max <= 32, "votes and acknowledgements are a std::uint32_t bitset of replicas");
+static_assert(replicas_max <= 255, "replica_t is one byte (the header's replica field)");
+
+// The most prepares in flight at a primary (replica_options::pipeline_max). The view change's suffixes and the
+// vsr_state's view headers hold at most pipeline_max + 1 headers.
+inline constexpr std::uint32_t pipeline_max_limit = 64;
+static_assert(pipeline_max_limit >= 1);
+static_assert(pipeline_max_limit < 32 * 1024, "a suffix of pipeline_max + 1 headers stays a small message");
 
 struct checksum_t {
   std::uint64_t low = 0;
@@ -46,6 +55,24 @@ inline constexpr std::uint64_t checkpoint_checksum_domain = 4;
 [[nodiscard]] constexpr std::size_t quorum_view_change(std::size_t replica_count) noexcept {
   return replica_count == 2 ? 2 : replica_count - quorum_replication(replica_count) + 1;
 }
+
+// Every replication quorum intersects every view-change quorum (so a new view learns every committed op), and
+// neither needs more replicas than the group has. Checked for every group size.
+[[nodiscard]] constexpr bool quorums_intersect() noexcept {
+  for (std::size_t n = 1; n <= replicas_max; ++n) {
+    if (quorum_replication(n) + quorum_view_change(n) <= n) {
+      return false;
+    }
+    if (quorum_replication(n) > n || quorum_view_change(n) > n) {
+      return false;
+    }
+    if (quorum_replication(n) < 1 || quorum_view_change(n) < 1) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(quorums_intersect());
 
 [[nodiscard]] constexpr replica_t primary_of(view_t view, std::size_t replica_count) noexcept {
   return static_cast<replica_t>(view.value() % replica_count);

@@ -4,6 +4,7 @@
 
 #include <fmt/core.h>
 
+#include "base/assert.h"
 #include "base/endian.h"
 #include "storage/errc.h"
 
@@ -14,10 +15,23 @@ constexpr std::uint32_t magic = 0x32565352;  // "RSV2"
 // header (128 bytes, all zero for none), slot, 7 zero bytes, size, checksum (low, high).
 constexpr std::size_t checkpoint_at = 4 + 8 + 1 + 1 + 2 + 4 + 4 + 8 + 4;
 constexpr std::size_t fixed_size = checkpoint_at + 128 + 8 + 8 + 16;
-constexpr std::size_t view_headers_max = 256;
+static_assert(fixed_size == vsr_state_fixed_size);
+static_assert(header::encoded_size == 128, "the layout above reserves 128 bytes for the checkpoint header");
+
 }  // namespace
 
+bool headers_chained(std::span<const header> headers) noexcept {
+  for (std::size_t i = 1; i < headers.size(); ++i) {
+    if (headers[i].op != headers[i - 1].op + 1 || headers[i].parent != headers[i - 1].checksum) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::vector<std::byte> encode(const vsr_state& s) {
+  // (Any state encodes, so that tests can make the bytes decode_vsr_state refuses; superblock::write asserts that
+  // what it persists is valid.)
   RILL_ASSERT(s.view_headers.size() <= view_headers_max);
   std::vector<std::byte> out(fixed_size);
   std::byte* p = out.data();
@@ -39,6 +53,7 @@ std::vector<std::byte> encode(const vsr_state& s) {
   store_le<std::uint64_t>(p + checkpoint_at + 152, s.checkpoint.checksum.high);
   auto headers = encode_headers(s.view_headers);
   out.insert(out.end(), headers.begin(), headers.end());
+  RILL_ASSERT(out.size() == fixed_size + s.view_headers.size() * header::encoded_size);
   return out;
 }
 
@@ -94,6 +109,7 @@ expected<vsr_state> decode_vsr_state(std::span<const std::byte> bytes) {
       return bad(fmt::format("vsr state view headers are not chained at op {}", headers[i].op));
     }
   }
+  RILL_ASSERT(headers_chained(headers));
   s.view_headers = std::move(headers);
   return s;
 }

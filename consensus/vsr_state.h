@@ -45,6 +45,15 @@ struct vsr_state {
   friend bool operator==(const vsr_state&, const vsr_state&) = default;
 };
 
+// The encoded form: vsr_state_fixed_size bytes, then the view headers (at most view_headers_max, a format limit;
+// a replica persists at most pipeline_max + 1).
+inline constexpr std::size_t vsr_state_fixed_size = 196;
+inline constexpr std::size_t view_headers_max = 256;
+static_assert(view_headers_max >= pipeline_max_limit + 1, "the view headers are a suffix of pipeline_max + 1");
+
+// True when the headers are consecutive ops, each naming the one before as its parent (as view_headers are).
+[[nodiscard]] bool headers_chained(std::span<const header> headers) noexcept;
+
 // A fixed binary form (for the superblock): little-endian fields, then the headers. decode checks every header's
 // checksum and the invariants above that it can see.
 [[nodiscard]] std::vector<std::byte> encode(const vsr_state& s);

@@ -153,6 +153,7 @@ BOOST_AUTO_TEST_CASE(client_table_round_trips_through_checkpoint_bytes_and_rejec
 BOOST_AUTO_TEST_CASE(client_table_evicts_the_oldest_session_the_same_way_everywhere) {
   client_table t(2);
   message reply;
+  reply.h.cmd = command::reply;  // (the table holds replies: what restore() accepts back)
   BOOST_TEST(!t.open(10, 1, reply).has_value());
   BOOST_TEST(!t.open(20, 2, reply).has_value());
   t.commit(10, 1, 3, reply);  // client 10 is now the more recent

@@ -103,6 +103,9 @@ struct mini {
 
   void take(std::uint8_t i, std::vector<effect>& out) {
     node& n = *nodes[i];
+    if (n.r) {
+      n.r->check_log_invariants();  // the O(journal) ones, after every input (the replica checks the rest itself)
+    }
     for (auto& e : out) {
       if (auto* s = std::get_if<send_effect>(&e)) {
         sent.push_back(*s);

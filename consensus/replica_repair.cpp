@@ -1,0 +1,386 @@
+// replica_repair.cpp: how a replica fills the holes in its log and keeps its journal bounded: repair of missing
+// or unconfirmed headers (request_headers, headers) and prepares (request_prepare), reads back from the journal,
+// checkpoints (the state machine and client table as bytes, written to snapshot.bin), and state transfer of a
+// peer's checkpoint (request_sync, sync). Normal operation is in replica.cpp, the view change in
+// replica_view_change.cpp.
+//
+// Relies on: a header is taken from a peer only when it is trusted (the current primary's) or chains to a header
+// this replica trusts, so nothing unverified is ever applied; the journal never overwrites an op above the durable
+// checkpoint (writable()); one checkpoint is written at a time, into the region the superblock does not name.
+#include "consensus/replica.h"
+
+#include <algorithm>
+
+#include "base/assert.h"
+#include "base/endian.h"
+
+namespace rill::consensus {
+namespace {
+constexpr std::size_t headers_per_reply_max = 64;
+static_assert(headers_per_reply_max >= 1);
+static_assert(headers_per_reply_max <= view_headers_max, "a headers reply is no bigger than a suffix may be");
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Repair
+
+void replica::repair(std::vector<effect>& out) {
+  if (status_ != status::normal || options_.replica_count == 1) {
+    return;
+  }
+  RILL_ASSERT(commit_min_ <= commit_max_);
+  std::size_t budget = repair_requests_per_tick;
+  auto peer = [&]() -> replica_t {
+    if (!is_primary() && rng_.below(2) == 0) {
+      return primary_of_view(view_);  // half the time the primary, else anyone (the primary may lack it too)
+    }
+    replica_t r = static_cast<replica_t>(rng_.below(options_.replica_count - 1));
+    return r >= options_.replica ? static_cast<replica_t>(r + 1) : r;
+  };
+  // Behind, and repair has not moved the apply for a while: what we need may be gone from the others' journals
+  // (overwritten after their checkpoints). Ask a peer for its checkpoint.
+  if (commit_min_ < commit_max_ && ticks_ - apply_progress_ > options_.sync_stall_ticks && ticks_ >= sync_due_) {
+    sync_due_ = ticks_ + options_.resend_ticks;
+    message r = make(command::request_sync);
+    r.h.op = commit_min_;
+    seal(r);
+    send(peer(), std::move(r), out);
+  }
+  // Headers: gaps under op_, and (a backup that missed prepares) ops up to the known commit.
+  const std::uint64_t top = std::max(op_, commit_max_);
+  std::uint64_t k = commit_min_ + 1;
+  auto known = [&](std::uint64_t op) {
+    auto it = log_.find(op);
+    return it != log_.end() && it->second.verified;
+  };
+  while (k <= top && budget > 0) {
+    if (known(k)) {
+      ++k;
+      continue;
+    }
+    std::uint64_t hi = k;
+    while (hi + 1 <= top && !known(hi + 1) && hi - k + 1 < headers_per_reply_max) {
+      ++hi;
+    }
+    RILL_ASSERT(k > commit_min_);
+    RILL_ASSERT(hi - k < headers_per_reply_max, "a request for more headers than one reply holds");
+    message r = make(command::request_headers);
+    r.h.op = k;
+    r.h.commit = hi;
+    seal(r);
+    send(peer(), std::move(r), out);
+    --budget;
+    k = hi + 1;
+  }
+  // Bodies: headers we hold without a durable prepare.
+  for (auto it = log_.upper_bound(commit_min_); it != log_.end() && budget > 0; ++it) {
+    entry& e = it->second;
+    if (e.durable || e.writing || !e.verified || !writable(it->first)) {
+      continue;
+    }
+    if (const message* body = cached(it->first, e.h.checksum)) {
+      RILL_ASSERT(body->h.op == it->first);
+      e.writing = true;
+      out.push_back(write_effect{*body});
+      continue;
+    }
+    message r = make(command::request_prepare);
+    r.h.op = it->first;
+    r.h.context = e.h.checksum;
+    seal(r);
+    send(peer(), std::move(r), out);
+    --budget;
+  }
+}
+
+void replica::on_request_headers(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request_headers);
+  RILL_ASSERT(m.h.replica != options_.replica);
+  if (status_ != status::normal || m.h.commit < m.h.op) {
+    return;
+  }
+  std::vector<header> hs;
+  for (auto it = log_.lower_bound(m.h.op); it != log_.end() && it->first <= m.h.commit; ++it) {
+    if (hs.size() >= headers_per_reply_max) {
+      break;
+    }
+    if (it->second.verified) {
+      hs.push_back(it->second.h);
+    }
+  }
+  if (hs.empty()) {
+    return;
+  }
+  RILL_ASSERT(hs.size() <= headers_per_reply_max);
+  message r = make(command::headers);
+  r.body = encode_headers(hs);
+  seal(r);
+  send(m.h.replica, std::move(r), out);
+}
+
+void replica::on_headers(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::headers);
+  RILL_ASSERT(m.h.replica != options_.replica);
+  auto hs = decode_headers(m.body);
+  if (!hs) {
+    return;
+  }
+  // Headers from the current primary are the current view's log; anyone else's must chain to what we trust.
+  const bool trusted =
+      status_ == status::normal && m.h.view == view_.value() && m.h.replica == primary_of_view(view_) && !is_primary();
+  std::sort(hs->begin(), hs->end(), [](const header& a, const header& b) { return a.op > b.op; });
+  for (const header& h : *hs) {
+    accept_header(h, trusted);
+  }
+  repair(out);
+}
+
+bool replica::accept_header(const header& h, bool trusted) {
+  if (h.op <= commit_min_ || h.cmd != command::prepare || h.cluster != options_.cluster) {
+    return false;
+  }
+  RILL_ASSERT(h.op > 0);
+  auto it = log_.find(h.op);
+  if (it != log_.end() && it->second.verified && it->second.h.checksum == h.checksum) {
+    return true;
+  }
+  bool verified = trusted;
+  if (auto next = log_.find(h.op + 1);
+      next != log_.end() && next->second.verified && next->second.h.parent == h.checksum) {
+    verified = true;
+  }
+  if (commit_checksum_.first == h.op && commit_checksum_.second == h.checksum) {
+    verified = true;
+  }
+  if (!verified) {
+    return false;
+  }
+  if (it != log_.end() && it->second.h.checksum == h.checksum) {
+    it->second.verified = true;  // what we held is confirmed: its body need not be fetched
+  } else {
+    bodies_.erase(h.op);
+    reads_.erase(h.op);
+    log_[h.op] = entry{h, false, false, false, true};
+  }
+  op_ = std::max(op_, h.op);
+  RILL_ASSERT(log_.at(h.op).verified);
+  verify_down_from(h.op);
+  return true;
+}
+
+void replica::verify_down_from(std::uint64_t op) {
+  // The entry at op is on the log: its parent checksum confirms the entry below it, and so on down, until a gap,
+  // an entry already confirmed, or the applied prefix. An entry that is not the parent named is stale: dropped.
+  RILL_ASSERT(op >= commit_min_, "verifying down from op {} below the applied op {}", op, commit_min_);
+  auto it = log_.find(op);
+  if (it != log_.end()) {
+    RILL_ASSERT(it->second.verified, "verifying down from op {}, which is not verified itself", op);
+  }
+  while (it != log_.end() && it->first > 0) {
+    const std::uint64_t below = it->first - 1;
+    auto prev = log_.find(below);
+    if (prev == log_.end()) {
+      return;
+    }
+    if (prev->second.h.checksum != it->second.h.parent) {
+      RILL_ASSERT(below > commit_min_, "applied op {} is not the parent of op {} on the log", below, it->first);
+      bodies_.erase(below);
+      reads_.erase(below);
+      log_.erase(prev);
+      return;
+    }
+    if (below <= commit_min_ || prev->second.verified) {
+      return;
+    }
+    prev->second.verified = true;
+    it = prev;
+  }
+}
+
+void replica::on_request_prepare(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request_prepare);
+  RILL_ASSERT(m.h.replica != options_.replica);
+  auto it = log_.find(m.h.op);
+  if (it == log_.end() || it->second.h.checksum != m.h.context || m.h.op == 0) {
+    return;
+  }
+  if (const message* body = cached(m.h.op, m.h.context)) {
+    send(m.h.replica, *body, out);
+    return;
+  }
+  if (it->second.durable) {
+    read_prepare(m.h.op, out);
+    reads_.at(m.h.op).requesters.insert(m.h.replica);
+  }
+}
+
+void replica::read_prepare(std::uint64_t op, std::vector<effect>& out) {
+  RILL_ASSERT(op > 0, "op 0 (the root) is never read");
+  RILL_ASSERT(log_.contains(op), "a read of op {}, which is not held", op);
+  RILL_ASSERT(log_.at(op).durable, "a read of op {}, which is not durable", op);
+  const header& h = log_.at(op).h;
+  auto [it, inserted] = reads_.try_emplace(op);
+  if (inserted || it->second.checksum != h.checksum) {
+    it->second = pending_read{};
+    it->second.checksum = h.checksum;
+    out.push_back(read_effect{op, h.checksum});
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Checkpoints and state transfer
+
+namespace {
+constexpr std::uint32_t checkpoint_magic = 0x43505352;  // "RSPC"
+}  // namespace
+
+// The bytes of a checkpoint: magic, u32 zero, u64 length of the client table, the client table, then the state
+// machine's snapshot (the rest).
+std::vector<std::byte> replica::encode_checkpoint() const {
+  std::vector<std::byte> out(16);
+  store_le<std::uint32_t>(out.data(), checkpoint_magic);
+  clients_.encode(out);
+  store_le<std::uint64_t>(out.data() + 8, out.size() - 16);
+  const auto sm = sm_.snapshot();
+  out.insert(out.end(), sm.begin(), sm.end());
+  RILL_ASSERT(out.size() >= 16);
+  RILL_ASSERT(load_le<std::uint64_t>(out.data() + 8) <= out.size() - 16);
+  return out;
+}
+
+bool replica::restore_checkpoint(std::span<const std::byte> bytes) {
+  return consensus::restore_checkpoint(bytes, clients_, sm_);
+}
+
+bool restore_checkpoint(std::span<const std::byte> bytes, client_table& clients, state_machine& sm) {
+  if (bytes.size() < 16 || load_le<std::uint32_t>(bytes.data()) != checkpoint_magic) {
+    return false;
+  }
+  const std::uint64_t table = load_le<std::uint64_t>(bytes.data() + 8);
+  if (table > bytes.size() - 16) {
+    return false;
+  }
+  client_table restored = clients;  // (its limit; the sessions are replaced)
+  if (!restored.restore(bytes.subspan(16, table)) || !sm.restore(bytes.subspan(16 + table))) {
+    return false;  // (sm.restore leaves the state machine as it was when it fails)
+  }
+  clients = std::move(restored);
+  return true;
+}
+
+bool replica::writable(std::uint64_t op) const noexcept {
+  RILL_ASSERT(op > 0);
+  return journal_slots_ == 0 || op <= durable_.checkpoint.op() + journal_slots_;
+}
+
+void replica::maybe_checkpoint(std::vector<effect>& out) {
+  if (checkpoint_interval_ == 0 || checkpoint_writing_ || checkpoint_ != durable_.checkpoint) {
+    return;  // one at a time, and only once the previous one is named by the superblock (its region is then free)
+  }
+  const std::uint64_t base = checkpoint_.op();
+  if (commit_min_ <= base || (commit_min_ < base + checkpoint_interval_ && !checkpoint_soon_)) {
+    return;
+  }
+  auto it = log_.find(commit_min_);
+  RILL_ASSERT(it != log_.end(), "no header at the applied op {}", commit_min_);
+  RILL_ASSERT(commit_min_ > checkpoint_.op());
+  checkpoint_effect c;
+  c.slot = static_cast<std::uint8_t>(base == 0 && durable_.checkpoint.size == 0 ? 1 : 1 - durable_.checkpoint.slot);
+  c.at = it->second.h;
+  c.bytes = encode_checkpoint();
+  checkpoint_writing_ = checkpoint_effect{c.slot, c.at, {}};
+  checkpoint_writing_size_ = c.bytes.size();
+  checkpoint_writing_checksum_ = checksum_of(c.bytes, checkpoint_checksum_domain);
+  if (options_.replica_count > 1) {
+    checkpoint_writing_->bytes = c.bytes;  // kept to serve state transfer once durable (alone, nobody asks)
+  }
+  checkpoint_soon_ = false;
+  RILL_ASSERT(c.slot <= 1);
+  if (durable_.checkpoint.size != 0) {
+    RILL_ASSERT(c.slot != durable_.checkpoint.slot, "a checkpoint written over the one the superblock names");
+  }
+  out.push_back(std::move(c));
+}
+
+void replica::on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  RILL_ASSERT(slot <= 1, "snapshot.bin has two regions; slot {}", slot);
+  if (!checkpoint_writing_ || checkpoint_writing_->slot != slot || checkpoint_writing_->at.op != op) {
+    return;
+  }
+  checkpoint_effect c = std::move(*checkpoint_writing_);
+  checkpoint_writing_.reset();
+  if (!ok) {
+    checkpoint_soon_ = true;  // the next tick tries again (at the op applied by then)
+    return;
+  }
+  checkpoint_.at = c.at;
+  checkpoint_.slot = c.slot;
+  checkpoint_.size = checkpoint_writing_size_;
+  checkpoint_.checksum = checkpoint_writing_checksum_;
+  checkpoint_bytes_ = std::move(c.bytes);
+  RILL_ASSERT(checkpoint_.op() <= commit_min_);
+  RILL_ASSERT(checkpoint_.op() > durable_.checkpoint.op());
+  persist(out);  // the superblock names it; the journal's window moves once that is durable
+}
+
+void replica::on_request_sync(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::request_sync);
+  RILL_ASSERT(m.h.replica != options_.replica);
+  if (checkpoint_.op() <= m.h.op || checkpoint_bytes_.empty()) {
+    return;  // nothing newer than what it has
+  }
+  message r = make(command::sync);
+  r.h.op = checkpoint_.op();
+  r.h.commit = commit_max_;
+  r.body.resize(header::encoded_size);
+  encode_header(checkpoint_.at, r.body.data());
+  r.body.insert(r.body.end(), checkpoint_bytes_.begin(), checkpoint_bytes_.end());
+  seal(r);
+  send(m.h.replica, std::move(r), out);
+}
+
+void replica::on_sync(const message& m, std::vector<effect>& out) {
+  RILL_ASSERT(m.h.cmd == command::sync);
+  RILL_ASSERT(m.h.replica != options_.replica);
+  // Only in normal status (a view change settles the log first), and only a checkpoint ahead of what we applied.
+  if (status_ != status::normal || m.h.op <= commit_min_ || m.body.size() < header::encoded_size) {
+    return;
+  }
+  const auto body = std::span<const std::byte>(m.body);
+  auto at = decode_header(body.first(header::encoded_size));
+  if (!at || at->cmd != command::prepare || at->op != m.h.op || at->cluster != options_.cluster) {
+    return;
+  }
+  if (auto it = log_.find(at->op); it != log_.end() && it->second.verified && it->second.h.checksum != at->checksum) {
+    return;  // not the op we know to be on the log: a peer's checkpoint is always of a committed op
+  }
+  if (!restore_checkpoint(body.subspan(header::encoded_size))) {
+    return;
+  }
+  // The checkpoint replaces everything up to its op: the applied prefix jumps to it.
+  const std::uint64_t c = at->op;
+  commit_min_ = c;
+  commit_max_ = std::max({commit_max_, c, std::min(m.h.commit, std::max(op_, c))});
+  op_ = std::max(op_, c);
+  log_.erase(log_.begin(), log_.lower_bound(c));
+  log_[c] = entry{*at, false, false, false, true};
+  if (auto next = log_.find(c + 1); next != log_.end() && next->second.h.parent != at->checksum) {
+    bodies_.erase(c + 1);
+    log_.erase(next);  // does not chain onto the checkpoint: stale (repair fetches the right one)
+  }
+  bodies_.erase(bodies_.begin(), bodies_.upper_bound(c));
+  reads_.erase(reads_.begin(), reads_.upper_bound(c));
+  while (!pipeline_.empty() && pipeline_.front().h.op <= c) {
+    pipeline_.pop_front();  // committed: the checkpoint is of an applied op
+  }
+  RILL_ASSERT(commit_min_ <= commit_max_);
+  RILL_ASSERT(commit_min_ <= op_);
+  apply_progress_ = ticks_;
+  checkpoint_soon_ = true;  // make it ours: a restart then starts from it, and the journal's window moves
+  out.push_back(installed_effect{*at});
+  maybe_checkpoint(out);
+  commit_journal(out);
+}
+
+}  // namespace rill::consensus
