@@ -20,7 +20,7 @@
 
 #include <fmt/core.h>
 
-#include "actors/connection_actor.hpp"
+#include "actors/listener_actor.hpp"
 #include "actors/dashboard.h"
 #include "actors/group_actor.hpp"
 #include "actors/metadata_actor.hpp"
