@@ -1,31 +1,11 @@
 #include "actors/connection_actor.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-#include <fmt/core.h>
 
 #include "actors/reply_encoding.h"
 
 namespace rill::actors {
 namespace {
-// The routing table as the router asks it: which actors it holds.
-class table_directory final : public actor_directory {
- public:
-  explicit table_directory(const routing_table& table) : table_(table) {}
-  bool has_partition(std::uint32_t stream, std::uint32_t topic, std::uint32_t partition) const override {
-    return table_.partitions.count(partition_namespace(stream, topic, partition)) > 0;
-  }
-  bool has_group(std::uint32_t stream, std::uint32_t topic, std::uint32_t group) const override {
-    return table_.groups.count(group_namespace(stream, topic, group)) > 0;
-  }
-
- private:
-  const routing_table& table_;
-};
-
 const system_clock_source wall_clock;  // ping's server time
 
 connection_state::limits limits_of(const config::server_config& c) {
@@ -34,27 +14,15 @@ connection_state::limits limits_of(const config::server_config& c) {
 }  // namespace
 
 connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int fd,
-                                   const connection_services* services)
+                                   const connection_services* services, const std::string& peer)
     : metered<>(cfg, "connection", home),
       homed(home),
       fd_(fd),
       services_(services),
       state_(limits_of(*services->config)) {
   attach_metrics<connection_metrics>(published_);
-  // The peer's address names the connection in the metrics (getpeername does not block).
-  sockaddr_storage peer{};
-  socklen_t len = sizeof peer;
-  char host[INET6_ADDRSTRLEN] = {};
-  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &len) == 0) {
-    if (peer.ss_family == AF_INET) {
-      const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
-      ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-      set_metrics_name(fmt::format("{}:{}", host, ntohs(in->sin_port)));
-    } else if (peer.ss_family == AF_INET6) {
-      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
-      ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-      set_metrics_name(fmt::format("[{}]:{}", host, ntohs(in6->sin6_port)));
-    }
+  if (!peer.empty()) {
+    set_metrics_name(peer);  // the peer's address names the connection in the metrics
   }
 }
 
@@ -108,7 +76,7 @@ void connection_actor::on_recv(std::int64_t result) {
 
 void connection_actor::dispatch(const net::request_view& req, std::uint32_t bytes) {
   const auto table = services_->routes->current();
-  auto decision = route_request(req, *table->view, table_directory(*table), balanced_next_, wall_clock);
+  auto decision = route_request(req, *table->view, routing_directory(*table), balanced_next_, wall_clock);
   const pending p{req.correlation_id, bytes};
   std::visit(
       [&](auto&& d) {
@@ -134,7 +102,9 @@ void connection_actor::ask(const caf::actor& dest, pending p, Encode encode, Arg
             }
             reply(encode(r), p.bytes);
           },
-          [this, p](caf::error& e) { reply_error(p.correlation, net::status::unavailable, system().render(e), p.bytes); });
+          [this, p](caf::error& e) {
+            reply_error(p.correlation, net::status::unavailable, system().render(e), p.bytes);
+          });
 }
 
 void connection_actor::forward(pending p, const routing_table& table, to_partition&& d) {

@@ -36,7 +36,9 @@ struct connection_services {
 
 class connection_actor final : public metered<>, public homed {
  public:
-  connection_actor(caf::actor_config& cfg, std::size_t home, int fd, const connection_services* services);
+  // `peer`: the client's address (empty when unknown), the connection's name in the metrics.
+  connection_actor(caf::actor_config& cfg, std::size_t home, int fd, const connection_services* services,
+                   const std::string& peer);
   caf::behavior make_behavior() override;
 
  private:

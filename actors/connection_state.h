@@ -95,9 +95,9 @@ class connection_state {
   void drop_queued(bool keep_front);
 
   limits limits_;
-  std::vector<std::byte> in_;  // received, not yet framed; during a receive, its buffer's tail
-  std::size_t recv_at_ = 0;    // where the pending receive writes in in_
-  std::size_t consumed_ = 0;   // bytes of in_ framed since end_recv
+  std::vector<std::byte> in_;               // received, not yet framed; during a receive, its buffer's tail
+  std::size_t recv_at_ = 0;                 // where the pending receive writes in in_
+  std::size_t consumed_ = 0;                // bytes of in_ framed since end_recv
   std::deque<std::vector<std::byte>> out_;  // replies waiting to be sent; front is being sent
   std::size_t out_sent_ = 0;                // bytes of out_.front() already sent
   std::uint64_t out_bytes_ = 0;

@@ -1,8 +1,35 @@
 #include "actors/listener_actor.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
+
 namespace rill::actors {
+namespace {
+// A connected socket's peer, "host:port" or "[host]:port"; empty when unknown (getpeername does not block).
+std::string peer_name(int fd) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  char host[INET6_ADDRSTRLEN] = {};
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+    return {};
+  }
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    ::inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    return fmt::format("{}:{}", host, ntohs(in->sin_port));
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    return fmt::format("[{}]:{}", host, ntohs(in6->sin6_port));
+  }
+  return {};
+}
+}  // namespace
 
 listener_actor::listener_actor(caf::actor_config& cfg, int fd, std::size_t shards, const connection_services* services)
     : metered<>(cfg, "listener", 0), homed(0), fd_(fd), shards_(shards), services_(services) {
@@ -74,7 +101,8 @@ void listener_actor::start_accept() {
       if (self->services_->connections->load() >= self->services_->config->connections_max) {
         ::close(fd);  // over the limit: refused at once
       } else {
-        auto c = self->system().spawn<connection_actor>(self->next_shard_++ % self->shards_, fd, self->services_);
+        auto c = self->system().spawn<connection_actor>(self->next_shard_++ % self->shards_, fd, self->services_,
+                                                        peer_name(fd));
         self->monitor(c);
         self->connections_.emplace(c.address(), c);
       }

@@ -2,7 +2,7 @@
 // long_poll: the polls a partition holds until data is committed or their deadline passes, without the actor. Each
 // waiter carries a payload (the actor's request and promise), a deadline, and, once a read found nothing, the
 // offset from which data would answer it. The partition actor runs the reads this class asks for, schedules
-// next_deadline() on its shard's deadline heap, and answers a waiter when read_done says so.
+// each waiter's deadline on its shard's deadline heap, and answers a waiter when read_done says so.
 //
 // Invariants
 // - A waiter is reading or idle; it is answered (removed) only when a read of it ends, or when the partition closes
@@ -152,6 +152,11 @@ class long_poll {
     return out;
   }
 
+  // When `id` expires, unless it has (or never waits).
+  [[nodiscard]] std::optional<time> deadline_of(waiter_id id) const {
+    auto it = waiters_.find(id);
+    return it == waiters_.end() ? std::nullopt : it->second.deadline;
+  }
   // The earliest deadline still to expire.
   [[nodiscard]] std::optional<time> next_deadline() const {
     if (deadlines_.empty()) {
@@ -164,7 +169,7 @@ class long_poll {
  private:
   struct waiter {
     Payload payload;
-    std::optional<time> deadline;   // nullopt: expired (the next read answers)
+    std::optional<time> deadline;    // nullopt: expired (the next read answers)
     std::optional<offset_t> wanted;  // after a read found nothing: data from here answers; nullopt: any commit may
     bool reading = false;
   };

@@ -76,42 +76,29 @@ void partition_actor::run_poll(waiter_id id) {
     return;
   }
   const poll_waiter& w = *polls_.find(id);
-  const auto& log = state_->log();
-  std::optional<std::int64_t> stored;
-  if (w.request.consumer().kind_case() == proto::Consumer::kName) {
-    stored = state_->consumer_offset(w.request.consumer().name());
-  }
-  const auto query = read_request_for(w.request, w.resume_at, stored, log.log_start(), log.log_end(),
-                                      services_->default_max_bytes);
   ++operations_;
-  auto job = [](partition_actor* self, storage::read_request q,
-                proto::PollRequest request) -> task<expected<storage::read_result>> {
-    RILL_CO_TRY(result, co_await self->state_->read(q));
-    if (request.auto_commit() && result.batches > 0 && request.consumer().kind_case() == proto::Consumer::kName) {
-      RILL_CO_TRY_VOID(
-          co_await self->state_->store_consumer_offset(request.consumer().name(), result.next_offset.value()));
-    }
-    co_return result;
-  };
-  rill::spawn(job(this, query, w.request), [this, id](expected<storage::read_result> r) {
-    --operations_;
-    const poll_waiter* waiting = polls_.find(id);
-    if (waiting == nullptr) {
-      return;
-    }
-    const bool found_nothing = r && r->batches == 0;
-    const auto wanted = found_nothing ? wanted_offset(waiting->request, waiting->resume_at, *r) : std::nullopt;
-    if (polls_.read_done(id, found_nothing, wanted) != long_poll<poll_waiter>::after_read::answer) {
-      return;  // parked: a commit or the deadline reads again
-    }
-    poll_reply reply;
-    if (r) {
-      reply.data = std::make_shared<storage::read_result>(std::move(*r));
-    } else {
-      reply.result = outcome::of(r.error());
-    }
-    polls_.take(id).promise.deliver(std::move(reply));
-  });
+  rill::spawn(
+      state_->poll(w.request, w.resume_at, services_->default_max_bytes), [this, id](expected<storage::read_result> r) {
+        --operations_;
+        const poll_waiter* waiting = polls_.find(id);
+        if (waiting == nullptr) {
+          return;
+        }
+        const bool found_nothing = r && r->batches == 0;
+        const auto wanted = found_nothing ? wanted_offset(waiting->request, waiting->resume_at, *r) : std::nullopt;
+        if (polls_.read_done(id, found_nothing, wanted) != long_poll<poll_waiter>::after_read::answer) {
+          return;  // parked: a commit or the deadline reads again
+        }
+        poll_reply reply;
+        if (r) {
+          reply.data = std::make_shared<storage::read_result>(std::move(*r));
+        } else {
+          reply.result = outcome::of(r.error());
+        }
+        auto answered = polls_.take(id);
+        current_shard()->timers().cancel(answered.timer);
+        answered.promise.deliver(std::move(reply));
+      });
 }
 
 void partition_actor::run_polls(const std::vector<waiter_id>& ids) {
@@ -127,14 +114,16 @@ void partition_actor::after_append() {
   schedule_tick();
 }
 
-void partition_actor::schedule_poll_deadline() {
-  const auto due = polls_.next_deadline();
-  if (!due || (poll_deadline_at_ && *poll_deadline_at_ <= *due)) {
+void partition_actor::schedule_poll_deadline(waiter_id id) {
+  const auto due = polls_.deadline_of(id);
+  if (!due) {
     return;
   }
-  poll_deadline_at_ = due;
+  // The heap fires it at `due`; the poll expires with every other one due by then.
   auto self = caf::actor_cast<caf::actor>(this);
-  current_shard()->timers().schedule(*due, [self] { caf::anon_send(self, poll_timeout_atom::value); });
+  const std::int64_t at = due->count();
+  polls_.find(id)->timer =
+      current_shard()->timers().schedule(*due, [self, at] { caf::anon_send(self, poll_timeout_atom::value, at); });
 }
 
 void partition_actor::schedule_tick() {
@@ -162,6 +151,7 @@ void partition_actor::schedule_retention() {
 void partition_actor::finish(bool destroy, caf::response_promise rp) {
   closing_ = true;
   for (auto& w : polls_.close()) {
+    current_shard()->timers().cancel(w.timer);
     w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
   }
   ++operations_;
@@ -221,8 +211,8 @@ caf::behavior partition_actor::serving() {
         }
         auto rp = make_response_promise<poll_reply>();
         const std::uint64_t wait_ms = msg.request.max_wait_ms();
-        const auto id = polls_.add(poll_waiter{std::move(msg.request), msg.resume_at, rp}, wait_ms, monotonic_now());
-        schedule_poll_deadline();
+        const auto id = polls_.add(poll_waiter{std::move(msg.request), msg.resume_at, rp, 0}, wait_ms, monotonic_now());
+        schedule_poll_deadline(id);
         run_poll(id);
         return rp;
       },
@@ -230,10 +220,9 @@ caf::behavior partition_actor::serving() {
         // The server is stopping: no poll parks any more, and those parked are answered now with what there is.
         run_polls(polls_.drain());
       },
-      [this](poll_timeout_atom) {
-        poll_deadline_at_.reset();
-        run_polls(polls_.expire(monotonic_now()));  // expired: the next read answers, empty or not
-        schedule_poll_deadline();
+      [this](poll_timeout_atom, std::int64_t at) {
+        // Expired: the next read answers, empty or not.
+        run_polls(polls_.expire(std::chrono::nanoseconds(at)));
       },
       [this](offset_get_atom, offset_msg& msg) -> offset_reply {
         if (!state_) {
@@ -256,18 +245,12 @@ caf::behavior partition_actor::serving() {
       },
       [this](info_atom) -> partition_info {
         partition_info out;
-        out.info.set_id(id_.partition_id);
         if (!state_) {
+          out.info.set_id(id_.partition_id);
           out.result = open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "not open"};
           return out;
         }
-        const auto& log = state_->log();
-        const auto st = log.stats();
-        out.info.set_log_start(static_cast<std::uint64_t>(log.log_start().value()));
-        out.info.set_high_watermark(static_cast<std::uint64_t>(log.committed().value()));
-        out.info.set_log_end(static_cast<std::uint64_t>(log.log_end().value()));
-        out.info.set_bytes(st.bytes);
-        out.info.set_segments(static_cast<std::uint32_t>(st.segments));
+        out.info = state_->info(id_.partition_id);
         return out;
       },
       [this](tick_atom) {

@@ -1,19 +1,19 @@
 #pragma once
 // partition_actor: one partition, on the shard its namespace hashes to. A thin behavior over partition_state:
-// produce, poll (long polls parked in long_poll until data is committed or their deadline passes; the earliest
-// deadline is scheduled on the shard's deadline heap), consumer offsets, info, close and destroy. Requests that
+// produce, poll (long polls parked in long_poll until data is committed or their deadline passes; each deadline
+// is a timer on the shard's deadline heap), consumer offsets, info, close and destroy. Requests that
 // arrive while the log is being opened wait in the mailbox.
 #include <caf/all.hpp>
 
 #include <chrono>
 #include <memory>
 
+#include "actors/long_poll.h"
+#include "actors/messages.hpp"
+#include "actors/partition_state.h"
 #include "actors/runtime/actor_io.hpp"
 #include "actors/runtime/homed.h"
-#include "actors/messages.hpp"
 #include "actors/runtime/metered.hpp"
-#include "actors/long_poll.h"
-#include "actors/partition_state.h"
 #include "base/clock.h"
 
 namespace rill::actors {
@@ -45,6 +45,7 @@ class partition_actor final : public metered<>, public homed {
     proto::PollRequest request;
     std::optional<std::int64_t> resume_at;  // a group's position (poll_msg)
     caf::response_promise promise;
+    deadline_heap::timer_id timer = 0;  // its deadline on the shard's heap (0: none)
   };
   using waiter_id = long_poll<poll_waiter>::waiter_id;
 
@@ -65,7 +66,7 @@ class partition_actor final : public metered<>, public homed {
   void run_poll(waiter_id id);
   void run_polls(const std::vector<waiter_id>& ids);
   void after_append();
-  void schedule_poll_deadline();
+  void schedule_poll_deadline(waiter_id id);
   void schedule_tick();
   void schedule_retention();
   void finish(bool destroy, caf::response_promise rp);
@@ -79,7 +80,6 @@ class partition_actor final : public metered<>, public homed {
   std::unique_ptr<partition_state> state_;
   std::optional<rill::error> open_error_;
   long_poll<poll_waiter> polls_;
-  std::optional<std::chrono::nanoseconds> poll_deadline_at_;  // the earliest poll deadline scheduled on the heap
   std::optional<std::chrono::nanoseconds> tick_at_;
   std::size_t operations_ = 0;  // coroutines of this actor still running
   bool closing_ = false;

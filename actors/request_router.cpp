@@ -50,14 +50,14 @@ class resolver {
 
   // The partition a request goes to: `partition`, or the next in round-robin order when it names none.
   expected<partition_key> partition(const proto::Identifier& s, const proto::Identifier& t,
-                                                 std::optional<std::uint32_t> partition) {
+                                    std::optional<std::uint32_t> partition) {
     RILL_TRY(found, find(s, t));
     const std::uint32_t count = found.topic->config.partitions();
     RILL_ASSERT(count > 0, "topic '{}' has no partitions", found.topic->name);
     const std::uint32_t chosen = partition ? *partition : balanced_next_++ % count;
     if (chosen >= count) {
-      return fail(net::status::partition_not_found,
-                  fmt::format("partition {} not found in topic '{}' ({} partitions)", chosen, found.topic->name, count));
+      return fail(net::status::partition_not_found, fmt::format("partition {} not found in topic '{}' ({} partitions)",
+                                                                chosen, found.topic->name, count));
     }
     if (!actors_.has_partition(found.stream->id, found.topic->id, chosen)) {
       return fail(net::status::unavailable, "the partition is being created or deleted; retry");
@@ -65,8 +65,7 @@ class resolver {
     return partition_key{found.stream->id, found.topic->id, chosen};
   }
 
-  expected<group_key> group(const proto::Identifier& s, const proto::Identifier& t,
-                                         const proto::Identifier& g) const {
+  expected<group_key> group(const proto::Identifier& s, const proto::Identifier& t, const proto::Identifier& g) const {
     RILL_TRY(found, find(s, t));
     RILL_TRY(group, metadata_view::find_group(*found.topic, g));
     if (!actors_.has_group(found.stream->id, found.topic->id, group->id)) {
@@ -76,7 +75,7 @@ class resolver {
   }
 
   expected<group_key> group_named(const proto::Identifier& s, const proto::Identifier& t,
-                                               const std::string& name) const {
+                                  const std::string& name) const {
     proto::Identifier g;
     g.set_name(name);
     return group(s, t, g);
