@@ -148,7 +148,12 @@ void partition_actor::schedule_retention() {
                                      [self] { caf::anon_send(self, retention_atom::value); });
 }
 
-void partition_actor::finish(bool destroy, caf::response_promise rp) {
+outcome partition_actor::refusal() const {
+  return open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"};
+}
+
+caf::result<outcome> partition_actor::finish(bool destroy) {
+  auto rp = make_response_promise<outcome>();
   closing_ = true;
   for (auto& w : polls_.close()) {
     current_shard()->timers().cancel(w.timer);
@@ -171,16 +176,14 @@ void partition_actor::finish(bool destroy, caf::response_promise rp) {
     rp.deliver(r ? outcome{} : outcome::of(r.error()));
     quit();
   });
+  return rp;
 }
 
 caf::behavior partition_actor::serving() {
   caf::message_handler handlers{
       [this](produce_atom, produce_msg& msg) -> caf::result<produce_reply> {
         if (!state_ || closing_) {
-          return produce_reply{
-              open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"},
-              {},
-              -1};
+          return produce_reply{refusal(), {}, -1};
         }
         auto rp = make_response_promise<produce_reply>();
         ++operations_;
@@ -205,9 +208,7 @@ caf::behavior partition_actor::serving() {
       },
       [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
         if (!state_ || closing_) {
-          return poll_reply{
-              open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"},
-              nullptr};
+          return poll_reply{refusal(), nullptr};
         }
         auto rp = make_response_promise<poll_reply>();
         const std::uint64_t wait_ms = msg.request.max_wait_ms();
@@ -289,16 +290,8 @@ caf::behavior partition_actor::serving() {
           become(serving());
         }});
       },
-      [this](close_atom) -> caf::result<outcome> {
-        auto rp = make_response_promise<outcome>();
-        finish(false, rp);
-        return rp;
-      },
-      [this](destroy_atom) -> caf::result<outcome> {
-        auto rp = make_response_promise<outcome>();
-        finish(true, rp);
-        return rp;
-      },
+      [this](close_atom) { return finish(false); },
+      [this](destroy_atom) { return finish(true); },
   };
   return caf::behavior{io_completion_handler(*io_).or_else(handlers)};
 }

@@ -69,7 +69,10 @@ class partition_actor final : public metered<>, public homed {
   void schedule_poll_deadline(waiter_id id);
   void schedule_tick();
   void schedule_retention();
-  void finish(bool destroy, caf::response_promise rp);
+  // Closes the log (and removes its directory when `destroy`), answering parked polls first; then quits.
+  caf::result<outcome> finish(bool destroy);
+  // Why a produce or poll is refused: the log did not open, or it is closing.
+  outcome refusal() const;
 
   partition_identity id_;
   std::shared_ptr<partition_metrics> published_ = std::make_shared<partition_metrics>();
