@@ -20,9 +20,10 @@
 
 #include <fmt/core.h>
 
-#include "actors/listener_actor.hpp"
+#include "actors/connection_actor.hpp"
 #include "actors/dashboard.h"
 #include "actors/group_actor.hpp"
+#include "actors/listener_actor.hpp"
 #include "actors/metadata_actor.hpp"
 #include "actors/runtime/metered.hpp"
 #include "actors/partition_actor.hpp"
