@@ -89,15 +89,10 @@ void partition_actor::run_poll(waiter_id id) {
         if (polls_.read_done(id, found_nothing, wanted) != long_poll<poll_waiter>::after_read::answer) {
           return;  // parked: a commit or the deadline reads again
         }
-        poll_reply reply;
-        if (r) {
-          reply.data = std::make_shared<storage::read_result>(std::move(*r));
-        } else {
-          reply.result = outcome::of(r.error());
-        }
         auto answered = polls_.take(id);
         current_shard()->timers().cancel(answered.timer);
-        answered.promise.deliver(std::move(reply));
+        answered.promise.deliver(r ? poll_reply{outcome{}, std::make_shared<storage::read_result>(std::move(*r))}
+                                   : poll_reply{outcome::of(r.error()), nullptr});
       });
 }
 
@@ -194,14 +189,8 @@ caf::behavior partition_actor::serving() {
           if (!r) {
             bump(published_->produce_errors);
           }
-          produce_reply reply;
-          if (r) {
-            reply.base_offsets = std::move(r->base_offsets);
-            reply.timestamp_ms = r->timestamp.value();
-          } else {
-            reply.result = outcome::of(r.error());
-          }
-          rp.deliver(std::move(reply));
+          rp.deliver(r ? produce_reply{outcome{}, std::move(r->base_offsets), r->timestamp.value()}
+                       : produce_reply{outcome::of(r.error()), {}, -1});
           after_append();
         });
         return rp;
