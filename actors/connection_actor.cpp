@@ -264,6 +264,7 @@ void connection_actor::maybe_finish() {
       shut_down();  // stop the pending read; its completion brings us back here
       return;
     case connection_state::step::close:
+      state_.check_invariants();
       close_socket();  // not an I/O wait: closing a socket does not block
       quit();
       return;

@@ -163,6 +163,21 @@ void connection_state::drop_queued(bool keep_front) {
   RILL_ASSERT(out_.empty() ? out_bytes_ == 0 : out_bytes_ == out_.front().size());
 }
 
+void connection_state::check_invariants() const {
+  std::uint64_t queued = 0;
+  for (const auto& frame : out_) {
+    queued += frame.size();
+  }
+  RILL_ASSERT(queued == out_bytes_, "{} bytes queued, {} counted", queued, out_bytes_);
+  RILL_ASSERT(out_.empty() ? out_sent_ == 0 : out_sent_ < out_.front().size());
+  RILL_ASSERT(!send_pending_ || !out_.empty());
+  RILL_ASSERT(!framing_ || !recv_pending_);
+  RILL_ASSERT(consumed_ <= in_.size());
+  RILL_ASSERT(!recv_pending_ || recv_at_ < in_.size());
+  RILL_ASSERT(inflight_requests_ == 0 ? inflight_bytes_ == 0 : inflight_bytes_ >= inflight_requests_);
+  RILL_ASSERT(!closed_ || closing_);
+}
+
 connection_state::step connection_state::next_step(bool io_in_flight) const {
   const bool done_sending = out_.empty() && !send_pending_;
   const bool requests_done = inflight_requests_ == 0 || forced_;

@@ -81,9 +81,14 @@ class connection_state {
   // the socket (nothing left to send, answer or complete; `io_in_flight`: the actor's requests in the kernel).
   [[nodiscard]] step next_step(bool io_in_flight) const;
   // The socket is closed: replies are dropped from now on.
-  void closed() { closed_ = true; }
+  void closed() {
+    closed_ = true;
+    closing_ = true;
+  }
 
   [[nodiscard]] bool can_read() const;
+  // Asserts the invariants above (O(queued replies): tests call it after every step).
+  void check_invariants() const;
   [[nodiscard]] bool recv_pending() const noexcept { return recv_pending_; }
   [[nodiscard]] bool is_closed() const noexcept { return closed_; }
   [[nodiscard]] std::uint32_t inflight_requests() const noexcept { return inflight_requests_; }

@@ -166,6 +166,21 @@ class long_poll {
   }
   [[nodiscard]] std::size_t size() const noexcept { return waiters_.size(); }
 
+  // Asserts the invariants above (O(waiters): tests call it after every step).
+  void check_invariants() const {
+    std::size_t waiting = 0;
+    for (const auto& [id, w] : waiters_) {
+      RILL_ASSERT(id < next_id_);
+      if (w.deadline) {
+        ++waiting;
+        RILL_ASSERT(deadlines_.count({*w.deadline, id}) == 1, "waiter {} has a deadline the index lacks", id);
+      }
+      RILL_ASSERT(!closing_ || w.reading, "waiter {} idle after close", id);
+    }
+    RILL_ASSERT(waiting == deadlines_.size(), "{} deadlines for {} waiting", deadlines_.size(), waiting);
+    RILL_ASSERT(!draining_ || deadlines_.empty());
+  }
+
  private:
   struct waiter {
     Payload payload;

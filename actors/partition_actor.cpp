@@ -154,6 +154,7 @@ caf::result<outcome> partition_actor::finish(bool destroy) {
     current_shard()->timers().cancel(w.timer);
     w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
   }
+  polls_.check_invariants();
   ++operations_;
   auto job = [](partition_actor* self, bool remove) -> task<expected<void>> {
     if (self->state_) {

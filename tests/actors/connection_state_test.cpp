@@ -25,13 +25,16 @@ std::vector<connection_state::request> deliver(connection_state& c, std::span<co
   std::vector<connection_state::request> out;
   while (!bytes.empty()) {
     auto buffer = c.begin_recv();
+    c.check_invariants();
     BOOST_REQUIRE(buffer.has_value());
     const std::size_t n = std::min(buffer->size(), bytes.size());
     std::memcpy(buffer->data(), bytes.data(), n);
     bytes = bytes.subspan(n);
     BOOST_REQUIRE(c.end_recv(static_cast<std::int64_t>(n)));
+    c.check_invariants();
     for (;;) {
       auto next = c.next_frame();
+      c.check_invariants();
       if (auto* r = std::get_if<connection_state::request>(&next)) {
         out.push_back(*r);
         continue;
@@ -40,6 +43,7 @@ std::vector<connection_state::request> deliver(connection_state& c, std::span<co
       break;
     }
     c.framing_done();
+    c.check_invariants();
   }
   return out;
 }
@@ -81,6 +85,7 @@ BOOST_AUTO_TEST_CASE(the_receive_window_grows_for_a_large_frame) {
   l.frame_bytes_max = 64 << 20;
   connection_state c(l);
   auto buffer = c.begin_recv();
+  c.check_invariants();
   BOOST_REQUIRE(buffer.has_value());
   BOOST_TEST(buffer->size() == connection_state::recv_window_min);
   BOOST_TEST(!c.begin_recv().has_value());  // one receive at a time
@@ -88,9 +93,13 @@ BOOST_AUTO_TEST_CASE(the_receive_window_grows_for_a_large_frame) {
   auto big = ping_frame(5, 10 << 20);
   std::memcpy(buffer->data(), big.data(), 100);
   BOOST_REQUIRE(c.end_recv(100));
+  c.check_invariants();
   BOOST_TEST(std::holds_alternative<std::monostate>(c.next_frame()));
+  c.check_invariants();
   c.framing_done();
+  c.check_invariants();
   buffer = c.begin_recv();
+  c.check_invariants();
   BOOST_REQUIRE(buffer.has_value());
   BOOST_TEST(buffer->size() == connection_state::recv_window_max);
 }
@@ -99,29 +108,39 @@ BOOST_AUTO_TEST_CASE(an_oversized_frame_is_refused_and_the_connection_closes_aft
   connection_state c(small_limits());
   auto big = ping_frame(77, 400);
   auto buffer = c.begin_recv();
+  c.check_invariants();
   BOOST_REQUIRE(buffer.has_value());
   std::memcpy(buffer->data(), big.data(), 16);
   BOOST_REQUIRE(c.end_recv(16));
+  c.check_invariants();
   auto next = c.next_frame();
+  c.check_invariants();
   const auto* e = std::get_if<connection_state::frame_error>(&next);
   BOOST_REQUIRE(e != nullptr);
   BOOST_TEST(e->correlation == 77u);
   BOOST_TEST(static_cast<int>(e->st) == static_cast<int>(net::status::frame_too_large));
   BOOST_TEST(std::holds_alternative<std::monostate>(c.next_frame()));  // nothing more is framed
   c.framing_done();
+  c.check_invariants();
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(20), 0));
+  c.check_invariants();
   BOOST_TEST(!c.can_read());
   BOOST_TEST(!c.begin_recv().has_value());
+  c.check_invariants();
   BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // the reply is still to be sent
   auto out = c.begin_send();
+  c.check_invariants();
   BOOST_REQUIRE(out.has_value());
   c.end_send(20);
+  c.check_invariants();
   BOOST_TEST((c.next_step(false) == connection_state::step::shut_down));
   BOOST_TEST(!c.shut_down());                                       // no receive pending: nothing to cancel
   BOOST_TEST((c.next_step(true) == connection_state::step::wait));  // a cancel still in the kernel
   BOOST_TEST((c.next_step(false) == connection_state::step::close));
   c.closed();
+  c.check_invariants();
   BOOST_TEST(!c.queue_reply(std::vector<std::byte>(5), 0));
+  c.check_invariants();
 }
 
 BOOST_AUTO_TEST_CASE(a_frame_that_does_not_parse_is_malformed) {
@@ -129,10 +148,13 @@ BOOST_AUTO_TEST_CASE(a_frame_that_does_not_parse_is_malformed) {
   auto f = ping_frame(9);
   f[15] = std::byte{0xff};  // header length runs past the frame
   auto r = c.begin_recv();
+  c.check_invariants();
   BOOST_REQUIRE(r.has_value());
   std::memcpy(r->data(), f.data(), f.size());
   BOOST_REQUIRE(c.end_recv(static_cast<std::int64_t>(f.size())));
+  c.check_invariants();
   auto next = c.next_frame();
+  c.check_invariants();
   const auto* e = std::get_if<connection_state::frame_error>(&next);
   BOOST_REQUIRE(e != nullptr);
   BOOST_TEST(e->correlation == 9u);
@@ -148,26 +170,34 @@ BOOST_AUTO_TEST_CASE(reading_pauses_at_the_limits_and_resumes_with_the_replies) 
   BOOST_TEST(deliver(c, b).size() == 1u);
   BOOST_TEST(!c.can_read());  // two requests in flight
   BOOST_TEST(!c.begin_recv().has_value());
+  c.check_invariants();
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(10), static_cast<std::uint32_t>(a.size())));
+  c.check_invariants();
   BOOST_TEST(c.can_read());
   // Replies the client does not read count too.
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(1000), static_cast<std::uint32_t>(b.size())));
+  c.check_invariants();
   BOOST_TEST(c.inflight_requests() == 0u);
   BOOST_TEST(c.out_bytes() == 1010u);
   BOOST_TEST(!c.can_read());
   auto s = c.begin_send();
+  c.check_invariants();
   BOOST_REQUIRE(s.has_value());
   BOOST_TEST(s->size() == 10u);
   BOOST_TEST(!c.begin_send().has_value());  // one send at a time
   c.end_send(4);                            // partial
   s = c.begin_send();
+  c.check_invariants();
   BOOST_REQUIRE(s.has_value());
   BOOST_TEST(s->size() == 6u);
   c.end_send(6);
+  c.check_invariants();
   s = c.begin_send();
+  c.check_invariants();
   BOOST_REQUIRE(s.has_value());
   BOOST_TEST(s->size() == 1000u);
   c.end_send(1000);
+  c.check_invariants();
   BOOST_TEST(c.out_bytes() == 0u);
   BOOST_TEST(c.can_read());
   BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // open and idle
@@ -178,12 +208,16 @@ BOOST_AUTO_TEST_CASE(the_peer_closing_finishes_what_is_in_flight_first) {
   auto a = ping_frame(1);
   BOOST_TEST(deliver(c, a).size() == 1u);
   BOOST_REQUIRE(c.begin_recv().has_value());
+  c.check_invariants();
   BOOST_TEST(!c.end_recv(0));  // the peer closed
   BOOST_TEST(!c.can_read());
   BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // the request is still being answered
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(8), static_cast<std::uint32_t>(a.size())));
+  c.check_invariants();
   BOOST_REQUIRE(c.begin_send().has_value());
+  c.check_invariants();
   c.end_send(8);
+  c.check_invariants();
   BOOST_TEST((c.next_step(false) == connection_state::step::close));
 }
 
@@ -194,19 +228,25 @@ BOOST_AUTO_TEST_CASE(forcing_drops_unsent_replies_and_answers_nothing_more) {
   BOOST_TEST(deliver(c, a).size() == 1u);
   BOOST_TEST(deliver(c, b).size() == 1u);
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(10), static_cast<std::uint32_t>(a.size())));
+  c.check_invariants();
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(30), 0));
+  c.check_invariants();
   BOOST_REQUIRE(c.begin_recv().has_value());
+  c.check_invariants();
   BOOST_REQUIRE(c.begin_send().has_value());
+  c.check_invariants();
   BOOST_TEST(c.force());  // a send is pending: to cancel; its reply stays until it completes
   BOOST_TEST(c.out_queued() == 1u);
   BOOST_TEST(c.out_bytes() == 10u);
   BOOST_TEST(c.shut_down());  // the receive armed by deliver is pending: to cancel
   BOOST_TEST(!c.queue_reply(std::vector<std::byte>(5), static_cast<std::uint32_t>(b.size())));
+  c.check_invariants();
   BOOST_TEST(c.inflight_requests() == 1u);  // never to be answered
   c.end_send(-125);                         // cancelled
   BOOST_TEST(c.out_queued() == 0u);
   BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // the receive is still pending
   BOOST_TEST(!c.end_recv(-125));
+  c.check_invariants();
   BOOST_TEST((c.next_step(false) == connection_state::step::close));
 }
 

@@ -24,11 +24,14 @@ BOOST_AUTO_TEST_SUITE(long_poll_suite)
 BOOST_AUTO_TEST_CASE(a_poll_without_wait_is_answered_by_its_first_read) {
   polls p(30s);
   const auto id = p.add("a", 0, 0ns);
+  p.check_invariants();
   BOOST_TEST(!p.next_deadline().has_value());
   BOOST_TEST(p.start_read(id));
+  p.check_invariants();
   BOOST_TEST(!p.start_read(id));  // already reading
   BOOST_TEST((p.read_done(id, true, offset_t(5)) == after::answer));
   BOOST_TEST(p.take(id) == "a");
+  p.check_invariants();
   BOOST_TEST(p.size() == 0u);
   BOOST_TEST((p.read_done(id, true, offset_t(5)) == after::gone));
 }
@@ -36,9 +39,13 @@ BOOST_AUTO_TEST_CASE(a_poll_without_wait_is_answered_by_its_first_read) {
 BOOST_AUTO_TEST_CASE(an_empty_read_parks_until_the_high_watermark_passes_the_wanted_offset) {
   polls p(30s);
   const auto a = p.add("a", 1000, 0ns);
+  p.check_invariants();
   const auto b = p.add("b", 1000, 0ns);
+  p.check_invariants();
   BOOST_TEST(p.start_read(a));
+  p.check_invariants();
   BOOST_TEST(p.start_read(b));
+  p.check_invariants();
   BOOST_TEST((p.read_done(a, true, offset_t(10)) == after::parked));
   BOOST_TEST((p.read_done(b, true, offset_t(12)) == after::parked));
   BOOST_TEST(p.woken(offset_t(10)).empty());
@@ -46,70 +53,98 @@ BOOST_AUTO_TEST_CASE(an_empty_read_parks_until_the_high_watermark_passes_the_wan
   BOOST_TEST(p.woken(offset_t(13)) == ids({a, b}));
   // A waiter whose start moves is woken by any commit; one reading is not woken.
   const auto c = p.add("c", 1000, 0ns);
+  p.check_invariants();
   BOOST_TEST(p.start_read(c));
+  p.check_invariants();
   BOOST_TEST(p.woken(offset_t(13)) == ids({a, b}));
   BOOST_TEST((p.read_done(c, true, std::nullopt) == after::parked));
   BOOST_TEST(p.woken(offset_t(0)) == ids({c}));
   // Data (or an error) answers.
   BOOST_TEST(p.start_read(a));
+  p.check_invariants();
   BOOST_TEST((p.read_done(a, false, std::nullopt) == after::answer));
   BOOST_TEST(p.take(a) == "a");
+  p.check_invariants();
 }
 
 BOOST_AUTO_TEST_CASE(deadlines_expire_by_the_time_passed_in) {
   polls p(5s);  // the server's maximum caps what a poll asks for
   const auto a = p.add("a", 2000, 1s);
+  p.check_invariants();
   const auto b = p.add("b", 60'000, 1s);
+  p.check_invariants();
   const auto c = p.add("c", 3000, 1s);
+  p.check_invariants();
   BOOST_TEST((p.next_deadline() == std::optional<std::chrono::nanoseconds>(3s)));
   BOOST_TEST((p.deadline_of(b) == std::optional<std::chrono::nanoseconds>(6s)));
   for (auto id : {a, b, c}) {
     BOOST_TEST(p.start_read(id));
+    p.check_invariants();
     BOOST_TEST((p.read_done(id, true, offset_t(0)) == after::parked));
   }
   BOOST_TEST(p.expire(2999ms).empty());
+  p.check_invariants();
   BOOST_TEST(p.expire(3s) == ids({a}));
+  p.check_invariants();
   BOOST_TEST((p.next_deadline() == std::optional<std::chrono::nanoseconds>(4s)));
   // An expired waiter's next read answers, data or not.
   BOOST_TEST(p.start_read(a));
+  p.check_invariants();
   BOOST_TEST((p.read_done(a, true, offset_t(0)) == after::answer));
   BOOST_TEST(p.take(a) == "a");
+  p.check_invariants();
   // One reading when it expires is answered when its read ends.
   BOOST_TEST(p.start_read(c));
+  p.check_invariants();
   BOOST_TEST(p.expire(10s) == ids({b}));
+  p.check_invariants();
   BOOST_TEST(!p.next_deadline().has_value());
   BOOST_TEST((p.read_done(c, true, offset_t(0)) == after::answer));
   BOOST_TEST(p.take(c) == "c");
+  p.check_invariants();
   BOOST_TEST(p.take(b) == "b");
+  p.check_invariants();
 }
 
 BOOST_AUTO_TEST_CASE(draining_expires_every_waiter_now_and_later) {
   polls p(30s);
   const auto a = p.add("a", 1000, 0ns);
+  p.check_invariants();
   const auto b = p.add("b", 1000, 0ns);
+  p.check_invariants();
   BOOST_TEST(p.start_read(a));
+  p.check_invariants();
   BOOST_TEST((p.read_done(a, true, offset_t(0)) == after::parked));
   BOOST_TEST(p.start_read(b));
+  p.check_invariants();
   BOOST_TEST(p.drain() == ids({a}));  // b is reading: its read answers it
   BOOST_TEST(!p.next_deadline().has_value());
   BOOST_TEST((p.read_done(b, true, offset_t(0)) == after::answer));
   const auto c = p.add("c", 1000, 0ns);
+  p.check_invariants();
   BOOST_TEST(!p.next_deadline().has_value());
   BOOST_TEST(p.start_read(c));
+  p.check_invariants();
   BOOST_TEST((p.read_done(c, true, offset_t(0)) == after::answer));
 }
 
 BOOST_AUTO_TEST_CASE(closing_returns_the_idle_waiters_and_answers_the_reading_ones_after) {
   polls p(30s);
   const auto a = p.add("a", 1000, 0ns);
+  p.check_invariants();
   const auto b = p.add("b", 1000, 0ns);
+  p.check_invariants();
   BOOST_TEST(p.start_read(a));
+  p.check_invariants();
   BOOST_TEST((p.read_done(a, true, offset_t(0)) == after::parked));
   BOOST_TEST(p.start_read(b));
+  p.check_invariants();
   BOOST_TEST(p.close() == (std::vector<std::string>{"a"}));
+  p.check_invariants();
   BOOST_TEST(p.size() == 1u);
   BOOST_TEST((p.read_done(b, true, offset_t(0)) == after::answer));
   BOOST_TEST(p.take(b) == "b");
+  p.check_invariants();
   BOOST_TEST(p.size() == 0u);
 }
 
