@@ -72,6 +72,7 @@ void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
 }
 
 void partition_actor::run_poll(waiter_id id) {
+  RILL_ASSERT(state_);  // waiters are idle only while the log is open (closing answers them)
   if (!polls_.start_read(id)) {
     return;
   }
@@ -104,6 +105,9 @@ void partition_actor::run_polls(const std::vector<waiter_id>& ids) {
 }
 
 void partition_actor::after_append() {
+  if (!state_) {
+    return;  // closed meanwhile
+  }
   publish_gauges();
   run_polls(polls_.woken(state_->log().committed()));
   schedule_tick();
