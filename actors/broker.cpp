@@ -23,6 +23,7 @@
 #include "actors/connection_actor.hpp"
 #include "actors/dashboard.h"
 #include "actors/group_actor.hpp"
+#include "actors/listener_actor.hpp"
 #include "actors/metadata_actor.hpp"
 #include "actors/runtime/metered.hpp"
 #include "actors/partition_actor.hpp"

@@ -14,7 +14,12 @@ using unstall_atom = caf::atom_constant<caf::atom("unstall")>;
 
 partition_actor::partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id,
                                  storage::log_options options, const partition_services* services)
-    : metered<>(cfg, "partition", home), homed(home), id_(std::move(id)), options_(options), services_(services) {
+    : metered<>(cfg, "partition", home),
+      homed(home),
+      id_(std::move(id)),
+      options_(options),
+      services_(services),
+      polls_(std::chrono::milliseconds(services->long_poll_wait_ms_max)) {
   set_metrics_name(fmt::format("{}/{}/{}", id_.stream_id, id_.topic_id, id_.partition_id));
   published_->stream_id = id_.stream_id;
   published_->topic_id = id_.topic_id;
@@ -66,109 +71,58 @@ void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
   become(serving());
 }
 
-storage::read_request partition_actor::read_request_for(const proto::PollRequest& r,
-                                                        std::optional<std::int64_t> resume_at) const {
-  storage::read_request q;
-  q.max_bytes = r.max_bytes() ? r.max_bytes() : services_->default_max_bytes;
-  q.max_records = r.max_records() ? r.max_records() : UINT32_MAX;
-  if (resume_at) {
-    q.start = storage::read_start::offset;
-    q.offset = std::clamp(offset_t(*resume_at), state_->log().log_start(), state_->log().log_end());
-    return q;
-  }
-  switch (r.strategy().kind()) {
-    case proto::PollStrategy::OFFSET:
-      q.start = storage::read_start::offset;
-      q.offset = offset_t(static_cast<std::int64_t>(r.strategy().value()));
-      break;
-    case proto::PollStrategy::TIMESTAMP:
-      q.start = storage::read_start::timestamp;
-      q.timestamp = timestamp_ms_t(static_cast<std::int64_t>(r.strategy().value()));
-      break;
-    case proto::PollStrategy::FIRST:
-      q.start = storage::read_start::first;
-      break;
-    case proto::PollStrategy::LAST:
-      q.start = storage::read_start::last;
-      break;
-    case proto::PollStrategy::NEXT: {
-      std::optional<std::int64_t> stored;
-      if (r.consumer().kind_case() == proto::Consumer::kName) {
-        stored = state_->consumer_offset(r.consumer().name());
-      }
-      if (stored) {
-        q.start = storage::read_start::offset;
-        q.offset = std::max(offset_t(*stored), state_->log().log_start());
-      } else {
-        q.start = storage::read_start::first;
-      }
-      break;
-    }
-    default:
-      q.start = storage::read_start::first;
-      break;
-  }
-  return q;
-}
-
-void partition_actor::run_poll(std::uint64_t waiter_id) {
-  auto it = waiters_.find(waiter_id);
-  if (it == waiters_.end() || it->second.reading) {
+void partition_actor::run_poll(waiter_id id) {
+  RILL_ASSERT(state_);  // waiters are idle only while the log is open (closing answers them)
+  if (!polls_.start_read(id)) {
     return;
   }
-  it->second.reading = true;
+  const poll_waiter& w = *polls_.find(id);
   ++operations_;
-  auto job = [](partition_actor* self, proto::PollRequest request,
-                std::optional<std::int64_t> resume_at) -> task<expected<storage::read_result>> {
-    RILL_CO_TRY(result, co_await self->state_->read(self->read_request_for(request, resume_at)));
-    if (request.auto_commit() && result.batches > 0 && request.consumer().kind_case() == proto::Consumer::kName) {
-      RILL_CO_TRY_VOID(
-          co_await self->state_->store_consumer_offset(request.consumer().name(), result.next_offset.value()));
-    }
-    co_return result;
-  };
-  rill::spawn(job(this, it->second.request, it->second.resume_at), [this, waiter_id](expected<storage::read_result> r) {
-    --operations_;
-    auto w = waiters_.find(waiter_id);
-    if (w == waiters_.end()) {
-      return;
-    }
-    w->second.reading = false;
-    const bool expired = w->second.timer == 0;
-    if (r && r->batches == 0 && !expired && !closing_) {
-      return;  // parked: a produce or the deadline retries it
-    }
-    if (w->second.timer != 0) {
-      current_shard()->timers().cancel(w->second.timer);
-    }
-    poll_reply reply;
-    if (r) {
-      reply.data = std::make_shared<storage::read_result>(std::move(*r));
-    } else {
-      reply.result = outcome::of(r.error());
-    }
-    w->second.promise.deliver(std::move(reply));
-    waiters_.erase(w);
-  });
+  rill::spawn(
+      state_->poll(w.request, w.resume_at, services_->default_max_bytes), [this, id](expected<storage::read_result> r) {
+        --operations_;
+        const poll_waiter* waiting = polls_.find(id);
+        if (waiting == nullptr) {
+          return;
+        }
+        const bool found_nothing = r && r->batches == 0;
+        const auto wanted = found_nothing ? wanted_offset(waiting->request, waiting->resume_at, *r) : std::nullopt;
+        if (polls_.read_done(id, found_nothing, wanted) != long_poll<poll_waiter>::after_read::answer) {
+          return;  // parked: a commit or the deadline reads again
+        }
+        auto answered = polls_.take(id);
+        current_shard()->timers().cancel(answered.timer);
+        answered.promise.deliver(r ? poll_reply{outcome{}, std::make_shared<storage::read_result>(std::move(*r))}
+                                   : poll_reply{outcome::of(r.error()), nullptr});
+      });
+}
+
+void partition_actor::run_polls(const std::vector<waiter_id>& ids) {
+  // Ids first: a read that completes without suspending removes its waiter while we would be iterating.
+  for (auto id : ids) {
+    run_poll(id);
+  }
 }
 
 void partition_actor::after_append() {
+  if (!state_) {
+    return;  // closed meanwhile
+  }
   publish_gauges();
-  wake_waiters();
+  run_polls(polls_.woken(state_->log().committed()));
   schedule_tick();
 }
 
-void partition_actor::wake_waiters() {
-  // Ids first: a read that completes without suspending erases its waiter while we would be iterating.
-  std::vector<std::uint64_t> idle;
-  for (const auto& [id, w] : waiters_) {
-    if (!w.reading) {
-      idle.push_back(id);
-    }
+void partition_actor::schedule_poll_deadline(waiter_id id) {
+  const auto due = polls_.deadline_of(id);
+  if (!due) {
+    return;
   }
-  for (auto id : idle) {
-    run_poll(id);
-  }
+  // The heap fires it at `due`; the poll expires with every other one due by then.
+  auto self = caf::actor_cast<caf::actor>(this);
+  const std::int64_t at = due->count();
+  polls_.find(id)->timer =
+      current_shard()->timers().schedule(*due, [self, at] { caf::anon_send(self, poll_timeout_atom::value, at); });
 }
 
 void partition_actor::schedule_tick() {
@@ -193,16 +147,18 @@ void partition_actor::schedule_retention() {
                                      [self] { caf::anon_send(self, retention_atom::value); });
 }
 
-void partition_actor::finish(bool destroy, caf::response_promise rp) {
+outcome partition_actor::refusal() const {
+  return open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"};
+}
+
+caf::result<outcome> partition_actor::finish(bool destroy) {
+  auto rp = make_response_promise<outcome>();
   closing_ = true;
-  for (auto& [id, w] : waiters_) {
-    if (!w.reading) {
-      if (w.timer != 0) {
-        current_shard()->timers().cancel(w.timer);
-      }
-      w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
-    }
+  for (auto& w : polls_.close()) {
+    current_shard()->timers().cancel(w.timer);
+    w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
   }
+  polls_.check_invariants();
   ++operations_;
   auto job = [](partition_actor* self, bool remove) -> task<expected<void>> {
     if (self->state_) {
@@ -220,16 +176,14 @@ void partition_actor::finish(bool destroy, caf::response_promise rp) {
     rp.deliver(r ? outcome{} : outcome::of(r.error()));
     quit();
   });
+  return rp;
 }
 
 caf::behavior partition_actor::serving() {
   caf::message_handler handlers{
       [this](produce_atom, produce_msg& msg) -> caf::result<produce_reply> {
         if (!state_ || closing_) {
-          return produce_reply{
-              open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"},
-              {},
-              -1};
+          return produce_reply{refusal(), {}, -1};
         }
         auto rp = make_response_promise<produce_reply>();
         ++operations_;
@@ -240,59 +194,30 @@ caf::behavior partition_actor::serving() {
           if (!r) {
             bump(published_->produce_errors);
           }
-          produce_reply reply;
-          if (r) {
-            reply.base_offsets = std::move(r->base_offsets);
-            reply.timestamp_ms = r->timestamp.value();
-          } else {
-            reply.result = outcome::of(r.error());
-          }
-          rp.deliver(std::move(reply));
+          rp.deliver(r ? produce_reply{outcome{}, std::move(r->base_offsets), r->timestamp.value()}
+                       : produce_reply{outcome::of(r.error()), {}, -1});
           after_append();
         });
         return rp;
       },
       [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
         if (!state_ || closing_) {
-          return poll_reply{
-              open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"},
-              nullptr};
+          return poll_reply{refusal(), nullptr};
         }
         auto rp = make_response_promise<poll_reply>();
-        const std::uint64_t id = next_waiter_++;
-        waiter w{std::move(msg.request), msg.resume_at, rp, 0, false};
-        const std::uint64_t wait_ms =
-            std::min<std::uint64_t>(w.request.max_wait_ms(), services_->long_poll_wait_ms_max);
-        if (wait_ms > 0 && !draining_) {
-          auto self = caf::actor_cast<caf::actor>(this);
-          w.timer =
-              current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(wait_ms),
-                                                 [self, id] { caf::anon_send(self, poll_timeout_atom::value, id); });
-        }
-        waiters_.emplace(id, std::move(w));
+        const std::uint64_t wait_ms = msg.request.max_wait_ms();
+        const auto id = polls_.add(poll_waiter{std::move(msg.request), msg.resume_at, rp, 0}, wait_ms, monotonic_now());
+        schedule_poll_deadline(id);
         run_poll(id);
         return rp;
       },
       [this](drain_atom) {
         // The server is stopping: no poll parks any more, and those parked are answered now with what there is.
-        draining_ = true;
-        for (auto& [id, w] : waiters_) {
-          if (w.timer != 0) {
-            current_shard()->timers().cancel(w.timer);
-            w.timer = 0;
-          }
-        }
-        wake_waiters();
+        run_polls(polls_.drain());
       },
-      [this](poll_timeout_atom, std::uint64_t id) {
-        auto it = waiters_.find(id);
-        if (it == waiters_.end()) {
-          return;
-        }
-        it->second.timer = 0;  // expired: the next read answers, empty or not
-        if (!it->second.reading) {
-          run_poll(id);
-        }
+      [this](poll_timeout_atom, std::int64_t at) {
+        // Expired: the next read answers, empty or not.
+        run_polls(polls_.expire(std::chrono::nanoseconds(at)));
       },
       [this](offset_get_atom, offset_msg& msg) -> offset_reply {
         if (!state_) {
@@ -315,18 +240,12 @@ caf::behavior partition_actor::serving() {
       },
       [this](info_atom) -> partition_info {
         partition_info out;
-        out.info.set_id(id_.partition_id);
         if (!state_) {
+          out.info.set_id(id_.partition_id);
           out.result = open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "not open"};
           return out;
         }
-        const auto& log = state_->log();
-        const auto st = log.stats();
-        out.info.set_log_start(static_cast<std::uint64_t>(log.log_start().value()));
-        out.info.set_high_watermark(static_cast<std::uint64_t>(log.committed().value()));
-        out.info.set_log_end(static_cast<std::uint64_t>(log.log_end().value()));
-        out.info.set_bytes(st.bytes);
-        out.info.set_segments(static_cast<std::uint32_t>(st.segments));
+        out.info = state_->info(id_.partition_id);
         return out;
       },
       [this](tick_atom) {
@@ -365,16 +284,8 @@ caf::behavior partition_actor::serving() {
           become(serving());
         }});
       },
-      [this](close_atom) -> caf::result<outcome> {
-        auto rp = make_response_promise<outcome>();
-        finish(false, rp);
-        return rp;
-      },
-      [this](destroy_atom) -> caf::result<outcome> {
-        auto rp = make_response_promise<outcome>();
-        finish(true, rp);
-        return rp;
-      },
+      [this](close_atom) { return finish(false); },
+      [this](destroy_atom) { return finish(true); },
   };
   return caf::behavior{io_completion_handler(*io_).or_else(handlers)};
 }

@@ -1,19 +1,19 @@
 #pragma once
 // partition_actor: one partition, on the shard its namespace hashes to. A thin behavior over partition_state:
-// produce, poll (with long polls parked until data is committed or their deadline passes, on the shard's deadline
-// heap), consumer offsets, info, close and destroy. Requests that arrive while the log is being opened wait in the
-// mailbox.
+// produce, poll (long polls parked in long_poll until data is committed or their deadline passes; each deadline
+// is a timer on the shard's deadline heap), consumer offsets, info, close and destroy. Requests that
+// arrive while the log is being opened wait in the mailbox.
 #include <caf/all.hpp>
 
 #include <chrono>
-#include <map>
 #include <memory>
 
+#include "actors/long_poll.h"
+#include "actors/messages.hpp"
+#include "actors/partition_state.h"
 #include "actors/runtime/actor_io.hpp"
 #include "actors/runtime/homed.h"
-#include "actors/messages.hpp"
 #include "actors/runtime/metered.hpp"
-#include "actors/partition_state.h"
 #include "base/clock.h"
 
 namespace rill::actors {
@@ -41,13 +41,13 @@ class partition_actor final : public metered<>, public homed {
   caf::behavior make_behavior() override;
 
  private:
-  struct waiter {
+  struct poll_waiter {
     proto::PollRequest request;
     std::optional<std::int64_t> resume_at;  // a group's position (poll_msg)
     caf::response_promise promise;
-    deadline_heap::timer_id timer = 0;
-    bool reading = false;
+    deadline_heap::timer_id timer = 0;  // its deadline on the shard's heap (0: none)
   };
+  using waiter_id = long_poll<poll_waiter>::waiter_id;
 
   // Tells the partition's metrics what the log took to write and sync.
   class log_timing final : public storage::log_observer {
@@ -63,13 +63,16 @@ class partition_actor final : public metered<>, public homed {
   caf::behavior serving();
   void publish_gauges();
   void opened(expected<std::unique_ptr<partition_state>> r);
-  void run_poll(std::uint64_t waiter_id);
+  void run_poll(waiter_id id);
+  void run_polls(const std::vector<waiter_id>& ids);
   void after_append();
-  void wake_waiters();
+  void schedule_poll_deadline(waiter_id id);
   void schedule_tick();
   void schedule_retention();
-  void finish(bool destroy, caf::response_promise rp);
-  storage::read_request read_request_for(const proto::PollRequest& r, std::optional<std::int64_t> resume_at) const;
+  // Closes the log (and removes its directory when `destroy`), answering parked polls first; then quits.
+  caf::result<outcome> finish(bool destroy);
+  // Why a produce or poll is refused: the log did not open, or it is closing.
+  outcome refusal() const;
 
   partition_identity id_;
   std::shared_ptr<partition_metrics> published_ = std::make_shared<partition_metrics>();
@@ -79,12 +82,10 @@ class partition_actor final : public metered<>, public homed {
   std::unique_ptr<actor_io> io_;
   std::unique_ptr<partition_state> state_;
   std::optional<rill::error> open_error_;
-  std::map<std::uint64_t, waiter> waiters_;
-  std::uint64_t next_waiter_ = 1;
+  long_poll<poll_waiter> polls_;
   std::optional<std::chrono::nanoseconds> tick_at_;
   std::size_t operations_ = 0;  // coroutines of this actor still running
   bool closing_ = false;
-  bool draining_ = false;  // the server is stopping: polls do not park
 };
 
 }  // namespace rill::actors

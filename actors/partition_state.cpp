@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "actors/long_poll.h"
 #include "actors/metadata_state.h"
 #include "base/endian.h"
 #include "net/status.h"
@@ -215,6 +216,32 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
   }
   result.timestamp = appended->timestamp;
   co_return result;
+}
+
+task<expected<storage::read_result>> partition_state::poll(proto::PollRequest request,
+                                                           std::optional<std::int64_t> resume_at,
+                                                           std::uint64_t default_max_bytes) {
+  const bool named = request.consumer().kind_case() == proto::Consumer::kName;
+  const auto stored = named ? consumer_offset(request.consumer().name()) : std::nullopt;
+  const auto query =
+      read_request_for(request, resume_at, stored, log_->log_start(), log_->log_end(), default_max_bytes);
+  RILL_CO_TRY(result, co_await log_->read(query));
+  if (request.auto_commit() && result.batches > 0 && named) {
+    RILL_CO_TRY_VOID(co_await store_consumer_offset(request.consumer().name(), result.next_offset.value()));
+  }
+  co_return result;
+}
+
+proto::PartitionInfo partition_state::info(std::uint32_t partition_id) const {
+  const auto st = log_->stats();
+  proto::PartitionInfo out;
+  out.set_id(partition_id);
+  out.set_log_start(static_cast<std::uint64_t>(log_->log_start().value()));
+  out.set_high_watermark(static_cast<std::uint64_t>(log_->committed().value()));
+  out.set_log_end(static_cast<std::uint64_t>(log_->log_end().value()));
+  out.set_bytes(st.bytes);
+  out.set_segments(static_cast<std::uint32_t>(st.segments));
+  return out;
 }
 
 std::optional<std::int64_t> partition_state::consumer_offset(const std::string& consumer) const {

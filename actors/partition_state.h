@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "base/expected.h"
 #include "base/task.h"
+#include "net/proto/rill.pb.h"
 #include "storage/partition_log.h"
 
 namespace rill::actors {
@@ -47,6 +48,12 @@ class partition_state {
   task<expected<produce_result>> produce(std::vector<std::byte> batches);
 
   task<expected<storage::read_result>> read(storage::read_request request) { return log_->read(request); }
+  // One read for a poll, from where read_request_for (long_poll.h) puts it (`resume_at`: a group's position); when
+  // the poll auto-commits for a named consumer and batches came back, their next offset is stored as its offset.
+  task<expected<storage::read_result>> poll(proto::PollRequest request, std::optional<std::int64_t> resume_at,
+                                            std::uint64_t default_max_bytes);
+  // The partition's offsets and size, as the metadata actor reports them.
+  [[nodiscard]] proto::PartitionInfo info(std::uint32_t partition_id) const;
 
   [[nodiscard]] std::optional<std::int64_t> consumer_offset(const std::string& consumer) const;
   // Stores `offset` for `consumer` (atomic file). Returns the previous offset, if any.

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "actors/metadata_state.h"
+#include "actors/request_router.h"
 
 namespace rill::actors {
 
@@ -25,6 +26,21 @@ struct routing_table {
     auto it = groups.find(group_namespace(stream, topic, group));
     return it == groups.end() ? caf::actor{} : it->second;
   }
+};
+
+// A table as route_request asks it: which actors it holds.
+class routing_directory final : public actor_directory {
+ public:
+  explicit routing_directory(const routing_table& table) : table_(table) {}
+  [[nodiscard]] bool has_partition(std::uint32_t stream, std::uint32_t topic, std::uint32_t partition) const override {
+    return table_.partitions.count(partition_namespace(stream, topic, partition)) > 0;
+  }
+  [[nodiscard]] bool has_group(std::uint32_t stream, std::uint32_t topic, std::uint32_t group) const override {
+    return table_.groups.count(group_namespace(stream, topic, group)) > 0;
+  }
+
+ private:
+  const routing_table& table_;
 };
 
 class routing {

@@ -1,0 +1,197 @@
+// connection_state: framing, back-pressure and closing of one client connection (see the header).
+#include "actors/connection_state.h"
+
+#include <algorithm>
+
+#include "base/assert.h"
+#include "base/endian.h"
+#include "net/errc.h"
+
+namespace rill::actors {
+namespace {
+// The correlation id of a frame that is refused, when enough of it arrived to tell.
+std::uint32_t correlation_of(std::span<const std::byte> frame) {
+  return frame.size() >= 8 ? load_be<std::uint32_t>(frame.data() + 4) : 0;
+}
+}  // namespace
+
+connection_state::connection_state(limits l) : limits_(l) {
+  RILL_ASSERT(l.inflight_requests_max > 0);
+  RILL_ASSERT(l.inflight_bytes_max > 0);
+  RILL_ASSERT(l.frame_bytes_max >= net::request_prefix_bytes);
+}
+
+bool connection_state::can_read() const {
+  return !closing_ && !close_after_send_ && inflight_requests_ < limits_.inflight_requests_max &&
+         inflight_bytes_ < limits_.inflight_bytes_max && out_bytes_ < limits_.inflight_bytes_max;
+}
+
+std::optional<std::span<std::byte>> connection_state::begin_recv() {
+  if (recv_pending_ || framing_ || !can_read()) {
+    return std::nullopt;
+  }
+  // Read at least a window; more when a large frame is known to be coming.
+  std::size_t want = recv_window_min;
+  if (in_.size() >= net::length_bytes) {
+    const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data())} + net::length_bytes;
+    if (frame > in_.size()) {
+      want = std::clamp<std::uint64_t>(frame - in_.size(), recv_window_min, recv_window_max);
+    }
+  }
+  recv_at_ = in_.size();
+  in_.resize(recv_at_ + want);
+  recv_pending_ = true;
+  return std::span<std::byte>(in_.data() + recv_at_, want);
+}
+
+bool connection_state::end_recv(std::int64_t result) {
+  RILL_ASSERT(recv_pending_);
+  RILL_ASSERT(!framing_);
+  recv_pending_ = false;
+  if (result <= 0) {
+    in_.resize(recv_at_);
+    closing_ = true;  // the peer closed (0) or the socket failed: finish what is in flight, then go
+    return false;
+  }
+  RILL_ASSERT(recv_at_ + static_cast<std::size_t>(result) <= in_.size());
+  in_.resize(recv_at_ + static_cast<std::size_t>(result));
+  framing_ = true;
+  consumed_ = 0;
+  return true;
+}
+
+std::variant<std::monostate, connection_state::request, connection_state::frame_error> connection_state::next_frame() {
+  if (!framing_ || close_after_send_) {
+    return std::monostate{};
+  }
+  const auto rest = std::span<const std::byte>(in_).subspan(consumed_);
+  auto size = net::next_frame_size(rest, net::request_prefix_bytes, limits_.frame_bytes_max);
+  if (!size) {
+    close_after_send_ = true;
+    return frame_error{correlation_of(rest), net::status_of(size.error().code()), size.error().detail()};
+  }
+  if (!size->has_value()) {
+    return std::monostate{};
+  }
+  const auto frame = rest.first(**size);
+  consumed_ += frame.size();
+  auto req = net::parse_request(frame);
+  if (!req) {
+    close_after_send_ = true;
+    return frame_error{correlation_of(frame), net::status::malformed_frame, req.error().detail()};
+  }
+  const auto bytes = static_cast<std::uint32_t>(frame.size());
+  ++inflight_requests_;
+  inflight_bytes_ += bytes;
+  return request{*req, bytes};
+}
+
+void connection_state::framing_done() {
+  RILL_ASSERT(framing_);
+  RILL_ASSERT(consumed_ <= in_.size());
+  in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(consumed_));
+  consumed_ = 0;
+  framing_ = false;
+}
+
+bool connection_state::queue_reply(std::vector<std::byte> frame, std::uint32_t request_bytes) {
+  if (closed_ || forced_) {
+    return false;  // closed meanwhile: the reply has nowhere to go
+  }
+  if (request_bytes > 0) {
+    RILL_ASSERT(inflight_requests_ > 0);
+    RILL_ASSERT(inflight_bytes_ >= request_bytes);
+    --inflight_requests_;
+    inflight_bytes_ -= request_bytes;
+  }
+  out_bytes_ += frame.size();
+  out_.push_back(std::move(frame));
+  return true;
+}
+
+std::optional<std::span<const std::byte>> connection_state::begin_send() {
+  if (send_pending_ || out_.empty() || closed_) {
+    return std::nullopt;
+  }
+  RILL_ASSERT(out_sent_ < out_.front().size());
+  send_pending_ = true;
+  return std::span<const std::byte>(out_.front()).subspan(out_sent_);
+}
+
+void connection_state::end_send(std::int64_t result) {
+  RILL_ASSERT(send_pending_);
+  send_pending_ = false;
+  if (result < 0) {
+    drop_queued(false);  // the peer is gone: nothing more can be delivered
+    closing_ = true;
+    return;
+  }
+  if (forced_) {
+    drop_queued(false);  // nothing more is sent
+    return;
+  }
+  RILL_ASSERT(!out_.empty());
+  out_sent_ += static_cast<std::size_t>(result);
+  RILL_ASSERT(out_sent_ <= out_.front().size());
+  if (out_sent_ == out_.front().size()) {
+    out_bytes_ -= out_.front().size();
+    out_.pop_front();
+    out_sent_ = 0;
+  }
+}
+
+bool connection_state::shut_down() {
+  closing_ = true;
+  return recv_pending_;
+}
+
+bool connection_state::force() {
+  forced_ = true;
+  // While a send is pending the kernel may still read the front reply: it stays until the send completes.
+  drop_queued(send_pending_);
+  return send_pending_;
+}
+
+void connection_state::drop_queued(bool keep_front) {
+  while (out_.size() > (keep_front ? 1 : 0)) {
+    out_bytes_ -= out_.back().size();
+    out_.pop_back();
+  }
+  if (!keep_front) {
+    out_sent_ = 0;
+  }
+  RILL_ASSERT(out_.empty() ? out_bytes_ == 0 : out_bytes_ == out_.front().size());
+}
+
+void connection_state::check_invariants() const {
+  std::uint64_t queued = 0;
+  for (const auto& frame : out_) {
+    queued += frame.size();
+  }
+  RILL_ASSERT(queued == out_bytes_, "{} bytes queued, {} counted", queued, out_bytes_);
+  RILL_ASSERT(out_.empty() ? out_sent_ == 0 : out_sent_ < out_.front().size());
+  RILL_ASSERT(!send_pending_ || !out_.empty());
+  RILL_ASSERT(!framing_ || !recv_pending_);
+  RILL_ASSERT(consumed_ <= in_.size());
+  RILL_ASSERT(!recv_pending_ || recv_at_ < in_.size());
+  RILL_ASSERT(inflight_requests_ == 0 ? inflight_bytes_ == 0 : inflight_bytes_ >= inflight_requests_);
+  RILL_ASSERT(!closed_ || closing_);
+}
+
+connection_state::step connection_state::next_step(bool io_in_flight) const {
+  const bool done_sending = out_.empty() && !send_pending_;
+  const bool requests_done = inflight_requests_ == 0 || forced_;
+  if (closed_ || !done_sending || !requests_done) {
+    return step::wait;
+  }
+  if (!closing_) {
+    return close_after_send_ ? step::shut_down : step::wait;
+  }
+  // Nothing of the connection's may be left in the kernel when it closes: the pending read and the cancels first.
+  if (recv_pending_ || io_in_flight) {
+    return step::wait;
+  }
+  return step::close;
+}
+
+}  // namespace rill::actors

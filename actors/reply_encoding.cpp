@@ -1,0 +1,92 @@
+// reply_encoding: the reply frames, field by field as the connection actor built them inline before.
+#include "actors/reply_encoding.h"
+
+#include <algorithm>
+
+#include "net/frame.h"
+#include "net/proto/rill.pb.h"
+
+namespace rill::actors {
+namespace {
+template <class M>
+std::vector<std::byte> ok_frame(std::uint32_t correlation, const M& m, std::span<const std::byte> batches = {}) {
+  std::vector<std::byte> out;
+  net::append_reply(out, correlation, net::status::ok, m, batches);
+  return out;
+}
+
+std::uint64_t not_negative(std::int64_t v) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0));
+}
+}  // namespace
+
+std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message) {
+  std::vector<std::byte> out;
+  net::append_error_reply(out, correlation, st, message);
+  return out;
+}
+
+std::vector<std::byte> serialized_reply_frame(std::uint32_t correlation, const std::string& header) {
+  std::vector<std::byte> out;
+  net::append_reply_raw(out, correlation, net::status::ok,
+                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(header.data()), header.size()));
+  return out;
+}
+
+std::vector<std::byte> ping_reply_frame(std::uint32_t correlation, timestamp_ms_t server_time) {
+  proto::PingReply r;
+  r.set_server_time_ms(static_cast<std::uint64_t>(server_time.value()));
+  r.set_version(server_version);
+  return ok_frame(correlation, r);
+}
+
+std::vector<std::byte> produce_reply_frame(std::uint32_t correlation, std::uint32_t partition_id,
+                                           const std::vector<std::int64_t>& base_offsets, std::int64_t timestamp_ms) {
+  proto::ProduceReply out;
+  out.set_partition_id(partition_id);
+  for (auto o : base_offsets) {
+    out.add_base_offsets(static_cast<std::uint64_t>(o));
+  }
+  out.set_timestamp_ms(not_negative(timestamp_ms));
+  return ok_frame(correlation, out);
+}
+
+std::vector<std::byte> poll_reply_frame(std::uint32_t correlation, std::uint32_t partition_id,
+                                        const storage::read_result& data) {
+  proto::PollReply out;
+  out.set_partition_id(partition_id);
+  out.set_first_offset(not_negative(data.first_offset.value()));
+  out.set_next_offset(static_cast<std::uint64_t>(data.next_offset.value()));
+  out.set_high_watermark(static_cast<std::uint64_t>(data.high_watermark.value()));
+  out.set_log_start(static_cast<std::uint64_t>(data.log_start.value()));
+  out.set_batches(data.batches);
+  out.set_records(data.records);
+  out.set_start_offset(not_negative(data.requested.value()));
+  const auto bytes = data.bytes ? data.bytes.span() : std::span<const std::byte>{};
+  return ok_frame(correlation, out, bytes);
+}
+
+std::vector<std::byte> offset_reply_frame(std::uint32_t correlation, bool store, std::optional<std::int64_t> offset) {
+  if (store) {
+    proto::OffsetStoreReply out;
+    if (offset) {
+      out.set_previous(static_cast<std::uint64_t>(*offset));
+    }
+    return ok_frame(correlation, out);
+  }
+  proto::OffsetGetReply out;
+  if (offset) {
+    out.set_offset(static_cast<std::uint64_t>(*offset));
+  }
+  return ok_frame(correlation, out);
+}
+
+std::string stats_reply_header(const std::string& header, std::uint32_t connections) {
+  proto::StatsReply s;
+  s.ParseFromString(header);
+  s.set_connections(connections);
+  s.set_version(server_version);
+  return s.SerializeAsString();
+}
+
+}  // namespace rill::actors

@@ -1,0 +1,202 @@
+// request_router: the decisions the connection actor used to make inline, in the same order and with the same
+// messages.
+#include "actors/request_router.h"
+
+#include <fmt/core.h>
+
+#include "actors/reply_encoding.h"
+#include "base/assert.h"
+
+namespace rill::actors {
+namespace {
+
+template <class M>
+bool parse_header(const net::request_view& req, M& m) {
+  return m.ParseFromArray(req.header.data(), static_cast<int>(req.header.size()));
+}
+
+std::string header_string(const net::request_view& req) {
+  return std::string(reinterpret_cast<const char*>(req.header.data()), req.header.size());
+}
+
+reply_error error_of(const rill::error& e) {
+  return reply_error{net::status_of(e.code()), e.detail()};
+}
+
+rill::unexpected fail(net::status st, std::string message) {
+  return rill::unexpected(make_error_code(st), std::move(message));
+}
+
+reply_error bad_header() {
+  return reply_error{net::status::bad_header, "the request header does not parse"};
+}
+
+struct stream_topic {
+  const stream_meta* stream = nullptr;
+  const topic_meta* topic = nullptr;
+};
+
+// One request's names resolved against the view; an error is the reply that ends the request.
+class resolver {
+ public:
+  resolver(const metadata_view& view, const actor_directory& actors, std::uint32_t& balanced_next)
+      : view_(view), actors_(actors), balanced_next_(balanced_next) {}
+
+  expected<stream_topic> find(const proto::Identifier& s, const proto::Identifier& t) const {
+    RILL_TRY(stream, view_.find_stream(s));
+    RILL_TRY(topic, view_.find_topic(*stream, t));
+    return stream_topic{stream, topic};
+  }
+
+  // The partition a request goes to: `partition`, or the next in round-robin order when it names none.
+  expected<partition_key> partition(const proto::Identifier& s, const proto::Identifier& t,
+                                    std::optional<std::uint32_t> partition) {
+    RILL_TRY(found, find(s, t));
+    const std::uint32_t count = found.topic->config.partitions();
+    RILL_ASSERT(count > 0, "topic '{}' has no partitions", found.topic->name);
+    const std::uint32_t chosen = partition ? *partition : balanced_next_++ % count;
+    if (chosen >= count) {
+      return fail(net::status::partition_not_found, fmt::format("partition {} not found in topic '{}' ({} partitions)",
+                                                                chosen, found.topic->name, count));
+    }
+    if (!actors_.has_partition(found.stream->id, found.topic->id, chosen)) {
+      return fail(net::status::unavailable, "the partition is being created or deleted; retry");
+    }
+    return partition_key{found.stream->id, found.topic->id, chosen};
+  }
+
+  expected<group_key> group(const proto::Identifier& s, const proto::Identifier& t, const proto::Identifier& g) const {
+    RILL_TRY(found, find(s, t));
+    RILL_TRY(group, metadata_view::find_group(*found.topic, g));
+    if (!actors_.has_group(found.stream->id, found.topic->id, group->id)) {
+      return fail(net::status::unavailable, "the group is being created or deleted; retry");
+    }
+    return group_key{found.stream->id, found.topic->id, group->id};
+  }
+
+  expected<group_key> group_named(const proto::Identifier& s, const proto::Identifier& t,
+                                  const std::string& name) const {
+    proto::Identifier g;
+    g.set_name(name);
+    return group(s, t, g);
+  }
+
+ private:
+  const metadata_view& view_;
+  const actor_directory& actors_;
+  std::uint32_t& balanced_next_;
+};
+
+route_decision to_group_of(expected<group_key> group, net::api a, const net::request_view& req) {
+  if (!group) {
+    return error_of(group.error());
+  }
+  const bool tracks = a == net::api::group_join || a == net::api::group_heartbeat;
+  return to_group{*group, req.api_wire, header_string(req), tracks};
+}
+
+route_decision produce(const net::request_view& req, resolver& r) {
+  proto::ProduceRequest h;
+  if (!parse_header(req, h)) {
+    return bad_header();
+  }
+  if (req.batches.empty()) {
+    return reply_error{net::status::invalid_batch, "a produce request carries at least one batch"};
+  }
+  std::optional<std::uint32_t> partition;
+  if (h.partitioning().kind_case() == proto::Partitioning::kPartitionId) {
+    partition = h.partitioning().partition_id();
+  }
+  auto target = r.partition(h.stream(), h.topic(), partition);
+  if (!target) {
+    return error_of(target.error());
+  }
+  auto batches = std::make_shared<std::vector<std::byte>>(req.batches.begin(), req.batches.end());
+  return to_partition{*target, produce_call{std::move(batches)}};
+}
+
+route_decision poll(const net::request_view& req, resolver& r) {
+  proto::PollRequest h;
+  if (!parse_header(req, h)) {
+    return bad_header();
+  }
+  auto target = r.partition(h.stream(), h.topic(), h.partition_id());
+  if (!target) {
+    return error_of(target.error());
+  }
+  // A group member's poll goes through its group, which checks ownership and knows the group's offset.
+  std::optional<group_key> group;
+  if (h.consumer().kind_case() == proto::Consumer::kGroup) {
+    auto g = r.group_named(h.stream(), h.topic(), h.consumer().group());
+    if (!g) {
+      return error_of(g.error());
+    }
+    group = *g;
+  }
+  return to_partition{*target, poll_call{std::move(h), group}};
+}
+
+route_decision offset(const net::request_view& req, net::api a, resolver& r) {
+  const bool store = a == net::api::offset_store;
+  proto::OffsetStoreRequest h;  // OffsetGetRequest has the same first four fields
+  if (!parse_header(req, h)) {
+    return bad_header();
+  }
+  if (h.consumer().kind_case() == proto::Consumer::kGroup) {
+    return to_group_of(r.group_named(h.stream(), h.topic(), h.consumer().group()), a, req);
+  }
+  if (h.consumer().kind_case() != proto::Consumer::kName) {
+    return reply_error{net::status::bad_header, "an offset request names a consumer or a group"};
+  }
+  auto target = r.partition(h.stream(), h.topic(), h.partition_id());
+  if (!target) {
+    return error_of(target.error());
+  }
+  return to_partition{*target, offset_call{store, h.consumer().name(), static_cast<std::int64_t>(h.offset())}};
+}
+
+}  // namespace
+
+route_decision route_request(const net::request_view& req, const metadata_view& view, const actor_directory& actors,
+                             std::uint32_t& balanced_next, const clock& clk) {
+  const auto a = net::api_from_wire(req.api_wire);
+  if (!a) {
+    return reply_error{net::status::unknown_api, fmt::format("api {} does not exist", req.api_wire)};
+  }
+  if (req.version != net::protocol_version) {
+    return reply_error{net::status::unsupported_version,
+                       fmt::format("protocol version {} (this server speaks {})", req.version, net::protocol_version)};
+  }
+  resolver r(view, actors, balanced_next);
+  switch (*a) {
+    case net::api::ping:
+      return reply_frame{ping_reply_frame(req.correlation_id, clk.wall_ms())};
+    case net::api::login:
+      return reply_error{net::status::unsupported, "authentication arrives with a later version; no login is needed"};
+    case net::api::produce:
+      return produce(req, r);
+    case net::api::poll:
+      return poll(req, r);
+    case net::api::offset_store:
+    case net::api::offset_get:
+      return offset(req, *a, r);
+    case net::api::group_get:
+    case net::api::group_join:
+    case net::api::group_leave:
+    case net::api::group_heartbeat:
+    case net::api::group_assignment:
+    case net::api::group_commit:
+    case net::api::group_offsets: {
+      proto::GroupGetRequest h;  // every group request starts with stream, topic and group
+      if (!parse_header(req, h)) {
+        return bad_header();
+      }
+      return to_group_of(r.group(h.stream(), h.topic(), h.group()), *a, req);
+    }
+    default:
+      // Streams, topics, partitions, stats, and creating, listing and deleting groups: the metadata actor.
+      return to_metadata{req.api_wire, header_string(req), *a == net::api::stats};
+  }
+}
+
+}  // namespace rill::actors

@@ -1,0 +1,100 @@
+#pragma once
+// request_router: what a connection does with one parsed client request, decided without CAF. Given the request,
+// the routing table's metadata view, which actors the table holds, and the connection's round-robin counter, it
+// resolves names to ids and returns one decision: answer now (an error, or a whole frame), or forward to a partition's
+// actor, to a group's actor, or to the metadata actor, with everything the forward and its reply need. The
+// connection actor looks the actor handles up and sends; the replies are encoded by actors/reply_encoding.h.
+//
+// Every error a request can get before it reaches another actor is decided here, with the message the client sees.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "actors/metadata_state.h"
+#include "base/clock.h"
+#include "net/frame.h"
+#include "net/proto/rill.pb.h"
+#include "net/status.h"
+
+namespace rill::actors {
+
+// Which partition and group actors the routing table holds (one being created or deleted has none).
+class actor_directory {
+ public:
+  virtual ~actor_directory() = default;
+  [[nodiscard]] virtual bool has_partition(std::uint32_t stream_id, std::uint32_t topic_id,
+                                           std::uint32_t partition_id) const = 0;
+  [[nodiscard]] virtual bool has_group(std::uint32_t stream_id, std::uint32_t topic_id,
+                                       std::uint32_t group_id) const = 0;
+};
+
+struct partition_key {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t partition_id = 0;
+};
+
+struct group_key {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t group_id = 0;
+};
+
+// Answer now with an error reply.
+struct reply_error {
+  net::status st = net::status::ok;
+  std::string message;
+};
+
+// Answer now with this frame (ping).
+struct reply_frame {
+  std::vector<std::byte> frame;
+};
+
+// To the partition's actor: append these batches.
+struct produce_call {
+  std::shared_ptr<std::vector<std::byte>> batches;
+};
+// To the partition's actor, or, for a group member, through its group's actor (which checks ownership).
+struct poll_call {
+  proto::PollRequest request;
+  std::optional<group_key> group;
+};
+// To the partition's actor: a named consumer's offset.
+struct offset_call {
+  bool store = false;  // offset_store (else offset_get)
+  std::string consumer;
+  std::int64_t offset = -1;  // offset_store only
+};
+
+struct to_partition {
+  partition_key partition;  // the one chosen: the reply names it
+  std::variant<produce_call, poll_call, offset_call> call;
+};
+
+// To a group's actor: the API and its header (group_msg), answered with a serialized reply header.
+struct to_group {
+  group_key group;
+  std::uint16_t api = 0;
+  std::string header;
+  bool tracks_member = false;  // join and heartbeat: the group hears when this connection closes
+};
+
+// To the metadata actor: the API and its header (metadata_msg), answered with a serialized reply header.
+struct to_metadata {
+  std::uint16_t api = 0;
+  std::string header;
+  bool stats = false;  // the reply header gets this server's connection count and version (reply_encoding.h)
+};
+
+using route_decision = std::variant<reply_error, reply_frame, to_partition, to_group, to_metadata>;
+
+// The decision for `req`. `balanced_next` is the connection's round-robin counter for produces that name no
+// partition: read and advanced only when such a produce's topic is found. `clk` gives ping's server time.
+route_decision route_request(const net::request_view& req, const metadata_view& view, const actor_directory& actors,
+                             std::uint32_t& balanced_next, const clock& clk);
+
+}  // namespace rill::actors

@@ -1,0 +1,253 @@
+// connection_state without a socket: frames split across receives, framing errors, the receive window, the
+// back-pressure limits, partial sends, and when the connection shuts down and closes.
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+
+#include "actors/connection_state.h"
+#include "net/frame.h"
+#include "net/proto/rill.pb.h"
+
+using namespace rill;
+using namespace rill::actors;
+
+namespace {
+std::vector<std::byte> ping_frame(std::uint32_t correlation, std::size_t batch_bytes = 0) {
+  std::vector<std::byte> out;
+  proto::PingRequest h;
+  std::vector<std::byte> batches(batch_bytes, std::byte{7});
+  net::append_request(out, correlation, net::api::ping, h, batches);
+  return out;
+}
+
+// Delivers `bytes` through begin_recv/end_recv (as many receives as it takes); returns the requests framed.
+std::vector<connection_state::request> deliver(connection_state& c, std::span<const std::byte> bytes) {
+  std::vector<connection_state::request> out;
+  while (!bytes.empty()) {
+    auto buffer = c.begin_recv();
+    c.check_invariants();
+    BOOST_REQUIRE(buffer.has_value());
+    const std::size_t n = std::min(buffer->size(), bytes.size());
+    std::memcpy(buffer->data(), bytes.data(), n);
+    bytes = bytes.subspan(n);
+    BOOST_REQUIRE(c.end_recv(static_cast<std::int64_t>(n)));
+    c.check_invariants();
+    for (;;) {
+      auto next = c.next_frame();
+      c.check_invariants();
+      if (auto* r = std::get_if<connection_state::request>(&next)) {
+        out.push_back(*r);
+        continue;
+      }
+      BOOST_REQUIRE(std::holds_alternative<std::monostate>(next));
+      break;
+    }
+    c.framing_done();
+    c.check_invariants();
+  }
+  return out;
+}
+
+connection_state::limits small_limits() {
+  connection_state::limits l;
+  l.inflight_requests_max = 2;
+  l.inflight_bytes_max = 1000;
+  l.frame_bytes_max = 300;
+  return l;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(connection_state_suite)
+
+BOOST_AUTO_TEST_CASE(frames_split_across_receives_and_counted_in_flight) {
+  connection_state c(connection_state::limits{});
+  auto a = ping_frame(1, 10);
+  auto b = ping_frame(2);
+  std::vector<std::byte> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  // Byte by byte: every receive is at least the window, but only what arrived is framed.
+  std::vector<connection_state::request> got;
+  for (std::size_t i = 0; i < both.size(); ++i) {
+    auto r = deliver(c, std::span<const std::byte>(both).subspan(i, 1));
+    got.insert(got.end(), r.begin(), r.end());
+  }
+  BOOST_REQUIRE(got.size() == 2u);
+  BOOST_TEST(got[0].view.correlation_id == 1u);
+  BOOST_TEST(got[0].bytes == a.size());
+  BOOST_TEST(got[0].view.batches.size() == 10u);
+  BOOST_TEST(got[1].view.correlation_id == 2u);
+  BOOST_TEST(c.inflight_requests() == 2u);
+  BOOST_TEST(c.inflight_bytes() == both.size());
+}
+
+BOOST_AUTO_TEST_CASE(the_receive_window_grows_for_a_large_frame) {
+  connection_state::limits l;
+  l.frame_bytes_max = 64 << 20;
+  connection_state c(l);
+  auto buffer = c.begin_recv();
+  c.check_invariants();
+  BOOST_REQUIRE(buffer.has_value());
+  BOOST_TEST(buffer->size() == connection_state::recv_window_min);
+  BOOST_TEST(!c.begin_recv().has_value());  // one receive at a time
+  // The first bytes announce a 10 MiB frame: the next receive asks for the rest, up to the window's maximum.
+  auto big = ping_frame(5, 10 << 20);
+  std::memcpy(buffer->data(), big.data(), 100);
+  BOOST_REQUIRE(c.end_recv(100));
+  c.check_invariants();
+  BOOST_TEST(std::holds_alternative<std::monostate>(c.next_frame()));
+  c.check_invariants();
+  c.framing_done();
+  c.check_invariants();
+  buffer = c.begin_recv();
+  c.check_invariants();
+  BOOST_REQUIRE(buffer.has_value());
+  BOOST_TEST(buffer->size() == connection_state::recv_window_max);
+}
+
+BOOST_AUTO_TEST_CASE(an_oversized_frame_is_refused_and_the_connection_closes_after_its_reply) {
+  connection_state c(small_limits());
+  auto big = ping_frame(77, 400);
+  auto buffer = c.begin_recv();
+  c.check_invariants();
+  BOOST_REQUIRE(buffer.has_value());
+  std::memcpy(buffer->data(), big.data(), 16);
+  BOOST_REQUIRE(c.end_recv(16));
+  c.check_invariants();
+  auto next = c.next_frame();
+  c.check_invariants();
+  const auto* e = std::get_if<connection_state::frame_error>(&next);
+  BOOST_REQUIRE(e != nullptr);
+  BOOST_TEST(e->correlation == 77u);
+  BOOST_TEST(static_cast<int>(e->st) == static_cast<int>(net::status::frame_too_large));
+  BOOST_TEST(std::holds_alternative<std::monostate>(c.next_frame()));  // nothing more is framed
+  c.framing_done();
+  c.check_invariants();
+  BOOST_TEST(c.queue_reply(std::vector<std::byte>(20), 0));
+  c.check_invariants();
+  BOOST_TEST(!c.can_read());
+  BOOST_TEST(!c.begin_recv().has_value());
+  c.check_invariants();
+  BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // the reply is still to be sent
+  auto out = c.begin_send();
+  c.check_invariants();
+  BOOST_REQUIRE(out.has_value());
+  c.end_send(20);
+  c.check_invariants();
+  BOOST_TEST((c.next_step(false) == connection_state::step::shut_down));
+  BOOST_TEST(!c.shut_down());                                       // no receive pending: nothing to cancel
+  BOOST_TEST((c.next_step(true) == connection_state::step::wait));  // a cancel still in the kernel
+  BOOST_TEST((c.next_step(false) == connection_state::step::close));
+  c.closed();
+  c.check_invariants();
+  BOOST_TEST(!c.queue_reply(std::vector<std::byte>(5), 0));
+  c.check_invariants();
+}
+
+BOOST_AUTO_TEST_CASE(a_frame_that_does_not_parse_is_malformed) {
+  connection_state c(connection_state::limits{});
+  auto f = ping_frame(9);
+  f[15] = std::byte{0xff};  // header length runs past the frame
+  auto r = c.begin_recv();
+  c.check_invariants();
+  BOOST_REQUIRE(r.has_value());
+  std::memcpy(r->data(), f.data(), f.size());
+  BOOST_REQUIRE(c.end_recv(static_cast<std::int64_t>(f.size())));
+  c.check_invariants();
+  auto next = c.next_frame();
+  c.check_invariants();
+  const auto* e = std::get_if<connection_state::frame_error>(&next);
+  BOOST_REQUIRE(e != nullptr);
+  BOOST_TEST(e->correlation == 9u);
+  BOOST_TEST(static_cast<int>(e->st) == static_cast<int>(net::status::malformed_frame));
+  BOOST_TEST(c.inflight_requests() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(reading_pauses_at_the_limits_and_resumes_with_the_replies) {
+  connection_state c(small_limits());
+  auto a = ping_frame(1);
+  auto b = ping_frame(2);
+  BOOST_TEST(deliver(c, a).size() == 1u);
+  BOOST_TEST(deliver(c, b).size() == 1u);
+  BOOST_TEST(!c.can_read());  // two requests in flight
+  BOOST_TEST(!c.begin_recv().has_value());
+  c.check_invariants();
+  BOOST_TEST(c.queue_reply(std::vector<std::byte>(10), static_cast<std::uint32_t>(a.size())));
+  c.check_invariants();
+  BOOST_TEST(c.can_read());
+  // Replies the client does not read count too.
+  BOOST_TEST(c.queue_reply(std::vector<std::byte>(1000), static_cast<std::uint32_t>(b.size())));
+  c.check_invariants();
+  BOOST_TEST(c.inflight_requests() == 0u);
+  BOOST_TEST(c.out_bytes() == 1010u);
+  BOOST_TEST(!c.can_read());
+  auto s = c.begin_send();
+  c.check_invariants();
+  BOOST_REQUIRE(s.has_value());
+  BOOST_TEST(s->size() == 10u);
+  BOOST_TEST(!c.begin_send().has_value());  // one send at a time
+  c.end_send(4);                            // partial
+  s = c.begin_send();
+  c.check_invariants();
+  BOOST_REQUIRE(s.has_value());
+  BOOST_TEST(s->size() == 6u);
+  c.end_send(6);
+  c.check_invariants();
+  s = c.begin_send();
+  c.check_invariants();
+  BOOST_REQUIRE(s.has_value());
+  BOOST_TEST(s->size() == 1000u);
+  c.end_send(1000);
+  c.check_invariants();
+  BOOST_TEST(c.out_bytes() == 0u);
+  BOOST_TEST(c.can_read());
+  BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // open and idle
+}
+
+BOOST_AUTO_TEST_CASE(the_peer_closing_finishes_what_is_in_flight_first) {
+  connection_state c(connection_state::limits{});
+  auto a = ping_frame(1);
+  BOOST_TEST(deliver(c, a).size() == 1u);
+  BOOST_REQUIRE(c.begin_recv().has_value());
+  c.check_invariants();
+  BOOST_TEST(!c.end_recv(0));  // the peer closed
+  BOOST_TEST(!c.can_read());
+  BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // the request is still being answered
+  BOOST_TEST(c.queue_reply(std::vector<std::byte>(8), static_cast<std::uint32_t>(a.size())));
+  c.check_invariants();
+  BOOST_REQUIRE(c.begin_send().has_value());
+  c.check_invariants();
+  c.end_send(8);
+  c.check_invariants();
+  BOOST_TEST((c.next_step(false) == connection_state::step::close));
+}
+
+BOOST_AUTO_TEST_CASE(forcing_drops_unsent_replies_and_answers_nothing_more) {
+  connection_state c(connection_state::limits{});
+  auto a = ping_frame(1);
+  auto b = ping_frame(2);
+  BOOST_TEST(deliver(c, a).size() == 1u);
+  BOOST_TEST(deliver(c, b).size() == 1u);
+  BOOST_TEST(c.queue_reply(std::vector<std::byte>(10), static_cast<std::uint32_t>(a.size())));
+  c.check_invariants();
+  BOOST_TEST(c.queue_reply(std::vector<std::byte>(30), 0));
+  c.check_invariants();
+  BOOST_REQUIRE(c.begin_recv().has_value());
+  c.check_invariants();
+  BOOST_REQUIRE(c.begin_send().has_value());
+  c.check_invariants();
+  BOOST_TEST(c.force());  // a send is pending: to cancel; its reply stays until it completes
+  BOOST_TEST(c.out_queued() == 1u);
+  BOOST_TEST(c.out_bytes() == 10u);
+  BOOST_TEST(c.shut_down());  // the receive armed by deliver is pending: to cancel
+  BOOST_TEST(!c.queue_reply(std::vector<std::byte>(5), static_cast<std::uint32_t>(b.size())));
+  c.check_invariants();
+  BOOST_TEST(c.inflight_requests() == 1u);  // never to be answered
+  c.end_send(-125);                         // cancelled
+  BOOST_TEST(c.out_queued() == 0u);
+  BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // the receive is still pending
+  BOOST_TEST(!c.end_recv(-125));
+  c.check_invariants();
+  BOOST_TEST((c.next_step(false) == connection_state::step::close));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
