@@ -15,7 +15,7 @@ using namespace rill::actors;
 namespace {
 
 // Records which waiter ran, and with what.
-struct log {
+struct waiters_log {
   std::vector<std::string> ran;
   durable_versions::done_fn waiter(std::string name) {
     return [this, name](const std::optional<rill::error>& e) { ran.push_back(e ? name + ":" + e->detail() : name); };
@@ -26,7 +26,7 @@ struct log {
 
 BOOST_AUTO_TEST_CASE(a_waiter_runs_at_once_when_nothing_is_pending) {
   durable_versions v;
-  log l;
+  waiters_log l;
   BOOST_TEST(!v.start_write().has_value());  // nothing changed
   v.wait(l.waiter("a"));
   BOOST_TEST(l.ran == std::vector<std::string>{"a"});
@@ -35,7 +35,7 @@ BOOST_AUTO_TEST_CASE(a_waiter_runs_at_once_when_nothing_is_pending) {
 
 BOOST_AUTO_TEST_CASE(waiters_wait_for_the_version_current_when_they_began) {
   durable_versions v;
-  log l;
+  waiters_log l;
   v.changed();
   v.wait(l.waiter("a"));  // waits for 1
   const auto first = v.start_write();
@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_CASE(waiters_wait_for_the_version_current_when_they_began) {
 
 BOOST_AUTO_TEST_CASE(several_changes_are_written_by_one_write_and_waiters_run_in_order) {
   durable_versions v;
-  log l;
+  waiters_log l;
   v.changed();
   v.wait(l.waiter("a"));
   v.changed();
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(several_changes_are_written_by_one_write_and_waiters_run_in
 
 BOOST_AUTO_TEST_CASE(a_failed_write_fences_every_waiter_queued_or_new) {
   durable_versions v;
-  log l;
+  waiters_log l;
   v.changed();
   v.wait(l.waiter("a"));
   const auto w = v.start_write();
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(a_failed_write_fences_every_waiter_queued_or_new) {
 
 BOOST_AUTO_TEST_CASE(a_fence_before_any_write_answers_with_its_error) {
   durable_versions v;
-  log l;
+  waiters_log l;
   v.fence(rill::error(make_error_code(net::status::storage_error), "cannot open"));
   v.changed();
   BOOST_TEST(!v.start_write().has_value());
@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(a_fence_before_any_write_answers_with_its_error) {
 
 BOOST_AUTO_TEST_CASE(a_waiter_may_wait_again_while_waiters_run) {
   durable_versions v;
-  log l;
+  waiters_log l;
   v.changed();
   v.wait([&](const std::optional<rill::error>&) {
     l.ran.push_back("a");
