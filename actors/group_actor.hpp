@@ -1,19 +1,18 @@
 #pragma once
 // group_actor: one consumer group of one topic, on the shard its key hashes to (group_namespace). A thin behavior
-// over group_state: join, leave, heartbeat (with releases), assignment, commit, committed offsets, describe, and
-// the polls of its members, which pass through it so that ownership is checked twice: before the partition is asked,
-// and again at the instant the data comes back (a long poll parked across a rebalance is refused, not delivered, when
-// its member no longer owns the partition). Sessions end on the shard's deadline heap; a member whose connection
-// closes is removed at once.
+// over group_state, whose decisions group_handlers makes: join, leave, heartbeat (with releases), assignment,
+// commit, committed offsets, describe, and the polls of its members, which pass through it so that ownership is
+// checked twice: before the partition is asked, and again at the instant the data comes back (a long poll parked
+// across a rebalance is refused, not delivered, when its member no longer owns the partition). Sessions end on the
+// shard's deadline heap; a member whose connection closes is removed at once.
 //
 // Durability: every change (membership, generation, assignment, commit) is written to
 // <data>/groups/<stream>/<topic>/<group>/state (atomic replacement, CRC-32C) before any reply that depends on it is
-// sent; changes that arrive while a write is in flight ride the next one. A failed write fences the group: it refuses
-// everything (storage_error) until a restart.
+// sent (durable_versions); changes that arrive while a write is in flight ride the next one. A failed write fences
+// the group: it refuses everything (storage_error) until a restart.
 #include <caf/all.hpp>
 
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,6 +20,8 @@
 
 #include "actors/runtime/actor_io.hpp"
 #include "actors/runtime/deadline_heap.h"
+#include "actors/durable_versions.h"
+#include "actors/group_handlers.h"
 #include "actors/group_state.h"
 #include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
@@ -29,17 +30,6 @@
 #include "base/clock.h"
 
 namespace rill::actors {
-
-struct group_identity {
-  std::uint32_t stream_id = 0;
-  std::uint32_t topic_id = 0;
-  std::uint32_t group_id = 0;
-  std::string name;
-  std::uint64_t created_ms = 0;
-  proto::GroupConfig config;  // complete
-  std::uint32_t partitions = 0;
-  std::string dir;
-};
 
 // What every group actor shares; owned by the broker, outliving its actors.
 struct group_services {
@@ -52,22 +42,24 @@ struct group_services {
   std::function<void(const group_state&, const std::string& member, std::uint32_t partition)> on_delivered;
 };
 
-// "<data>/groups/<stream>/<topic>/<group>"
-std::string group_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic, std::uint32_t group);
-
 class group_actor final : public metered<>, public homed {
  public:
   group_actor(caf::actor_config& cfg, std::size_t home, group_identity id, const group_services* services);
   caf::behavior make_behavior() override;
 
  private:
-  using done_fn = std::function<void(const std::optional<rill::error>&)>;
+  using done_fn = durable_versions::done_fn;
 
   caf::behavior serving();
   task<expected<group_state>> load();
   caf::result<group_reply> handle(group_msg& msg);
   caf::result<poll_reply> handle_poll(group_poll_msg& msg);
-  task<expected<proto::GroupInfo>> describe();
+  // The partition answered poll `poll_id`: delivered, refused (ownership moved) or, auto-committed, once durable.
+  void polled(std::uint64_t poll_id, const group_poll& poll, poll_reply& r);
+  // Why the group answers nothing now (fenced, not open, closing: `closing` says so), if it does not.
+  std::optional<outcome> refusal(const char* closing) const;
+  // The description, with the partitions' offsets (asked of their actors first).
+  task<proto::GroupInfo> describe();
   // The state changed: write it, and look again at when the next session ends.
   void changed();
   // Runs `done` once everything changed so far is on disk (at once when it is), or with the error that fenced the
@@ -77,8 +69,10 @@ class group_actor final : public metered<>, public homed {
   void publish_metrics();
   void schedule_expiry();
   void step();
-  group_reply reply_after(const std::optional<rill::error>& e, std::string header) const;
-  void finish(bool destroy, caf::response_promise rp);
+  // Answers `header` once durable (or the error that fenced the group).
+  void reply_when_durable(caf::response_promise rp, std::string header);
+  // Close or destroy: answered once everything is durable (and, destroying, removed) and the actor quits.
+  caf::result<outcome> finish(bool destroy);
   void maybe_quit();
 
   group_identity id_;
@@ -86,12 +80,8 @@ class group_actor final : public metered<>, public homed {
   std::shared_ptr<group_metrics> published_ = std::make_shared<group_metrics>();
   std::unique_ptr<actor_io> io_;
   std::optional<group_state> state_;
-  std::optional<rill::error> error_;  // why the group is fenced (failed open or write)
-  std::uint64_t version_ = 0;         // changes made
-  std::uint64_t durable_ = 0;         // changes on disk
-  bool writing_ = false;
-  std::deque<std::pair<std::uint64_t, done_fn>> waiting_;  // by version
-  std::optional<std::chrono::nanoseconds> expiry_at_;      // the session end a timer is set for
+  durable_versions versions_;                          // fenced by a failed open or write
+  std::optional<std::chrono::nanoseconds> expiry_at_;  // the session end a timer is set for
   std::size_t operations_ = 0;
   std::map<std::uint64_t, caf::response_promise> polls_;  // members' polls waiting for their partition
   std::uint64_t next_poll_ = 1;
@@ -99,8 +89,5 @@ class group_actor final : public metered<>, public homed {
   caf::response_promise finished_;        // close or destroy: answered when the actor quits
   std::optional<outcome> finish_result_;  // set when only the actor's coroutines are left to finish
 };
-
-// The reply status of a group_state error.
-net::status status_of_group(const std::error_code& code) noexcept;
 
 }  // namespace rill::actors

@@ -373,6 +373,15 @@ std::optional<std::uint64_t> group_state::committed(std::uint32_t p) const {
   return it == committed_.end() ? std::nullopt : std::optional(it->second);
 }
 
+std::vector<std::optional<std::uint64_t>> group_state::committed_offsets() const {
+  std::vector<std::optional<std::uint64_t>> out(partitions());
+  for (const auto& [p, offset] : committed_) {
+    RILL_ASSERT(p < out.size(), "offset of partition {} of {}", p, out.size());
+    out[p] = offset;
+  }
+  return out;
+}
+
 std::optional<std::string> group_state::owner(std::uint32_t p) const {
   RILL_ASSERT(p < owner_.size());
   return owner_[p];

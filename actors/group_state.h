@@ -106,6 +106,8 @@ class group_state {
   expected<void> commit(const std::string& member, std::uint64_t generation, std::uint32_t partition,
                         std::uint64_t offset);
   [[nodiscard]] std::optional<std::uint64_t> committed(std::uint32_t partition) const;
+  // Every partition's committed offset, by partition.
+  [[nodiscard]] std::vector<std::optional<std::uint64_t>> committed_offsets() const;
   // An administrator's reset of a committed offset (backwards too): only while the group has no members.
   expected<void> reset(std::uint32_t partition, std::uint64_t offset);
   // The topic's partition count changed: a new generation; partitions gone lose their owners and offsets.

@@ -15,6 +15,7 @@
 #include "actors/group_actor.hpp"
 #include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
+#include "actors/metadata_handlers.h"
 #include "actors/metadata_machine.h"
 #include "actors/metadata_state.h"
 #include "actors/runtime/metered.hpp"
@@ -36,10 +37,6 @@ struct metadata_services {
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
 
-// "<data>/streams/<s>/topics/<t>/partitions/<p>"
-std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std::uint32_t topic,
-                          std::uint32_t partition);
-
 class metadata_actor final : public metered<>, public homed {
  public:
   metadata_actor(caf::actor_config& cfg, const metadata_services* services);
@@ -47,16 +44,22 @@ class metadata_actor final : public metered<>, public homed {
 
  private:
   task<expected<void>> recover();
+  // Appends to `orphans` the directories below `dir` (an entry of `tree` kept at depth parents.size()) that the
+  // view does not know.
+  task<void> find_orphans(data_tree tree, std::string dir, std::vector<std::uint64_t> parents,
+                          std::vector<std::string>* orphans);
   task<expected<metadata_reply>> mutate(std::uint16_t api, std::string header);
   task<expected<metadata_reply>> read(std::uint16_t api, std::string header);
-  task<expected<proto::TopicInfo>> topic_info(const stream_meta& s, const topic_meta& t);
+  // Runs a committed change's effects (metadata_handlers.h), then answers its reply plan.
+  task<expected<metadata_reply>> run_effects(metadata_effects effects);
+  // Asks the partitions and groups what the plan needs, and builds the reply.
+  task<expected<metadata_reply>> answer(reply_plan plan);
   task<expected<void>> commit(proto::MetadataCommand cmd);
   task<expected<void>> destroy_partitions(std::vector<std::uint64_t> namespaces);
-  void spawn_partitions(std::uint32_t stream, std::uint32_t topic, std::uint32_t from, std::uint32_t to);
-  void spawn_group(std::uint32_t stream, const topic_meta& topic, const group_meta& group);
+  void spawn_partitions(const partition_range& range);
+  void spawn_group(const group_ref& group);
   // Destroys the group actors (and their state) of these group namespaces.
   task<expected<void>> destroy_groups(std::vector<std::uint64_t> namespaces);
-  void resize_groups(std::uint32_t stream, const topic_meta& topic);
   void publish();
   void pump();
 

@@ -1,0 +1,523 @@
+// metadata_handlers: every metadata API's decisions without CAF: the command a change commits, the effects it has
+// once committed (partitions and groups spawned, closed, destroyed, resized; data removed), the reply plans of reads
+// and changes and the replies built from them, the errors (bad header, not found, exists, limits, unknown API), and
+// which data directories recovery keeps.
+#include <boost/test/unit_test.hpp>
+
+#include "actors/metadata_handlers.h"
+#include "net/status.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using namespace rill::actors;
+
+namespace {
+
+std::uint16_t wire(net::api a) {
+  return static_cast<std::uint16_t>(a);
+}
+
+proto::Identifier by_name(const std::string& name) {
+  proto::Identifier id;
+  id.set_name(name);
+  return id;
+}
+
+proto::Identifier by_id(std::uint32_t v) {
+  proto::Identifier id;
+  id.set_id(v);
+  return id;
+}
+
+template <class E>
+net::status status_of(const E& r) {
+  return r ? net::status::ok : net::status_of(r.error().code());
+}
+
+// The metadata actor's steps without the actor: plan, check, apply (as the VSR group would), effects.
+struct harness {
+  metadata_state state;
+  config::log_config defaults;
+  std::string data_dir = "/data";
+
+  expected<metadata_change> plan(net::api api, const google::protobuf::MessageLite& req) {
+    return plan_change(*state.view(), wire(api), req.SerializeAsString(), defaults);
+  }
+  // Plans, checks and applies the change; its effects.
+  expected<metadata_effects> change(net::api api, const google::protobuf::MessageLite& req) {
+    RILL_TRY(c, plan(api, req));
+    c.command.set_time_ms(1234);
+    RILL_TRY_VOID(state.check(c.command));
+    (void)state.apply(c.command);
+    return effects_of(c, *state.view(), data_dir);
+  }
+  expected<reply_plan> read(net::api api, const google::protobuf::MessageLite& req) {
+    return plan_read(*state.view(), wire(api), req.SerializeAsString());
+  }
+
+  metadata_effects create_stream(const std::string& name) {
+    proto::StreamCreateRequest req;
+    req.set_name(name);
+    auto e = change(net::api::stream_create, req);
+    BOOST_REQUIRE(e.has_value());
+    return *e;
+  }
+  metadata_effects create_topic(const std::string& stream, const std::string& name, std::uint32_t partitions) {
+    proto::TopicCreateRequest req;
+    *req.mutable_stream() = by_name(stream);
+    req.set_name(name);
+    req.mutable_config()->set_partitions(partitions);
+    auto e = change(net::api::topic_create, req);
+    BOOST_REQUIRE(e.has_value());
+    return *e;
+  }
+  metadata_effects create_group(const std::string& stream, const std::string& topic, const std::string& name) {
+    proto::GroupCreateRequest req;
+    *req.mutable_stream() = by_name(stream);
+    *req.mutable_topic() = by_name(topic);
+    req.set_name(name);
+    auto e = change(net::api::group_create, req);
+    BOOST_REQUIRE(e.has_value());
+    return *e;
+  }
+};
+
+// What a plan's topics say once their partitions answered: each with a PartitionInfo whose id is its index.
+std::string fill_and_build(reply_plan plan, std::span<const std::string> described = {}) {
+  for (auto& t : plan.topics) {
+    for (std::size_t p = 0; p < t.partitions.size(); ++p) {
+      t.info.add_partitions()->set_id(static_cast<std::uint32_t>(p));
+    }
+  }
+  return build_reply(std::move(plan), described);
+}
+
+std::string described_group(std::uint32_t id, const std::string& name) {
+  proto::GroupGetReply r;
+  r.mutable_group()->set_id(id);
+  r.mutable_group()->set_name(name);
+  return r.SerializeAsString();
+}
+
+void require_no_actor_effects(const metadata_effects& e) {
+  BOOST_TEST(e.close_partitions.empty());
+  BOOST_TEST(!e.spawn_partitions.has_value());
+  BOOST_TEST(e.destroy_partitions.empty());
+  BOOST_TEST(e.destroy_groups.empty());
+  BOOST_TEST(!e.spawn_group.has_value());
+  BOOST_TEST(e.resize_groups.empty());
+  BOOST_TEST(e.remove_trees.empty());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reads_and_changes_are_told_apart) {
+  for (auto a : {net::api::stream_get, net::api::stream_list, net::api::topic_get, net::api::topic_list,
+                 net::api::stats, net::api::group_list}) {
+    BOOST_TEST(is_metadata_read(wire(a)));
+  }
+  for (auto a : {net::api::stream_create, net::api::stream_update, net::api::stream_delete, net::api::topic_create,
+                 net::api::topic_update, net::api::topic_delete, net::api::partitions_add,
+                 net::api::partitions_delete, net::api::group_create, net::api::group_delete}) {
+    BOOST_TEST(!is_metadata_read(wire(a)));
+  }
+  BOOST_TEST(!is_metadata_read(9999));
+}
+
+BOOST_AUTO_TEST_CASE(a_stream_is_created_updated_listed_got_and_deleted) {
+  harness h;
+  auto created = h.create_stream("orders");
+  require_no_actor_effects(created);
+  BOOST_TEST((created.reply.kind == reply_kind::ready));
+  proto::StreamCreateReply cr;
+  BOOST_REQUIRE(cr.ParseFromString(build_reply(created.reply, {})));
+  BOOST_TEST(cr.stream().id() == 0u);
+  BOOST_TEST(cr.stream().name() == "orders");
+  BOOST_TEST(cr.stream().created_ms() == 1234u);
+  h.create_stream("payments");
+
+  proto::StreamUpdateRequest up;
+  *up.mutable_stream() = by_id(1);
+  up.set_name("billing");
+  auto updated = h.change(net::api::stream_update, up);
+  RILL_REQUIRE_OK(updated);
+  require_no_actor_effects(*updated);
+  proto::StreamUpdateReply ur;
+  BOOST_REQUIRE(ur.ParseFromString(build_reply(updated->reply, {})));
+  BOOST_TEST(ur.stream().id() == 1u);
+  BOOST_TEST(ur.stream().name() == "billing");
+
+  auto listed = h.read(net::api::stream_list, proto::StreamListRequest{});
+  RILL_REQUIRE_OK(listed);
+  proto::StreamListReply lr;
+  BOOST_REQUIRE(lr.ParseFromString(build_reply(*listed, {})));
+  BOOST_REQUIRE(lr.streams_size() == 2);
+  BOOST_TEST(lr.streams(0).name() == "orders");
+  BOOST_TEST(lr.streams(1).name() == "billing");
+
+  h.create_topic("orders", "eu", 2);
+  h.create_topic("orders", "us", 1);
+  h.create_group("orders", "eu", "audit");
+  proto::StreamGetRequest get;
+  *get.mutable_stream() = by_name("orders");
+  auto got = h.read(net::api::stream_get, get);
+  RILL_REQUIRE_OK(got);
+  BOOST_TEST((got->kind == reply_kind::stream));
+  BOOST_REQUIRE(got->topics.size() == 2u);
+  BOOST_TEST(got->topics[0].partitions == (std::vector<std::uint64_t>{partition_namespace(0, 0, 0),
+                                                                      partition_namespace(0, 0, 1)}));
+  BOOST_TEST(got->topics[1].partitions == std::vector<std::uint64_t>{partition_namespace(0, 1, 0)});
+  proto::StreamGetReply gr;
+  BOOST_REQUIRE(gr.ParseFromString(fill_and_build(*got)));
+  BOOST_TEST(gr.stream().name() == "orders");
+  BOOST_TEST(gr.stream().topics() == 2u);
+  BOOST_REQUIRE(gr.topics_size() == 2);
+  BOOST_TEST(gr.topics(0).name() == "eu");
+  BOOST_TEST(gr.topics(0).partitions_size() == 2);
+  BOOST_TEST(gr.topics(1).name() == "us");
+
+  // Delete: everything of the stream, listed from the view before the command (the view after has none of it).
+  proto::StreamDeleteRequest del;
+  *del.mutable_stream() = by_name("orders");
+  auto planned = h.plan(net::api::stream_delete, del);
+  RILL_REQUIRE_OK(planned);
+  BOOST_TEST(planned->command.has_delete_stream());
+  BOOST_TEST(planned->command.delete_stream().stream_id() == 0u);
+  auto deleted = h.change(net::api::stream_delete, del);
+  RILL_REQUIRE_OK(deleted);
+  BOOST_TEST(deleted->destroy_partitions == (std::vector<std::uint64_t>{partition_namespace(0, 0, 0),
+                                                                         partition_namespace(0, 0, 1),
+                                                                         partition_namespace(0, 1, 0)}));
+  BOOST_TEST(deleted->destroy_groups == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
+  BOOST_TEST(deleted->remove_trees == (std::vector<std::string>{"/data/groups/0", "/data/streams/0"}));
+  BOOST_TEST(!deleted->spawn_partitions.has_value());
+  BOOST_TEST(build_reply(deleted->reply, {}).empty());  // StreamDeleteReply has no fields
+  BOOST_TEST((status_of(h.read(net::api::stream_get, get)) == net::status::stream_not_found));
+}
+
+BOOST_AUTO_TEST_CASE(stream_errors_bad_header_not_found_exists_and_names) {
+  harness h;
+  h.create_stream("orders");
+  // A header that does not parse.
+  BOOST_TEST((status_of(plan_read(*h.state.view(), wire(net::api::stream_get), "\xff\xff\xff")) ==
+              net::status::bad_header));
+  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::stream_delete), "\xff\xff\xff", h.defaults)) ==
+              net::status::bad_header));
+  // No stream named: bad_header; an unknown one: stream_not_found.
+  BOOST_TEST((status_of(h.read(net::api::stream_get, proto::StreamGetRequest{})) == net::status::bad_header));
+  proto::StreamGetRequest missing;
+  *missing.mutable_stream() = by_id(7);
+  BOOST_TEST((status_of(h.read(net::api::stream_get, missing)) == net::status::stream_not_found));
+  proto::StreamDeleteRequest del;
+  *del.mutable_stream() = by_name("nope");
+  BOOST_TEST((status_of(h.plan(net::api::stream_delete, del)) == net::status::stream_not_found));
+  // What only the state tells, at the commit: exists, names.
+  proto::StreamCreateRequest again;
+  again.set_name("orders");
+  BOOST_TEST((status_of(h.change(net::api::stream_create, again)) == net::status::already_exists));
+  proto::StreamCreateRequest bad;
+  bad.set_name("no spaces");
+  RILL_REQUIRE_OK(h.plan(net::api::stream_create, bad));
+  BOOST_TEST((status_of(h.change(net::api::stream_create, bad)) == net::status::invalid_name));
+  bad.set_name(std::string(name_bytes_max + 1, 'a'));
+  BOOST_TEST((status_of(h.change(net::api::stream_create, bad)) == net::status::invalid_name));
+}
+
+BOOST_AUTO_TEST_CASE(a_topic_is_created_got_listed_updated_and_deleted) {
+  harness h;
+  h.create_stream("orders");
+  h.create_stream("other");
+  h.create_topic("other", "x", 1);
+  auto created = h.create_topic("orders", "eu", 3);
+  BOOST_REQUIRE(created.spawn_partitions.has_value());
+  BOOST_TEST(created.spawn_partitions->stream_id == 0u);
+  BOOST_TEST(created.spawn_partitions->topic_id == 0u);
+  BOOST_TEST(created.spawn_partitions->from == 0u);
+  BOOST_TEST(created.spawn_partitions->to == 3u);
+  BOOST_TEST(created.close_partitions.empty());
+  BOOST_TEST(created.destroy_partitions.empty());
+  BOOST_TEST((created.reply.kind == reply_kind::topic));
+  BOOST_REQUIRE(created.reply.topics.size() == 1u);
+  BOOST_TEST(created.reply.topics[0].partitions.size() == 3u);
+  proto::TopicCreateReply cr;
+  BOOST_REQUIRE(cr.ParseFromString(fill_and_build(created.reply)));
+  BOOST_TEST(cr.topic().name() == "eu");
+  BOOST_TEST(cr.topic().stream_id() == 0u);
+  BOOST_TEST(cr.topic().config().partitions() == 3u);
+  BOOST_TEST(cr.topic().config().has_retention_ms());  // completed from the defaults
+  BOOST_TEST(cr.topic().partitions_size() == 3);
+
+  proto::TopicGetRequest get;
+  *get.mutable_stream() = by_name("orders");
+  *get.mutable_topic() = by_name("eu");
+  auto got = h.read(net::api::topic_get, get);
+  RILL_REQUIRE_OK(got);
+  proto::TopicGetReply gr;
+  BOOST_REQUIRE(gr.ParseFromString(fill_and_build(*got)));
+  BOOST_TEST(gr.topic().id() == 0u);
+
+  h.create_topic("orders", "us", 1);
+  proto::TopicListRequest list;
+  *list.mutable_stream() = by_name("orders");
+  auto listed = h.read(net::api::topic_list, list);
+  RILL_REQUIRE_OK(listed);
+  BOOST_TEST((listed->kind == reply_kind::topics));
+  proto::TopicListReply lr;
+  BOOST_REQUIRE(lr.ParseFromString(fill_and_build(*listed)));
+  BOOST_REQUIRE(lr.topics_size() == 2);
+  BOOST_TEST(lr.topics(1).name() == "us");
+
+  // An update reopens every partition with the new settings.
+  proto::TopicUpdateRequest up;
+  *up.mutable_stream() = by_name("orders");
+  *up.mutable_topic() = by_name("eu");
+  up.set_name("europe");
+  up.mutable_config()->set_retention_ms(60'000);
+  auto updated = h.change(net::api::topic_update, up);
+  RILL_REQUIRE_OK(updated);
+  BOOST_TEST(updated->close_partitions == (std::vector<std::uint64_t>{partition_namespace(0, 0, 0),
+                                                                       partition_namespace(0, 0, 1),
+                                                                       partition_namespace(0, 0, 2)}));
+  BOOST_REQUIRE(updated->spawn_partitions.has_value());
+  BOOST_TEST(updated->spawn_partitions->from == 0u);
+  BOOST_TEST(updated->spawn_partitions->to == 3u);
+  proto::TopicUpdateReply ur;
+  BOOST_REQUIRE(ur.ParseFromString(fill_and_build(updated->reply)));
+  BOOST_TEST(ur.topic().name() == "europe");
+  BOOST_TEST(ur.topic().config().retention_ms() == 60'000u);
+
+  h.create_group("orders", "europe", "g1");
+  h.create_group("orders", "europe", "g2");
+  proto::TopicDeleteRequest del;
+  *del.mutable_stream() = by_name("orders");
+  *del.mutable_topic() = by_id(0);
+  auto deleted = h.change(net::api::topic_delete, del);
+  RILL_REQUIRE_OK(deleted);
+  BOOST_TEST(deleted->destroy_partitions.size() == 3u);
+  BOOST_TEST(deleted->destroy_groups ==
+             (std::vector<std::uint64_t>{group_namespace(0, 0, 0), group_namespace(0, 0, 1)}));
+  BOOST_TEST(deleted->remove_trees == (std::vector<std::string>{"/data/groups/0/0", "/data/streams/0/topics/0"}));
+  BOOST_TEST(build_reply(deleted->reply, {}).empty());
+  BOOST_TEST((status_of(h.read(net::api::topic_get, get)) == net::status::topic_not_found));
+}
+
+BOOST_AUTO_TEST_CASE(topic_errors_not_found_exists_and_limits) {
+  harness h;
+  h.create_stream("orders");
+  h.create_topic("orders", "eu", 1);
+  proto::TopicCreateRequest req;
+  *req.mutable_stream() = by_name("nope");
+  req.set_name("x");
+  BOOST_TEST((status_of(h.plan(net::api::topic_create, req)) == net::status::stream_not_found));
+  *req.mutable_stream() = by_name("orders");
+  req.mutable_config()->set_partitions(0);  // below the allowed range: refused before anything is committed
+  BOOST_TEST((status_of(h.plan(net::api::topic_create, req)) == net::status::invalid_config));
+  req.mutable_config()->set_partitions(100'001);
+  BOOST_TEST((status_of(h.plan(net::api::topic_create, req)) == net::status::invalid_config));
+  req.mutable_config()->set_partitions(1);
+  req.set_name("eu");
+  BOOST_TEST((status_of(h.change(net::api::topic_create, req)) == net::status::already_exists));
+  proto::TopicGetRequest get;
+  *get.mutable_stream() = by_name("orders");
+  BOOST_TEST((status_of(h.read(net::api::topic_get, get)) == net::status::bad_header));  // no topic named
+  *get.mutable_topic() = by_name("us");
+  BOOST_TEST((status_of(h.read(net::api::topic_get, get)) == net::status::topic_not_found));
+  proto::TopicUpdateRequest up;
+  *up.mutable_stream() = by_name("orders");
+  *up.mutable_topic() = by_id(5);
+  BOOST_TEST((status_of(h.plan(net::api::topic_update, up)) == net::status::topic_not_found));
+  proto::TopicDeleteRequest del;
+  *del.mutable_stream() = by_id(3);
+  BOOST_TEST((status_of(h.plan(net::api::topic_delete, del)) == net::status::stream_not_found));
+  proto::TopicListRequest list;
+  *list.mutable_stream() = by_id(3);
+  BOOST_TEST((status_of(h.read(net::api::topic_list, list)) == net::status::stream_not_found));
+}
+
+BOOST_AUTO_TEST_CASE(partitions_are_added_and_deleted_and_the_groups_resized) {
+  harness h;
+  h.create_stream("orders");
+  h.create_topic("orders", "eu", 2);
+  h.create_group("orders", "eu", "a");
+  h.create_group("orders", "eu", "b");
+  proto::PartitionsAddRequest add;
+  *add.mutable_stream() = by_name("orders");
+  *add.mutable_topic() = by_name("eu");
+  add.set_count(3);
+  auto added = h.change(net::api::partitions_add, add);
+  RILL_REQUIRE_OK(added);
+  BOOST_REQUIRE(added->spawn_partitions.has_value());
+  BOOST_TEST(added->spawn_partitions->from == 2u);
+  BOOST_TEST(added->spawn_partitions->to == 5u);
+  BOOST_TEST(added->destroy_partitions.empty());
+  BOOST_TEST(added->resize_groups == (std::vector<std::uint64_t>{group_namespace(0, 0, 0), group_namespace(0, 0, 1)}));
+  BOOST_TEST(added->resize_to == 5u);
+  proto::PartitionsAddReply ar;
+  BOOST_REQUIRE(ar.ParseFromString(fill_and_build(added->reply)));
+  BOOST_TEST(ar.topic().config().partitions() == 5u);
+  BOOST_TEST(ar.topic().partitions_size() == 5);
+
+  proto::PartitionsDeleteRequest del;
+  *del.mutable_stream() = by_name("orders");
+  *del.mutable_topic() = by_name("eu");
+  del.set_count(2);
+  auto deleted = h.change(net::api::partitions_delete, del);
+  RILL_REQUIRE_OK(deleted);
+  BOOST_TEST(!deleted->spawn_partitions.has_value());
+  BOOST_TEST(deleted->destroy_partitions ==
+             (std::vector<std::uint64_t>{partition_namespace(0, 0, 3), partition_namespace(0, 0, 4)}));
+  BOOST_TEST(deleted->resize_to == 3u);
+  BOOST_TEST(deleted->resize_groups.size() == 2u);
+  proto::PartitionsDeleteReply dr;
+  BOOST_REQUIRE(dr.ParseFromString(fill_and_build(deleted->reply)));
+  BOOST_TEST(dr.topic().partitions_size() == 3);
+
+  // All of them, or more than the topic has: refused at the commit (a topic keeps one).
+  del.set_count(3);
+  BOOST_TEST((status_of(h.change(net::api::partitions_delete, del)) == net::status::invalid_config));
+  del.set_count(9);
+  BOOST_TEST((status_of(h.change(net::api::partitions_delete, del)) == net::status::invalid_config));
+  *del.mutable_topic() = by_name("us");
+  BOOST_TEST((status_of(h.plan(net::api::partitions_delete, del)) == net::status::topic_not_found));
+  BOOST_TEST(h.state.view()->streams.at(0).topics.at(0).config.partitions() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_group_is_created_listed_and_deleted) {
+  harness h;
+  h.create_stream("orders");
+  h.create_topic("orders", "eu", 2);
+  auto created = h.create_group("orders", "eu", "audit");
+  BOOST_REQUIRE(created.spawn_group.has_value());
+  BOOST_TEST(created.spawn_group->stream_id == 0u);
+  BOOST_TEST(created.spawn_group->topic_id == 0u);
+  BOOST_TEST(created.spawn_group->group_id == 0u);
+  BOOST_TEST(!created.spawn_partitions.has_value());
+  BOOST_TEST((created.reply.kind == reply_kind::group));
+  BOOST_TEST(created.reply.groups == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
+  const std::string described = described_group(0, "audit");
+  proto::GroupCreateReply cr;
+  BOOST_REQUIRE(cr.ParseFromString(build_reply(created.reply, std::span(&described, 1))));
+  BOOST_TEST(cr.group().name() == "audit");
+  BOOST_TEST(h.state.view()->streams.at(0).topics.at(0).groups.at(0).config.session_timeout_ms() ==
+             session_timeout_ms_default);
+  h.create_group("orders", "eu", "billing");
+
+  proto::GroupListRequest list;
+  *list.mutable_stream() = by_name("orders");
+  *list.mutable_topic() = by_name("eu");
+  auto listed = h.read(net::api::group_list, list);
+  RILL_REQUIRE_OK(listed);
+  BOOST_TEST((listed->kind == reply_kind::groups));
+  BOOST_TEST(listed->groups == (std::vector<std::uint64_t>{group_namespace(0, 0, 0), group_namespace(0, 0, 1)}));
+  const std::vector<std::string> both{described_group(0, "audit"), described_group(1, "billing")};
+  proto::GroupListReply lr;
+  BOOST_REQUIRE(lr.ParseFromString(build_reply(*listed, both)));
+  BOOST_REQUIRE(lr.groups_size() == 2);
+  BOOST_TEST(lr.groups(1).name() == "billing");
+
+  proto::GroupDeleteRequest del;
+  *del.mutable_stream() = by_name("orders");
+  *del.mutable_topic() = by_name("eu");
+  *del.mutable_group() = by_name("audit");
+  auto deleted = h.change(net::api::group_delete, del);
+  RILL_REQUIRE_OK(deleted);
+  BOOST_TEST(deleted->destroy_groups == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
+  BOOST_TEST(deleted->destroy_partitions.empty());
+  BOOST_TEST(deleted->remove_trees.empty());  // the group actor removes its own state
+  BOOST_TEST(build_reply(deleted->reply, {}).empty());
+  BOOST_TEST((status_of(h.change(net::api::group_delete, del)) == net::status::group_not_found));
+}
+
+BOOST_AUTO_TEST_CASE(group_errors_exists_config_and_limits) {
+  harness h;
+  h.create_stream("orders");
+  h.create_topic("orders", "eu", 1);
+  h.create_group("orders", "eu", "audit");
+  proto::GroupCreateRequest req;
+  *req.mutable_stream() = by_name("orders");
+  *req.mutable_topic() = by_name("eu");
+  req.set_name("audit");
+  BOOST_TEST((status_of(h.change(net::api::group_create, req)) == net::status::already_exists));
+  req.set_name("other");
+  req.mutable_config()->set_session_timeout_ms(session_timeout_ms_min - 1);
+  BOOST_TEST((status_of(h.plan(net::api::group_create, req)) == net::status::invalid_config));
+  req.mutable_config()->set_session_timeout_ms(session_timeout_ms_max + 1);
+  BOOST_TEST((status_of(h.plan(net::api::group_create, req)) == net::status::invalid_config));
+  req.clear_config();
+  *req.mutable_topic() = by_name("us");
+  BOOST_TEST((status_of(h.plan(net::api::group_create, req)) == net::status::topic_not_found));
+  proto::GroupDeleteRequest del;
+  *del.mutable_stream() = by_name("orders");
+  *del.mutable_topic() = by_name("eu");
+  BOOST_TEST((status_of(h.plan(net::api::group_delete, del)) == net::status::bad_header));  // no group named
+  proto::GroupListRequest list;
+  *list.mutable_stream() = by_name("orders");
+  *list.mutable_topic() = by_id(4);
+  BOOST_TEST((status_of(h.read(net::api::group_list, list)) == net::status::topic_not_found));
+  // A topic holds groups_per_topic_max groups at most.
+  *req.mutable_topic() = by_name("eu");
+  for (std::size_t g = 1; g < groups_per_topic_max; ++g) {
+    req.set_name("g" + std::to_string(g));
+    RILL_REQUIRE_OK(h.change(net::api::group_create, req));
+  }
+  req.set_name("one-too-many");
+  BOOST_TEST((status_of(h.change(net::api::group_create, req)) == net::status::invalid_config));
+}
+
+BOOST_AUTO_TEST_CASE(stats_count_streams_and_topics_the_actor_adds_the_rest) {
+  harness h;
+  h.create_stream("a");
+  h.create_stream("b");
+  h.create_topic("a", "x", 2);
+  h.create_topic("a", "y", 1);
+  h.create_topic("b", "z", 4);
+  auto plan = h.read(net::api::stats, proto::StatsRequest{});
+  RILL_REQUIRE_OK(plan);
+  BOOST_TEST((plan->kind == reply_kind::stats));
+  plan->stats.set_partitions(7);
+  proto::StatsReply r;
+  BOOST_REQUIRE(r.ParseFromString(build_reply(*plan, {})));
+  BOOST_TEST(r.streams() == 2u);
+  BOOST_TEST(r.topics() == 3u);
+  BOOST_TEST(r.partitions() == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(apis_that_are_not_metadata_are_refused) {
+  harness h;
+  BOOST_TEST((status_of(plan_read(*h.state.view(), wire(net::api::stream_create), "")) == net::status::unknown_api));
+  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::stream_get), "", h.defaults)) ==
+              net::status::unknown_api));
+  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::produce), "", h.defaults)) ==
+              net::status::unknown_api));
+  BOOST_TEST((status_of(plan_change(*h.state.view(), 9999, "", h.defaults)) == net::status::unknown_api));
+  BOOST_TEST((status_of(plan_read(*h.state.view(), 9999, "")) == net::status::unknown_api));
+}
+
+BOOST_AUTO_TEST_CASE(recovery_keeps_the_data_the_view_knows) {
+  harness h;
+  h.create_stream("a");
+  h.create_topic("a", "x", 2);
+  h.create_group("a", "x", "g");
+  const auto& v = *h.state.view();
+  using ids = std::vector<std::uint64_t>;
+  BOOST_TEST(data_tree_root("/data", data_tree::groups) == "/data/groups");
+  BOOST_TEST(data_tree_root("/data/", data_tree::streams) == "/data/streams");
+  BOOST_TEST(data_tree_children(data_tree::streams, "/d/streams", 0) == "/d/streams");
+  BOOST_TEST(data_tree_children(data_tree::streams, "/d/streams/0", 1) == "/d/streams/0/topics");
+  BOOST_TEST(data_tree_children(data_tree::streams, "/d/streams/0/topics/0", 2) == "/d/streams/0/topics/0/partitions");
+  BOOST_TEST(data_tree_children(data_tree::groups, "/d/groups/0", 1) == "/d/groups/0");
+
+  BOOST_TEST((known_data_entry(v, data_tree::streams, ids{}, "0") == std::optional<std::uint64_t>(0)));
+  BOOST_TEST(!known_data_entry(v, data_tree::streams, ids{}, "1").has_value());
+  BOOST_TEST(!known_data_entry(v, data_tree::streams, ids{}, "x0").has_value());
+  BOOST_TEST(!known_data_entry(v, data_tree::streams, ids{}, "0x").has_value());
+  BOOST_TEST(known_data_entry(v, data_tree::streams, ids{0}, "0").has_value());
+  BOOST_TEST(!known_data_entry(v, data_tree::streams, ids{0}, "1").has_value());
+  BOOST_TEST(known_data_entry(v, data_tree::streams, ids{0, 0}, "1").has_value());
+  BOOST_TEST(!known_data_entry(v, data_tree::streams, ids{0, 0}, "2").has_value());  // partition 2 of 2
+  BOOST_TEST(!known_data_entry(v, data_tree::streams, ids{0, 0}, "4294967296").has_value());
+  BOOST_TEST(known_data_entry(v, data_tree::groups, ids{0, 0}, "0").has_value());
+  BOOST_TEST(!known_data_entry(v, data_tree::groups, ids{0, 0}, "1").has_value());
+  BOOST_TEST(!known_data_entry(v, data_tree::groups, ids{0, 3}, "0").has_value());
+  BOOST_TEST(partition_dir("/data", 1, 2, 3) == "/data/streams/1/topics/2/partitions/3");
+}
