@@ -33,16 +33,6 @@ using resize_atom = caf::atom_constant<caf::atom("resize")>;
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
 using stall_atom = caf::atom_constant<caf::atom("stall")>;  // failure injection: handle nothing for a while
 
-// A request header another actor serialized (metadata_msg, group_msg), parsed; bad_header when it does not parse.
-template <class M>
-expected<M> parse_header(const std::string& header) {
-  M m;
-  if (!m.ParseFromString(header)) {
-    return rill::unexpected(make_error_code(net::status::bad_header), "the request header does not parse");
-  }
-  return m;
-}
-
 // The outcome of a request to an actor: a status (ok or the error) and its message.
 struct outcome {
   net::status st = net::status::ok;

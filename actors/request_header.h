@@ -1,6 +1,6 @@
 #pragma once
 // request_header: the protobuf header of a request another actor passed on (metadata_msg, group_msg), parsed, for
-// the plain handlers (messages.hpp's parse_header is the same for CAF code).
+// the plain handlers.
 #include <string_view>
 
 #include "base/expected.h"
