@@ -33,10 +33,10 @@
 
 #include "base/endian.h"
 #include "storage/atomic_file.h"
-#include "storage/crc32c.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
 #include "storage/partition_log.h"
+#include "storage/segment_index_format.h"
 #include "storage/superblock_format.h"
 
 namespace rill::storage {
@@ -281,26 +281,27 @@ task<expected<void>> partition_log::load_metas(segment& seg) {
   if (seg.meta_fd < 0) {
     co_return expected<void>{};
   }
-  const std::uint64_t bytes_max = (seg.size / batch_format::header_bytes + 1) * batch_meta_format::entry_bytes;
+  const std::uint64_t bytes_max = (seg.size / batch_format::header_bytes + 1) * meta_entry_format::entry_bytes;
   RILL_CO_TRY(size, co_await size_of_file(engine_, seg.meta_fd, seg.meta_path()));
-  const std::uint64_t n = std::min(size, bytes_max) / batch_meta_format::entry_bytes;
-  std::vector<std::byte> bytes(n * batch_meta_format::entry_bytes);
+  const std::uint64_t n = std::min(size, bytes_max) / meta_entry_format::entry_bytes;
+  std::vector<std::byte> bytes(n * meta_entry_format::entry_bytes);
   RILL_CO_TRY(got, co_await read_at(engine_, seg.meta_fd, 0, bytes, seg.meta_path()));
   seg.metas.clear();
-  for (std::uint64_t i = 0; i < got / batch_meta_format::entry_bytes; ++i) {
-    const std::byte* e = bytes.data() + i * batch_meta_format::entry_bytes;
-    const offset_t base(load_be<std::int64_t>(e));
-    const bool crc_ok = load_be<std::uint32_t>(e + 60) == crc32c(e, 60);
+  for (std::uint64_t i = 0; i < got / meta_entry_format::entry_bytes; ++i) {
+    const auto m = decode_meta_entry(std::span<const std::byte, meta_entry_format::entry_bytes>(
+        bytes.data() + i * meta_entry_format::entry_bytes, meta_entry_format::entry_bytes));
+    if (!m) {
+      break;  // a torn or damaged entry
+    }
+    const offset_t base = m->base_offset;
     const bool in_range =
         base >= seg.base_offset && base < seg.next_offset && (seg.metas.empty() || base > seg.metas.back().base_offset);
-    if (!crc_ok || !in_range) {
+    if (!in_range) {
       break;
     }
-    meta_entry m{base, {}};
-    std::memcpy(m.meta.payload.data(), e + 8, batch_meta_format::payload_bytes);
-    seg.metas.push_back(m);
+    seg.metas.push_back(*m);
   }
-  const std::uint64_t keep = seg.metas.size() * batch_meta_format::entry_bytes;
+  const std::uint64_t keep = seg.metas.size() * meta_entry_format::entry_bytes;
   if (keep != size) {
     reporter_.notice(fmt::format("{}: kept {} metadata entries, cut {} bytes after them", seg.meta_path(),
                                  seg.metas.size(), size - keep));

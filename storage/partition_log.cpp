@@ -13,13 +13,11 @@
 #include "storage/partition_log.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include <fmt/core.h>
 
 #include "base/endian.h"
 #include "storage/atomic_file.h"
-#include "storage/crc32c.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
 #include "storage/partition_log_internal.h"
@@ -393,7 +391,7 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
       cut = co_await datasync_file(engine_, active->log_fd, active->log_path());
     }
     if (cut && active->meta_fd >= 0 && has_metas) {
-      cut = co_await truncate_file(engine_, active->meta_fd, metas_before * batch_meta_format::entry_bytes,
+      cut = co_await truncate_file(engine_, active->meta_fd, metas_before * meta_entry_format::entry_bytes,
                                    active->meta_path());
       if (cut) {
         cut = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
@@ -461,16 +459,9 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
         active->meta_fd = fd;
         RILL_CO_TRY_VOID(co_await sync_dir(engine_, dir_));
       }
-      std::vector<std::byte> out;
-      for (std::size_t i = active->metas_written; i < active->metas.size(); ++i) {
-        std::array<std::byte, batch_meta_format::entry_bytes> e{};
-        store_be<std::int64_t>(e.data(), active->metas[i].base_offset.value());
-        std::memcpy(e.data() + 8, active->metas[i].meta.payload.data(), batch_meta_format::payload_bytes);
-        store_be<std::uint32_t>(e.data() + 60, crc32c(e.data(), 60));
-        out.insert(out.end(), e.begin(), e.end());
-      }
+      const auto out = encode_meta_entries(std::span<const meta_entry>(active->metas).subspan(active->metas_written));
       RILL_CO_TRY_VOID(co_await write_all(
-          engine_, active->meta_fd, active->metas_written * batch_meta_format::entry_bytes, out, active->meta_path()));
+          engine_, active->meta_fd, active->metas_written * meta_entry_format::entry_bytes, out, active->meta_path()));
       active->metas_written = active->metas.size();
       co_return expected<void>{};
     }();
@@ -849,7 +840,7 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
       }
       seg->meta_fd = *fd;
     }
-    auto t = co_await truncate_file(engine_, seg->meta_fd, seg->metas.size() * batch_meta_format::entry_bytes,
+    auto t = co_await truncate_file(engine_, seg->meta_fd, seg->metas.size() * meta_entry_format::entry_bytes,
                                     seg->meta_path());
     if (t) {
       t = co_await datasync_file(engine_, seg->meta_fd, seg->meta_path());
