@@ -516,6 +516,7 @@ task<expected<void>> partition_log::recover() {
   } else {
     RILL_CO_TRY_VOID(co_await superblock_.initialize(next));  // both copies were damaged: rewrite both
   }
+  check_all();
   co_return expected<void>{};
 }
 

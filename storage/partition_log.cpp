@@ -196,6 +196,7 @@ task<expected<void>> partition_log::set_leader_epoch(epoch_t epoch) {
     RILL_CO_TRY_VOID(co_await write_file_atomic(engine_, dir_, epoch_history::file_name, next.encode()));
     epochs_ = std::move(next);
     epoch_ = epoch;
+    check_step();
     co_return expected<void>{};
   });
 }
@@ -303,6 +304,8 @@ void partition_log::fail_group(append_group& g, const rill::error& e) {
 }
 
 task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) {
+  RILL_ASSERT(!items.empty());
+  RILL_ASSERT(items.size() <= limits::flush_iovecs_max);
   append_group g;
   g.started = clock_.monotonic();
   g.active = segments_.back();
@@ -310,8 +313,11 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
   g.replicated = items.front()->k == work::kind::replicated;
   g.items = std::move(items);
   for (const auto& w : g.items) {
+    RILL_ASSERT(w->is_append());
+    RILL_ASSERT(w->append_done != nullptr);
     g.bytes += w->bytes.size();
   }
+  RILL_ASSERT(g.bytes <= pending_bytes_, "group of {} bytes, {} pending", g.bytes, pending_bytes_);
 
   if (auto assigned = assign_group(g); !assigned) {
     pending_bytes_ -= g.bytes;
@@ -350,6 +356,7 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
     }
   }
   apply_group(g);
+  check_step();
   co_await finish_group(g);
 }
 
@@ -381,14 +388,17 @@ expected<void> partition_log::assign_group(append_group& g) {
       ++r.batches;
       r.records += info.records;
     }
+    RILL_ASSERT(pos == w->bytes.size(), "batch sizes {} of a {}-byte append", pos, w->bytes.size());
     r.last_offset = g.next - 1;
     g.results.push_back(r);
   }
+  RILL_ASSERT(g.next > log_end_);
   return {};
 }
 
 task<expected<void>> partition_log::persist_group_epochs(append_group& g) {
   // New epochs carried by replicated batches are recorded before the batches are written.
+  RILL_ASSERT(g.replicated);
   epoch_history updated = epochs_;
   bool changed = false;
   for (const auto& w : g.items) {
@@ -448,6 +458,7 @@ task<expected<void>> partition_log::write_group_batches(append_group& g) {
 
 task<expected<void>> partition_log::write_group_metas(append_group& g) {
   // Replication metadata: written beside the batches and synced with them.
+  RILL_ASSERT(g.has_metas);
   segment& active = *g.active;
   for (const auto& w : g.items) {
     for (std::size_t i = 0; i < w->metas.size(); ++i) {
@@ -459,6 +470,7 @@ task<expected<void>> partition_log::write_group_metas(append_group& g) {
     active.meta_fd = fd;
     RILL_CO_TRY_VOID(co_await sync_dir(engine_, dir_));
   }
+  RILL_ASSERT(active.metas_written <= active.metas.size());
   const auto out = encode_meta_entries(std::span<const meta_entry>(active.metas).subspan(active.metas_written));
   RILL_CO_TRY_VOID(co_await write_all(engine_, active.meta_fd, active.metas_written * meta_entry_format::entry_bytes,
                                       out, active.meta_path()));
@@ -471,6 +483,7 @@ task<expected<void>> partition_log::sync_group(append_group& g) {
   // entry whose batch did not land is dropped by recovery (it names an offset past the segment's end). A batch
   // written back early, before either sync, may still be found without its entry; it was never acknowledged, and
   // the replicated partition's owner cuts such a tail (simulation/partition_mirror.cpp).
+  RILL_ASSERT(!g.synced);
   segment& active = *g.active;
   expected<void> synced;
   if (active.meta_fd >= 0) {
@@ -517,6 +530,8 @@ task<void> partition_log::undo_group(append_group& g, const rill::error& e) {
 void partition_log::apply_group(append_group& g) {
   // Every step succeeded: the group counts.
   segment& active = *g.active;
+  RILL_ASSERT(&active == segments_.back().get(), "the active segment changed under a group");
+  RILL_ASSERT(active.size == g.position);
   std::uint64_t at = g.position;
   for (const auto& w : g.items) {
     for (const auto& info : w->infos) {
@@ -527,6 +542,7 @@ void partition_log::apply_group(append_group& g) {
       at += info.size;
     }
   }
+  RILL_ASSERT(at == g.position + g.bytes);
   if (active.first_append_mono.count() < 0) {
     active.first_append_mono = clock_.monotonic();
   }
@@ -558,6 +574,7 @@ task<void> partition_log::finish_group(append_group& g) {
       sync_due_ = clock_.monotonic() + std::chrono::milliseconds(options_.config.sync_every_ms);
     }
   }
+  RILL_ASSERT(g.results.size() == g.items.size());
   for (std::size_t i = 0; i < g.items.size(); ++i) {
     g.items[i]->append_done->complete(g.results[i]);
   }
@@ -571,6 +588,7 @@ task<void> partition_log::finish_group(append_group& g) {
   if (mode == config::durability_mode::sync_before_ack && options_.config.preallocate_bytes > 0) {
     (void)co_await maybe_preallocate(*g.active);
   }
+  check_step();
 }
 
 task<expected<void>> partition_log::sync_log() {
@@ -611,6 +629,7 @@ task<expected<void>> partition_log::sync_log() {
   if (options_.observer != nullptr) {
     options_.observer->synced(clock_.monotonic() - started);
   }
+  check_step();
   co_return expected<void>{};
 }
 
@@ -717,7 +736,9 @@ task<expected<void>> partition_log::roll() {
   segments_.push_back(seg);
   ++stats_.rolls;
   // From here the old segment is below the recovery frontier: recovery may trust its index.
-  co_return co_await persist_superblock();
+  auto persisted = co_await persist_superblock();
+  check_all();
+  co_return persisted;
 }
 
 task<expected<std::shared_ptr<segment>>> partition_log::create_segment(offset_t base) {
@@ -790,6 +811,7 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
     co_return r;
   }
   kick_deleter();
+  check_all();
   co_return expected<void>{};
 }
 
@@ -798,12 +820,17 @@ task<expected<partition_log::truncate_plan>> partition_log::plan_truncate(offset
   plan.last_kept = last_kept;
   plan.new_end = last_kept + 1;
   const offset_t new_end = plan.new_end;
+  RILL_ASSERT(new_end < log_end_);
+  RILL_ASSERT(new_end >= committed_);
+  RILL_ASSERT(new_end >= log_start_);
   // The segment that will end at new_end: the last one whose base is <= new_end.
   while (plan.keep + 1 < segments_.size() && segments_[plan.keep + 1]->base_offset <= new_end) {
     ++plan.keep;
   }
   std::shared_ptr<segment> seg = segments_[plan.keep];
   plan.seg = seg;
+  RILL_ASSERT(seg->base_offset <= new_end, "truncate to {} before the first segment {}", new_end.value(),
+              seg->base_offset.value());
   // Find the byte position of the batch that starts at new_end (a batch is never split).
   plan.cut = seg->size;
   if (new_end < seg->next_offset) {
@@ -839,6 +866,7 @@ task<expected<partition_log::truncate_plan>> partition_log::plan_truncate(offset
   } else {
     plan.max_ts = seg->max_timestamp;
   }
+  RILL_ASSERT(plan.cut <= seg->size);
   co_return plan;
 }
 
@@ -853,6 +881,7 @@ task<expected<void>> partition_log::drop_segments_after(const truncate_plan& pla
   while (segments_.size() > plan.keep + 1) {
     std::shared_ptr<segment> gone = segments_.back();
     segments_.pop_back();
+    RILL_ASSERT(gone->base_offset > plan.new_end);
     for (const auto& path : {gone->log_path(), gone->index_path(), gone->meta_path()}) {
       RILL_CO_TRY_VOID(co_await unlink_file(engine_, path, true));
     }
@@ -861,6 +890,7 @@ task<expected<void>> partition_log::drop_segments_after(const truncate_plan& pla
     gone->file_size = 0;
     graveyard_.push_back(gone);
   }
+  RILL_ASSERT(segments_.back() == plan.seg);
   co_return expected<void>{};
 }
 
@@ -908,6 +938,8 @@ task<expected<void>> partition_log::sync_cut(const truncate_plan& plan) {
 }
 
 void partition_log::apply_truncate(const truncate_plan& plan) {
+  RILL_ASSERT(plan.seg == segments_.back());
+  RILL_ASSERT(plan.seg->next_offset == plan.new_end);
   log_end_ = plan.new_end;
   ++truncations_;  // cursors drop their cached file positions
   plan.seg->synced_size = plan.cut;
@@ -983,6 +1015,7 @@ task<expected<retention_result>> partition_log::do_retention() {
   result.bytes_removed = removed_bytes;
   result.log_start = log_start_;
   kick_deleter();
+  check_all();
   co_return result;
 }
 
@@ -1072,6 +1105,129 @@ task<expected<void>> partition_log::close() {
   (void)co_await superblock_.close();
   closed_ = true;
   co_return result;
+}
+
+void partition_log::check_order() const {
+  RILL_ASSERT(log_start_.value() >= 0, "log start {}", log_start_.value());
+  RILL_ASSERT(log_start_ <= committed_, "log start {} > committed {}", log_start_.value(), committed_.value());
+  RILL_ASSERT(synced_end_ <= log_end_, "synced end {} > log end {}", synced_end_.value(), log_end_.value());
+  if (fenced_) {
+    return;  // a failed sync cut log_end_ back to synced_end_, possibly below an external commit
+  }
+  RILL_ASSERT(committed_ <= log_end_, "committed {} > log end {}", committed_.value(), log_end_.value());
+  if (options_.auto_commit) {
+    RILL_ASSERT(committed_ == synced_end_, "auto commit: committed {} != synced end {}", committed_.value(),
+                synced_end_.value());
+  }
+}
+
+void partition_log::check_active() const {
+  if (fenced_) {
+    return;  // the failed step may have left the active segment half-way; recovery rebuilds it
+  }
+  RILL_ASSERT(!segments_.empty());
+  const segment& active = *segments_.back();
+  RILL_ASSERT(!active.sealed, "the active segment {} is sealed", active.base_offset.value());
+  RILL_ASSERT(!active.deleting);
+  RILL_ASSERT(active.log_fd >= 0);
+  RILL_ASSERT(active.index_fd >= 0);
+  RILL_ASSERT(active.next_offset == log_end_, "active segment ends at {}, log end {}", active.next_offset.value(),
+              log_end_.value());
+  RILL_ASSERT(active.base_offset <= log_end_);
+  // Sealed segments were synced whole, so everything before the active segment is on disk.
+  RILL_ASSERT(active.base_offset <= synced_end_, "active segment {} starts past the synced end {}",
+              active.base_offset.value(), synced_end_.value());
+  RILL_ASSERT(log_end_ - active.base_offset <= static_cast<std::int64_t>(UINT32_MAX),
+              "relative offsets in the index are u32");
+  RILL_ASSERT(active.size <= UINT32_MAX, "positions in the index are u32");
+  RILL_ASSERT(active.synced_size <= active.size);
+  RILL_ASSERT(active.size <= active.file_size);
+  RILL_ASSERT(active.metas_written <= active.metas.size());
+  RILL_ASSERT(segments_.front()->base_offset <= log_start_, "log start {} before the first segment {}",
+              log_start_.value(), segments_.front()->base_offset.value());
+  const auto latest = epochs_.latest();
+  RILL_ASSERT(epoch_ == (latest ? latest->epoch : epoch_t(0)), "leader epoch {} is not the latest in the history",
+              epoch_.value());
+  // The superblock: a lower bound of the positions, persisted before what depends on it.
+  const superblock_state& sb = superblock_.current();
+  RILL_ASSERT(sb.truncate_from.value() < 0, "a truncation intent {} outside truncate_after", sb.truncate_from.value());
+  RILL_ASSERT(sb.committed <= committed_, "superblock committed {} > committed {}", sb.committed.value(),
+              committed_.value());
+  RILL_ASSERT(sb.log_start <= log_start_, "superblock log start {} > log start {}", sb.log_start.value(),
+              log_start_.value());
+  RILL_ASSERT(sb.recovery_frontier <= active.base_offset, "recovery frontier {} past the active segment {}",
+              sb.recovery_frontier.value(), active.base_offset.value());
+}
+
+void partition_log::check_segments() const {
+  if (fenced_) {
+    return;
+  }
+  RILL_ASSERT(!segments_.empty());
+  std::uint64_t queued = 0;
+  for (const auto& w : queue_) {
+    queued += w->bytes.size();
+  }
+  RILL_ASSERT(queued <= pending_bytes_, "{} bytes queued, {} pending", queued, pending_bytes_);
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    const segment& s = *segments_[i];
+    RILL_ASSERT(!s.deleting);
+    RILL_ASSERT(s.base_offset <= s.next_offset);
+    RILL_ASSERT(s.synced_size <= s.size);
+    RILL_ASSERT(s.size <= s.file_size);
+    RILL_ASSERT(s.metas_written <= s.metas.size());
+    if (!s.metas.empty()) {
+      RILL_ASSERT(s.metas.front().base_offset >= s.base_offset);
+      RILL_ASSERT(s.metas.back().base_offset < s.next_offset, "segment {}: metadata for {} past its end {}",
+                  s.base_offset.value(), s.metas.back().base_offset.value(), s.next_offset.value());
+    }
+    const auto& entries = s.index.entries();
+    if (s.size == 0) {
+      RILL_ASSERT(entries.empty(), "segment {} is empty but indexed", s.base_offset.value());
+    } else {
+      RILL_ASSERT(!entries.empty(), "segment {} has {} bytes and no index entry", s.base_offset.value(), s.size);
+      RILL_ASSERT(entries.front().position == 0);
+      RILL_ASSERT(entries.front().relative_offset == 0);
+      RILL_ASSERT(entries.back().position < s.size);
+      RILL_ASSERT(s.base_offset + entries.back().relative_offset < s.next_offset);
+    }
+    if (i + 1 == segments_.size()) {
+      continue;  // the active segment: check_active
+    }
+    // Only the active segment is unsealed; sealed segments are synced whole and hold no open index or metadata file.
+    const segment& after = *segments_[i + 1];
+    RILL_ASSERT(s.sealed, "segment {} is not the active one but is unsealed", s.base_offset.value());
+    RILL_ASSERT(s.synced_size == s.size);
+    RILL_ASSERT(s.index_fd < 0);
+    RILL_ASSERT(s.meta_fd < 0);
+    // Ordered and not overlapping (a gap is possible: recovery reports lost offsets and continues after them).
+    RILL_ASSERT(s.base_offset < after.base_offset, "segments {} and {} out of order", s.base_offset.value(),
+                after.base_offset.value());
+    RILL_ASSERT(s.next_offset <= after.base_offset, "segment {} ends at {}, past the next segment {}",
+                s.base_offset.value(), s.next_offset.value(), after.base_offset.value());
+  }
+  for (const auto& g : graveyard_) {
+    RILL_ASSERT(g->deleting);
+  }
+}
+
+void partition_log::check_step() const {
+  check_order();
+  check_active();
+}
+
+void partition_log::check_all() const {
+  check_step();
+  check_segments();
+}
+
+void partition_log::check_invariants() const {
+  RILL_ASSERT(!closed_, "check_invariants() after close()");
+  check_order();
+  if (writer_running_) {
+    return;  // a step in flight: the rest holds again when it ends
+  }
+  check_all();
 }
 
 log_stats partition_log::stats() const {

@@ -224,6 +224,13 @@ class partition_log {
   // Base offsets of the live segments, oldest first (for tools and tests).
   [[nodiscard]] std::vector<offset_t> segment_bases() const;
 
+  // Asserts the invariants of partition_log.cpp, one RILL_ASSERT each (an abort names the one that failed). The
+  // position order always; when no writer step is in flight (a step may hold the segment table half-way between two
+  // of its awaits), also the active segment, every segment (O(segments)) and the superblock. Once fenced, only what a
+  // fenced log still keeps (recovery rebuilds the rest). The writer checks the O(1) part after every step and the
+  // whole after rolls, truncations, retention and recovery; tests call this after every operation. Not after close().
+  void check_invariants() const;
+
  private:
   friend class log_cursor;
   struct work;
@@ -297,6 +304,14 @@ class partition_log {
   [[nodiscard]] std::optional<std::chrono::nanoseconds> roll_due() const;
   // truncate_after's body, in named steps; each step after plan_truncate that fails fences the log (the persisted
   // intent lets recovery finish the truncation).
+  // The parts of check_invariants(): the position order (holds at every await of every step), the active segment
+  // and the superblock (O(1), hold between writer steps), every segment (O(segments), between writer steps).
+  void check_order() const;
+  void check_active() const;
+  void check_segments() const;
+  // The O(1) checks, and the whole check: what writer steps call when they finish.
+  void check_step() const;
+  void check_all() const;
   task<expected<void>> do_truncate_after(offset_t last_kept);
   // Where the cut goes: the segment that keeps last_kept and the byte where its batch ends. Changes nothing.
   task<expected<truncate_plan>> plan_truncate(offset_t last_kept);
