@@ -17,12 +17,17 @@
 #include <fmt/core.h>
 
 #include "base/endian.h"
+#include "config/limits.h"
 #include "storage/atomic_file.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
 #include "storage/partition_log_internal.h"
 
 namespace rill::storage {
+
+static_assert(limits::flush_iovecs_max <= 1024, "one group is one vectored write: at most Linux's IOV_MAX iovecs");
+static_assert(limits::flush_bytes_limit <= limits::segment_bytes_limit, "a flush fits in a segment");
+static_assert(limits::batch_bytes_limit < limits::segment_bytes_limit, "a batch fits in a segment");
 
 partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock& clk, log_reporter& reporter,
                              std::string dir, log_options options)
