@@ -10,6 +10,11 @@
 // - Offsets and log-append timestamps are assigned at write time, in queue order, so an append that fails (and
 //   everything queued behind it) never leaves an offset that a later append could reuse after being seen.
 // - An append completes only once: with its result, or with the error that stopped it.
+// - Segments are ordered by base offset and never overlap (a gap only where recovery found offsets missing); every
+//   segment before the active one is sealed and synced whole, so synced_end_ >= the active segment's base.
+// - The superblock is a lower bound: its committed and log start never exceed committed_ and log_start_, and its
+//   recovery frontier never passes the active segment; it holds a truncation intent only inside truncate_after.
+// check_invariants() asserts each of these.
 #include "storage/partition_log.h"
 
 #include <algorithm>
