@@ -20,8 +20,8 @@ void encode_meta_entry(const meta_entry& e, std::span<std::byte, mef::entry_byte
 std::vector<std::byte> encode_meta_entries(std::span<const meta_entry> entries) {
   std::vector<std::byte> out(entries.size() * mef::entry_bytes);
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    encode_meta_entry(entries[i], std::span<std::byte, mef::entry_bytes>(out.data() + i * mef::entry_bytes,
-                                                                          mef::entry_bytes));
+    encode_meta_entry(entries[i],
+                      std::span<std::byte, mef::entry_bytes>(out.data() + i * mef::entry_bytes, mef::entry_bytes));
   }
   return out;
 }

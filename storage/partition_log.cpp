@@ -545,8 +545,8 @@ void partition_log::apply_group(append_group& g) {
   std::uint64_t at = g.position;
   for (const auto& w : g.items) {
     for (const auto& info : w->infos) {
-      active.index.on_batch(static_cast<std::uint32_t>(info.base - active.base_offset),
-                            static_cast<std::uint32_t>(at), info.size, info.max_timestamp);
+      active.index.on_batch(static_cast<std::uint32_t>(info.base - active.base_offset), static_cast<std::uint32_t>(at),
+                            info.size, info.max_timestamp);
       active.max_timestamp = std::max(active.max_timestamp, info.max_timestamp);
       ++active.batches;
       at += info.size;
@@ -937,8 +937,8 @@ task<expected<void>> partition_log::cut_segment_metas(const truncate_plan& plan)
     RILL_CO_TRY(fd, co_await open_file(engine_, seg.meta_path(), io::open_create, 0600));
     seg.meta_fd = fd;
   }
-  RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.meta_fd, seg.metas.size() * meta_entry_format::entry_bytes,
-                                          seg.meta_path()));
+  RILL_CO_TRY_VOID(
+      co_await truncate_file(engine_, seg.meta_fd, seg.metas.size() * meta_entry_format::entry_bytes, seg.meta_path()));
   co_return co_await datasync_file(engine_, seg.meta_fd, seg.meta_path());
 }
 

@@ -121,8 +121,8 @@ BOOST_AUTO_TEST_CASE(meta_entry_codec_layout_and_crc) {
   for (std::size_t at : {std::size_t{0}, std::size_t{8}, std::size_t{59}, std::size_t{63}}) {
     auto damaged = bytes;
     damaged[at] ^= std::byte{0x10};
-    BOOST_TEST(!decode_meta_entry(std::span<const std::byte, mef::entry_bytes>(damaged.data(), mef::entry_bytes))
-                    .has_value());
+    BOOST_TEST(
+        !decode_meta_entry(std::span<const std::byte, mef::entry_bytes>(damaged.data(), mef::entry_bytes)).has_value());
   }
   // All zeros (a preallocated or cut tail) is not an entry.
   std::array<std::byte, mef::entry_bytes> zeros{};

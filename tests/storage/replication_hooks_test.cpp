@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(truncate_after_cuts_across_segments_and_appends_continue) {
   std::int64_t base = 0;
   for (int i = 0; i < 300; ++i) {
     RILL_REQUIRE_OK(f.run_checked(f.log->append_replicated(primary_batches(base, 1, 10, 1 + i / 100, "t"),
-                                                         {meta_with(static_cast<std::uint64_t>(i))})));
+                                                           {meta_with(static_cast<std::uint64_t>(i))})));
     base += 10;
   }
   const auto bases = f.log->segment_bases();
