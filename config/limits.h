@@ -44,6 +44,14 @@ static_assert(read_window_bytes_min >= index_interval_bytes,
 inline constexpr std::uint64_t delete_step_bytes_min = 1 * mib;
 inline constexpr std::uint64_t delete_step_bytes_limit = 1 * gib;
 
+static_assert(read_window_bytes_min <= read_window_bytes_limit);
+static_assert(read_window_bytes_limit <= read_bytes_limit, "a read window is within one read's budget");
+static_assert(delete_step_bytes_min <= delete_step_bytes_limit);
+static_assert(segment_bytes_min <= segment_bytes_limit);
+static_assert(batch_bytes_min <= batch_bytes_limit);
+static_assert(batch_records_limit * std::uint64_t{7} <= batch_uncompressed_bytes_limit,
+              "the most records a batch may hold (7 bytes each at least) fit its decompressed size");
+
 // Segments in one partition (bounds the in-memory segment table).
 inline constexpr std::uint32_t segments_per_partition_max = 1u << 20;
 

@@ -25,7 +25,8 @@ std::vector<batch_view> read_result::batch_views() const {
   std::size_t pos = 0;
   while (pos < all.size()) {
     const auto size = batch_view::size_from_prefix(all.subspan(pos), UINT32_MAX);
-    RILL_ASSERT(size.has_value() && *size <= all.size() - pos, "a read result holds whole batches");
+    RILL_ASSERT(size.has_value(), "a read result holds whole batches");
+    RILL_ASSERT(*size <= all.size() - pos, "a read result holds whole batches");
     out.push_back(batch_view::trusted(all.subspan(pos, *size)));
     pos += *size;
   }
@@ -53,6 +54,7 @@ task<expected<std::uint64_t>> partition_log::position_for(segment& seg, offset_t
   // The floor index entry; the caller scans forward from it (at most one index interval plus one batch).
   const auto rel = offset - seg.base_offset;
   RILL_ASSERT(rel >= 0);
+  RILL_ASSERT(seg.log_fd >= 0);
   const auto entry = seg.index.floor(static_cast<std::uint32_t>(std::min<std::int64_t>(rel, UINT32_MAX)));
   co_return entry ? std::uint64_t{entry->position} : std::uint64_t{0};
 }
@@ -60,6 +62,7 @@ task<expected<std::uint64_t>> partition_log::position_for(segment& seg, offset_t
 task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(timestamp_ms_t ts, offset_t bound) {
   // The first segment whose newest record is at or after ts; within it, the first such batch below `bound`.
   // Iterates a copy of the segment list: the writer may roll or truncate while this coroutine waits for a read.
+  RILL_ASSERT(bound.value() >= 0);
   const std::vector<std::shared_ptr<segment>> snapshot = segments_;
   for (const auto& s : snapshot) {
     if (s->base_offset >= bound) {
@@ -113,6 +116,7 @@ task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(time
 
 task<expected<offset_t>> partition_log::resolve_start(const read_request& r) {
   const offset_t bound = r.uncommitted ? log_end_ : committed_;
+  RILL_ASSERT(bound >= log_start_);
   switch (r.start) {
     case read_start::offset:
       co_return r.offset;
@@ -162,7 +166,9 @@ void log_cursor::unpin() noexcept {
 }
 
 task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uint64_t max_bytes, bool verify_crc) {
+  RILL_ASSERT(log_ != nullptr, "next() on a moved-from cursor");
   partition_log& log = *log_;
+  const offset_t started_at = position_;
   read_result out;
   out.log_start = log.log_start_;
   out.high_watermark = log.committed_;
@@ -310,7 +316,12 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
     used += write;
     file_pos_ = pos + q;
   }
+  // A read moves forward only, and returns whole batches from where it was asked.
+  RILL_ASSERT(position_ >= started_at);
+  RILL_ASSERT(out.batches == 0 || out.first_offset.value() >= 0);
+  RILL_ASSERT(out.batches > 0 || used == 0);
   if (out.bytes) {
+    RILL_ASSERT(used <= out.bytes.capacity());
     out.bytes.set_size(used);
   }
   out.next_offset = position_;

@@ -33,10 +33,10 @@
 
 #include "base/endian.h"
 #include "storage/atomic_file.h"
-#include "storage/crc32c.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
 #include "storage/partition_log.h"
+#include "storage/segment_index_format.h"
 #include "storage/superblock_format.h"
 
 namespace rill::storage {
@@ -44,6 +44,7 @@ namespace rill::storage {
 task<expected<std::unique_ptr<partition_log>>> partition_log::open(io::engine& engine, buffer_pool& pool,
                                                                    const clock& clk, log_reporter& reporter,
                                                                    std::string dir, log_options options) {
+  RILL_ASSERT(!dir.empty());
   RILL_CO_TRY_VOID(config::validate(options.config));
   std::unique_ptr<partition_log> log(new partition_log(engine, pool, clk, reporter, std::move(dir), options));
   auto recovered = co_await log->recover();
@@ -69,6 +70,9 @@ bool all_zero(std::span<const std::byte> b) {
 }  // namespace
 
 task<expected<void>> partition_log::open_segment_files(segment& seg, bool has_meta) {
+  RILL_ASSERT(seg.log_fd < 0);
+  RILL_ASSERT(seg.index_fd < 0);
+  RILL_ASSERT(seg.meta_fd < 0);
   RILL_CO_TRY(log_fd, co_await open_file(engine_, seg.log_path(), 0, 0600));
   seg.log_fd = log_fd;
   RILL_CO_TRY(index_fd, co_await open_file(engine_, seg.index_path(), io::open_create, 0600));
@@ -82,6 +86,8 @@ task<expected<void>> partition_log::open_segment_files(segment& seg, bool has_me
 
 task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok) {
   ok = false;
+  RILL_ASSERT(seg.log_fd >= 0);
+  RILL_ASSERT(!seg.sealed);
   RILL_CO_TRY(size, co_await size_of_file(engine_, seg.log_fd, seg.log_path()));
   const std::uint64_t index_bytes_max = (size / batch_format::header_bytes + 2) * segment_index_format::entry_bytes;
   auto index_bytes = co_await read_whole_file(engine_, seg.index_path(), index_bytes_max);
@@ -164,12 +170,19 @@ task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok)
   seg.file_size = size;
   seg.next_offset = next;
   seg.max_timestamp = max_ts;
+  // What the fast path establishes: the verified batches end at the file's end, after the indexed ones.
+  RILL_ASSERT(seg.next_offset > seg.base_offset);
+  RILL_ASSERT(seg.index.entries().back().position < seg.size);
+  RILL_ASSERT(seg.base_offset + seg.index.entries().back().relative_offset < seg.next_offset);
   ok = true;
   co_return expected<void>{};
 }
 
 task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, offset_t committed_hint) {
   // Returns true when the segment ended cleanly (or its tail was cut), false when its rest was skipped (@H).
+  RILL_ASSERT(seg.log_fd >= 0);
+  RILL_ASSERT(!seg.sealed);
+  RILL_ASSERT(committed_hint.value() >= 0);
   RILL_CO_TRY(file_size, co_await size_of_file(engine_, seg.log_fd, seg.log_path()));
   const offset_t stop_at = superblock_.current().truncate_from;
   seg.index.clear();
@@ -225,6 +238,12 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
     }
     pos += q;
   }
+  // The scan stops at the first batch that does not count: what it accepted lies within the file, and the next
+  // offset follows the last valid batch (the segment's base when none was).
+  RILL_ASSERT(pos <= file_size, "scan ended at byte {} of {}", pos, file_size);
+  RILL_ASSERT(expected_base >= seg.base_offset);
+  RILL_ASSERT(pos > 0 || expected_base == seg.base_offset);
+  RILL_ASSERT(pos == 0 || !seg.index.entries().empty());
   seg.size = pos;
   seg.file_size = file_size;
   seg.next_offset = expected_base;
@@ -271,6 +290,8 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
 }
 
 task<expected<void>> partition_log::rebuild_index_file(segment& seg) {
+  RILL_ASSERT(seg.index_fd >= 0);
+  RILL_ASSERT(seg.synced_size == seg.size, "an index is sealed only over synced batches");
   const auto bytes = seg.index.encode_sealed();
   RILL_CO_TRY_VOID(co_await write_all(engine_, seg.index_fd, 0, bytes, seg.index_path()));
   RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.index_fd, bytes.size(), seg.index_path()));
@@ -278,29 +299,34 @@ task<expected<void>> partition_log::rebuild_index_file(segment& seg) {
 }
 
 task<expected<void>> partition_log::load_metas(segment& seg) {
+  RILL_ASSERT(seg.metas.empty());
+  RILL_ASSERT(seg.base_offset <= seg.next_offset);
   if (seg.meta_fd < 0) {
     co_return expected<void>{};
   }
-  const std::uint64_t bytes_max = (seg.size / batch_format::header_bytes + 1) * batch_meta_format::entry_bytes;
+  const std::uint64_t bytes_max = (seg.size / batch_format::header_bytes + 1) * meta_entry_format::entry_bytes;
   RILL_CO_TRY(size, co_await size_of_file(engine_, seg.meta_fd, seg.meta_path()));
-  const std::uint64_t n = std::min(size, bytes_max) / batch_meta_format::entry_bytes;
-  std::vector<std::byte> bytes(n * batch_meta_format::entry_bytes);
+  const std::uint64_t n = std::min(size, bytes_max) / meta_entry_format::entry_bytes;
+  std::vector<std::byte> bytes(n * meta_entry_format::entry_bytes);
   RILL_CO_TRY(got, co_await read_at(engine_, seg.meta_fd, 0, bytes, seg.meta_path()));
   seg.metas.clear();
-  for (std::uint64_t i = 0; i < got / batch_meta_format::entry_bytes; ++i) {
-    const std::byte* e = bytes.data() + i * batch_meta_format::entry_bytes;
-    const offset_t base(load_be<std::int64_t>(e));
-    const bool crc_ok = load_be<std::uint32_t>(e + 60) == crc32c(e, 60);
+  for (std::uint64_t i = 0; i < got / meta_entry_format::entry_bytes; ++i) {
+    const auto m = decode_meta_entry(std::span<const std::byte, meta_entry_format::entry_bytes>(
+        bytes.data() + i * meta_entry_format::entry_bytes, meta_entry_format::entry_bytes));
+    if (!m) {
+      break;  // a torn or damaged entry
+    }
+    const offset_t base = m->base_offset;
     const bool in_range =
         base >= seg.base_offset && base < seg.next_offset && (seg.metas.empty() || base > seg.metas.back().base_offset);
-    if (!crc_ok || !in_range) {
+    if (!in_range) {
       break;
     }
-    meta_entry m{base, {}};
-    std::memcpy(m.meta.payload.data(), e + 8, batch_meta_format::payload_bytes);
-    seg.metas.push_back(m);
+    seg.metas.push_back(*m);
   }
-  const std::uint64_t keep = seg.metas.size() * batch_meta_format::entry_bytes;
+  const std::uint64_t keep = seg.metas.size() * meta_entry_format::entry_bytes;
+  RILL_ASSERT(keep <= got);
+  RILL_ASSERT(keep <= size);
   if (keep != size) {
     reporter_.notice(fmt::format("{}: kept {} metadata entries, cut {} bytes after them", seg.meta_path(),
                                  seg.metas.size(), size - keep));
@@ -312,6 +338,9 @@ task<expected<void>> partition_log::load_metas(segment& seg) {
 }
 
 task<expected<void>> partition_log::recover() {
+  RILL_ASSERT(segments_.empty());
+  RILL_ASSERT(log_end_.value() == 0);
+  RILL_ASSERT(!closed_);
   if (options_.create) {
     RILL_CO_TRY_VOID(co_await make_dirs(engine_, dir_));
   }
@@ -449,6 +478,11 @@ task<expected<void>> partition_log::recover() {
           fmt::format("offsets {} to {} are missing", expected_next.value(), seg->base_offset.value() - 1),
           "reads skip the gap");
     }
+    // What recovery established for this segment: its batches lie in the file and are on disk.
+    RILL_ASSERT(seg->size <= seg->file_size);
+    RILL_ASSERT(seg->synced_size == seg->size);
+    RILL_ASSERT(seg->next_offset >= seg->base_offset);
+    RILL_ASSERT(seg->base_offset >= expected_next, "segment {} overlaps the one before", seg->base_offset.value());
     expected_next = seg->next_offset;
     RILL_CO_TRY_VOID(co_await load_metas(*seg));
     if (!last) {
@@ -487,6 +521,10 @@ task<expected<void>> partition_log::recover() {
     active = seg;
     log_end_ = floor_next;
   }
+  // The next offset follows the last valid batch, and never reuses one that was committed or retained.
+  RILL_ASSERT(log_end_ == active->next_offset);
+  RILL_ASSERT(log_end_ >= floor_next);
+  RILL_ASSERT(!active->sealed);
   if (log_start_ < segments_.front()->base_offset) {
     log_start_ = segments_.front()->base_offset;
   }
@@ -515,6 +553,7 @@ task<expected<void>> partition_log::recover() {
   } else {
     RILL_CO_TRY_VOID(co_await superblock_.initialize(next));  // both copies were damaged: rewrite both
   }
+  check_all();
   co_return expected<void>{};
 }
 

@@ -31,6 +31,7 @@ task<void> partition_log::deleter_loop() {
       break;
     }
     std::shared_ptr<segment> seg = *it;
+    RILL_ASSERT(seg->deleting);
     graveyard_.erase(it);
     auto done = co_await delete_segment_files(*seg);
     if (!done) {
@@ -54,7 +55,10 @@ task<void> partition_log::deleter_loop() {
 }
 
 task<expected<void>> partition_log::delete_segment_files(segment& seg) {
+  RILL_ASSERT(seg.deleting, "deleting the files of live segment {}", seg.base_offset.value());
+  RILL_ASSERT(seg.readers == 0, "deleting the files of segment {} with a reader inside", seg.base_offset.value());
   const std::uint64_t step = options_.config.delete_step_bytes;
+  RILL_ASSERT(step > 0);
   expected<void> result;
   if (seg.log_fd >= 0) {
     std::uint64_t size = seg.file_size;

@@ -10,21 +10,29 @@
 // - Offsets and log-append timestamps are assigned at write time, in queue order, so an append that fails (and
 //   everything queued behind it) never leaves an offset that a later append could reuse after being seen.
 // - An append completes only once: with its result, or with the error that stopped it.
+// - Segments are ordered by base offset and never overlap (a gap only where recovery found offsets missing); every
+//   segment before the active one is sealed and synced whole, so synced_end_ >= the active segment's base.
+// - The superblock is a lower bound: its committed and log start never exceed committed_ and log_start_, and its
+//   recovery frontier never passes the active segment; it holds a truncation intent only inside truncate_after.
+// check_invariants() asserts each of these.
 #include "storage/partition_log.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include <fmt/core.h>
 
 #include "base/endian.h"
+#include "config/limits.h"
 #include "storage/atomic_file.h"
-#include "storage/crc32c.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
 #include "storage/partition_log_internal.h"
 
 namespace rill::storage {
+
+static_assert(limits::flush_iovecs_max <= 1024, "one group is one vectored write: at most Linux's IOV_MAX iovecs");
+static_assert(limits::flush_bytes_limit <= limits::segment_bytes_limit, "a flush fits in a segment");
+static_assert(limits::batch_bytes_limit < limits::segment_bytes_limit, "a batch fits in a segment");
 
 partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock& clk, log_reporter& reporter,
                              std::string dir, log_options options)
@@ -198,6 +206,7 @@ task<expected<void>> partition_log::set_leader_epoch(epoch_t epoch) {
     RILL_CO_TRY_VOID(co_await write_file_atomic(engine_, dir_, epoch_history::file_name, next.encode()));
     epochs_ = std::move(next);
     epoch_ = epoch;
+    check_step();
     co_return expected<void>{};
   });
 }
@@ -298,248 +307,286 @@ task<void> partition_log::writer_loop() {
   writer_idle_.set();
 }
 
+void partition_log::fail_group(append_group& g, const rill::error& e) {
+  for (auto& w : g.items) {
+    w->append_done->complete(unexpected(e));
+  }
+}
+
 task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) {
-  const auto started = clock_.monotonic();
-  std::shared_ptr<segment> active = segments_.back();
-  const std::uint64_t position = active->size;
-  const bool replicated = items.front()->k == work::kind::replicated;
-  std::uint64_t bytes = 0;
-  for (const auto& w : items) {
-    bytes += w->bytes.size();
+  RILL_ASSERT(!items.empty());
+  RILL_ASSERT(items.size() <= limits::flush_iovecs_max);
+  append_group g;
+  g.started = clock_.monotonic();
+  g.active = segments_.back();
+  g.position = g.active->size;
+  g.replicated = items.front()->k == work::kind::replicated;
+  g.items = std::move(items);
+  for (const auto& w : g.items) {
+    RILL_ASSERT(w->is_append());
+    RILL_ASSERT(w->append_done != nullptr);
+    g.bytes += w->bytes.size();
   }
-  auto fail_group = [&](const rill::error& e) {
-    for (auto& w : items) {
-      w->append_done->complete(unexpected(e));
-    }
-  };
+  RILL_ASSERT(g.bytes <= pending_bytes_, "group of {} bytes, {} pending", g.bytes, pending_bytes_);
 
-  // Assign offsets and timestamps (leader), or check contiguity (replica), at write time.
-  offset_t next = log_end_;
-  const timestamp_ms_t now = std::max(clock_.wall_ms(), last_timestamp_);
-  std::vector<append_result> results;
-  results.reserve(items.size());
-  for (auto& w : items) {
-    append_result r;
-    r.base_offset = next;
-    r.timestamp = now;
-    std::size_t pos = 0;
-    for (auto& info : w->infos) {
-      if (replicated) {
-        if (info.base != next) {
-          pending_bytes_ -= bytes;
-          fail_group(rill::error(make_error_code(errc::invalid_argument),
-                                 fmt::format("replicated batch at offset {} does not start at log end {}",
-                                             info.base.value(), next.value())));
-          co_return;
-        }
-      } else {
-        info.base = next;
-        info.max_timestamp = now;
-        info.epoch = epoch_;
-        stamp_batch(std::span<std::byte>(w->bytes).subspan(pos, info.size), next, epoch_, now, info.crc_tail);
-      }
-      pos += info.size;
-      next = next + info.offset_count;
-      ++r.batches;
-      r.records += info.records;
-    }
-    r.last_offset = next - 1;
-    results.push_back(r);
+  if (auto assigned = assign_group(g); !assigned) {
+    pending_bytes_ -= g.bytes;
+    fail_group(g, assigned.error());
+    co_return;
   }
-
-  // New epochs carried by replicated batches are recorded before the batches are written.
-  if (replicated) {
-    epoch_history updated = epochs_;
-    bool changed = false;
-    for (const auto& w : items) {
-      for (const auto& info : w->infos) {
-        auto latest = updated.latest();
-        if (!latest || info.epoch > latest->epoch) {
-          updated.assign(info.epoch, info.base);
-          changed = true;
-        }
-      }
-    }
-    if (changed) {
-      auto saved = co_await write_file_atomic(engine_, dir_, epoch_history::file_name, updated.encode());
-      if (!saved) {
-        pending_bytes_ -= bytes;
-        fail_group(saved.error());
-        co_return;
-      }
-      epochs_ = std::move(updated);
-      epoch_ = epochs_.latest()->epoch;
+  if (g.replicated) {
+    auto saved = co_await persist_group_epochs(g);
+    if (!saved) {
+      pending_bytes_ -= g.bytes;
+      fail_group(g, saved.error());
+      co_return;
     }
   }
-
-  std::vector<::iovec> iov;
-  iov.reserve(items.size());
-  for (const auto& w : items) {
-    iov.push_back(::iovec{const_cast<std::byte*>(w->bytes.data()), w->bytes.size()});
-  }
-  const auto mode = options_.config.durability;
-  const bool has_metas = std::any_of(items.begin(), items.end(), [](const auto& w) { return !w->metas.empty(); });
-  const std::size_t metas_before = active->metas.size();
-  pending_bytes_ -= bytes;
+  g.has_metas = std::any_of(g.items.begin(), g.items.end(), [](const auto& w) { return !w->metas.empty(); });
+  g.metas_before = g.active->metas.size();
+  pending_bytes_ -= g.bytes;
 
   // Every step below must succeed before the group counts: until then log_end_, the segment and the index describe
   // the file as it was, and a failure cuts the file back to that (and syncs the cut) before the error is returned.
-  auto undo = [&](const rill::error& e, bool sync_failed) -> task<void> {
-    if (sync_failed) {
-      fence(e);  // after a failed fsync nothing unsynced can be trusted; cut what we can below, then refuse writes
-    }
-    auto cut = co_await truncate_file(engine_, active->log_fd, position, active->log_path());
-    if (cut) {
-      cut = co_await datasync_file(engine_, active->log_fd, active->log_path());
-    }
-    if (cut && active->meta_fd >= 0 && has_metas) {
-      cut = co_await truncate_file(engine_, active->meta_fd, metas_before * batch_meta_format::entry_bytes,
-                                   active->meta_path());
-      if (cut) {
-        cut = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
-      }
-    }
-    if (!cut) {
-      fence(cut.error());  // the failed bytes may still be in the file: nothing more may be appended after them
-    } else {
-      active->file_size = position;
-    }
-    active->metas.resize(metas_before);
-    active->metas_written = std::min(active->metas_written, metas_before);
-    fail_group(e);
-    fail_pending(e);
-  };
-
-  // Under sync-before-ack without metadata, the write and its fdatasync go down together (one kernel round trip
-  // instead of two). Metadata must be written between them, so that case keeps separate steps.
-  const bool fused = mode == config::durability_mode::sync_before_ack && !has_metas;
-  bool synced_with_write = false;
-  {
-    expected<void> written;
-    if (fused) {
-      io::awaitable op(engine_);
-      op.op = io::opcode::writev_datasync;
-      op.fd = active->log_fd;
-      op.offset = position;
-      op.iov = iov.data();
-      op.iov_count = static_cast<unsigned>(iov.size());
-      co_await op;
-      if (op.result < 0) {
-        written = unexpected(
-            io_error(static_cast<int>(op.result), fmt::format("writev {} at byte {}", active->log_path(), position)));
-      } else if (static_cast<std::uint64_t>(op.result) < bytes) {
-        // A short write (rare): finish it the ordinary way; the sync follows below.
-        const auto rest = iovecs_after(iov, static_cast<std::uint64_t>(op.result));
-        written = co_await writev_all(engine_, active->log_fd, position + static_cast<std::uint64_t>(op.result), rest,
-                                      active->log_path());
-      } else if (op.sync_result < 0) {
-        co_await undo(io_error(static_cast<int>(op.sync_result), "fdatasync " + active->log_path()), true);
-        co_return;
-      } else {
-        synced_with_write = true;
-      }
-    } else {
-      written = co_await writev_all(engine_, active->log_fd, position, iov, active->log_path());
-    }
-    if (!written) {
-      co_await undo(written.error(), false);
-      co_return;
-    }
+  if (auto written = co_await write_group_batches(g); !written) {
+    co_await undo_group(g, written.error());
+    co_return;
   }
   ++stats_.flushes;
-
-  // Replication metadata: written beside the batches and synced with them.
-  if (has_metas) {
-    for (const auto& w : items) {
-      for (std::size_t i = 0; i < w->metas.size(); ++i) {
-        active->metas.push_back(meta_entry{w->infos[i].base, w->metas[i]});
-      }
-    }
-    auto saved = co_await [&]() -> task<expected<void>> {
-      if (active->meta_fd < 0) {
-        RILL_CO_TRY(fd, co_await open_file(engine_, active->meta_path(), io::open_create, 0600));
-        active->meta_fd = fd;
-        RILL_CO_TRY_VOID(co_await sync_dir(engine_, dir_));
-      }
-      std::vector<std::byte> out;
-      for (std::size_t i = active->metas_written; i < active->metas.size(); ++i) {
-        std::array<std::byte, batch_meta_format::entry_bytes> e{};
-        store_be<std::int64_t>(e.data(), active->metas[i].base_offset.value());
-        std::memcpy(e.data() + 8, active->metas[i].meta.payload.data(), batch_meta_format::payload_bytes);
-        store_be<std::uint32_t>(e.data() + 60, crc32c(e.data(), 60));
-        out.insert(out.end(), e.begin(), e.end());
-      }
-      RILL_CO_TRY_VOID(co_await write_all(
-          engine_, active->meta_fd, active->metas_written * batch_meta_format::entry_bytes, out, active->meta_path()));
-      active->metas_written = active->metas.size();
-      co_return expected<void>{};
-    }();
-    if (!saved) {
-      co_await undo(saved.error(), false);
+  if (g.has_metas) {
+    if (auto saved = co_await write_group_metas(g); !saved) {
+      co_await undo_group(g, saved.error());
       co_return;
     }
   }
-
-  if (mode == config::durability_mode::sync_before_ack && !synced_with_write) {
-    // The metadata first, so that a batch is never synced before its entry: after a crash between the two syncs, an
-    // entry whose batch did not land is dropped by recovery (it names an offset past the segment's end). A batch
-    // written back early, before either sync, may still be found without its entry; it was never acknowledged, and
-    // the replicated partition's owner cuts such a tail (simulation/partition_mirror.cpp).
-    expected<void> synced;
-    if (active->meta_fd >= 0) {
-      synced = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
-    }
-    if (synced) {
-      synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
-    }
-    if (!synced) {
-      co_await undo(synced.error(), true);
+  if (options_.config.durability == config::durability_mode::sync_before_ack && !g.synced) {
+    if (auto synced = co_await sync_group(g); !synced) {
+      co_await undo_group(g, synced.error());
       co_return;
     }
-    synced_with_write = true;
   }
+  apply_group(g);
+  check_step();
+  co_await finish_group(g);
+}
 
-  // Every step succeeded: the group counts.
-  std::uint64_t at = position;
-  for (const auto& w : items) {
+expected<void> partition_log::assign_group(append_group& g) {
+  // Assign offsets and timestamps (leader), or check contiguity (replica), at write time.
+  g.next = log_end_;
+  g.now = std::max(clock_.wall_ms(), last_timestamp_);
+  g.results.reserve(g.items.size());
+  for (auto& w : g.items) {
+    append_result r;
+    r.base_offset = g.next;
+    r.timestamp = g.now;
+    std::size_t pos = 0;
+    for (auto& info : w->infos) {
+      if (g.replicated) {
+        if (info.base != g.next) {
+          return make_unexpected(errc::invalid_argument,
+                                 fmt::format("replicated batch at offset {} does not start at log end {}",
+                                             info.base.value(), g.next.value()));
+        }
+      } else {
+        info.base = g.next;
+        info.max_timestamp = g.now;
+        info.epoch = epoch_;
+        stamp_batch(std::span<std::byte>(w->bytes).subspan(pos, info.size), g.next, epoch_, g.now, info.crc_tail);
+      }
+      pos += info.size;
+      g.next = g.next + info.offset_count;
+      ++r.batches;
+      r.records += info.records;
+    }
+    RILL_ASSERT(pos == w->bytes.size(), "batch sizes {} of a {}-byte append", pos, w->bytes.size());
+    r.last_offset = g.next - 1;
+    g.results.push_back(r);
+  }
+  RILL_ASSERT(g.next > log_end_);
+  return {};
+}
+
+task<expected<void>> partition_log::persist_group_epochs(append_group& g) {
+  // New epochs carried by replicated batches are recorded before the batches are written.
+  RILL_ASSERT(g.replicated);
+  epoch_history updated = epochs_;
+  bool changed = false;
+  for (const auto& w : g.items) {
     for (const auto& info : w->infos) {
-      active->index.on_batch(static_cast<std::uint32_t>(info.base - active->base_offset),
-                             static_cast<std::uint32_t>(at), info.size, info.max_timestamp);
-      active->max_timestamp = std::max(active->max_timestamp, info.max_timestamp);
-      ++active->batches;
+      auto latest = updated.latest();
+      if (!latest || info.epoch > latest->epoch) {
+        updated.assign(info.epoch, info.base);
+        changed = true;
+      }
+    }
+  }
+  if (changed) {
+    RILL_CO_TRY_VOID(co_await write_file_atomic(engine_, dir_, epoch_history::file_name, updated.encode()));
+    epochs_ = std::move(updated);
+    epoch_ = epochs_.latest()->epoch;
+  }
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::write_group_batches(append_group& g) {
+  segment& active = *g.active;
+  std::vector<::iovec> iov;
+  iov.reserve(g.items.size());
+  for (const auto& w : g.items) {
+    iov.push_back(::iovec{const_cast<std::byte*>(w->bytes.data()), w->bytes.size()});
+  }
+  // Under sync-before-ack without metadata, the write and its fdatasync go down together (one kernel round trip
+  // instead of two). Metadata must be written between them, so that case keeps separate steps.
+  const bool fused = options_.config.durability == config::durability_mode::sync_before_ack && !g.has_metas;
+  if (!fused) {
+    co_return co_await writev_all(engine_, active.log_fd, g.position, iov, active.log_path());
+  }
+  io::awaitable op(engine_);
+  op.op = io::opcode::writev_datasync;
+  op.fd = active.log_fd;
+  op.offset = g.position;
+  op.iov = iov.data();
+  op.iov_count = static_cast<unsigned>(iov.size());
+  co_await op;
+  if (op.result < 0) {
+    co_return unexpected(
+        io_error(static_cast<int>(op.result), fmt::format("writev {} at byte {}", active.log_path(), g.position)));
+  }
+  if (static_cast<std::uint64_t>(op.result) < g.bytes) {
+    // A short write (rare): finish it the ordinary way; the sync follows in sync_group.
+    const auto rest = iovecs_after(iov, static_cast<std::uint64_t>(op.result));
+    co_return co_await writev_all(engine_, active.log_fd, g.position + static_cast<std::uint64_t>(op.result), rest,
+                                  active.log_path());
+  }
+  if (op.sync_result < 0) {
+    g.sync_failed = true;
+    co_return unexpected(io_error(static_cast<int>(op.sync_result), "fdatasync " + active.log_path()));
+  }
+  g.synced = true;
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::write_group_metas(append_group& g) {
+  // Replication metadata: written beside the batches and synced with them.
+  RILL_ASSERT(g.has_metas);
+  segment& active = *g.active;
+  for (const auto& w : g.items) {
+    for (std::size_t i = 0; i < w->metas.size(); ++i) {
+      active.metas.push_back(meta_entry{w->infos[i].base, w->metas[i]});
+    }
+  }
+  if (active.meta_fd < 0) {
+    RILL_CO_TRY(fd, co_await open_file(engine_, active.meta_path(), io::open_create, 0600));
+    active.meta_fd = fd;
+    RILL_CO_TRY_VOID(co_await sync_dir(engine_, dir_));
+  }
+  RILL_ASSERT(active.metas_written <= active.metas.size());
+  const auto out = encode_meta_entries(std::span<const meta_entry>(active.metas).subspan(active.metas_written));
+  RILL_CO_TRY_VOID(co_await write_all(engine_, active.meta_fd, active.metas_written * meta_entry_format::entry_bytes,
+                                      out, active.meta_path()));
+  active.metas_written = active.metas.size();
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::sync_group(append_group& g) {
+  // The metadata first, so that a batch is never synced before its entry: after a crash between the two syncs, an
+  // entry whose batch did not land is dropped by recovery (it names an offset past the segment's end). A batch
+  // written back early, before either sync, may still be found without its entry; it was never acknowledged, and
+  // the replicated partition's owner cuts such a tail (simulation/partition_mirror.cpp).
+  RILL_ASSERT(!g.synced);
+  segment& active = *g.active;
+  expected<void> synced;
+  if (active.meta_fd >= 0) {
+    synced = co_await datasync_file(engine_, active.meta_fd, active.meta_path());
+  }
+  if (synced) {
+    synced = co_await datasync_file(engine_, active.log_fd, active.log_path());
+  }
+  if (!synced) {
+    g.sync_failed = true;
+    co_return synced;
+  }
+  g.synced = true;
+  co_return expected<void>{};
+}
+
+task<void> partition_log::undo_group(append_group& g, const rill::error& e) {
+  segment& active = *g.active;
+  if (g.sync_failed) {
+    fence(e);  // after a failed fsync nothing unsynced can be trusted; cut what we can below, then refuse writes
+  }
+  auto cut = co_await truncate_file(engine_, active.log_fd, g.position, active.log_path());
+  if (cut) {
+    cut = co_await datasync_file(engine_, active.log_fd, active.log_path());
+  }
+  if (cut && active.meta_fd >= 0 && g.has_metas) {
+    cut = co_await truncate_file(engine_, active.meta_fd, g.metas_before * meta_entry_format::entry_bytes,
+                                 active.meta_path());
+    if (cut) {
+      cut = co_await datasync_file(engine_, active.meta_fd, active.meta_path());
+    }
+  }
+  if (!cut) {
+    fence(cut.error());  // the failed bytes may still be in the file: nothing more may be appended after them
+  } else {
+    active.file_size = g.position;
+  }
+  active.metas.resize(g.metas_before);
+  active.metas_written = std::min(active.metas_written, g.metas_before);
+  fail_group(g, e);
+  fail_pending(e);
+}
+
+void partition_log::apply_group(append_group& g) {
+  // Every step succeeded: the group counts.
+  segment& active = *g.active;
+  RILL_ASSERT(&active == segments_.back().get(), "the active segment changed under a group");
+  RILL_ASSERT(active.size == g.position);
+  std::uint64_t at = g.position;
+  for (const auto& w : g.items) {
+    for (const auto& info : w->infos) {
+      active.index.on_batch(static_cast<std::uint32_t>(info.base - active.base_offset), static_cast<std::uint32_t>(at),
+                            info.size, info.max_timestamp);
+      active.max_timestamp = std::max(active.max_timestamp, info.max_timestamp);
+      ++active.batches;
       at += info.size;
     }
   }
-  if (active->first_append_mono.count() < 0) {
-    active->first_append_mono = clock_.monotonic();
+  RILL_ASSERT(at == g.position + g.bytes);
+  if (active.first_append_mono.count() < 0) {
+    active.first_append_mono = clock_.monotonic();
   }
-  active->size = position + bytes;
-  active->file_size = std::max(active->file_size, active->size);
-  active->next_offset = next;
-  log_end_ = next;
-  last_timestamp_ = now;
-  stats_.appends += items.size();
-  if (synced_with_write) {
+  active.size = g.position + g.bytes;
+  active.file_size = std::max(active.file_size, active.size);
+  active.next_offset = g.next;
+  log_end_ = g.next;
+  last_timestamp_ = g.now;
+  stats_.appends += g.items.size();
+  if (g.synced) {
     ++stats_.syncs;
     mark_synced(log_end_);
   }
   if (options_.observer != nullptr) {
-    options_.observer->group_written(clock_.monotonic() - started, static_cast<std::uint32_t>(items.size()),
-                                     synced_with_write);
+    options_.observer->group_written(clock_.monotonic() - g.started, static_cast<std::uint32_t>(g.items.size()),
+                                     g.synced);
   }
+}
 
+task<void> partition_log::finish_group(append_group& g) {
+  const auto mode = options_.config.durability;
   // Relaxed policies: the sync deadline is set before the appends complete, so whoever they wake (the partition
   // actor scheduling its ticks) already sees it.
   if (mode != config::durability_mode::sync_before_ack) {
-    for (const auto& w : items) {
+    for (const auto& w : g.items) {
       unsynced_records_ += w->records;
     }
     if (mode == config::durability_mode::every_ms && !sync_due_) {
       sync_due_ = clock_.monotonic() + std::chrono::milliseconds(options_.config.sync_every_ms);
     }
   }
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    items[i]->append_done->complete(results[i]);
+  RILL_ASSERT(g.results.size() == g.items.size());
+  for (std::size_t i = 0; i < g.items.size(); ++i) {
+    g.items[i]->append_done->complete(g.results[i]);
   }
   if (mode == config::durability_mode::every_records && unsynced_records_ >= options_.config.sync_every_records) {
     (void)co_await sync_log();  // a failure fences the partition; the appends were already acknowledged
@@ -549,8 +596,9 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
     (void)co_await persist_superblock();
   }
   if (mode == config::durability_mode::sync_before_ack && options_.config.preallocate_bytes > 0) {
-    (void)co_await maybe_preallocate(*active);
+    (void)co_await maybe_preallocate(*g.active);
   }
+  check_step();
 }
 
 task<expected<void>> partition_log::sync_log() {
@@ -591,6 +639,7 @@ task<expected<void>> partition_log::sync_log() {
   if (options_.observer != nullptr) {
     options_.observer->synced(clock_.monotonic() - started);
   }
+  check_step();
   co_return expected<void>{};
 }
 
@@ -697,7 +746,9 @@ task<expected<void>> partition_log::roll() {
   segments_.push_back(seg);
   ++stats_.rolls;
   // From here the old segment is below the recovery frontier: recovery may trust its index.
-  co_return co_await persist_superblock();
+  auto persisted = co_await persist_superblock();
+  check_all();
+  co_return persisted;
 }
 
 task<expected<std::shared_ptr<segment>>> partition_log::create_segment(offset_t base) {
@@ -734,20 +785,69 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
                               fmt::format("truncate_after({}) would cut committed data (committed {}, log start {})",
                                           last_kept.value(), committed_.value(), log_start_.value()));
   }
-  // The segment that will end at new_end: the last one whose base is <= new_end.
-  std::size_t keep = 0;
-  while (keep + 1 < segments_.size() && segments_[keep + 1]->base_offset <= new_end) {
-    ++keep;
+  RILL_CO_TRY(plan, co_await plan_truncate(last_kept));
+  // From here a failure fences the log: the intent persisted first lets recovery finish what is left.
+  auto failed = [this](expected<void>& r) {
+    if (!r) {
+      fence(r.error());
+    }
+    return !r;
+  };
+  // 1. Persist the intent: a crash from here on is completed by recovery.
+  if (auto r = co_await persist_truncate_intent(plan); failed(r)) {
+    co_return r;
   }
-  std::shared_ptr<segment> seg = segments_[keep];
+  // 2. Later segments go entirely; their files are unlinked now (open descriptors of readers stay valid).
+  if (auto r = co_await drop_segments_after(plan); failed(r)) {
+    co_return r;
+  }
+  // 3. Cut the kept segment, its index and its metadata, and sync the cut.
+  if (auto r = co_await cut_segment(plan); failed(r)) {
+    co_return r;
+  }
+  if (auto r = co_await cut_segment_metas(plan); failed(r)) {
+    co_return r;
+  }
+  if (auto r = co_await sync_cut(plan); failed(r)) {
+    co_return r;
+  }
+  apply_truncate(plan);
+  // 4. Epochs that started after the cut are gone with it.
+  if (auto r = co_await truncate_epochs(last_kept); failed(r)) {
+    co_return r;
+  }
+  // 5. Done: clear the intent.
+  if (auto r = co_await clear_truncate_intent(); failed(r)) {
+    co_return r;
+  }
+  kick_deleter();
+  check_all();
+  co_return expected<void>{};
+}
+
+task<expected<partition_log::truncate_plan>> partition_log::plan_truncate(offset_t last_kept) {
+  truncate_plan plan;
+  plan.last_kept = last_kept;
+  plan.new_end = last_kept + 1;
+  const offset_t new_end = plan.new_end;
+  RILL_ASSERT(new_end < log_end_);
+  RILL_ASSERT(new_end >= committed_);
+  RILL_ASSERT(new_end >= log_start_);
+  // The segment that will end at new_end: the last one whose base is <= new_end.
+  while (plan.keep + 1 < segments_.size() && segments_[plan.keep + 1]->base_offset <= new_end) {
+    ++plan.keep;
+  }
+  std::shared_ptr<segment> seg = segments_[plan.keep];
+  plan.seg = seg;
+  RILL_ASSERT(seg->base_offset <= new_end, "truncate to {} before the first segment {}", new_end.value(),
+              seg->base_offset.value());
   // Find the byte position of the batch that starts at new_end (a batch is never split).
-  std::uint64_t cut = seg->size;
-  timestamp_ms_t max_ts{-1};
+  plan.cut = seg->size;
   if (new_end < seg->next_offset) {
     RILL_CO_TRY(start, co_await position_for(*seg, new_end));
     std::uint64_t pos = start;
     const auto entry = seg->index.floor(static_cast<std::uint32_t>(new_end - seg->base_offset));
-    max_ts = entry ? entry->max_timestamp : timestamp_ms_t(-1);
+    timestamp_ms_t max_ts = entry ? entry->max_timestamp : timestamp_ms_t(-1);
     std::array<std::byte, batch_format::header_bytes> head{};
     bool found = false;
     while (pos < seg->size) {
@@ -771,130 +871,110 @@ task<expected<void>> partition_log::do_truncate_after(offset_t last_kept) {
       co_return make_unexpected(errc::invalid_argument, fmt::format("truncate_after({}): offset {} is inside a batch",
                                                                     last_kept.value(), new_end.value()));
     }
-    cut = pos;
+    plan.cut = pos;
+    plan.max_ts = max_ts;
   } else {
-    max_ts = seg->max_timestamp;
+    plan.max_ts = seg->max_timestamp;
   }
+  RILL_ASSERT(plan.cut <= seg->size);
+  co_return plan;
+}
 
-  // 1. Persist the intent: a crash from here on is completed by recovery.
-  {
-    superblock_state s = superblock_.current();
-    s.truncate_from = new_end;
-    s.committed = committed_;
-    auto w = co_await superblock_.write(s);
-    if (!w) {
-      fence(w.error());
-      co_return w;
-    }
-  }
-  // 2. Later segments go entirely; their files are unlinked now (open descriptors of readers stay valid).
-  while (segments_.size() > keep + 1) {
+task<expected<void>> partition_log::persist_truncate_intent(const truncate_plan& plan) {
+  superblock_state s = superblock_.current();
+  s.truncate_from = plan.new_end;
+  s.committed = committed_;
+  co_return co_await superblock_.write(s);
+}
+
+task<expected<void>> partition_log::drop_segments_after(const truncate_plan& plan) {
+  while (segments_.size() > plan.keep + 1) {
     std::shared_ptr<segment> gone = segments_.back();
     segments_.pop_back();
+    RILL_ASSERT(gone->base_offset > plan.new_end);
     for (const auto& path : {gone->log_path(), gone->index_path(), gone->meta_path()}) {
-      auto u = co_await unlink_file(engine_, path, true);
-      if (!u) {
-        fence(u.error());
-        co_return u;
-      }
+      RILL_CO_TRY_VOID(co_await unlink_file(engine_, path, true));
     }
     gone->deleting = true;
     gone->files_unlinked = true;  // the deleter only closes its descriptors
     gone->file_size = 0;
     graveyard_.push_back(gone);
   }
-  // 3. Cut the kept segment, its index and its metadata.
-  auto fail = [&](const rill::error& e) -> expected<void> {
-    fence(e);
-    return unexpected(e);
-  };
-  {
-    auto t = co_await truncate_file(engine_, seg->log_fd, cut, seg->log_path());
-    if (!t) {
-      co_return fail(t.error());
-    }
-  }
-  seg->index.truncate(static_cast<std::uint32_t>(cut), static_cast<std::uint32_t>(cut));
-  seg->size = cut;
-  seg->file_size = cut;
-  seg->next_offset = new_end;
-  seg->max_timestamp = max_ts;
-  if (seg->sealed) {
+  RILL_ASSERT(segments_.back() == plan.seg);
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::cut_segment(const truncate_plan& plan) {
+  segment& seg = *plan.seg;
+  RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.log_fd, plan.cut, seg.log_path()));
+  seg.index.truncate(static_cast<std::uint32_t>(plan.cut), static_cast<std::uint32_t>(plan.cut));
+  seg.size = plan.cut;
+  seg.file_size = plan.cut;
+  seg.next_offset = plan.new_end;
+  seg.max_timestamp = plan.max_ts;
+  if (seg.sealed) {
     // The kept segment becomes the active one again: reopen its index for writing. (A failure from here on fences
     // the log like every other: the active segment would stay sealed, and a later roll would seal it again. The
     // VSR simulator found that.)
-    auto fd = co_await open_file(engine_, seg->index_path(), io::open_create, 0600);
-    if (!fd) {
-      co_return fail(fd.error());
-    }
-    seg->index_fd = *fd;
-    seg->sealed = false;
+    RILL_CO_TRY(fd, co_await open_file(engine_, seg.index_path(), io::open_create, 0600));
+    seg.index_fd = fd;
+    seg.sealed = false;
   }
-  {
-    // Active again: its index lives in memory until the next seal; the file must not keep a stale seal entry.
-    auto w = co_await truncate_file(engine_, seg->index_fd, 0, seg->index_path());
-    if (!w) {
-      co_return fail(w.error());
-    }
+  // Active again: its index lives in memory until the next seal; the file must not keep a stale seal entry.
+  co_return co_await truncate_file(engine_, seg.index_fd, 0, seg.index_path());
+}
+
+task<expected<void>> partition_log::cut_segment_metas(const truncate_plan& plan) {
+  segment& seg = *plan.seg;
+  while (!seg.metas.empty() && seg.metas.back().base_offset >= plan.new_end) {
+    seg.metas.pop_back();
   }
-  while (!seg->metas.empty() && seg->metas.back().base_offset >= new_end) {
-    seg->metas.pop_back();
+  if (seg.metas_written <= seg.metas.size()) {
+    co_return expected<void>{};
   }
-  if (seg->metas_written > seg->metas.size()) {
-    seg->metas_written = seg->metas.size();
-    if (seg->meta_fd < 0) {
-      auto fd = co_await open_file(engine_, seg->meta_path(), io::open_create, 0600);
-      if (!fd) {
-        co_return fail(fd.error());
-      }
-      seg->meta_fd = *fd;
-    }
-    auto t = co_await truncate_file(engine_, seg->meta_fd, seg->metas.size() * batch_meta_format::entry_bytes,
-                                    seg->meta_path());
-    if (t) {
-      t = co_await datasync_file(engine_, seg->meta_fd, seg->meta_path());
-    }
-    if (!t) {
-      co_return fail(t.error());
-    }
+  seg.metas_written = seg.metas.size();
+  if (seg.meta_fd < 0) {
+    RILL_CO_TRY(fd, co_await open_file(engine_, seg.meta_path(), io::open_create, 0600));
+    seg.meta_fd = fd;
   }
-  {
-    auto s = co_await datasync_file(engine_, seg->log_fd, seg->log_path());
-    if (s) {
-      s = co_await sync_dir(engine_, dir_);
-    }
-    if (!s) {
-      co_return fail(s.error());
-    }
-  }
-  log_end_ = new_end;
+  RILL_CO_TRY_VOID(
+      co_await truncate_file(engine_, seg.meta_fd, seg.metas.size() * meta_entry_format::entry_bytes, seg.meta_path()));
+  co_return co_await datasync_file(engine_, seg.meta_fd, seg.meta_path());
+}
+
+task<expected<void>> partition_log::sync_cut(const truncate_plan& plan) {
+  RILL_CO_TRY_VOID(co_await datasync_file(engine_, plan.seg->log_fd, plan.seg->log_path()));
+  co_return co_await sync_dir(engine_, dir_);
+}
+
+void partition_log::apply_truncate(const truncate_plan& plan) {
+  RILL_ASSERT(plan.seg == segments_.back());
+  RILL_ASSERT(plan.seg->next_offset == plan.new_end);
+  log_end_ = plan.new_end;
   ++truncations_;  // cursors drop their cached file positions
-  seg->synced_size = cut;
-  synced_end_ = new_end;  // the cut file was just synced whole
+  plan.seg->synced_size = plan.cut;
+  synced_end_ = plan.new_end;  // the cut file was just synced whole
   advance_commit();
-  last_timestamp_ = std::max(last_timestamp_, max_ts);
-  // 4. Epochs that started after the cut are gone with it.
+  last_timestamp_ = std::max(last_timestamp_, plan.max_ts);
+}
+
+task<expected<void>> partition_log::truncate_epochs(offset_t last_kept) {
   epoch_history updated = epochs_;
   updated.truncate_after(last_kept);
   if (updated.entries() != epochs_.entries()) {
-    auto w = co_await write_file_atomic(engine_, dir_, epoch_history::file_name, updated.encode());
-    if (!w) {
-      co_return fail(w.error());
-    }
+    RILL_CO_TRY_VOID(co_await write_file_atomic(engine_, dir_, epoch_history::file_name, updated.encode()));
     epochs_ = std::move(updated);
     epoch_ = epochs_.latest() ? epochs_.latest()->epoch : epoch_t(0);
   }
-  // 5. Done: clear the intent.
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::clear_truncate_intent() {
   superblock_state s = superblock_.current();
   s.truncate_from = offset_t(-1);
   s.committed = committed_;
   s.recovery_frontier = segments_.back()->base_offset;
-  auto w = co_await superblock_.write(s);
-  if (!w) {
-    co_return fail(w.error());
-  }
-  kick_deleter();
-  co_return expected<void>{};
+  co_return co_await superblock_.write(s);
 }
 
 task<expected<retention_result>> partition_log::do_retention() {
@@ -945,6 +1025,7 @@ task<expected<retention_result>> partition_log::do_retention() {
   result.bytes_removed = removed_bytes;
   result.log_start = log_start_;
   kick_deleter();
+  check_all();
   co_return result;
 }
 
@@ -1034,6 +1115,129 @@ task<expected<void>> partition_log::close() {
   (void)co_await superblock_.close();
   closed_ = true;
   co_return result;
+}
+
+void partition_log::check_order() const {
+  RILL_ASSERT(log_start_.value() >= 0, "log start {}", log_start_.value());
+  RILL_ASSERT(log_start_ <= committed_, "log start {} > committed {}", log_start_.value(), committed_.value());
+  RILL_ASSERT(synced_end_ <= log_end_, "synced end {} > log end {}", synced_end_.value(), log_end_.value());
+  if (fenced_) {
+    return;  // a failed sync cut log_end_ back to synced_end_, possibly below an external commit
+  }
+  RILL_ASSERT(committed_ <= log_end_, "committed {} > log end {}", committed_.value(), log_end_.value());
+  if (options_.auto_commit) {
+    RILL_ASSERT(committed_ == synced_end_, "auto commit: committed {} != synced end {}", committed_.value(),
+                synced_end_.value());
+  }
+}
+
+void partition_log::check_active() const {
+  if (fenced_) {
+    return;  // the failed step may have left the active segment half-way; recovery rebuilds it
+  }
+  RILL_ASSERT(!segments_.empty());
+  const segment& active = *segments_.back();
+  RILL_ASSERT(!active.sealed, "the active segment {} is sealed", active.base_offset.value());
+  RILL_ASSERT(!active.deleting);
+  RILL_ASSERT(active.log_fd >= 0);
+  RILL_ASSERT(active.index_fd >= 0);
+  RILL_ASSERT(active.next_offset == log_end_, "active segment ends at {}, log end {}", active.next_offset.value(),
+              log_end_.value());
+  RILL_ASSERT(active.base_offset <= log_end_);
+  // Sealed segments were synced whole, so everything before the active segment is on disk.
+  RILL_ASSERT(active.base_offset <= synced_end_, "active segment {} starts past the synced end {}",
+              active.base_offset.value(), synced_end_.value());
+  RILL_ASSERT(log_end_ - active.base_offset <= static_cast<std::int64_t>(UINT32_MAX),
+              "relative offsets in the index are u32");
+  RILL_ASSERT(active.size <= UINT32_MAX, "positions in the index are u32");
+  RILL_ASSERT(active.synced_size <= active.size);
+  RILL_ASSERT(active.size <= active.file_size);
+  RILL_ASSERT(active.metas_written <= active.metas.size());
+  RILL_ASSERT(segments_.front()->base_offset <= log_start_, "log start {} before the first segment {}",
+              log_start_.value(), segments_.front()->base_offset.value());
+  const auto latest = epochs_.latest();
+  RILL_ASSERT(epoch_ == (latest ? latest->epoch : epoch_t(0)), "leader epoch {} is not the latest in the history",
+              epoch_.value());
+  // The superblock: a lower bound of the positions, persisted before what depends on it.
+  const superblock_state& sb = superblock_.current();
+  RILL_ASSERT(sb.truncate_from.value() < 0, "a truncation intent {} outside truncate_after", sb.truncate_from.value());
+  RILL_ASSERT(sb.committed <= committed_, "superblock committed {} > committed {}", sb.committed.value(),
+              committed_.value());
+  RILL_ASSERT(sb.log_start <= log_start_, "superblock log start {} > log start {}", sb.log_start.value(),
+              log_start_.value());
+  RILL_ASSERT(sb.recovery_frontier <= active.base_offset, "recovery frontier {} past the active segment {}",
+              sb.recovery_frontier.value(), active.base_offset.value());
+}
+
+void partition_log::check_segments() const {
+  if (fenced_) {
+    return;
+  }
+  RILL_ASSERT(!segments_.empty());
+  std::uint64_t queued = 0;
+  for (const auto& w : queue_) {
+    queued += w->bytes.size();
+  }
+  RILL_ASSERT(queued <= pending_bytes_, "{} bytes queued, {} pending", queued, pending_bytes_);
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    const segment& s = *segments_[i];
+    RILL_ASSERT(!s.deleting);
+    RILL_ASSERT(s.base_offset <= s.next_offset);
+    RILL_ASSERT(s.synced_size <= s.size);
+    RILL_ASSERT(s.size <= s.file_size);
+    RILL_ASSERT(s.metas_written <= s.metas.size());
+    if (!s.metas.empty()) {
+      RILL_ASSERT(s.metas.front().base_offset >= s.base_offset);
+      RILL_ASSERT(s.metas.back().base_offset < s.next_offset, "segment {}: metadata for {} past its end {}",
+                  s.base_offset.value(), s.metas.back().base_offset.value(), s.next_offset.value());
+    }
+    const auto& entries = s.index.entries();
+    if (s.size == 0) {
+      RILL_ASSERT(entries.empty(), "segment {} is empty but indexed", s.base_offset.value());
+    } else {
+      RILL_ASSERT(!entries.empty(), "segment {} has {} bytes and no index entry", s.base_offset.value(), s.size);
+      RILL_ASSERT(entries.front().position == 0);
+      RILL_ASSERT(entries.front().relative_offset == 0);
+      RILL_ASSERT(entries.back().position < s.size);
+      RILL_ASSERT(s.base_offset + entries.back().relative_offset < s.next_offset);
+    }
+    if (i + 1 == segments_.size()) {
+      continue;  // the active segment: check_active
+    }
+    // Only the active segment is unsealed; sealed segments are synced whole and hold no open index or metadata file.
+    const segment& after = *segments_[i + 1];
+    RILL_ASSERT(s.sealed, "segment {} is not the active one but is unsealed", s.base_offset.value());
+    RILL_ASSERT(s.synced_size == s.size);
+    RILL_ASSERT(s.index_fd < 0);
+    RILL_ASSERT(s.meta_fd < 0);
+    // Ordered and not overlapping (a gap is possible: recovery reports lost offsets and continues after them).
+    RILL_ASSERT(s.base_offset < after.base_offset, "segments {} and {} out of order", s.base_offset.value(),
+                after.base_offset.value());
+    RILL_ASSERT(s.next_offset <= after.base_offset, "segment {} ends at {}, past the next segment {}",
+                s.base_offset.value(), s.next_offset.value(), after.base_offset.value());
+  }
+  for (const auto& g : graveyard_) {
+    RILL_ASSERT(g->deleting);
+  }
+}
+
+void partition_log::check_step() const {
+  check_order();
+  check_active();
+}
+
+void partition_log::check_all() const {
+  check_step();
+  check_segments();
+}
+
+void partition_log::check_invariants() const {
+  RILL_ASSERT(!closed_, "check_invariants() after close()");
+  check_order();
+  if (writer_running_) {
+    return;  // a step in flight: the rest holds again when it ends
+  }
+  check_all();
 }
 
 log_stats partition_log::stats() const {

@@ -224,9 +224,18 @@ class partition_log {
   // Base offsets of the live segments, oldest first (for tools and tests).
   [[nodiscard]] std::vector<offset_t> segment_bases() const;
 
+  // Asserts the invariants of partition_log.cpp, one RILL_ASSERT each (an abort names the one that failed). The
+  // position order always; when no writer step is in flight (a step may hold the segment table half-way between two
+  // of its awaits), also the active segment, every segment (O(segments)) and the superblock. Once fenced, only what a
+  // fenced log still keeps (recovery rebuilds the rest). The writer checks the O(1) part after every step and the
+  // whole after rolls, truncations, retention and recovery; tests call this after every operation. Not after close().
+  void check_invariants() const;
+
  private:
   friend class log_cursor;
   struct work;
+  struct append_group;
+  struct truncate_plan;
   struct batch_info {
     std::uint32_t size = 0;
     std::uint32_t offset_count = 0;  // last_offset_delta + 1
@@ -255,7 +264,31 @@ class partition_log {
   // empty body is a sync of everything written.
   task<expected<void>> run_exclusive(std::function<task<expected<void>>()> body);
   task<void> writer_loop();
+  // Writes one group of appends (write_group) in named steps, each of which sees the group's state (append_group,
+  // partition_log_internal.h). Until apply_group nothing of the log's state describes the group; a failure after
+  // the pending bytes are released goes through undo_group.
   task<void> write_group(std::vector<std::unique_ptr<work>> items);
+  // Assigns offsets, the log-append time and the epoch (leader), or checks that the batches start at log_end_
+  // (replica). Changes no log state.
+  expected<void> assign_group(append_group& g);
+  // Persists the epochs first seen in a replicated group's batches, before those batches are written.
+  task<expected<void>> persist_group_epochs(append_group& g);
+  // The vectored write of the group's bytes at g.position (fused with its fdatasync under sync_before_ack without
+  // metadata: then g.synced, or g.sync_failed).
+  task<expected<void>> write_group_batches(append_group& g);
+  // Adds the group's metadata entries to the active segment and writes the ones not yet in its .meta file.
+  task<expected<void>> write_group_metas(append_group& g);
+  // sync_before_ack: fdatasyncs the metadata, then the batches; sets g.synced, or g.sync_failed.
+  task<expected<void>> sync_group(append_group& g);
+  // Cuts the files back to where the group started (fencing the log if that fails or a sync failed) and fails the
+  // group and everything queued behind it with `e`.
+  task<void> undo_group(append_group& g, const rill::error& e);
+  // Completes every append of the group with `e`.
+  void fail_group(append_group& g, const rill::error& e);
+  // Every step succeeded: the index, the active segment, log_end_ (and synced_end_ if synced) take the group in.
+  void apply_group(append_group& g);
+  // Completes the group's appends, then the follow-ups: a relaxed sync that is due, the superblock, preallocation.
+  task<void> finish_group(append_group& g);
   task<expected<void>> sync_log();
   void mark_synced(offset_t target);
   task<expected<void>> roll();
@@ -269,7 +302,35 @@ class partition_log {
   bool needs_roll(const segment& active, std::uint64_t bytes) const;
   // When the active segment reaches segment_ms (monotonic), if it has data and an age limit is set.
   [[nodiscard]] std::optional<std::chrono::nanoseconds> roll_due() const;
+  // truncate_after's body, in named steps; each step after plan_truncate that fails fences the log (the persisted
+  // intent lets recovery finish the truncation).
+  // The parts of check_invariants(): the position order (holds at every await of every step), the active segment
+  // and the superblock (O(1), hold between writer steps), every segment (O(segments), between writer steps).
+  void check_order() const;
+  void check_active() const;
+  void check_segments() const;
+  // The O(1) checks, and the whole check: what writer steps call when they finish.
+  void check_step() const;
+  void check_all() const;
   task<expected<void>> do_truncate_after(offset_t last_kept);
+  // Where the cut goes: the segment that keeps last_kept and the byte where its batch ends. Changes nothing.
+  task<expected<truncate_plan>> plan_truncate(offset_t last_kept);
+  // Step 1: the superblock records truncate_from, so a crash from here on is completed by recovery.
+  task<expected<void>> persist_truncate_intent(const truncate_plan& plan);
+  // Step 2: the segments after the kept one leave segments_; their files are unlinked now, descriptors later.
+  task<expected<void>> drop_segments_after(const truncate_plan& plan);
+  // Step 3a: the kept segment's log is cut and it becomes the (unsealed) active segment with an empty index file.
+  task<expected<void>> cut_segment(const truncate_plan& plan);
+  // Step 3b: its metadata entries at or after the cut go, in memory and in the .meta file (synced).
+  task<expected<void>> cut_segment_metas(const truncate_plan& plan);
+  // Step 3c: the cut log file and the directory are synced.
+  task<expected<void>> sync_cut(const truncate_plan& plan);
+  // The cut is durable: log_end_ and synced_end_ move to it.
+  void apply_truncate(const truncate_plan& plan);
+  // Step 4: epochs that started after last_kept are gone with the cut (persisted before they leave memory).
+  task<expected<void>> truncate_epochs(offset_t last_kept);
+  // Step 5: the superblock forgets the intent.
+  task<expected<void>> clear_truncate_intent();
   task<expected<retention_result>> do_retention();
 
   // Reads (log_read.cpp).

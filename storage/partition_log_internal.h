@@ -1,7 +1,9 @@
 #pragma once
 // Private to the partition_log implementation files: the writer's queued work and its completions.
+#include <chrono>
 #include <coroutine>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -42,6 +44,33 @@ struct partition_log::work {
   completion<expected<void>>* void_done = nullptr;
 
   [[nodiscard]] bool is_append() const noexcept { return k == kind::append || k == kind::replicated; }
+};
+
+// One group of appends on its way through write_group's steps.
+struct partition_log::append_group {
+  std::vector<std::unique_ptr<work>> items;  // consecutive appends of one kind, oldest first
+  std::shared_ptr<segment> active;           // the segment the group is written to
+  std::uint64_t position = 0;                // byte where the group starts: the active segment's size before it
+  std::uint64_t bytes = 0;                   // of all its batches
+  bool replicated = false;
+  bool has_metas = false;               // some append carries replication metadata
+  std::size_t metas_before = 0;         // the active segment's metadata entries before the group
+  std::chrono::nanoseconds started{0};  // monotonic, for the observer
+  timestamp_ms_t now{-1};               // the log-append time given to leader batches
+  offset_t next{0};                     // log end after the group
+  std::vector<append_result> results;   // one per append
+  bool synced = false;                  // the group's bytes are covered by an fdatasync
+  bool sync_failed = false;             // a step failed in its fdatasync: undo_group fences the log
+};
+
+// Where truncate_after cuts, found before anything changes.
+struct partition_log::truncate_plan {
+  offset_t last_kept{0};
+  offset_t new_end{0};           // last_kept + 1: the log end after the cut
+  std::size_t keep = 0;          // index in segments_ of the segment that ends at new_end
+  std::shared_ptr<segment> seg;  // segments_[keep]
+  std::uint64_t cut = 0;         // byte position in seg of the batch at new_end (seg's size if none)
+  timestamp_ms_t max_ts{-1};     // the newest timestamp of the batches seg keeps
 };
 
 }  // namespace rill::storage

@@ -7,6 +7,7 @@
 namespace rill::storage {
 
 std::string segment_name(offset_t base) {
+  RILL_ASSERT(base.value() >= 0, "segment base offset {}", base.value());
   return fmt::format("{:020}", base.value());
 }
 
@@ -29,7 +30,11 @@ std::optional<std::pair<offset_t, std::string>> parse_segment_file_name(const st
 }
 
 segment::segment(std::string dir_path, offset_t base, std::uint32_t index_interval_bytes)
-    : dir(std::move(dir_path)), base_offset(base), next_offset(base), index(index_interval_bytes) {}
+    : dir(std::move(dir_path)), base_offset(base), next_offset(base), index(index_interval_bytes) {
+  RILL_ASSERT(!dir.empty());
+  RILL_ASSERT(base.value() >= 0, "segment base offset {}", base.value());
+  RILL_ASSERT(index_interval_bytes > 0);
+}
 
 std::string segment::log_path() const {
   return join_path(dir, segment_name(base_offset) + ".log");

@@ -18,20 +18,10 @@
 #include <vector>
 
 #include "base/strong.h"
+#include "storage/meta_entry.h"
 #include "storage/segment_index.h"
-#include "storage/segment_index_format.h"
 
 namespace rill::storage {
-
-struct batch_meta {
-  std::array<std::byte, batch_meta_format::payload_bytes> payload{};
-  friend bool operator==(const batch_meta&, const batch_meta&) = default;
-};
-
-struct meta_entry {
-  offset_t base_offset;
-  batch_meta meta;
-};
 
 // "00000000000000001234" for 1234.
 std::string segment_name(offset_t base);

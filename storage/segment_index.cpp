@@ -1,23 +1,40 @@
 #include "storage/segment_index.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/core.h>
 
 #include "base/endian.h"
+#include "config/limits.h"
 #include "storage/crc32c.h"
 #include "storage/errc.h"
+#include "storage/record_batch_format.h"
 #include "storage/segment_index_format.h"
 
 namespace rill::storage {
 namespace sif = segment_index_format;
 
+// Relations between the index format and the limits it serves.
+static_assert(sif::entry_bytes == 4 + 4 + 8, "relative_offset u32, position u32, max_timestamp i64");
+static_assert(limits::index_interval_bytes > 0);
+static_assert(limits::index_interval_bytes < limits::segment_bytes_min, "a full segment has more than one entry");
+static_assert(limits::segment_bytes_limit + limits::batch_bytes_limit <= UINT32_MAX,
+              "positions are u32: a segment plus one batch must fit");
+static_assert(limits::batch_bytes_min == batch_format::header_bytes, "the smallest batch is its header");
+
 void segment_index::on_batch(std::uint32_t relative_offset, std::uint32_t position, std::uint32_t size,
                              timestamp_ms_t max_ts) {
+  RILL_ASSERT(size > 0);
+  if (entries_.empty()) {
+    RILL_ASSERT(position == 0, "the first entry is the segment's first batch, at position 0 (not {})", position);
+  }
   max_timestamp_ = std::max(max_timestamp_, max_ts);
   if (entries_.empty() || bytes_since_entry_ >= interval_bytes_) {
-    RILL_ASSERT(entries_.empty() || entries_.back().relative_offset < relative_offset);
-    RILL_ASSERT(entries_.empty() || entries_.back().position < position);
+    if (!entries_.empty()) {
+      RILL_ASSERT(entries_.back().relative_offset < relative_offset);
+      RILL_ASSERT(entries_.back().position < position);
+    }
     entries_.push_back(index_entry{relative_offset, position, max_timestamp_});
     bytes_since_entry_ = 0;
   }
@@ -31,6 +48,7 @@ void segment_index::clear() noexcept {
 }
 
 void segment_index::truncate(std::uint32_t position, std::uint32_t end_position) {
+  RILL_ASSERT(end_position >= position);
   while (!entries_.empty() && entries_.back().position >= position) {
     entries_.pop_back();
   }
@@ -39,6 +57,7 @@ void segment_index::truncate(std::uint32_t position, std::uint32_t end_position)
     max_timestamp_ = timestamp_ms_t(-1);
     return;
   }
+  RILL_ASSERT(entries_.back().position < position);
   // Bytes since the last kept entry: from its batch to the new end. The max timestamp is at least the entry's.
   bytes_since_entry_ = end_position - entries_.back().position;
   max_timestamp_ = entries_.back().max_timestamp;

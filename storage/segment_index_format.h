@@ -22,17 +22,3 @@ inline constexpr std::size_t entry_bytes = 16;
 inline constexpr std::uint32_t seal_marker = 0xFFFFFFFFu;
 
 }  // namespace rill::storage::segment_index_format
-
-namespace rill::storage::batch_meta_format {
-// <base offset, 20 digits>.meta: per-batch replication metadata, beside the Kafka bytes (never inside them).
-// 64-byte entries, one per batch appended with metadata, in offset order, integers big-endian:
-//
-//   base_offset i64      the batch's base offset
-//   payload     52 bytes opaque to storage (the consensus layer's per-prepare header: op, view, checksums)
-//   crc32c      u32      of the 60 bytes before it
-//
-// Written in the same flush as the batches and fdatasynced with them. Recovery keeps the valid prefix of entries
-// whose base offsets are batches of the recovered log and cuts the rest.
-inline constexpr std::size_t entry_bytes = 64;
-inline constexpr std::size_t payload_bytes = 52;
-}  // namespace rill::storage::batch_meta_format

@@ -10,8 +10,11 @@
 #include "base/endian.h"
 #include "storage/atomic_file.h"
 #include "storage/buffer_pool.h"
+#include "storage/crc32c.h"
 #include "storage/epoch_file.h"
 #include "storage/file_ops.h"
+#include "storage/meta_entry.h"
+#include "storage/meta_entry_format.h"
 #include "storage/segment_index.h"
 #include "storage/segment_index_format.h"
 #include "tests/storage/log_fixture.h"
@@ -91,6 +94,39 @@ BOOST_AUTO_TEST_CASE(sparse_index_entries_lookups_and_sealed_codec) {
   idx.truncate(50'000, 50'000);
   BOOST_TEST(idx.size() == 10u);
   BOOST_TEST(idx.entries().back().position == 45000u);
+}
+
+BOOST_AUTO_TEST_CASE(meta_entry_codec_layout_and_crc) {
+  namespace mef = meta_entry_format;
+  meta_entry e{offset_t(0x0102030405060708), {}};
+  for (std::size_t i = 0; i < mef::payload_bytes; ++i) {
+    e.meta.payload[i] = std::byte(i + 1);
+  }
+  const meta_entry second{offset_t(77), {}};
+  const std::vector<meta_entry> both{e, second};
+  const auto bytes = encode_meta_entries(both);
+  BOOST_TEST(bytes.size() == 2 * mef::entry_bytes);
+  // The layout of meta_entry_format.h, byte for byte: offset big-endian, payload, CRC-32C of the 60 bytes before.
+  BOOST_TEST(load_be<std::int64_t>(bytes.data()) == 0x0102030405060708);
+  BOOST_TEST(std::memcmp(bytes.data() + 8, e.meta.payload.data(), mef::payload_bytes) == 0);
+  BOOST_TEST(load_be<std::uint32_t>(bytes.data() + 60) == crc32c(bytes.data(), 60));
+  BOOST_TEST(load_be<std::int64_t>(bytes.data() + mef::entry_bytes) == 77);
+
+  const auto first = std::span<const std::byte, mef::entry_bytes>(bytes.data(), mef::entry_bytes);
+  auto back = decode_meta_entry(first);
+  BOOST_REQUIRE(back.has_value());
+  BOOST_TEST(back->base_offset.value() == e.base_offset.value());
+  BOOST_TEST((back->meta == e.meta));
+  // Any flipped bit is refused (offset, payload or CRC).
+  for (std::size_t at : {std::size_t{0}, std::size_t{8}, std::size_t{59}, std::size_t{63}}) {
+    auto damaged = bytes;
+    damaged[at] ^= std::byte{0x10};
+    BOOST_TEST(
+        !decode_meta_entry(std::span<const std::byte, mef::entry_bytes>(damaged.data(), mef::entry_bytes)).has_value());
+  }
+  // All zeros (a preallocated or cut tail) is not an entry.
+  std::array<std::byte, mef::entry_bytes> zeros{};
+  BOOST_TEST(!decode_meta_entry(zeros).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(buffer_pool_reuses_aligned_buffers_and_bounds_its_cache) {

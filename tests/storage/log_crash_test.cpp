@@ -62,11 +62,13 @@ void workload(sim_log_fixture& f, observed& o, int rounds, bool with_retention) 
     if (!ok) {
       return;
     }
+    f.log->check_invariants();
     if (with_retention && round % 30 == 29) {
       auto r = run(f.disk, f.log->enforce_retention());
       if (!r) {
         return;
       }
+      f.log->check_invariants();
     }
   }
   o.finished = true;

@@ -89,6 +89,7 @@ struct sim_log_fixture {
     auto r = run(disk, partition_log::open(disk, pool, clk, reporter, dir, options));
     RILL_REQUIRE_OK(r);
     log = std::move(*r);
+    log->check_invariants();
   }
   expected<std::unique_ptr<partition_log>> try_open() {
     return run(disk, partition_log::open(disk, pool, clk, reporter, dir, options));
@@ -102,8 +103,23 @@ struct sim_log_fixture {
     close();
     open();
   }
-  expected<append_result> append(std::vector<std::byte> batch) { return run(disk, log->append(std::move(batch))); }
-  expected<read_result> read(read_request r) { return run(disk, log->read(r)); }
+  // Every operation through the fixture is followed by the log's invariant check.
+  template <class T>
+  T run_checked(task<T> t) {
+    auto r = run(disk, std::move(t));
+    log->check_invariants();
+    return r;
+  }
+  expected<append_result> append(std::vector<std::byte> batch) {
+    auto r = run(disk, log->append(std::move(batch)));
+    log->check_invariants();
+    return r;
+  }
+  expected<read_result> read(read_request r) {
+    auto got = run(disk, log->read(r));
+    log->check_invariants();
+    return got;
+  }
   expected<read_result> read_at(std::int64_t offset, std::uint64_t max_bytes = 1 << 20) {
     read_request r;
     r.offset = offset_t(offset);

@@ -610,6 +610,7 @@ class log_model {
       f_.close();
       open_log(false, false);
     }
+    f_.log->check_invariants();
     check_positions(true);
   }
 

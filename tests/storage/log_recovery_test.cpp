@@ -249,7 +249,7 @@ BOOST_AUTO_TEST_CASE(leftovers_of_deletions_and_temp_files_are_removed) {  // @A
   auto bases = fill(f, 150);
   const auto log0 = *f.disk.file_content(seg_path(f, 0, ".log"));
   const auto idx0 = *f.disk.file_content(seg_path(f, 0, ".index"));
-  auto kept = run(f.disk, f.log->enforce_retention());
+  auto kept = f.run_checked(f.log->enforce_retention());
   RILL_REQUIRE_OK(kept);
   BOOST_TEST(kept->segments_removed == bases.size() - 1);
   f.close();

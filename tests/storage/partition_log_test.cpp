@@ -254,7 +254,7 @@ BOOST_AUTO_TEST_CASE(relaxed_durability_acks_after_write_and_shows_only_synced_d
   BOOST_TEST(f.log->committed().value() == 10);
   RILL_REQUIRE_OK(f.append(make_batch("t", 1)));
   BOOST_TEST(f.log->committed().value() == 10);
-  RILL_REQUIRE_OK(run(f.disk, f.log->flush()));
+  RILL_REQUIRE_OK(f.run_checked(f.log->flush()));
   BOOST_TEST(f.log->committed().value() == 11);
 }
 
@@ -411,9 +411,9 @@ BOOST_AUTO_TEST_CASE(a_failed_fsync_fences_the_partition_until_reopened) {
 BOOST_AUTO_TEST_CASE(leader_epochs_are_stamped_persisted_and_queried) {
   sim_log_fixture f;
   f.open();
-  RILL_REQUIRE_OK(run(f.disk, f.log->set_leader_epoch(epoch_t(3))));
+  RILL_REQUIRE_OK(f.run_checked(f.log->set_leader_epoch(epoch_t(3))));
   RILL_REQUIRE_OK(f.append(make_batch("e3", 5)));
-  RILL_REQUIRE_OK(run(f.disk, f.log->set_leader_epoch(epoch_t(7))));
+  RILL_REQUIRE_OK(f.run_checked(f.log->set_leader_epoch(epoch_t(7))));
   RILL_REQUIRE_OK(f.append(make_batch("e7", 5)));
   auto r = f.read_at(0);
   RILL_REQUIRE_OK(r);
@@ -421,7 +421,7 @@ BOOST_AUTO_TEST_CASE(leader_epochs_are_stamped_persisted_and_queried) {
   BOOST_REQUIRE(batches.size() == 2u);
   BOOST_TEST(batches[0].leader_epoch().value() == 3);
   BOOST_TEST(batches[1].leader_epoch().value() == 7);
-  BOOST_TEST(!run(f.disk, f.log->set_leader_epoch(epoch_t(5))).has_value());
+  BOOST_TEST(!f.run_checked(f.log->set_leader_epoch(epoch_t(5))).has_value());
   f.reopen();
   BOOST_TEST(f.log->leader_epoch().value() == 7);
   BOOST_TEST(f.log->epochs().epoch_for(offset_t(4)).value().value() == 3);

@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(replicated_batches_are_stored_byte_for_byte) {
   f.options.auto_commit = false;
   f.open();
   auto sent = primary_batches(0, 30, 10, 4, "p");
-  auto r = run(f.disk, f.log->append_replicated(sent));
+  auto r = f.run_checked(f.log->append_replicated(sent));
   RILL_REQUIRE_OK(r);
   BOOST_TEST(r->base_offset.value() == 0);
   BOOST_TEST(r->last_offset.value() == 299);
@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(replicated_batches_are_stored_byte_for_byte) {
   // Epochs carried by the batches are recorded.
   BOOST_TEST(f.log->epochs().latest()->epoch.value() == 4);
   // A batch that does not start at the log end is refused.
-  auto gap = run(f.disk, f.log->append_replicated(primary_batches(301, 1, 1, 4, "g")));
+  auto gap = f.run_checked(f.log->append_replicated(primary_batches(301, 1, 1, 4, "g")));
   BOOST_REQUIRE(!gap.has_value());
   BOOST_TEST((gap.error().code() == errc::invalid_argument));
   // Byte for byte across a restart too.
@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(metadata_is_kept_beside_the_batches_and_survives_restart) {
   std::uint64_t op = 1;
   for (int i = 0; i < 200; ++i) {
     auto batch = primary_batches(base, 1, 10, 1, "m");
-    auto r = run(f.disk, f.log->append_replicated(batch, {meta_with(op)}));
+    auto r = f.run_checked(f.log->append_replicated(batch, {meta_with(op)}));
     RILL_REQUIRE_OK(r);
     base += 10;
     ++op;
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(metadata_is_kept_beside_the_batches_and_survives_restart) {
     BOOST_TEST((m->payload[20] == std::byte{0xab}));
   }
   // A metadata count that does not match the batches is refused.
-  auto bad = run(f.disk, f.log->append_replicated(primary_batches(2000, 2, 1, 1, "x"), {meta_with(1)}));
+  auto bad = f.run_checked(f.log->append_replicated(primary_batches(2000, 2, 1, 1, "x"), {meta_with(1)}));
   BOOST_TEST(!bad.has_value());
 }
 
@@ -126,19 +126,19 @@ BOOST_AUTO_TEST_CASE(truncate_after_cuts_across_segments_and_appends_continue) {
   f.open();
   std::int64_t base = 0;
   for (int i = 0; i < 300; ++i) {
-    RILL_REQUIRE_OK(run(f.disk, f.log->append_replicated(primary_batches(base, 1, 10, 1 + i / 100, "t"),
-                                                         {meta_with(static_cast<std::uint64_t>(i))})));
+    RILL_REQUIRE_OK(f.run_checked(f.log->append_replicated(primary_batches(base, 1, 10, 1 + i / 100, "t"),
+                                                           {meta_with(static_cast<std::uint64_t>(i))})));
     base += 10;
   }
   const auto bases = f.log->segment_bases();
   BOOST_REQUIRE(bases.size() >= 3u);
   f.log->commit_to(offset_t(500));
   // Not inside a batch, not below committed.
-  BOOST_TEST(!run(f.disk, f.log->truncate_after(offset_t(1004))).has_value());
-  BOOST_TEST(!run(f.disk, f.log->truncate_after(offset_t(398))).has_value());
+  BOOST_TEST(!f.run_checked(f.log->truncate_after(offset_t(1004))).has_value());
+  BOOST_TEST(!f.run_checked(f.log->truncate_after(offset_t(398))).has_value());
   // Cut in the middle of the first segment: every later segment goes.
   const std::int64_t keep_last = 509;
-  RILL_REQUIRE_OK(run(f.disk, f.log->truncate_after(offset_t(keep_last))));
+  RILL_REQUIRE_OK(f.run_checked(f.log->truncate_after(offset_t(keep_last))));
   BOOST_TEST(f.log->log_end().value() == keep_last + 1);
   BOOST_TEST(f.log->segment_bases().size() == 1u);
   for (std::size_t i = 1; i < bases.size(); ++i) {
@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(truncate_after_cuts_across_segments_and_appends_continue) {
   // Epoch 2 started at 1000, after the cut: forgotten.
   BOOST_TEST(f.log->epochs().latest()->epoch.value() == 1);
   // A new primary's batches continue at the cut.
-  RILL_REQUIRE_OK(run(f.disk, f.log->append_replicated(primary_batches(510, 5, 10, 5, "new"))));
+  RILL_REQUIRE_OK(f.run_checked(f.log->append_replicated(primary_batches(510, 5, 10, 5, "new"))));
   f.reopen();
   BOOST_TEST(f.log->log_end().value() == 560);
   f.log->commit_to(offset_t(560));
@@ -167,17 +167,17 @@ BOOST_AUTO_TEST_CASE(truncate_after_is_crash_safe_at_every_step) {
   auto workload = [](sim_log_fixture& f, bool& truncated, bool& continued) {
     std::int64_t base = 0;
     for (int i = 0; i < 120; ++i) {
-      if (!run(f.disk, f.log->append_replicated(primary_batches(base, 1, 10, 1, "old")))) {
+      if (!f.run_checked(f.log->append_replicated(primary_batches(base, 1, 10, 1, "old")))) {
         return;
       }
       base += 10;
     }
     f.log->commit_to(offset_t(300));
-    if (!run(f.disk, f.log->truncate_after(offset_t(399)))) {
+    if (!f.run_checked(f.log->truncate_after(offset_t(399)))) {
       return;
     }
     truncated = true;
-    if (!run(f.disk, f.log->append_replicated(primary_batches(400, 3, 10, 2, "new")))) {
+    if (!f.run_checked(f.log->append_replicated(primary_batches(400, 3, 10, 2, "new")))) {
       return;
     }
     continued = true;
@@ -251,11 +251,11 @@ BOOST_AUTO_TEST_CASE(retention_waits_for_readers_who_finish_from_the_same_bytes)
   {
     // A consumer positioned in the first segment, one read done.
     log_cursor cursor(*f.log, offset_t(0));
-    auto first = run(f.disk, cursor.next(UINT32_MAX, 4096));
+    auto first = f.run_checked(cursor.next(UINT32_MAX, 4096));
     RILL_REQUIRE_OK(first);
     BOOST_TEST(first->first_offset.value() == 0);
 
-    auto removed = run(f.disk, f.log->enforce_retention());
+    auto removed = f.run_checked(f.log->enforce_retention());
     RILL_REQUIRE_OK(removed);
     BOOST_TEST(removed->segments_removed == bases.size() - 1);
     BOOST_TEST(f.log->log_start() == bases.back());
@@ -270,7 +270,7 @@ BOOST_AUTO_TEST_CASE(retention_waits_for_readers_who_finish_from_the_same_bytes)
     // ...but the positioned one finishes its segment from the same bytes.
     std::int64_t expected = 20;
     while (cursor.position() < bases[1]) {
-      auto r = run(f.disk, cursor.next(UINT32_MAX, 64 * 1024));
+      auto r = f.run_checked(cursor.next(UINT32_MAX, 64 * 1024));
       RILL_REQUIRE_OK(r);
       BOOST_REQUIRE(r->batches > 0u);
       for (const auto& b : split_batches(r->bytes.span())) {
@@ -302,13 +302,13 @@ BOOST_AUTO_TEST_CASE(retention_by_age_and_stepwise_deletion_of_large_files) {
   const auto bases = f.log->segment_bases();
   BOOST_REQUIRE(bases.size() >= 2u);
   // Young data stays.
-  auto none = run(f.disk, f.log->enforce_retention());
+  auto none = f.run_checked(f.log->enforce_retention());
   RILL_REQUIRE_OK(none);
   BOOST_TEST(none->segments_removed == 0u);
   f.clk.advance(std::chrono::hours(2));
   RILL_REQUIRE_OK(f.append(make_batch("fresh", 1)));
   const auto truncates_before = f.disk.ops_of(io::opcode::ftruncate);
-  auto aged = run(f.disk, f.log->enforce_retention());
+  auto aged = f.run_checked(f.log->enforce_retention());
   RILL_REQUIRE_OK(aged);
   BOOST_TEST(aged->segments_removed == bases.size() - 1);
   io::run_until(f.disk, [] { return false; });
