@@ -22,11 +22,11 @@ using partition_actor_hdl = caf::typed_actor<
     caf::replies_to<poll_atom, poll_msg>::with<poll_reply>,
     // A consumer's stored offset (none if it never stored one): replies at once.
     caf::replies_to<offset_get_atom, offset_msg>::with<offset_reply>,
-    // Stores a consumer's offset: replies once it is durable, with the previous one.
+    // Stores a consumer's offset: replies once it is written (atomic file replacement), with the previous one.
     caf::replies_to<offset_store_atom, offset_msg>::with<offset_reply>,
     // The partition's offsets, sizes and segments (or why it is not open): replies at once.
     caf::replies_to<info_atom>::with<partition_info>,
-    // Answers parked polls, closes the log and quits: replies once the log is closed.
+    // Answers parked polls (unavailable), closes the log and quits: replies once the log is closed.
     caf::replies_to<close_atom>::with<outcome>,
     // As close, and removes the partition's directory before replying.
     caf::replies_to<destroy_atom>::with<outcome>,
@@ -57,7 +57,8 @@ using group_actor_hdl = caf::typed_actor<
     caf::reacts_to<disconnect_atom, std::uint64_t>,
     // The topic now has this many partitions: the group rebalances. No reply.
     caf::reacts_to<resize_atom, std::uint32_t>,
-    // Answers members' polls waiting for a partition, then replies once the state is durable and quits.
+    // Answers members' polls waiting for a partition (unavailable); replies and quits once the state is durable
+    // and the actor's coroutines have finished.
     caf::replies_to<close_atom>::with<outcome>,
     // As close, and removes the group's directory before replying.
     caf::replies_to<destroy_atom>::with<outcome>>;

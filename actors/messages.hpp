@@ -20,7 +20,6 @@ using offset_store_atom = caf::atom_constant<caf::atom("offstore")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using destroy_atom = caf::atom_constant<caf::atom("destroy")>;
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using metadata_atom = caf::atom_constant<caf::atom("metadata")>;
 using accept_atom = caf::atom_constant<caf::atom("accept")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
