@@ -77,8 +77,7 @@ metadata_actor::behavior_type metadata_actor::serving() {
           }
           // Close (not destroy) every partition, then the metadata log.
           for (auto ns : all) {
-            auto closed =
-                co_await await_request<outcome>(self, self->partitions_.at(ns), close_atom::value);
+            auto closed = co_await await_request<outcome>(self, self->partitions_.at(ns), close_atom::value);
             (void)closed;
           }
           self->partitions_.clear();

@@ -37,7 +37,7 @@ struct partition_services {
 };
 
 // Internal messages: sent by the actor's own timers and I/O, never by another actor.
-using tick_atom = caf::atom_constant<caf::atom("tick")>;               // the log's next deadline (sync, roll)
+using tick_atom = caf::atom_constant<caf::atom("tick")>;              // the log's next deadline (sync, roll)
 using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked polls due by then expire
 using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
 using unstall_atom = caf::atom_constant<caf::atom("unstall")>;        // a stall_atom's time is over

@@ -5,7 +5,8 @@
 //
 // Contract: construct on the actor's home shard (in the actor's constructor or handler); the actor handles io_done
 // with io_completion (its typed interface lists io_done_signature, an internal message no other actor may send);
-// the actor closes what it opened before it quits. If the actor is gone when a completion arrives, the completion is dropped (the request's frame is leaked rather than used after free).
+// the actor closes what it opened before it quits. If the actor is gone when a completion arrives, the completion is
+// dropped (the request's frame is leaked rather than used after free).
 #include <caf/all.hpp>
 
 #include "actors/runtime/shard.h"

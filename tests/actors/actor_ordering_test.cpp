@@ -43,8 +43,8 @@ std::vector<std::byte> batch(int producer, int sequence) {
   return *b.build();
 }
 
-caf::behavior producer_behavior(caf::event_based_actor* self, partition_actor_hdl partition, int producer,
-                                int count, history* h) {
+caf::behavior producer_behavior(caf::event_based_actor* self, partition_actor_hdl partition, int producer, int count,
+                                history* h) {
   for (int i = 0; i < count; ++i) {
     self->request(partition, caf::infinite, produce_atom::value,
                   produce_msg{std::make_shared<std::vector<std::byte>>(batch(producer, i))})
