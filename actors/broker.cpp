@@ -23,6 +23,7 @@
 #include "actors/connection_actor.hpp"
 #include "actors/dashboard.h"
 #include "actors/group_actor.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/listener_actor.hpp"
 #include "actors/metadata_actor.hpp"
 #include "actors/runtime/metered.hpp"
@@ -98,8 +99,8 @@ struct broker::impl {
   std::atomic<std::uint32_t> connections{0};
   std::atomic<std::uint64_t> requests_inflight{0};
   std::unique_ptr<runtime> rt;
-  caf::actor metadata;
-  caf::actor listener;
+  metadata_actor_hdl metadata;
+  listener_actor_hdl listener;
   bool stopped = false;
 };
 

@@ -15,7 +15,7 @@ connection_state::limits limits_of(const config::server_config& c) {
 
 connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int fd,
                                    const connection_services* services, const std::string& peer)
-    : metered<>(cfg, "connection", home),
+    : metered<connection_actor_impl::base>(cfg, "connection", home),
       homed(home),
       fd_(fd),
       services_(services),
@@ -26,14 +26,17 @@ connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int
   }
 }
 
-caf::behavior connection_actor::make_behavior() {
+connection_actor::behavior_type connection_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
   recv_ = std::make_unique<storage::io::request>();
   send_ = std::make_unique<storage::io::request>();
   services_->connections->fetch_add(1);
   start_recv();
-  caf::message_handler own{[this](stop_atom) { shut_down(); }, [this](force_atom) { force_close(); }};
-  return caf::behavior{io_completion_handler(*io_).or_else(own)};
+  return {
+      io_completion{io_.get()},
+      [this](stop_atom) { shut_down(); },
+      [this](force_atom) { force_close(); },
+  };
 }
 
 void connection_actor::start_recv() {
@@ -92,8 +95,8 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
       decision);
 }
 
-template <class Reply, class Encode, class... Args>
-void connection_actor::ask(const caf::actor& dest, pending p, Encode encode, Args&&... args) {
+template <class Reply, class Handle, class Encode, class... Args>
+void connection_actor::ask(const Handle& dest, pending p, Encode encode, Args&&... args) {
   request(dest, caf::infinite, std::forward<Args>(args)...)
       .then(
           [this, p, encode](Reply& r) {
@@ -109,7 +112,7 @@ void connection_actor::ask(const caf::actor& dest, pending p, Encode encode, Arg
 
 void connection_actor::forward(pending p, const routing_table& table, to_partition&& d) {
   const auto key = d.partition;
-  caf::actor target = table.partition(key.stream_id, key.topic_id, key.partition_id);
+  partition_actor_hdl target = table.partition(key.stream_id, key.topic_id, key.partition_id);
   RILL_ASSERT(target, "the router chose partition {}/{}/{}, absent from the table", key.stream_id, key.topic_id,
               key.partition_id);
   const std::uint32_t corr = p.correlation;
@@ -123,7 +126,7 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
   } else if (auto* poll = std::get_if<poll_call>(&d.call)) {
     auto encode = [corr, key](poll_reply& r) { return poll_reply_frame(corr, key.partition_id, *r.data); };
     if (poll->group) {
-      caf::actor group = table.group(poll->group->stream_id, poll->group->topic_id, poll->group->group_id);
+      group_actor_hdl group = table.group(poll->group->stream_id, poll->group->topic_id, poll->group->group_id);
       RILL_ASSERT(group, "the router chose group {}, absent from the table", poll->group->group_id);
       ask<poll_reply>(group, p, encode, group_poll_atom::value,
                       group_poll_msg{std::move(poll->request), std::move(target)});
@@ -144,7 +147,7 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
 }
 
 void connection_actor::forward(pending p, const routing_table& table, to_group&& d) {
-  caf::actor group = table.group(d.group.stream_id, d.group.topic_id, d.group.group_id);
+  group_actor_hdl group = table.group(d.group.stream_id, d.group.topic_id, d.group.group_id);
   RILL_ASSERT(group, "the router chose group {}, absent from the table", d.group.group_id);
   if (d.tracks_member) {
     groups_.emplace(group.address(), group);  // told when this connection closes

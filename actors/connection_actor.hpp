@@ -9,6 +9,10 @@
 // is closed (nothing of it is applied; other connections are untouched). Reading pauses while
 // connection_inflight_requests_max requests or connection_inflight_bytes_max request bytes are being served, or
 // while as many reply bytes wait for a client that does not read them: then the client's own sends block.
+//
+// Its public contract is connection_actor_hdl (interfaces.hpp); connection_actor_impl adds its I/O completions. It
+// sends through the typed handles of the routing table and connection_services, so every request it forwards is
+// checked against the receiver's interface at compile time.
 #include <caf/all.hpp>
 
 #include <memory>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "actors/connection_state.h"
+#include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
 #include "actors/request_router.h"
 #include "actors/routing.hpp"
@@ -29,17 +34,19 @@ namespace rill::actors {
 struct connection_services {
   const config::server_config* config = nullptr;
   routing* routes = nullptr;
-  caf::actor metadata;
+  metadata_actor_hdl metadata;
   std::atomic<std::uint32_t>* connections = nullptr;        // open connections (stats)
   std::atomic<std::uint64_t>* requests_inflight = nullptr;  // read and not yet answered, over all connections
 };
 
-class connection_actor final : public metered<>, public homed {
+using connection_actor_impl = connection_actor_hdl::extend<io_done_signature>;
+
+class connection_actor final : public metered<connection_actor_impl::base>, public homed {
  public:
   // `peer`: the client's address (empty when unknown), the connection's name in the metrics.
   connection_actor(caf::actor_config& cfg, std::size_t home, int fd, const connection_services* services,
                    const std::string& peer);
-  caf::behavior make_behavior() override;
+  behavior_type make_behavior() override;
 
  private:
   // What a forwarded request's reply is for: its correlation id and size.
@@ -55,8 +62,8 @@ class connection_actor final : public metered<>, public homed {
   void forward(pending p, const routing_table& table, to_group&& d);
   void forward(pending p, const routing_table& table, to_metadata&& d);
   // Sends a request and replies with encode(reply) when it succeeds, with its error otherwise.
-  template <class Reply, class Encode, class... Args>
-  void ask(const caf::actor& dest, pending p, Encode encode, Args&&... args);
+  template <class Reply, class Handle, class Encode, class... Args>
+  void ask(const Handle& dest, pending p, Encode encode, Args&&... args);
   void reply(std::vector<std::byte> frame, std::uint32_t request_bytes);
   void reply_error(std::uint32_t correlation, net::status st, const std::string& message, std::uint32_t request_bytes);
   void start_send();
@@ -77,7 +84,7 @@ class connection_actor final : public metered<>, public homed {
   std::unique_ptr<storage::io::request> send_;
   std::vector<std::unique_ptr<storage::io::request>> cancels_;  // cancel requests, alive until the actor goes
   std::uint32_t balanced_next_ = 0;                             // round-robin partition for balanced produces
-  std::unordered_map<caf::actor_addr, caf::actor> groups_;      // groups members joined through this connection
+  std::unordered_map<caf::actor_addr, group_actor_hdl> groups_;  // groups members joined through this connection
 };
 
 }  // namespace rill::actors

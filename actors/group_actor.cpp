@@ -11,8 +11,6 @@
 
 namespace rill::actors {
 namespace {
-using expire_atom = caf::atom_constant<caf::atom("expire")>;
-
 constexpr const char* state_file = "state";
 constexpr std::uint64_t state_bytes_max = 64 << 20;
 
@@ -22,7 +20,7 @@ outcome outcome_of(const rill::error& e) {
 }  // namespace
 
 group_actor::group_actor(caf::actor_config& cfg, std::size_t home, group_identity id, const group_services* services)
-    : metered<>(cfg, "group", home), homed(home), id_(std::move(id)), services_(services) {
+    : metered<group_actor_impl::base>(cfg, "group", home), homed(home), id_(std::move(id)), services_(services) {
   set_metrics_name(fmt::format("{}/{}/{}", id_.stream_id, id_.topic_id, id_.name));
   published_->stream_id = id_.stream_id;
   published_->topic_id = id_.topic_id;
@@ -58,7 +56,7 @@ task<expected<group_state>> group_actor::load() {
   co_return fresh_group_state(id_);
 }
 
-caf::behavior group_actor::make_behavior() {
+group_actor::behavior_type group_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
   ++operations_;
   rill::spawn(load(), [this](expected<group_state> r) {
@@ -73,9 +71,11 @@ caf::behavior group_actor::make_behavior() {
     set_default_handler(caf::print_and_drop);
     become(serving());
   });
-  // Until the state is loaded, only I/O completions are handled; everything else waits in the mailbox.
+  // Until the state is loaded, only I/O completions are handled; everything else waits in the mailbox. (A
+  // typed_behavior in CAF 0.17 must handle the whole interface, so this partial one is built through unsafe_init;
+  // serving() is checked as complete.)
   set_default_handler(caf::skip);
-  return io_completion_handler(*io_);
+  return behavior_type{behavior_type::unsafe_init{}, caf::behavior{io_completion{io_.get()}}};
 }
 
 void group_actor::step() {
@@ -135,7 +135,7 @@ void group_actor::schedule_expiry() {
   }
   expiry_at_ = due;
   const auto delay = *due - services_->clk->monotonic();
-  auto self = caf::actor_cast<caf::actor>(this);
+  auto self = caf::actor_cast<group_actor_impl>(this);
   current_shard()->timers().schedule(monotonic_now() + std::max(delay, std::chrono::nanoseconds(0)),
                                      [self] { caf::anon_send(self, expire_atom::value); });
 }
@@ -148,7 +148,7 @@ task<proto::GroupInfo> group_actor::describe() {
     std::optional<proto::PartitionInfo> pinfo;
     if (table) {
       if (auto actor = table->partition(id_.stream_id, id_.topic_id, p)) {
-        auto r = co_await actor_request<partition_info, info_atom>(this, actor, info_atom::value);
+        auto r = co_await await_request<partition_info>(this, actor, info_atom::value);
         if (r && r->result.ok()) {
           pinfo = r->info;
         }
@@ -297,8 +297,9 @@ void group_actor::maybe_quit() {
   quit();
 }
 
-caf::behavior group_actor::serving() {
-  caf::message_handler handlers{
+group_actor::behavior_type group_actor::serving() {
+  return {
+      io_completion{io_.get()},
       [this](group_atom, group_msg& msg) -> caf::result<group_reply> {
         auto r = handle(msg);
         step();
@@ -337,7 +338,6 @@ caf::behavior group_actor::serving() {
       [this](close_atom) { return finish(false); },
       [this](destroy_atom) { return finish(true); },
   };
-  return caf::behavior{io_completion_handler(*io_).or_else(handlers)};
 }
 
 }  // namespace rill::actors

@@ -10,6 +10,9 @@
 // <data>/groups/<stream>/<topic>/<group>/state (atomic replacement, CRC-32C) before any reply that depends on it is
 // sent (durable_versions); changes that arrive while a write is in flight ride the next one. A failed write fences
 // the group: it refuses everything (storage_error) until a restart.
+//
+// Its public contract is group_actor_hdl (interfaces.hpp); group_actor_impl adds the messages only the actor itself
+// (its I/O and session timer) sends.
 #include <caf/all.hpp>
 
 #include <chrono>
@@ -23,6 +26,7 @@
 #include "actors/durable_versions.h"
 #include "actors/group_handlers.h"
 #include "actors/group_state.h"
+#include "actors/interfaces.hpp"
 #include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
 #include "actors/runtime/metered.hpp"
@@ -42,15 +46,20 @@ struct group_services {
   std::function<void(const group_state&, const std::string& member, std::uint32_t partition)> on_delivered;
 };
 
-class group_actor final : public metered<>, public homed {
+// Internal message: the group's session timer (a member's session may have ended).
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
+
+using group_actor_impl = group_actor_hdl::extend<io_done_signature, caf::reacts_to<expire_atom>>;
+
+class group_actor final : public metered<group_actor_impl::base>, public homed {
  public:
   group_actor(caf::actor_config& cfg, std::size_t home, group_identity id, const group_services* services);
-  caf::behavior make_behavior() override;
+  behavior_type make_behavior() override;
 
  private:
   using done_fn = durable_versions::done_fn;
 
-  caf::behavior serving();
+  behavior_type serving();
   task<expected<group_state>> load();
   caf::result<group_reply> handle(group_msg& msg);
   caf::result<poll_reply> handle_poll(group_poll_msg& msg);

@@ -32,11 +32,11 @@ std::string peer_name(int fd) {
 }  // namespace
 
 listener_actor::listener_actor(caf::actor_config& cfg, int fd, std::size_t shards, const connection_services* services)
-    : metered<>(cfg, "listener", 0), homed(0), fd_(fd), shards_(shards), services_(services) {
+    : metered<listener_actor_impl::base>(cfg, "listener", 0), homed(0), fd_(fd), shards_(shards), services_(services) {
   set_metrics_name("client");
 }
 
-caf::behavior listener_actor::make_behavior() {
+listener_actor::behavior_type listener_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
   accept_ = std::make_unique<storage::io::request>();
   cancel_ = std::make_unique<storage::io::request>();
@@ -45,32 +45,31 @@ caf::behavior listener_actor::make_behavior() {
     connections_.erase(m.source);
     maybe_quit();
   });
-  caf::message_handler own{[this](force_atom) {
-                             // Connections still open are dropped; the listener keeps their handles until they are
-                             // gone.
-                             forced_ = true;
-                             for (auto& [addr, c] : connections_) {
-                               anon_send(c, force_atom::value);
-                             }
-                             maybe_quit();
-                           },
-                           [this](stop_atom) -> caf::result<outcome> {
-                             stopped_ = make_response_promise<outcome>();
-                             stopping_ = true;
-                             for (auto& [addr, c] : connections_) {
-                               anon_send(c, stop_atom::value);
-                             }
-                             *cancel_ = storage::io::request{};
-                             cancel_->op = storage::io::opcode::cancel;
-                             cancel_->target = accept_.get();
-                             cancel_->user = this;
-                             cancel_->on_complete = [](storage::io::request& r) {
-                               static_cast<listener_actor*>(r.user)->maybe_quit();
-                             };
-                             io_->submit(*cancel_);
-                             return stopped_;
-                           }};
-  return caf::behavior{io_completion_handler(*io_).or_else(own)};
+  return {
+      io_completion{io_.get()},
+      [this](force_atom) {
+        // Connections still open are dropped; the listener keeps their handles until they are gone.
+        forced_ = true;
+        for (auto& [addr, c] : connections_) {
+          anon_send(c, force_atom::value);
+        }
+        maybe_quit();
+      },
+      [this](stop_atom) -> caf::result<outcome> {
+        stopped_ = make_response_promise<outcome>();
+        stopping_ = true;
+        for (auto& [addr, c] : connections_) {
+          anon_send(c, stop_atom::value);
+        }
+        *cancel_ = storage::io::request{};
+        cancel_->op = storage::io::opcode::cancel;
+        cancel_->target = accept_.get();
+        cancel_->user = this;
+        cancel_->on_complete = [](storage::io::request& r) { static_cast<listener_actor*>(r.user)->maybe_quit(); };
+        io_->submit(*cancel_);
+        return stopped_;
+      },
+  };
 }
 
 void listener_actor::maybe_quit() {
@@ -101,8 +100,8 @@ void listener_actor::start_accept() {
       if (self->services_->connections->load() >= self->services_->config->connections_max) {
         ::close(fd);  // over the limit: refused at once
       } else {
-        auto c = self->system().spawn<connection_actor>(self->next_shard_++ % self->shards_, fd, self->services_,
-                                                        peer_name(fd));
+        connection_actor_hdl c = self->system().spawn<connection_actor>(self->next_shard_++ % self->shards_, fd,
+                                                                        self->services_, peer_name(fd));
         self->monitor(c);
         self->connections_.emplace(c.address(), c);
       }

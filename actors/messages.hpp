@@ -20,7 +20,6 @@ using offset_store_atom = caf::atom_constant<caf::atom("offstore")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using destroy_atom = caf::atom_constant<caf::atom("destroy")>;
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using metadata_atom = caf::atom_constant<caf::atom("metadata")>;
 using accept_atom = caf::atom_constant<caf::atom("accept")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
@@ -96,18 +95,12 @@ struct group_reply {
   outcome result;
   std::string header;  // serialized reply header
 };
-// A poll by a group member: the group checks the member, resolves NEXT to the group's offset, asks the partition
-// and checks ownership again when the data comes back.
-struct group_poll_msg {
-  proto::PollRequest request;
-  caf::actor partition;
-};
+// group_poll_msg, which carries a partition's handle, is in interfaces.hpp.
 
 }  // namespace rill::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_poll_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::poll_msg)

@@ -16,11 +16,11 @@ rill::unexpected fail(net::status s, std::string message) {
 }  // namespace
 
 metadata_actor::metadata_actor(caf::actor_config& cfg, const metadata_services* services)
-    : metered<>(cfg, "metadata", 0), homed(0), services_(services) {
+    : metered<metadata_actor_impl::base>(cfg, "metadata", 0), homed(0), services_(services) {
   set_metrics_name("metadata");
 }
 
-caf::behavior metadata_actor::make_behavior() {
+metadata_actor::behavior_type metadata_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
   rill::spawn(recover(), [this](expected<void> recovered) {
     ready_ = recovered.has_value();
@@ -28,74 +28,80 @@ caf::behavior metadata_actor::make_behavior() {
       services_->on_ready(ready_, recovered ? std::string() : recovered.error().message());
     }
     set_default_handler(caf::print_and_drop);
-    caf::message_handler serving{
-        [this](metadata_atom, metadata_msg& msg) -> caf::result<metadata_reply> {
-          auto rp = make_response_promise<metadata_reply>();
-          if (!ready_) {
-            return metadata_reply{outcome{net::status::unavailable, "metadata recovery failed"}, {}};
-          }
-          const bool is_read = is_metadata_read(msg.api);
-          auto run = [this, rp, is_read, api = msg.api, header = std::move(msg.header)]() mutable {
-            auto finished = [this, rp, is_read](expected<metadata_reply> reply) mutable {
-              rp.deliver(reply ? std::move(*reply) : metadata_reply{outcome::of(reply.error()), {}});
-              if (!is_read) {
-                mutating_ = false;
-                pump();
-              }
-            };
-            if (is_read) {
-              rill::spawn(read(api, std::move(header)), std::move(finished));
-            } else {
-              rill::spawn(mutate(api, std::move(header)), std::move(finished));
+    become(serving());
+  });
+  // Until recovery finishes, only I/O completions are handled; everything else waits in the mailbox. (A
+  // typed_behavior in CAF 0.17 must handle the whole interface, so this partial one is built through unsafe_init;
+  // serving() is checked as complete.)
+  set_default_handler(caf::skip);
+  return behavior_type{behavior_type::unsafe_init{}, caf::behavior{io_completion{io_.get()}}};
+}
+
+metadata_actor::behavior_type metadata_actor::serving() {
+  return {
+      io_completion{io_.get()},
+      [this](metadata_atom, metadata_msg& msg) -> caf::result<metadata_reply> {
+        auto rp = make_response_promise<metadata_reply>();
+        if (!ready_) {
+          return metadata_reply{outcome{net::status::unavailable, "metadata recovery failed"}, {}};
+        }
+        const bool is_read = is_metadata_read(msg.api);
+        auto run = [this, rp, is_read, api = msg.api, header = std::move(msg.header)]() mutable {
+          auto finished = [this, rp, is_read](expected<metadata_reply> reply) mutable {
+            rp.deliver(reply ? std::move(*reply) : metadata_reply{outcome::of(reply.error()), {}});
+            if (!is_read) {
+              mutating_ = false;
+              pump();
             }
           };
           if (is_read) {
-            run();
+            rill::spawn(read(api, std::move(header)), std::move(finished));
           } else {
-            mutations_.push_back(std::move(run));
-            pump();
+            rill::spawn(mutate(api, std::move(header)), std::move(finished));
           }
-          return rp;
-        },
-        [this](close_atom) -> caf::result<outcome> {
-          auto rp = make_response_promise<outcome>();
-          auto job = [](metadata_actor* self) -> task<expected<void>> {
-            std::vector<std::uint64_t> all;
-            for (const auto& [ns, a] : self->partitions_) {
-              all.push_back(ns);
-            }
-            // Close (not destroy) every partition, then the metadata log.
-            for (auto ns : all) {
-              auto closed =
-                  co_await actor_request<outcome, close_atom>(self, self->partitions_.at(ns), close_atom::value);
-              (void)closed;
-            }
-            self->partitions_.clear();
-            // Groups after partitions: their members' parked polls have been answered by now.
-            std::vector<caf::actor> groups;  // copied: the map may change while we wait
-            for (const auto& [ns, g] : self->groups_) {
-              groups.push_back(g);
-            }
-            self->groups_.clear();
-            for (const auto& g : groups) {
-              (void)co_await actor_request<outcome, close_atom>(self, g, close_atom::value);
-            }
-            if (self->group_) {
-              RILL_CO_TRY_VOID(co_await self->group_->close());
-            }
-            co_return expected<void>{};
-          };
-          rill::spawn(job(this), [this, rp](expected<void> closed) mutable {
-            rp.deliver(closed ? outcome{} : outcome::of(closed.error()));
-            quit();
-          });
-          return rp;
-        },
-    };
-    become(caf::behavior{io_completion_handler(*io_).or_else(serving)});
-  });
-  set_default_handler(caf::skip);
-  return io_completion_handler(*io_);
+        };
+        if (is_read) {
+          run();
+        } else {
+          mutations_.push_back(std::move(run));
+          pump();
+        }
+        return rp;
+      },
+      [this](close_atom) -> caf::result<outcome> {
+        auto rp = make_response_promise<outcome>();
+        auto job = [](metadata_actor* self) -> task<expected<void>> {
+          std::vector<std::uint64_t> all;
+          for (const auto& [ns, a] : self->partitions_) {
+            all.push_back(ns);
+          }
+          // Close (not destroy) every partition, then the metadata log.
+          for (auto ns : all) {
+            auto closed = co_await await_request<outcome>(self, self->partitions_.at(ns), close_atom::value);
+            (void)closed;
+          }
+          self->partitions_.clear();
+          // Groups after partitions: their members' parked polls have been answered by now.
+          std::vector<group_actor_hdl> groups;  // copied: the map may change while we wait
+          for (const auto& [ns, g] : self->groups_) {
+            groups.push_back(g);
+          }
+          self->groups_.clear();
+          for (const auto& g : groups) {
+            (void)co_await await_request<outcome>(self, g, close_atom::value);
+          }
+          if (self->group_) {
+            RILL_CO_TRY_VOID(co_await self->group_->close());
+          }
+          co_return expected<void>{};
+        };
+        rill::spawn(job(this), [this, rp](expected<void> closed) mutable {
+          rp.deliver(closed ? outcome{} : outcome::of(closed.error()));
+          quit();
+        });
+        return rp;
+      },
+  };
 }
 
 void metadata_actor::pump() {
@@ -152,9 +158,9 @@ task<expected<void>> metadata_actor::destroy_groups(std::vector<std::uint64_t> n
     if (it == groups_.end()) {
       continue;
     }
-    caf::actor g = it->second;
+    group_actor_hdl g = it->second;
     groups_.erase(it);
-    RILL_CO_TRY(r, co_await actor_request<outcome, destroy_atom>(this, g, destroy_atom::value));
+    RILL_CO_TRY(r, co_await await_request<outcome>(this, g, destroy_atom::value));
     if (!r.ok()) {
       co_return fail(r.st, r.message);
     }
@@ -241,9 +247,9 @@ task<expected<void>> metadata_actor::destroy_partitions(std::vector<std::uint64_
     if (it == partitions_.end()) {
       continue;
     }
-    caf::actor p = it->second;
+    partition_actor_hdl p = it->second;
     partitions_.erase(it);
-    RILL_CO_TRY(r, co_await actor_request<outcome, destroy_atom>(this, p, destroy_atom::value));
+    RILL_CO_TRY(r, co_await await_request<outcome>(this, p, destroy_atom::value));
     if (!r.ok()) {
       co_return fail(r.st, r.message);
     }
@@ -267,7 +273,7 @@ task<expected<metadata_reply>> metadata_actor::run_effects(metadata_effects e) {
   for (auto ns : e.close_partitions) {
     auto it = partitions_.find(ns);
     if (it != partitions_.end()) {
-      (void)co_await actor_request<outcome, close_atom>(this, it->second, close_atom::value);
+      (void)co_await await_request<outcome>(this, it->second, close_atom::value);
     }
   }
   if (e.spawn_partitions) {
@@ -296,12 +302,12 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
     for (auto ns : t.partitions) {
       auto it = partitions_.find(ns);
       if (it != partitions_.end()) {
-        RILL_CO_TRY(pi, co_await actor_request<partition_info, info_atom>(this, it->second, info_atom::value));
+        RILL_CO_TRY(pi, co_await await_request<partition_info>(this, it->second, info_atom::value));
         *t.info.add_partitions() = pi.info;
       }
     }
   }
-  std::vector<caf::actor> groups;  // copied: the map may change while we wait
+  std::vector<group_actor_hdl> groups;  // copied: the map may change while we wait
   for (auto ns : plan.groups) {
     if (auto it = groups_.find(ns); it != groups_.end()) {
       groups.push_back(it->second);
@@ -309,7 +315,7 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
   }
   std::vector<std::string> described;
   for (const auto& g : groups) {
-    RILL_CO_TRY(d, co_await actor_request<group_reply, describe_atom>(this, g, describe_atom::value));
+    RILL_CO_TRY(d, co_await await_request<group_reply>(this, g, describe_atom::value));
     if (!d.result.ok()) {
       co_return fail(d.result.st, d.result.message);
     }
@@ -318,14 +324,14 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
   if (plan.kind == reply_kind::stats) {
     plan.stats.set_partitions(static_cast<std::uint32_t>(partitions_.size()));
     plan.stats.set_shards(static_cast<std::uint32_t>(services_->shards));
-    std::vector<caf::actor> parts;  // copied: the map may change while we wait
+    std::vector<partition_actor_hdl> parts;  // copied: the map may change while we wait
     for (const auto& [ns, a] : partitions_) {
       parts.push_back(a);
     }
     std::uint64_t messages = 0;
     std::uint64_t bytes = 0;
     for (const auto& a : parts) {
-      RILL_CO_TRY(pi, co_await actor_request<partition_info, info_atom>(this, a, info_atom::value));
+      RILL_CO_TRY(pi, co_await await_request<partition_info>(this, a, info_atom::value));
       messages += pi.info.high_watermark() - pi.info.log_start();
       bytes += pi.info.bytes();
     }

@@ -3,7 +3,8 @@
 // committed through a one-replica VSR group (consensus::local_group over <data>/metadata/journal.wal, superblock and
 // snapshot.bin): durable in the journal, applied by metadata_machine, and only then published as a new routing
 // table; partitions are spawned on their shards and destroyed with their data. A restart restores the last
-// checkpoint and replays the journal after it. Mutations run one at a time, in arrival order.
+// checkpoint and replays the journal after it. Mutations run one at a time, in arrival order. Its public contract
+// is metadata_actor_hdl (interfaces.hpp); metadata_actor_impl adds its I/O completions.
 #include <caf/all.hpp>
 
 #include <deque>
@@ -13,6 +14,7 @@
 #include "actors/runtime/actor_io.hpp"
 #include "actors/actor_request.hpp"
 #include "actors/group_actor.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
 #include "actors/metadata_handlers.h"
@@ -37,12 +39,15 @@ struct metadata_services {
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
 
-class metadata_actor final : public metered<>, public homed {
+using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature>;
+
+class metadata_actor final : public metered<metadata_actor_impl::base>, public homed {
  public:
   metadata_actor(caf::actor_config& cfg, const metadata_services* services);
-  caf::behavior make_behavior() override;
+  behavior_type make_behavior() override;
 
  private:
+  behavior_type serving();
   task<expected<void>> recover();
   // Appends to `orphans` the directories below `dir` (an entry of `tree` kept at depth parents.size()) that the
   // view does not know.
@@ -68,8 +73,8 @@ class metadata_actor final : public metered<>, public homed {
   metadata_machine machine_;
   std::unique_ptr<consensus::local_group> group_;
   const metadata_state& state_ = machine_.state();
-  std::map<std::uint64_t, caf::actor> partitions_;
-  std::map<std::uint64_t, caf::actor> groups_;   // by group_namespace()
+  std::map<std::uint64_t, partition_actor_hdl> partitions_;
+  std::map<std::uint64_t, group_actor_hdl> groups_;  // by group_namespace()
   std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;

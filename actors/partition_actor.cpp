@@ -6,15 +6,14 @@
 #include "storage/file_ops.h"
 
 namespace rill::actors {
-namespace {
-using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;
-using retention_atom = caf::atom_constant<caf::atom("retention")>;
-using unstall_atom = caf::atom_constant<caf::atom("unstall")>;
-}  // namespace
+// The opening and stalled behaviors handle a part of the interface on purpose and let the rest wait in the mailbox
+// (the skip default handler). A typed_behavior in CAF 0.17 must handle every message of the interface, or it does
+// not compile, so those two are built through typed_behavior's unsafe_init; serving() is checked as complete, and
+// every sender is checked against the interface all the same.
 
 partition_actor::partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id,
                                  storage::log_options options, const partition_services* services)
-    : metered<>(cfg, "partition", home),
+    : metered<partition_actor_impl::base>(cfg, "partition", home),
       homed(home),
       id_(std::move(id)),
       options_(options),
@@ -41,7 +40,7 @@ void partition_actor::publish_gauges() {
   published_->bytes.store(st.bytes, std::memory_order_relaxed);
 }
 
-caf::behavior partition_actor::make_behavior() {
+partition_actor::behavior_type partition_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
   ++operations_;
   rill::spawn(
@@ -52,7 +51,7 @@ caf::behavior partition_actor::make_behavior() {
       });
   // Until the log is open, only I/O completions are handled; everything else waits in the mailbox.
   set_default_handler(caf::skip);
-  return io_completion_handler(*io_);
+  return behavior_type{behavior_type::unsafe_init{}, caf::behavior{io_completion{io_.get()}}};
 }
 
 void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
@@ -119,7 +118,7 @@ void partition_actor::schedule_poll_deadline(waiter_id id) {
     return;
   }
   // The heap fires it at `due`; the poll expires with every other one due by then.
-  auto self = caf::actor_cast<caf::actor>(this);
+  auto self = caf::actor_cast<partition_actor_impl>(this);
   const std::int64_t at = due->count();
   polls_.find(id)->timer =
       current_shard()->timers().schedule(*due, [self, at] { caf::anon_send(self, poll_timeout_atom::value, at); });
@@ -136,13 +135,13 @@ void partition_actor::schedule_tick() {
   tick_at_ = due;
   // The log's deadlines are in its clock's monotonic time; the shard's heap uses steady time: convert the delay.
   const auto delay = *due - services_->clk->monotonic();
-  auto self = caf::actor_cast<caf::actor>(this);
+  auto self = caf::actor_cast<partition_actor_impl>(this);
   current_shard()->timers().schedule(monotonic_now() + std::max(delay, std::chrono::nanoseconds(0)),
                                      [self] { caf::anon_send(self, tick_atom::value); });
 }
 
 void partition_actor::schedule_retention() {
-  auto self = caf::actor_cast<caf::actor>(this);
+  auto self = caf::actor_cast<partition_actor_impl>(this);
   current_shard()->timers().schedule(monotonic_now() + services_->retention_interval,
                                      [self] { caf::anon_send(self, retention_atom::value); });
 }
@@ -179,8 +178,9 @@ caf::result<outcome> partition_actor::finish(bool destroy) {
   return rp;
 }
 
-caf::behavior partition_actor::serving() {
-  caf::message_handler handlers{
+partition_actor::behavior_type partition_actor::serving() {
+  return {
+      io_completion{io_.get()},
       [this](produce_atom, produce_msg& msg) -> caf::result<produce_reply> {
         if (!state_ || closing_) {
           return produce_reply{refusal(), {}, -1};
@@ -275,19 +275,21 @@ caf::behavior partition_actor::serving() {
       [this](stall_atom, std::uint32_t ms) {
         // Failure injection (debug.failure_injection): every other message waits in the mailbox until the stall
         // ends, as if the actor were stuck; then they are handled in order.
-        auto self = caf::actor_cast<caf::actor>(this);
+        auto self = caf::actor_cast<partition_actor_impl>(this);
         current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(ms),
                                            [self] { caf::anon_send(self, unstall_atom::value); });
         set_default_handler(caf::skip);
-        become(caf::behavior{[this](unstall_atom) {
-          set_default_handler(caf::print_and_drop);
-          become(serving());
-        }});
+        become(behavior_type{behavior_type::unsafe_init{}, caf::behavior{[this](unstall_atom) {
+                               set_default_handler(caf::print_and_drop);
+                               become(serving());
+                             }}});
+      },
+      [](unstall_atom) {
+        // Only the stalled behavior expects it (one per stall, and a stall waits while stalled): never here.
       },
       [this](close_atom) { return finish(false); },
       [this](destroy_atom) { return finish(true); },
   };
-  return caf::behavior{io_completion_handler(*io_).or_else(handlers)};
 }
 
 }  // namespace rill::actors

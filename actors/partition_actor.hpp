@@ -2,12 +2,14 @@
 // partition_actor: one partition, on the shard its namespace hashes to. A thin behavior over partition_state:
 // produce, poll (long polls parked in long_poll until data is committed or their deadline passes; each deadline
 // is a timer on the shard's deadline heap), consumer offsets, info, close and destroy. Requests that
-// arrive while the log is being opened wait in the mailbox.
+// arrive while the log is being opened wait in the mailbox. Its public contract is partition_actor_hdl
+// (interfaces.hpp); partition_actor_impl adds the messages only the actor itself (its I/O and timers) sends.
 #include <caf/all.hpp>
 
 #include <chrono>
 #include <memory>
 
+#include "actors/interfaces.hpp"
 #include "actors/long_poll.h"
 #include "actors/messages.hpp"
 #include "actors/partition_state.h"
@@ -34,11 +36,22 @@ struct partition_services {
   std::uint64_t default_max_bytes = 1 << 20;
 };
 
-class partition_actor final : public metered<>, public homed {
+// Internal messages: sent by the actor's own timers and I/O, never by another actor.
+using tick_atom = caf::atom_constant<caf::atom("tick")>;              // the log's next deadline (sync, roll)
+using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked polls due by then expire
+using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
+using unstall_atom = caf::atom_constant<caf::atom("unstall")>;        // a stall_atom's time is over
+
+using partition_actor_impl =
+    partition_actor_hdl::extend<io_done_signature, caf::reacts_to<poll_timeout_atom, std::int64_t>,
+                                caf::reacts_to<tick_atom>, caf::reacts_to<retention_atom>,
+                                caf::reacts_to<unstall_atom>>;
+
+class partition_actor final : public metered<partition_actor_impl::base>, public homed {
  public:
   partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id, storage::log_options options,
                   const partition_services* services);
-  caf::behavior make_behavior() override;
+  behavior_type make_behavior() override;
 
  private:
   struct poll_waiter {
@@ -60,7 +73,7 @@ class partition_actor final : public metered<>, public homed {
     partition_metrics& m_;
   };
 
-  caf::behavior serving();
+  behavior_type serving();
   void publish_gauges();
   void opened(expected<std::unique_ptr<partition_state>> r);
   void run_poll(waiter_id id);

@@ -2,12 +2,11 @@
 // routing: what every connection needs to route a request without asking anyone: the metadata view and the actor
 // of every partition. Published by the metadata actor as an immutable table behind an atomic shared_ptr: any shard
 // reads the current one without locks; a change publishes a new table.
-#include <caf/all.hpp>
-
 #include <atomic>
 #include <map>
 #include <memory>
 
+#include "actors/interfaces.hpp"
 #include "actors/metadata_state.h"
 #include "actors/request_router.h"
 
@@ -15,16 +14,17 @@ namespace rill::actors {
 
 struct routing_table {
   std::shared_ptr<const metadata_view> view = std::make_shared<const metadata_view>();
-  std::map<std::uint64_t, caf::actor> partitions;  // by partition_namespace()
-  std::map<std::uint64_t, caf::actor> groups;      // by group_namespace()
+  std::map<std::uint64_t, partition_actor_hdl> partitions;  // by partition_namespace()
+  std::map<std::uint64_t, group_actor_hdl> groups;          // by group_namespace()
 
-  [[nodiscard]] caf::actor partition(std::uint32_t stream, std::uint32_t topic, std::uint32_t partition) const {
+  [[nodiscard]] partition_actor_hdl partition(std::uint32_t stream, std::uint32_t topic,
+                                              std::uint32_t partition) const {
     auto it = partitions.find(partition_namespace(stream, topic, partition));
-    return it == partitions.end() ? caf::actor{} : it->second;
+    return it == partitions.end() ? partition_actor_hdl{} : it->second;
   }
-  [[nodiscard]] caf::actor group(std::uint32_t stream, std::uint32_t topic, std::uint32_t group) const {
+  [[nodiscard]] group_actor_hdl group(std::uint32_t stream, std::uint32_t topic, std::uint32_t group) const {
     auto it = groups.find(group_namespace(stream, topic, group));
-    return it == groups.end() ? caf::actor{} : it->second;
+    return it == groups.end() ? group_actor_hdl{} : it->second;
   }
 };
 

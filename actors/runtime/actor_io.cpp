@@ -33,10 +33,8 @@ void actor_io::deliver(storage::io::request& r) {
   r.on_complete(r);
 }
 
-caf::message_handler io_completion_handler(actor_io& io) {
-  return {[&io](io_done_atom, std::uint64_t request) {
-    io.deliver(*reinterpret_cast<storage::io::request*>(static_cast<std::uintptr_t>(request)));
-  }};
+void io_completion::operator()(io_done_atom, std::uint64_t request) const {
+  io->deliver(*reinterpret_cast<storage::io::request*>(static_cast<std::uintptr_t>(request)));
 }
 
 }  // namespace rill::actors

@@ -3,9 +3,10 @@
 // every completion comes back as an (io_done_atom, request) message to the actor, so storage coroutines resume
 // inside the actor's handler, metered and ordered with its other messages, never beside it.
 //
-// Contract: construct on the actor's home shard (in the actor's constructor or handler); the actor's behavior
-// includes io_completion_handler(); the actor closes what it opened before it quits. If the actor is gone when a
-// completion arrives, the completion is dropped (the request's frame is leaked rather than used after free).
+// Contract: construct on the actor's home shard (in the actor's constructor or handler); the actor handles io_done
+// with io_completion (its typed interface lists io_done_signature, an internal message no other actor may send);
+// the actor closes what it opened before it quits. If the actor is gone when a completion arrives, the completion is
+// dropped (the request's frame is leaked rather than used after free).
 #include <caf/all.hpp>
 
 #include "actors/runtime/shard.h"
@@ -35,7 +36,14 @@ class actor_io final : public storage::io::engine, public storage::io::completio
   std::size_t in_flight_ = 0;
 };
 
-// The handler every actor that owns an actor_io adds to its behavior.
-caf::message_handler io_completion_handler(actor_io& io);
+// The handler every actor that owns an actor_io adds to its behaviors (a callable, so that typed behaviors take it
+// as one of their handlers): runs the completion of the request the message carries.
+struct io_completion {
+  actor_io* io;
+  void operator()(io_done_atom, std::uint64_t request) const;
+};
+
+// The internal message an actor with an actor_io adds to its typed interface.
+using io_done_signature = caf::reacts_to<io_done_atom, std::uint64_t>;
 
 }  // namespace rill::actors

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 
+#include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/runtime/shard.h"
@@ -42,7 +43,7 @@ std::vector<std::byte> batch(int producer, int sequence) {
   return *b.build();
 }
 
-caf::behavior producer_behavior(caf::event_based_actor* self, caf::actor partition, int producer, int count,
+caf::behavior producer_behavior(caf::event_based_actor* self, partition_actor_hdl partition, int producer, int count,
                                 history* h) {
   for (int i = 0; i < count; ++i) {
     self->request(partition, caf::infinite, produce_atom::value,
@@ -67,7 +68,8 @@ history run_scenario(std::uint64_t seed, int producers, int per_producer) {
 
   history h;
   auto drive = [&] { world.drive(); };
-  auto partition = sys.spawn<partition_actor>(std::size_t{0}, partition_identity{0, 0, 0, "/p"}, options, &services);
+  partition_actor_hdl partition =
+      sys.spawn<partition_actor>(std::size_t{0}, partition_identity{0, 0, 0, "/p"}, options, &services);
   for (int p = 0; p < producers; ++p) {
     sys.spawn(producer_behavior, partition, p, per_producer, &h);
   }

@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 
 #include "actors/group_actor.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/runtime/shard.h"
@@ -105,7 +106,7 @@ run_result run(std::uint64_t seed, int rounds) {
   auto fire_timers = [&] { world.test_shard.timers().fire_due(std::chrono::nanoseconds::max()); };
   auto act = [&](auto f) { world.act(std::move(f)); };
 
-  std::vector<caf::actor> parts;
+  std::vector<partition_actor_hdl> parts;
   for (std::uint32_t p = 0; p < partitions; ++p) {
     parts.push_back(sys.spawn<partition_actor>(std::size_t{0}, partition_identity{0, 0, p, "/p" + std::to_string(p)},
                                                options, &psvc));
@@ -128,7 +129,7 @@ run_result run(std::uint64_t seed, int rounds) {
   gid.config.set_session_timeout_ms(static_cast<std::uint32_t>(session.count()));
   gid.partitions = partitions;
   gid.dir = "/groups/0/0/0";
-  auto group = sys.spawn<group_actor>(std::size_t{0}, gid, &gsvc);
+  group_actor_hdl group = sys.spawn<group_actor>(std::size_t{0}, gid, &gsvc);
   drive();
 
   std::vector<member_model> model(members);
