@@ -1,7 +1,8 @@
 #pragma once
 // routing: what every connection needs to route a request without asking anyone: the metadata view and the actor
-// of every partition. Published by the metadata actor as an immutable table behind an atomic shared_ptr: any shard
-// reads the current one without locks; a change publishes a new table.
+// of every partition. Published by the metadata actor as an immutable table behind a std::atomic<shared_ptr>: any
+// shard reads the current one without a message; a change publishes a new table. Not lock-free: libstdc++ guards
+// the pointer with a short internal spin lock, held only for the load or the swap.
 #include <atomic>
 #include <map>
 #include <memory>
