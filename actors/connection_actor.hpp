@@ -82,8 +82,8 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   connection_state state_;
   std::unique_ptr<storage::io::request> recv_;  // the recv in flight (stable address for cancel)
   std::unique_ptr<storage::io::request> send_;
-  std::vector<std::unique_ptr<storage::io::request>> cancels_;  // cancel requests, alive until the actor goes
-  std::uint32_t balanced_next_ = 0;                             // round-robin partition for balanced produces
+  std::vector<std::unique_ptr<storage::io::request>> cancels_;   // cancel requests, alive until the actor goes
+  std::uint32_t balanced_next_ = 0;                              // round-robin partition for balanced produces
   std::unordered_map<caf::actor_addr, group_actor_hdl> groups_;  // groups members joined through this connection
 };
 

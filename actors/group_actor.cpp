@@ -114,9 +114,9 @@ void group_actor::persist() {
                 std::optional<rill::error> failure;
                 if (!r) {
                   // After a failed write nothing newer can be promised: the group refuses everything until a restart.
-                  failure = rill::error(make_error_code(net::status::storage_error),
-                                        fmt::format("group {}: writing its state failed: {}", id_.name,
-                                                    r.error().message()));
+                  failure =
+                      rill::error(make_error_code(net::status::storage_error),
+                                  fmt::format("group {}: writing its state failed: {}", id_.name, r.error().message()));
                   services_->reporter->notice(failure->detail());
                 }
                 versions_.write_done(written, std::move(failure));

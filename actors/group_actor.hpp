@@ -21,16 +21,16 @@
 #include <memory>
 #include <optional>
 
-#include "actors/runtime/actor_io.hpp"
-#include "actors/runtime/deadline_heap.h"
 #include "actors/durable_versions.h"
 #include "actors/group_handlers.h"
 #include "actors/group_state.h"
 #include "actors/interfaces.hpp"
-#include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
-#include "actors/runtime/metered.hpp"
 #include "actors/routing.hpp"
+#include "actors/runtime/actor_io.hpp"
+#include "actors/runtime/deadline_heap.h"
+#include "actors/runtime/homed.h"
+#include "actors/runtime/metered.hpp"
 #include "base/clock.h"
 
 namespace rill::actors {

@@ -80,8 +80,7 @@ group_decision join(group_state& state, const group_identity& id, std::string_vi
   return d;
 }
 
-group_decision heartbeat(group_state& state, std::string_view header, time_point now,
-                         group_state::connection_id conn) {
+group_decision heartbeat(group_state& state, std::string_view header, time_point now, group_state::connection_id conn) {
   auto req = parse_request_header<proto::GroupHeartbeatRequest>(header);
   if (!req) {
     return refuse(req.error());
@@ -245,8 +244,8 @@ group_decision decide_group_request(group_state& state, const group_identity& id
       return d;
     }
     default:
-      return refuse(rill::error(make_error_code(net::status::unknown_api),
-                                fmt::format("api {} is not a group request", api)));
+      return refuse(
+          rill::error(make_error_code(net::status::unknown_api), fmt::format("api {} is not a group request", api)));
   }
 }
 

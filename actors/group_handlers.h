@@ -43,12 +43,12 @@ std::string group_dir(const std::string& data_dir, std::uint32_t stream, std::ui
 net::status status_of_group(const std::error_code& code) noexcept;
 
 struct group_decision {
-  std::optional<rill::error> error;  // refused: answered at once
-  std::string header;                // the reply, sent once everything changed so far is durable
-  bool changed = false;              // the state changed: write it (and look again at the sessions)
-  bool sessions = false;             // only sessions moved: look again at when the next one ends
-  bool describe = false;             // group get or offsets: describe the group, then describe_reply()
-  bool offsets_only = false;         // with describe: the offsets reply
+  std::optional<rill::error> error;   // refused: answered at once
+  std::string header;                 // the reply, sent once everything changed so far is durable
+  bool changed = false;               // the state changed: write it (and look again at the sessions)
+  bool sessions = false;              // only sessions moved: look again at when the next one ends
+  bool describe = false;              // group get or offsets: describe the group, then describe_reply()
+  bool offsets_only = false;          // with describe: the offsets reply
   std::optional<std::string> notice;  // a line for the operator's log
 };
 

@@ -11,18 +11,18 @@
 #include <functional>
 #include <memory>
 
-#include "actors/runtime/actor_io.hpp"
 #include "actors/actor_request.hpp"
 #include "actors/group_actor.hpp"
 #include "actors/interfaces.hpp"
-#include "actors/runtime/homed.h"
 #include "actors/messages.hpp"
 #include "actors/metadata_handlers.h"
 #include "actors/metadata_machine.h"
 #include "actors/metadata_state.h"
-#include "actors/runtime/metered.hpp"
 #include "actors/partition_actor.hpp"
 #include "actors/routing.hpp"
+#include "actors/runtime/actor_io.hpp"
+#include "actors/runtime/homed.h"
+#include "actors/runtime/metered.hpp"
 #include "config/server_config.h"
 #include "consensus/local_group.h"
 
@@ -75,7 +75,7 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, partition_actor_hdl> partitions_;
   std::map<std::uint64_t, group_actor_hdl> groups_;  // by group_namespace()
-  std::deque<std::function<void()>> mutations_;  // queued while one runs
+  std::deque<std::function<void()>> mutations_;      // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;
 };

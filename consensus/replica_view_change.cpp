@@ -62,7 +62,8 @@ bool decode_dvc_body(std::span<const std::byte> body, dvc_body& out) {
   }
   const std::uint32_t n = load_le<std::uint32_t>(body.data() + body.size() - 4);
   const std::uint32_t f = load_le<std::uint32_t>(body.data() + body.size() - 8);
-  if (n > dvc_headers_max || f > dvc_headers_max || body.size() != std::size_t{n} * (header::encoded_size + 1) + 8 + f * 8 + 8) {
+  if (n > dvc_headers_max || f > dvc_headers_max ||
+      body.size() != std::size_t{n} * (header::encoded_size + 1) + 8 + f * 8 + 8) {
     return false;
   }
   auto decoded = decode_headers(body.subspan(0, n * header::encoded_size));

@@ -41,8 +41,7 @@ http::response<http::string_body> answer(const http_server::handler& h, const ht
     res.result(http::status::bad_request);
     res.set(http::field::content_type, "text/plain; charset=utf-8");
     res.body() = fmt::format("bad request: {}\n", ec.message());
-  } else if (req.method() != http::verb::get && req.method() != http::verb::head &&
-             req.method() != http::verb::post) {
+  } else if (req.method() != http::verb::get && req.method() != http::verb::head && req.method() != http::verb::post) {
     res.result(http::status::method_not_allowed);
     res.set(http::field::allow, "GET, HEAD, POST");
     res.set(http::field::content_type, "text/plain; charset=utf-8");

@@ -29,8 +29,8 @@
 
 #include "base/clock.h"
 #include "consensus/replica.h"
-#include "storage/partition_log.h"
 #include "simulation/sim_disk.h"
+#include "storage/partition_log.h"
 
 namespace rill::simulation {
 
