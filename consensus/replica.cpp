@@ -968,7 +968,8 @@ void replica::check_invariants() const {
     }
   }
 
-  // The primary: a pipeline within its limit, of consecutive chained ops, only while normal and primary.
+  // The primary: a pipeline within its limit, of consecutive chained ops above the commit (the uncommitted suffix),
+  // only while normal and primary.
   RILL_ASSERT(pipeline_.size() <= options_.pipeline_max, "pipeline of {}", pipeline_.size());
   RILL_ASSERT(request_queue_.size() <= options_.request_queue_max);
   if (!pipeline_.empty()) {
@@ -976,6 +977,7 @@ void replica::check_invariants() const {
     RILL_ASSERT(is_primary());
     RILL_ASSERT(pipeline_.back().h.op <= op_);
     RILL_ASSERT(pipeline_.front().h.op > commit_min_, "pipeline op {} applied", pipeline_.front().h.op);
+    RILL_ASSERT(pipeline_.front().h.op > commit_max_, "pipeline op {} committed", pipeline_.front().h.op);
     bool consecutive = true;
     bool chained = true;
     for (std::size_t i = 1; i < pipeline_.size(); ++i) {

@@ -361,7 +361,11 @@ void replica::on_sync(const message& m, std::vector<effect>& out) {
   // The checkpoint replaces everything up to its op: the applied prefix jumps to it.
   const std::uint64_t c = at->op;
   commit_min_ = c;
-  commit_max_ = std::max({commit_max_, c, std::min(m.h.commit, std::max(op_, c))});
+  // The sender's commit number names ops of its log. A peer in our view or an older one can only have committed
+  // ops that every later view's log holds, so it applies to ours; a peer in a newer view may have committed ops
+  // that replaced our uncommitted suffix, so from it only the checkpoint itself counts.
+  const std::uint64_t peer_commit = m.h.view <= view_.value() ? m.h.commit : c;
+  commit_max_ = std::max({commit_max_, c, std::min(peer_commit, std::max(op_, c))});
   op_ = std::max(op_, c);
   log_.erase(log_.begin(), log_.lower_bound(c));
   log_[c] = entry{*at, false, false, false, true};
@@ -371,8 +375,12 @@ void replica::on_sync(const message& m, std::vector<effect>& out) {
   }
   bodies_.erase(bodies_.begin(), bodies_.upper_bound(c));
   reads_.erase(reads_.begin(), reads_.upper_bound(c));
-  while (!pipeline_.empty() && pipeline_.front().h.op <= c) {
-    pipeline_.pop_front();  // committed: the checkpoint is of an applied op
+  // A primary that fell behind its own backups (it was elected with a log above a checkpoint it had not applied):
+  // what the checkpoint covers, and what the peer says is committed, leaves the pipeline; commit_journal applies
+  // and answers it.
+  while (!pipeline_.empty() && pipeline_.front().h.op <= commit_max_) {
+    pipeline_.pop_front();
+    commit_progress_ = ticks_;
   }
   RILL_ASSERT(commit_min_ <= commit_max_);
   RILL_ASSERT(commit_min_ <= op_);
