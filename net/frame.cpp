@@ -54,6 +54,12 @@ std::string_view to_string(status s) noexcept {
       return "producer_fenced";
     case status::duplicate_sequence:
       return "duplicate_sequence";
+    case status::invalid_producer_fields:
+      return "invalid_producer_fields";
+    case status::unknown_producer_id:
+      return "unknown_producer_id";
+    case status::unsupported_attributes:
+      return "unsupported_attributes";
     case status::offset_out_of_range:
       return "offset_out_of_range";
     case status::overloaded:
@@ -116,6 +122,10 @@ status status_of(const std::error_code& code) noexcept {
         return status::batch_too_large;
       case storage::errc::unsupported_compression:
         return status::unsupported_compression;
+      case storage::errc::unsupported_attributes:
+        return status::unsupported_attributes;
+      case storage::errc::invalid_producer_fields:
+        return status::invalid_producer_fields;
       case storage::errc::compression_error:
         return status::invalid_batch;
       case storage::errc::overloaded:

@@ -29,9 +29,12 @@ enum class status : std::uint16_t {
   crc_mismatch = 31,
   batch_too_large = 32,
   unsupported_compression = 33,
-  sequence_gap = 34,        // an idempotent producer skipped a sequence number
-  producer_fenced = 35,     // an older producer epoch
-  duplicate_sequence = 36,  // a retry of a batch written long ago (older than the 5 the partition remembers)
+  sequence_gap = 34,             // an idempotent producer skipped a sequence number
+  producer_fenced = 35,          // an older producer epoch
+  duplicate_sequence = 36,       // a retry of a batch written long ago (older than the 5 the partition remembers)
+  invalid_producer_fields = 37,  // producer id, epoch, base sequence neither all -1 nor id, epoch, sequence >= 0
+  unknown_producer_id = 38,      // a producer this partition does not know starts at a sequence other than 0
+  unsupported_attributes = 39,   // the transactional (bit 4) or control (bit 5) attribute: rill takes neither
   offset_out_of_range = 40,
   // Consumer groups (docs/consumer-groups.md).
   unknown_member = 60,     // not (or no longer) a member of the group: join again

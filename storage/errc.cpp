@@ -38,6 +38,10 @@ class category final : public std::error_category {
         return "invalid argument";
       case errc::closed:
         return "log closed";
+      case errc::unsupported_attributes:
+        return "unsupported batch attributes (transactional or control)";
+      case errc::invalid_producer_fields:
+        return "inconsistent producer id, epoch and sequence";
     }
     return "unknown storage error";
   }

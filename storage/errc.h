@@ -24,6 +24,8 @@ enum class errc : int {
   not_found,                // no such file or partition
   invalid_argument,         // a caller-supplied value that breaks a documented precondition of a public call
   closed,                   // the log is closed or shutting down
+  unsupported_attributes,   // a producer batch with the transactional or control attribute bit set
+  invalid_producer_fields,  // a producer batch whose producer id, epoch and base sequence do not agree
 };
 
 const std::error_category& storage_category() noexcept;

@@ -39,6 +39,7 @@ partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock&
     : engine_(engine), pool_(pool), clock_(clk), reporter_(reporter), dir_(std::move(dir)), options_(options) {
   producer_limits_.batch_bytes_max = options_.config.max_message_bytes;
   producer_limits_.dense_offsets = true;
+  producer_limits_.producer_fields = true;
   stored_limits_.batch_bytes_max =
       std::max<std::uint64_t>(options_.config.max_message_bytes, limits::batch_bytes_limit);
   stored_limits_.check_records = false;

@@ -105,6 +105,9 @@ expected<batch_view> batch_view::validate(std::span<const std::byte> bytes, cons
     return make_unexpected(errc::unsupported_compression,
                            fmt::format("codec {} (rill stores none (0) and zstd (4))", codec));
   }
+  if (limits.producer_fields) {
+    RILL_TRY_VOID(check_producer_fields(view));
+  }
   const std::int32_t count = view.records_count();
   const std::int32_t last_delta = view.last_offset_delta();
   if (count < 0 || static_cast<std::uint64_t>(count) > limits.records_max) {
@@ -145,6 +148,54 @@ expected<batch_view> batch_view::validate(std::span<const std::byte> bytes, cons
     return invalid(fmt::format("records_count {} cannot fit in the declared {} decompressed bytes", count, **declared));
   }
   return view;
+}
+
+expected<void> check_producer_fields(const batch_view& view) {
+  const std::uint16_t attributes = view.attributes();
+  if ((attributes & bf::transactional) != 0) {
+    return make_unexpected(errc::unsupported_attributes,
+                           fmt::format("attributes {:#06x} at byte {}: the transactional bit (4) is set, and rill "
+                                       "does not support transactions",
+                                       attributes, bf::attributes_at));
+  }
+  if ((attributes & bf::control) != 0) {
+    return make_unexpected(errc::unsupported_attributes,
+                           fmt::format("attributes {:#06x} at byte {}: the control bit (5) is set, and control "
+                                       "batches are written by brokers only",
+                                       attributes, bf::attributes_at));
+  }
+  const std::int64_t id = view.producer_id();
+  const std::int16_t epoch = view.producer_epoch();
+  const std::int32_t sequence = view.base_sequence();
+  if (id == -1) {
+    if (epoch != -1) {
+      return make_unexpected(
+          errc::invalid_producer_fields,
+          fmt::format("producer_id -1 (not idempotent) with producer_epoch {}: it must be -1", epoch));
+    }
+    if (sequence != -1) {
+      return make_unexpected(
+          errc::invalid_producer_fields,
+          fmt::format("producer_id -1 (not idempotent) with base_sequence {}: it must be -1", sequence));
+    }
+    return {};
+  }
+  if (id < 0) {
+    return make_unexpected(errc::invalid_producer_fields,
+                           fmt::format("producer_id {}: it must be -1 (not idempotent) or >= 0", id));
+  }
+  if (epoch < 0) {
+    return make_unexpected(
+        errc::invalid_producer_fields,
+        fmt::format("producer_id {} with producer_epoch {}: an idempotent producer's epoch is >= 0", id, epoch));
+  }
+  if (sequence < 0) {
+    return make_unexpected(errc::invalid_producer_fields,
+                           fmt::format("producer_id {} with base_sequence {}: an idempotent producer's sequence is "
+                                       ">= 0",
+                                       id, sequence));
+  }
+  return {};
 }
 
 batch_view batch_view::trusted(std::span<const std::byte> bytes) {

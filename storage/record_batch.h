@@ -8,6 +8,10 @@
 //   and within limits, the bytes are all there, magic, CRC-32C, codec, record count and offset deltas, and then the
 //   record framing (uncompressed) or the zstd frame's declared content size (compressed). Each failure is an error
 //   value naming what is wrong and at which byte of the batch.
+// - With batch_limits::producer_fields (a client's batch), validate() also runs check_producer_fields() right after
+//   the CRC and codec checks: no transactional or control attribute bit (errc::unsupported_attributes), and the
+//   producer id, epoch and base sequence either all -1 or all >= 0 (errc::invalid_producer_fields). What needs the
+//   partition's producer table (duplicates, gaps, epochs, unknown producers) is checked by actors/partition_state.
 // - A zstd frame without a declared content size is decompressed with a cap to check its size and records
 //   (validate_records_deep); batches rill builds always declare it.
 #include <cstddef>
@@ -35,6 +39,9 @@ struct batch_limits {
   // Producer batches: at least one record, offset deltas exactly 0..n-1, last_offset_delta == n - 1. Stored and
   // replicated batches may have gaps (compaction keeps original offsets).
   bool dense_offsets = false;
+  // Producer batches: check_producer_fields() (attributes and producer fields). Stored and replicated batches are
+  // not checked again (they passed it when they were produced).
+  bool producer_fields = false;
   // Walk the record framing (uncompressed) / check the zstd content size (compressed). Off only for the
   // sealed-segment fast path, where the CRC alone decides.
   bool check_records = true;
@@ -107,6 +114,16 @@ class batch_view {
   }
   std::span<const std::byte> bytes_;
 };
+
+// The header checks of a batch a client produces, on its header fields alone (O(1), nothing allocated; the view may
+// be trusted() bytes whose CRC is not checked yet). Kafka's rules for a non-transactional producer:
+// - attributes: neither transactional (bit 4) nor control (bit 5): rill has no transactions, and control batches
+//   are written only by a broker. Error: errc::unsupported_attributes.
+// - producer_id -1 (not idempotent): producer_epoch and base_sequence must be -1 too; producer_id >= 0
+//   (idempotent): producer_epoch and base_sequence must be >= 0; any other producer_id is refused.
+//   Error: errc::invalid_producer_fields.
+// Each error's detail names the field and its value.
+expected<void> check_producer_fields(const batch_view& view);
 
 // One record, pointing into the records region it was read from.
 struct record_view {

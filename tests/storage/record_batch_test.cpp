@@ -10,6 +10,7 @@
 #include "storage/compression.h"
 #include "storage/crc32c.h"
 #include "storage/errc.h"
+#include "storage/producer_sequence.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
 #include "storage/varint.h"
@@ -255,6 +256,76 @@ BOOST_AUTO_TEST_CASE(every_header_rejection_path) {
   auto e = *empty.build();
   BOOST_TEST(!code_of(e));
   BOOST_TEST((code_of(e, dense) == errc::invalid_batch));
+}
+
+BOOST_AUTO_TEST_CASE(producer_fields_and_attributes_are_checked_on_producer_batches_only) {
+  batch_limits producer;
+  producer.dense_offsets = true;
+  producer.producer_fields = true;
+  auto with = [](std::int64_t id, std::int16_t epoch, std::int32_t sequence, std::uint16_t attributes_or = 0) {
+    batch_builder b;
+    b.producer(id, epoch, sequence);
+    b.add("k", "v");
+    auto bytes = *b.build();
+    const auto attributes =
+        static_cast<std::uint16_t>(load_be<std::uint16_t>(bytes.data() + bf::attributes_at) | attributes_or);
+    store_be<std::uint16_t>(bytes.data() + bf::attributes_at, attributes);
+    fix_crc(bytes);
+    return bytes;
+  };
+  auto detail_of = [&](const std::vector<std::byte>& b) {
+    auto v = batch_view::validate(b, producer);
+    return v ? std::string{} : v.error().detail();
+  };
+  // Accepted: not idempotent (all -1), idempotent (all >= 0), and the largest sequence.
+  BOOST_TEST(!code_of(with(-1, -1, -1), producer));
+  BOOST_TEST(!code_of(with(0, 0, 0), producer));
+  BOOST_TEST(!code_of(with(5, 7, INT32_MAX), producer));
+  // Transactional and control bits.
+  BOOST_TEST((code_of(with(5, 0, 0, bf::transactional), producer) == errc::unsupported_attributes));
+  BOOST_TEST(detail_of(with(5, 0, 0, bf::transactional)).find("transactional bit (4)") != std::string::npos);
+  BOOST_TEST((code_of(with(-1, -1, -1, bf::control), producer) == errc::unsupported_attributes));
+  BOOST_TEST(detail_of(with(-1, -1, -1, bf::control)).find("control bit (5)") != std::string::npos);
+  // An idempotent producer with epoch or sequence -1, and the converse.
+  BOOST_TEST((code_of(with(5, -1, 0), producer) == errc::invalid_producer_fields));
+  BOOST_TEST(detail_of(with(5, -1, 0)).find("producer_id 5 with producer_epoch -1") != std::string::npos);
+  BOOST_TEST((code_of(with(5, 0, -1), producer) == errc::invalid_producer_fields));
+  BOOST_TEST(detail_of(with(5, 0, -1)).find("base_sequence -1") != std::string::npos);
+  BOOST_TEST((code_of(with(-1, 0, -1), producer) == errc::invalid_producer_fields));
+  BOOST_TEST(detail_of(with(-1, 0, -1)).find("producer_id -1 (not idempotent) with producer_epoch 0") !=
+             std::string::npos);
+  BOOST_TEST((code_of(with(-1, -1, 5), producer) == errc::invalid_producer_fields));
+  BOOST_TEST(detail_of(with(-1, -1, 5)).find("with base_sequence 5") != std::string::npos);
+  BOOST_TEST((code_of(with(-7, -1, -1), producer) == errc::invalid_producer_fields));
+  // A corrupted header is a CRC mismatch first.
+  auto corrupt = with(5, 0, 0, bf::control);
+  corrupt[bf::records_count_at + 4] ^= std::byte{1};
+  BOOST_TEST((code_of(corrupt, producer) == errc::crc_mismatch));
+  // Stored and replicated batches are not checked for producer fields.
+  BOOST_TEST(!code_of(with(5, -1, 0, bf::control)));
+  // check_producer_fields alone, on a view of unchecked bytes.
+  const auto bad = with(-1, 3, -1);
+  BOOST_TEST((check_producer_fields(batch_view::trusted(bad)).error().code() == errc::invalid_producer_fields));
+}
+
+BOOST_AUTO_TEST_CASE(producer_sequences_wrap_from_int32_max_to_zero) {
+  BOOST_TEST(next_sequence(0) == 1);
+  BOOST_TEST(next_sequence(INT32_MAX - 1) == INT32_MAX);
+  BOOST_TEST(next_sequence(INT32_MAX) == 0);
+  BOOST_TEST(last_sequence_of(10, 1) == 10);
+  BOOST_TEST(last_sequence_of(INT32_MAX, 1) == INT32_MAX);
+  BOOST_TEST(last_sequence_of(INT32_MAX - 1, 4) == 1);
+  BOOST_TEST(sequence_plus(INT32_MAX, sequence_max) == INT32_MAX - 1);
+  BOOST_TEST(sequence_distance(5, 5) == 0);
+  BOOST_TEST(sequence_distance(5, 7) == 2);
+  BOOST_TEST(sequence_distance(INT32_MAX, 1) == 2);
+  BOOST_TEST(sequence_distance(1, INT32_MAX) == INT32_MAX - 1);
+  BOOST_TEST(sequence_distance(7, 5) == sequence_space - 2);
+  for (std::int32_t a : {0, 1, 1000, INT32_MAX - 3, INT32_MAX}) {
+    for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{4}, std::int64_t{sequence_max}}) {
+      BOOST_TEST(sequence_distance(a, sequence_plus(a, n)) == n);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(record_framing_rejections) {
