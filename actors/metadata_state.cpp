@@ -172,6 +172,11 @@ expected<void> check_name(std::string_view what, std::string_view name) {
     return fail(net::status::invalid_name,
                 fmt::format("{} name of {} bytes: a name has 1 to {} bytes", what, name.size(), name_bytes_max));
   }
+  if (name == "." || name == "..") {
+    return fail(
+        net::status::invalid_name,
+        fmt::format("{} name '{}': '.' and '..' are not names (they mean directories on every system)", what, name));
+  }
   for (char c : name) {
     const bool ok =
         (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';

@@ -84,7 +84,8 @@ std::uint64_t group_namespace(std::uint32_t stream_id, std::uint32_t topic_id, s
 // field and its allowed range.
 expected<proto::GroupConfig> complete_group_config(const proto::GroupConfig& requested);
 
-// A name as the protocol allows: 1-255 bytes of [A-Za-z0-9._-]. `what` names the kind in the error.
+// A name as the protocol allows: 1-255 bytes of [A-Za-z0-9._-], and not exactly "." or "..". `what` names the kind
+// in the error (invalid_name).
 expected<void> check_name(std::string_view what, std::string_view name);
 
 // The complete configuration of a new topic: `requested` fields where set, the server's defaults elsewhere. Every

@@ -1,5 +1,8 @@
 #include "actors/partition_state.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <fmt/core.h>
 
 #include "actors/long_poll.h"
@@ -9,18 +12,81 @@
 #include "storage/atomic_file.h"
 #include "storage/crc32c.h"
 #include "storage/file_ops.h"
+#include "storage/producer_sequence.h"
 
 namespace rill::actors {
 namespace {
+// Consumer offset files: offsets/consumers/<file id>, the id 20 decimal digits, assigned per partition from 0 in the
+// order consumers first store an offset. A client's consumer name never becomes a file name: names are 1-255 bytes,
+// and any name turned into a file name could be '.' or '..', end in the atomic-file temp suffix (.tmp, which
+// recovery deletes), or not fit NAME_MAX with that suffix added. The name is stored inside the file:
+//   name_length u16 | name | offset i64 | crc32c u32 (of everything before it), big-endian.
 constexpr const char* offsets_dir = "offsets/consumers";
-constexpr std::size_t offset_file_bytes = 12;  // offset i64 + crc32c u32, big-endian
+constexpr std::size_t offset_file_id_digits = 20;
+constexpr std::size_t offset_file_fixed_bytes = 2 + 8 + 4;
+constexpr std::size_t offset_file_bytes_max = offset_file_fixed_bytes + name_bytes_max;
+static_assert(name_bytes_max <= UINT16_MAX, "a name's length fits its u16 field");
+
+std::string offset_file_name(std::uint64_t id) {
+  return fmt::format("{:0{}}", id, offset_file_id_digits);
+}
+
+// The id of an offset file's name, or nullopt for any other name.
+std::optional<std::uint64_t> offset_file_id_with_name(const std::string& name) {
+  if (name.size() != offset_file_id_digits) {
+    return std::nullopt;
+  }
+  std::uint64_t id = 0;
+  for (char c : name) {
+    if (c < '0' || c > '9') {
+      return std::nullopt;
+    }
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (id > (UINT64_MAX - digit) / 10) {
+      return std::nullopt;
+    }
+    id = id * 10 + digit;
+  }
+  return id;
+}
+
+std::vector<std::byte> encode_offset_file(const std::string& consumer, std::int64_t offset) {
+  RILL_ASSERT(!consumer.empty());
+  RILL_ASSERT(consumer.size() <= name_bytes_max, "consumer name of {} bytes", consumer.size());
+  std::vector<std::byte> bytes(offset_file_fixed_bytes + consumer.size());
+  store_be<std::uint16_t>(bytes.data(), static_cast<std::uint16_t>(consumer.size()));
+  std::memcpy(bytes.data() + 2, consumer.data(), consumer.size());
+  store_be<std::int64_t>(bytes.data() + 2 + consumer.size(), offset);
+  store_be<std::uint32_t>(bytes.data() + bytes.size() - 4, storage::crc32c(bytes.data(), bytes.size() - 4));
+  return bytes;
+}
+
+struct offset_file {
+  std::string consumer;
+  std::int64_t offset;
+};
+// nullopt when the bytes do not verify (length, CRC, a valid consumer name).
+std::optional<offset_file> decode_offset_file(std::span<const std::byte> bytes) {
+  if (bytes.size() < offset_file_fixed_bytes) {
+    return std::nullopt;
+  }
+  const std::size_t name_length = load_be<std::uint16_t>(bytes.data());
+  if (bytes.size() != offset_file_fixed_bytes + name_length) {
+    return std::nullopt;
+  }
+  if (load_be<std::uint32_t>(bytes.data() + bytes.size() - 4) != storage::crc32c(bytes.data(), bytes.size() - 4)) {
+    return std::nullopt;
+  }
+  offset_file out{std::string(reinterpret_cast<const char*>(bytes.data() + 2), name_length),
+                  load_be<std::int64_t>(bytes.data() + 2 + name_length)};
+  if (!check_consumer_name(out.consumer) || out.offset < 0) {
+    return std::nullopt;
+  }
+  return out;
+}
 
 rill::unexpected fail(net::status s, std::string message) {
   return rill::unexpected(make_error_code(s), std::move(message));
-}
-
-std::int32_t next_sequence(std::int32_t s) {
-  return s == INT32_MAX ? 0 : s + 1;
 }
 
 struct batch_header {
@@ -33,7 +99,10 @@ struct batch_header {
   std::size_t size;
 };
 
-// Splits a produce request into its batches' headers (full validation happens in the log).
+// Splits a produce request into its batches' headers and checks what the producer table relies on: the header
+// fields (check_producer_fields: attributes, producer id / epoch / sequence) and a dense offset count. The log
+// validates everything (CRC, records) again at append; these checks come first so that nothing of a bad batch
+// reaches the producer table, and so a corrupted header may be refused for its fields rather than for its CRC.
 expected<std::vector<batch_header>> headers_of(std::span<const std::byte> bytes, std::uint64_t batch_bytes_max) {
   std::vector<batch_header> out;
   std::size_t pos = 0;
@@ -44,8 +113,18 @@ expected<std::vector<batch_header>> headers_of(std::span<const std::byte> bytes,
                         fmt::format("batch {} (byte {}): truncated", out.size(), pos));
     }
     const auto v = storage::batch_view::trusted(bytes.subspan(pos, size));
-    out.push_back(batch_header{v.producer_id(), v.producer_epoch(), v.base_sequence(), v.last_offset_delta() + 1,
-                               v.records_count(), pos, size});
+    if (auto checked = storage::check_producer_fields(v); !checked) {
+      return unexpected(rill::error(checked.error().code(),
+                                    fmt::format("batch {} (byte {}): {}", out.size(), pos, checked.error().detail())));
+    }
+    const std::int32_t records = v.records_count();
+    if (records < 1 || v.last_offset_delta() != records - 1) {
+      return unexpected(make_error_code(net::status::invalid_batch),
+                        fmt::format("batch {} (byte {}): a producer batch needs records and last_offset_delta = "
+                                    "records_count - 1 (records_count {}, last_offset_delta {})",
+                                    out.size(), pos, records, v.last_offset_delta()));
+    }
+    out.push_back(batch_header{v.producer_id(), v.producer_epoch(), v.base_sequence(), records, records, pos, size});
     pos += size;
   }
   return out;
@@ -98,9 +177,11 @@ task<expected<void>> partition_state::rebuild_producers() {
       break;
     }
     for (const auto& v : r.batch_views()) {
-      if (v.producer_id() >= 0) {
+      // Batches from before producer fields were checked may carry a producer id with a negative epoch or
+      // sequence: they take no part in idempotence.
+      if (v.producer_id() >= 0 && v.producer_epoch() >= 0 && v.base_sequence() >= 0) {
         record(written_, v.producer_id(), v.producer_epoch(), v.base_sequence(),
-               v.base_sequence() + v.last_offset_delta(), v.base_offset().value());
+               storage::sequence_plus(v.base_sequence(), v.last_offset_delta()), v.base_offset().value());
       }
     }
   }
@@ -124,10 +205,20 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
       fresh.push_back(i);
       continue;
     }
-    const std::int32_t last = h.base_sequence + h.offset_count - 1;
+    RILL_ASSERT(h.producer_epoch >= 0, "headers_of checked the epoch");
+    RILL_ASSERT(h.base_sequence >= 0, "headers_of checked the sequence");
+    const std::int32_t last = storage::last_sequence_of(h.base_sequence, h.offset_count);
     auto it = accepted_.find(h.producer_id);
+    if (it == accepted_.end() && h.base_sequence != 0) {
+      co_return fail(net::status::unknown_producer_id,
+                     fmt::format("producer {} epoch {}: the partition knows no batch of this producer, and its first "
+                                 "batch starts at sequence {}, not 0 (its earlier batches are gone: start a new "
+                                 "producer id at sequence 0)",
+                                 h.producer_id, h.producer_epoch, h.base_sequence));
+    }
     if (it != accepted_.end()) {
       const producer& p = it->second;
+      RILL_ASSERT(p.last_sequence >= 0, "producer {}: a known producer has written a sequence", h.producer_id);
       if (h.producer_epoch < p.epoch) {
         co_return fail(net::status::producer_fenced,
                        fmt::format("producer {} epoch {} is older than the current epoch {}", h.producer_id,
@@ -146,18 +237,19 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
           result.base_offsets[i] = dup->base_offset;  // a retry: answered with its original offset
           continue;
         }
-        const bool behind = h.base_sequence <= p.last_sequence && p.last_sequence - h.base_sequence < (1 << 30);
+        // At or up to 2^30 before the last sequence, counting across the wrap (INT32_MAX, then 0): written before.
+        const bool behind = storage::sequence_distance(h.base_sequence, p.last_sequence) < (std::int64_t{1} << 30);
         if (behind) {
           co_return fail(net::status::duplicate_sequence,
                          fmt::format("producer {} epoch {}: sequences {}..{} were written before (the partition "
                                      "remembers the last {} batches only)",
                                      h.producer_id, h.producer_epoch, h.base_sequence, last, producer_batches_kept));
         }
-        if (h.base_sequence != next_sequence(p.last_sequence)) {
+        if (h.base_sequence != storage::next_sequence(p.last_sequence)) {
           co_return fail(
               net::status::sequence_gap,
               fmt::format("producer {} epoch {}: sequence {} after {} (expected {})", h.producer_id, h.producer_epoch,
-                          h.base_sequence, p.last_sequence, next_sequence(p.last_sequence)));
+                          h.base_sequence, p.last_sequence, storage::next_sequence(p.last_sequence)));
         }
       } else if (h.base_sequence != 0) {
         co_return fail(net::status::sequence_gap, fmt::format("producer {}: a new epoch {} must start at sequence 0, "
@@ -203,7 +295,7 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
     const auto& h = headers[i];
     result.base_offsets[i] = offset;
     if (h.producer_id >= 0) {
-      const std::int32_t last = h.base_sequence + h.offset_count - 1;
+      const std::int32_t last = storage::last_sequence_of(h.base_sequence, h.offset_count);
       record(written_, h.producer_id, h.producer_epoch, h.base_sequence, last, offset);
       // Fill in the offset of the accepted entry recorded before the append.
       for (auto& b : accepted_[h.producer_id].recent) {
@@ -261,13 +353,17 @@ task<expected<std::optional<std::int64_t>>> partition_state::store_consumer_offs
                                log_->log_end().value()));
   }
   const std::string dir = storage::join_path(dir_, offsets_dir);
-  if (consumer_offsets_.empty()) {
+  if (consumer_files_.empty()) {
     RILL_CO_TRY_VOID(co_await storage::make_dirs(engine_, dir));
   }
-  std::vector<std::byte> bytes(offset_file_bytes);
-  store_be<std::int64_t>(bytes.data(), offset);
-  store_be<std::uint32_t>(bytes.data() + 8, storage::crc32c(bytes.data(), 8));
-  RILL_CO_TRY_VOID(co_await storage::write_file_atomic(engine_, dir, consumer, bytes));
+  // The file id is reserved before the write, so that two stores for new consumers never share one and a store
+  // after a failed one reuses it.
+  auto [file, fresh] = consumer_files_.try_emplace(consumer, consumer_file_next_);
+  if (fresh) {
+    ++consumer_file_next_;
+  }
+  RILL_CO_TRY_VOID(co_await storage::write_file_atomic(engine_, dir, offset_file_name(file->second),
+                                                       encode_offset_file(consumer, offset)));
   const auto previous = consumer_offset(consumer);
   if (previous && *previous > offset) {
     reporter_.notice(
@@ -283,18 +379,36 @@ task<expected<void>> partition_state::load_consumer_offsets() {
   if (!names) {
     co_return expected<void>{};  // no consumer stored an offset yet
   }
+  std::sort(names->begin(), names->end());  // in id order, so a (never expected) duplicate name keeps the oldest
   for (const auto& name : *names) {
-    if (storage::is_temp_name(name) || !check_consumer_name(name)) {
+    if (storage::is_temp_name(name)) {
+      continue;  // an interrupted replacement: the file it was to replace is intact
+    }
+    const auto id = offset_file_id_with_name(name);
+    if (!id) {
+      reporter_.notice(
+          fmt::format("{}: ignoring {}: not a consumer offset file (offset files named by the consumer, "
+                      "before they were numbered, are not read)",
+                      dir, name));
       continue;
     }
-    auto bytes = co_await storage::read_whole_file(engine_, storage::join_path(dir, name), 64);
-    if (!bytes || !bytes->has_value() || (*bytes)->size() != offset_file_bytes ||
-        load_be<std::uint32_t>((*bytes)->data() + 8) != storage::crc32c((*bytes)->data(), 8)) {
-      reporter_.corruption(storage::join_path(dir, name), 0, "consumer offset file does not verify",
+    consumer_file_next_ = std::max(consumer_file_next_, *id + 1);  // never reuse an id, even a corrupt file's
+    const std::string path = storage::join_path(dir, name);
+    auto bytes = co_await storage::read_whole_file(engine_, path, offset_file_bytes_max);
+    const auto decoded = bytes && bytes->has_value() ? decode_offset_file(**bytes) : std::nullopt;
+    if (!decoded) {
+      reporter_.corruption(path, 0, "consumer offset file does not verify",
                            "ignored: the consumer starts from its poll strategy");
       continue;
     }
-    consumer_offsets_[name] = load_be<std::int64_t>((*bytes)->data());
+    if (consumer_files_.count(decoded->consumer)) {
+      reporter_.corruption(path, 0, fmt::format("a second offset file for consumer '{}'", decoded->consumer),
+                           fmt::format("ignored: the consumer's offset is that of {}",
+                                       offset_file_name(consumer_files_[decoded->consumer])));
+      continue;
+    }
+    consumer_files_[decoded->consumer] = *id;
+    consumer_offsets_[decoded->consumer] = decoded->offset;
   }
   co_return expected<void>{};
 }

@@ -2,17 +2,32 @@
 // partition_state: one partition as the broker serves it: its log, idempotent producers, and consumer offsets.
 // Plain C++ over injected I/O (the partition actor gives it an actor_io; tests give it the simulated disk).
 //
+// Produce checks, in this order, before anything of the request is recorded or written (a refused request writes
+// nothing, not even its good batches):
+//   1. per batch, on its header alone (headers_of): length, then storage::check_producer_fields (no transactional
+//      or control attribute bit: unsupported_attributes; producer id, epoch and base sequence all -1, or id, epoch
+//      and sequence all >= 0: invalid_producer_fields), then records_count >= 1 with dense offset deltas
+//      (invalid_batch);
+//   2. per idempotent batch, against the producer table (below);
+//   3. the log validates every batch in full (CRC, codec, records) at append (partition_log::append).
+//
 // Idempotent producers: a batch with producer_id >= 0 carries its producer epoch and base sequence. Per producer
 // the state keeps the epoch, the last sequence and the last five batches: a retried batch (same sequences) is
 // answered with its original offsets and not appended again; a retry older than those is refused as
 // duplicate_sequence (it was written; its offsets are no longer known); a sequence gap is refused (sequence_gap); an
-// older epoch is refused (producer_fenced); a newer epoch must start at sequence 0. Checks use the sequences of
-// accepted appends still in flight; when an append fails, every producer it touched goes back to its last written state
-// (all appends queued behind a failure fail with it, so the producers retry from there). At open, the state is
-// rebuilt from the batches of the newest segment.
+// older epoch is refused (producer_fenced); a newer epoch must start at sequence 0 (sequence_gap). A producer the
+// table does not hold must start at sequence 0 (unknown_producer_id otherwise: as in Kafka, the client starts a new
+// producer id). Sequences wrap from INT32_MAX to 0 as in Kafka (storage/producer_sequence.h): a batch may span the
+// wrap, and duplicates and gaps are told apart across it ("behind" means at most 2^30 before the last sequence).
+// Checks use the sequences of accepted appends still in flight; when an append fails, every producer it touched goes
+// back to its last written state (all appends queued behind a failure fail with it, so the producers retry from
+// there). At open, the state is rebuilt from the batches of the newest segment (a producer whose batches are all in
+// older segments is unknown after a restart).
 //
 // Consumer offsets: the next offset to consume per named consumer, one atomic file each under offsets/consumers/
-// (the partition is their only writer); moving one back is allowed and reported.
+// (the partition is their only writer); moving one back is allowed and reported. A file is named by a number the
+// partition assigns, never by the consumer's name (which the file holds, with a CRC): no client-supplied name
+// becomes part of a path, so '.tmp' endings, '.', '..' and 255-byte names are all safe.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -43,8 +58,9 @@ class partition_state {
                                                                const clock& clk, storage::log_reporter& reporter,
                                                                std::string dir, storage::log_options options);
 
-  // Validates, checks idempotence, appends. Errors: those of partition_log::append, plus sequence_gap and
-  // producer_fenced (net::status codes).
+  // Validates, checks idempotence, appends. Errors: those of partition_log::append, plus (net::status codes)
+  // invalid_batch, unsupported_attributes, invalid_producer_fields, unknown_producer_id, sequence_gap,
+  // producer_fenced, duplicate_sequence, and overloaded for a retry of a batch still being written.
   task<expected<produce_result>> produce(std::vector<std::byte> batches);
 
   task<expected<storage::read_result>> read(storage::read_request request) { return log_->read(request); }
@@ -88,9 +104,11 @@ class partition_state {
   std::map<std::int64_t, producer> written_;   // producers as of the last successful append
   std::map<std::int64_t, producer> accepted_;  // including appends still in flight (what checks use)
   std::map<std::string, std::int64_t> consumer_offsets_;
+  std::map<std::string, std::uint64_t> consumer_files_;  // the id of each consumer's offset file (reserved or written)
+  std::uint64_t consumer_file_next_ = 0;
 };
 
-// Consumer names are used as file names: the same rules as stream and topic names.
+// Consumer names: the same rules as stream and topic names (1-255 bytes of [A-Za-z0-9._-], not '.' or '..').
 expected<void> check_consumer_name(const std::string& name);
 
 }  // namespace rill::actors

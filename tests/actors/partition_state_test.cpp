@@ -3,8 +3,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/partition_state.h"
+#include "base/endian.h"
 #include "net/status.h"
 #include "simulation/sim_disk.h"
+#include "storage/atomic_file.h"
+#include "storage/crc32c.h"
+#include "storage/file_ops.h"
+#include "storage/producer_sequence.h"
 #include "tests/storage/log_fixture.h"
 
 using namespace rill;
@@ -20,6 +25,21 @@ std::vector<std::byte> producer_batch(std::int64_t pid, std::int16_t epoch, std:
     b.add("k", tag + "-" + std::to_string(i));
   }
   return *b.build();
+}
+
+// A batch with attribute bits or-ed in (the CRC recomputed), as a hostile client could send it.
+std::vector<std::byte> with_attributes(std::vector<std::byte> batch, std::uint16_t bits) {
+  namespace bf = storage::batch_format;
+  const auto attributes = static_cast<std::uint16_t>(load_be<std::uint16_t>(batch.data() + bf::attributes_at) | bits);
+  store_be<std::uint16_t>(batch.data() + bf::attributes_at, attributes);
+  store_be<std::uint32_t>(batch.data() + bf::crc_at,
+                          storage::crc32c(batch.data() + bf::attributes_at, batch.size() - bf::attributes_at));
+  return batch;
+}
+
+std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::byte>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 struct fixture {
@@ -94,6 +114,104 @@ BOOST_AUTO_TEST_CASE(gaps_old_epochs_and_new_epochs) {
   BOOST_TEST(f.state->log().log_end().value() == 9);
 }
 
+BOOST_AUTO_TEST_CASE(every_hostile_producer_batch_is_refused_with_its_own_status_and_nothing_is_written) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(1, 0, 0, 2, "ok")));
+  auto message_of = [](const expected<produce_result>& r) { return r ? std::string{} : r.error().detail(); };
+  struct refused {
+    std::vector<std::byte> batch;
+    net::status want;
+    std::string says;
+  };
+  const std::vector<refused> cases = {
+      {with_attributes(producer_batch(1, 0, 2, 1, "t"), storage::batch_format::transactional),
+       net::status::unsupported_attributes, "transactional bit (4)"},
+      {with_attributes(producer_batch(-1, -1, -1, 1, "c"), storage::batch_format::control),
+       net::status::unsupported_attributes, "control bit (5)"},
+      {producer_batch(1, -1, 2, 1, "e"), net::status::invalid_producer_fields, "producer_id 1 with producer_epoch -1"},
+      {producer_batch(8, -1, 0, 1, "e"), net::status::invalid_producer_fields, "producer_id 8 with producer_epoch -1"},
+      {producer_batch(1, 0, -1, 1, "s"), net::status::invalid_producer_fields, "producer_id 1 with base_sequence -1"},
+      {producer_batch(-1, 0, -1, 1, "e"), net::status::invalid_producer_fields,
+       "producer_id -1 (not idempotent) with producer_epoch 0"},
+      {producer_batch(-1, -1, 4, 1, "s"), net::status::invalid_producer_fields,
+       "producer_id -1 (not idempotent) with base_sequence 4"},
+      {producer_batch(-3, -1, -1, 1, "i"), net::status::invalid_producer_fields, "producer_id -3"},
+      {producer_batch(2, 0, 5, 1, "u"), net::status::unknown_producer_id,
+       "knows no batch of this producer, and its first batch starts at sequence 5"},
+      // A good batch in front of a bad one: the whole request is refused.
+      {concat(producer_batch(-1, -1, -1, 1, "g"), producer_batch(3, 0, 9, 1, "u")), net::status::unknown_producer_id,
+       "batch starts at sequence 9"},
+      {concat(producer_batch(1, 0, 2, 1, "g"), producer_batch(1, -1, 3, 1, "e")), net::status::invalid_producer_fields,
+       "batch 1 (byte"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    BOOST_TEST_CONTEXT("case " << i) {
+      auto r = f.produce(cases[i].batch);
+      BOOST_TEST((f.status(r) == cases[i].want), net::to_string(f.status(r)) << ": " << message_of(r));
+      BOOST_TEST(message_of(r).find(cases[i].says) != std::string::npos, message_of(r));
+      BOOST_TEST(f.state->log().log_end().value() == 2);
+    }
+  }
+  // None of them touched the producer table: producer 1 goes on at 2, producer 2 may start at 0.
+  auto next = f.produce(producer_batch(1, 0, 2, 1, "next"));
+  RILL_REQUIRE_OK(next);
+  BOOST_TEST(next->base_offsets == (std::vector<std::int64_t>{2}));
+  RILL_REQUIRE_OK(f.produce(producer_batch(2, 0, 0, 1, "new")));
+  // And after a restart the log holds only the accepted batches.
+  f.reopen();
+  BOOST_TEST(f.state->log().log_end().value() == 4);
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_producer_must_start_at_zero_and_a_new_epoch_too) {
+  fixture f;
+  f.open();
+  BOOST_TEST((f.status(f.produce(producer_batch(5, 0, 1, 1, "a"))) == net::status::unknown_producer_id));
+  BOOST_TEST((f.status(f.produce(producer_batch(5, 3, INT32_MAX, 1, "a"))) == net::status::unknown_producer_id));
+  RILL_REQUIRE_OK(f.produce(producer_batch(5, 3, 0, 1, "a")));
+  // Known now: a gap is a gap, and a new epoch must start at 0.
+  BOOST_TEST((f.status(f.produce(producer_batch(5, 3, 2, 1, "b"))) == net::status::sequence_gap));
+  BOOST_TEST((f.status(f.produce(producer_batch(5, 4, 2, 1, "b"))) == net::status::sequence_gap));
+  BOOST_TEST(f.state->log().log_end().value() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(sequences_wrap_from_int32_max_to_zero_and_retries_and_gaps_are_seen_across_the_wrap) {
+  fixture f;
+  f.open();
+  // A long-lived producer near the end of the sequence space: its batch is in the log (written as a replica or
+  // before a restart would), and the state learns it at open.
+  const std::int32_t max = INT32_MAX;
+  RILL_REQUIRE_OK(run(f.disk, f.state->log().append(producer_batch(3, 0, max - 2, 2, "a"))));  // max-2, max-1
+  f.reopen();
+  auto spanning = f.produce(producer_batch(3, 0, max, 3, "b"));  // max, 0, 1
+  RILL_REQUIRE_OK(spanning);
+  BOOST_TEST(spanning->base_offsets == (std::vector<std::int64_t>{2}));
+  auto retry = f.produce(producer_batch(3, 0, max, 3, "b"));
+  RILL_REQUIRE_OK(retry);
+  BOOST_TEST(retry->duplicate);
+  BOOST_TEST(retry->base_offsets == (std::vector<std::int64_t>{2}));
+  auto older = f.produce(producer_batch(3, 0, max - 2, 2, "a"));  // a retry from before the wrap
+  RILL_REQUIRE_OK(older);
+  BOOST_TEST(older->duplicate);
+  BOOST_TEST(older->base_offsets == (std::vector<std::int64_t>{0}));
+  // Behind across the wrap (never sent as such, but written before by its sequence): duplicate, not a gap.
+  BOOST_TEST((f.status(f.produce(producer_batch(3, 0, max - 1, 1, "x"))) == net::status::duplicate_sequence));
+  BOOST_TEST((f.status(f.produce(producer_batch(3, 0, 0, 2, "x"))) == net::status::duplicate_sequence));
+  // Ahead: a gap.
+  BOOST_TEST((f.status(f.produce(producer_batch(3, 0, 5, 1, "x"))) == net::status::sequence_gap));
+  auto next = f.produce(producer_batch(3, 0, 2, 1, "c"));
+  RILL_REQUIRE_OK(next);
+  BOOST_TEST(next->base_offsets == (std::vector<std::int64_t>{5}));
+  // Rebuilt across the wrap at open.
+  f.reopen();
+  auto again = f.produce(producer_batch(3, 0, max, 3, "b"));
+  RILL_REQUIRE_OK(again);
+  BOOST_TEST(again->duplicate);
+  BOOST_TEST(again->base_offsets == (std::vector<std::int64_t>{2}));
+  RILL_REQUIRE_OK(f.produce(producer_batch(3, 0, 3, 1, "d")));
+  BOOST_TEST(f.state->log().log_end().value() == 7);
+}
+
 BOOST_AUTO_TEST_CASE(a_request_mixing_retries_and_new_batches_appends_only_the_new) {
   fixture f;
   f.open();
@@ -156,6 +274,79 @@ BOOST_AUTO_TEST_CASE(consumer_offsets_are_stored_reloaded_and_may_move_back) {
   BOOST_TEST(**back == 7);
   BOOST_TEST(!f.reporter.notices.empty());
   BOOST_TEST(f.reporter.notices.back().find("moved back from offset 7 to 2") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(consumer_names_never_become_file_names_and_every_valid_name_round_trips) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(-1, -1, -1, 10, "x")));
+  // Names that once clashed with the temp-file suffix, meant a directory, hid, or did not fit NAME_MAX with ".tmp".
+  const std::vector<std::string> names = {"x.tmp",
+                                          "a..b",
+                                          ".hidden",
+                                          "-",
+                                          "...",
+                                          "_",
+                                          "00000000000000000000",
+                                          std::string(255, 'n'),
+                                          std::string(251, '.') + ".tmp"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    BOOST_TEST_CONTEXT(names[i]) {
+      RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset(names[i], i + 1)));
+    }
+  }
+  for (const std::string bad : {".", ".."}) {
+    auto refused = run(f.disk, f.state->store_consumer_offset(bad, 1));
+    BOOST_REQUIRE(!refused.has_value());
+    BOOST_TEST((refused.error().code() == net::make_error_code(net::status::invalid_name)));
+    BOOST_TEST(refused.error().detail().find("'.' and '..' are not names") != std::string::npos);
+  }
+  // A file in the layout before numbered files (named by the consumer): not read, reported.
+  RILL_REQUIRE_OK(run(
+      f.disk, storage::write_file_atomic(f.disk, "/p/offsets/consumers", "old-consumer", std::vector<std::byte>(12))));
+  f.reopen();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    BOOST_TEST_CONTEXT(names[i]) {
+      BOOST_REQUIRE(f.state->consumer_offset(names[i]).has_value());
+      BOOST_TEST(*f.state->consumer_offset(names[i]) == static_cast<std::int64_t>(i + 1));
+    }
+  }
+  BOOST_TEST(!f.state->consumer_offset("old-consumer").has_value());
+  BOOST_TEST(f.reporter.corruptions.empty());
+  BOOST_TEST(!f.reporter.notices.empty());
+  BOOST_TEST(f.reporter.notices.back().find("ignoring old-consumer") != std::string::npos);
+  // The files are numbered; a new consumer after the restart takes a new number, an old one keeps its file.
+  auto listed = run(f.disk, storage::list_dir(f.disk, "/p/offsets/consumers"));
+  RILL_REQUIRE_OK(listed);
+  BOOST_TEST(listed->size() == names.size() + 1);
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("late", 3)));
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("x.tmp", 4)));
+  listed = run(f.disk, storage::list_dir(f.disk, "/p/offsets/consumers"));
+  RILL_REQUIRE_OK(listed);
+  BOOST_TEST(listed->size() == names.size() + 2);
+  BOOST_TEST(std::count(listed->begin(), listed->end(), "00000000000000000009") == 1);
+  f.reopen();
+  BOOST_TEST(*f.state->consumer_offset("late") == 3);
+  BOOST_TEST(*f.state->consumer_offset("x.tmp") == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_consumer_offset_file_is_reported_and_its_number_not_reused) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(-1, -1, -1, 10, "x")));
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("a", 5)));
+  RILL_REQUIRE_OK(run(f.disk, storage::write_file_atomic(f.disk, "/p/offsets/consumers", "00000000000000000007",
+                                                         std::vector<std::byte>(20))));
+  f.reopen();
+  BOOST_TEST(*f.state->consumer_offset("a") == 5);
+  BOOST_REQUIRE(f.reporter.corruptions.size() == 1);
+  BOOST_TEST(f.reporter.corruptions[0].file.find("00000000000000000007") != std::string::npos);
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("b", 6)));
+  auto listed = run(f.disk, storage::list_dir(f.disk, "/p/offsets/consumers"));
+  RILL_REQUIRE_OK(listed);
+  BOOST_TEST(std::count(listed->begin(), listed->end(), "00000000000000000008") == 1);
+  f.reopen();
+  BOOST_TEST(*f.state->consumer_offset("b") == 6);
 }
 
 BOOST_AUTO_TEST_CASE(acknowledged_produces_survive_a_crash_at_every_step_and_retries_stay_exactly_once) {
