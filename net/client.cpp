@@ -19,6 +19,7 @@
 #include "config/address.h"
 #include "net/errc.h"
 #include "net/murmur2.h"
+#include "storage/producer_sequence.h"
 #include "storage/record_batch_builder.h"
 
 namespace rill::net {
@@ -402,8 +403,7 @@ expected<std::optional<std::uint64_t>> client::store_offset(const proto::Identif
 
 producer::producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions)
     : client_(c), stream_(std::move(s)), topic_(std::move(t)), options_(o), partitions_(partitions) {
-  std::random_device rd;
-  producer_id_ = static_cast<std::int64_t>((std::uint64_t{rd()} << 31) ^ rd()) & 0x3fffffffffffffffLL;
+  start_producer_id();
 }
 
 expected<std::unique_ptr<producer>> producer::create(client& c, proto::Identifier stream, proto::Identifier topic,
@@ -452,36 +452,55 @@ expected<std::vector<producer::ack>> producer::flush() {
   return acks;
 }
 
+void producer::start_producer_id() {
+  std::random_device rd;
+  producer_id_ = static_cast<std::int64_t>((std::uint64_t{rd()} << 31) ^ rd()) & 0x3fffffffffffffffLL;
+  sequences_.clear();  // a new producer id starts at sequence 0 on every partition
+}
+
 expected<std::vector<producer::ack>> producer::send_partition(std::uint32_t partition) {
   auto& pend = pending_[partition];
-  storage::batch_builder b(options_.zstd ? storage::compression::zstd : storage::compression::none);
-  const std::int32_t sequence = sequences_[partition];
-  if (options_.idempotent) {
-    b.producer(producer_id_, 0, sequence);
-  }
-  b.base_timestamp(timestamp_ms_t(
+  const auto timestamp = timestamp_ms_t(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count()));
-  for (const auto& m : pend.messages) {
-    std::vector<storage::header_kv> headers;
-    for (const auto& [k, v] : m.headers) {
-      headers.push_back(
-          storage::header_kv{storage::as_bytes(k), v ? std::optional(storage::as_bytes(*v)) : std::nullopt});
+          .count());
+  for (int restarts = 0;; ++restarts) {
+    storage::batch_builder b(options_.zstd ? storage::compression::zstd : storage::compression::none);
+    const std::int32_t sequence = sequences_[partition];
+    if (options_.idempotent) {
+      b.producer(producer_id_, 0, sequence);
     }
-    b.add(m.key ? std::optional(storage::as_bytes(*m.key)) : std::nullopt,
-          m.value ? std::optional(storage::as_bytes(*m.value)) : std::nullopt, headers);
+    b.base_timestamp(timestamp);
+    for (const auto& m : pend.messages) {
+      std::vector<storage::header_kv> headers;
+      for (const auto& [k, v] : m.headers) {
+        headers.push_back(
+            storage::header_kv{storage::as_bytes(k), v ? std::optional(storage::as_bytes(*v)) : std::nullopt});
+      }
+      b.add(m.key ? std::optional(storage::as_bytes(*m.key)) : std::nullopt,
+            m.value ? std::optional(storage::as_bytes(*m.value)) : std::nullopt, headers);
+    }
+    RILL_TRY(batch, b.build());
+    // The client retries retriable failures itself; the sequence makes a retry of a batch that did land a no-op.
+    auto r = client_.produce(stream_, topic_, partition, batch);
+    if (!r && options_.idempotent && restarts < producer_id_restarts_max &&
+        r.error().code() == make_error_code(status::unknown_producer_id)) {
+      // The partition no longer knows this producer (its batches are gone: a restart with them in older segments,
+      // or retention) and nothing of this batch was written. As Kafka's producer does: a new producer id, which
+      // starts at sequence 0 everywhere, and the same batch again.
+      start_producer_id();
+      continue;
+    }
+    RILL_TRY(reply, std::move(r));
+    const std::uint64_t base = reply.base_offsets().empty() ? 0 : reply.base_offsets(0);
+    std::vector<ack> acks;
+    for (std::size_t i = 0; i < pend.messages.size(); ++i) {
+      acks.push_back(ack{partition, base + i});
+    }
+    // Wraps from INT32_MAX to 0, as the partition expects (storage/producer_sequence.h).
+    sequences_[partition] = storage::sequence_plus(sequence, static_cast<std::int64_t>(pend.messages.size()));
+    pend = pending{};
+    return acks;
   }
-  RILL_TRY(batch, b.build());
-  // The client retries retriable failures itself; the sequence makes a retry of a batch that did land a no-op.
-  RILL_TRY(r, client_.produce(stream_, topic_, partition, batch));
-  const std::uint64_t base = r.base_offsets().empty() ? 0 : r.base_offsets(0);
-  std::vector<ack> acks;
-  for (std::size_t i = 0; i < pend.messages.size(); ++i) {
-    acks.push_back(ack{partition, base + i});
-  }
-  sequences_[partition] = sequence + static_cast<std::int32_t>(pend.messages.size());
-  pend = pending{};
-  return acks;
 }
 
 expected<void> for_each_record(std::span<const std::byte> batches, std::vector<std::byte>& scratch,

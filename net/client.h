@@ -8,6 +8,10 @@
 //
 // producer: batching (a batch per partition, sent at max_batch_records / max_batch_bytes or after `linger`), zstd
 // compression, partitioning (explicit partition, Kafka's murmur2 of the key, or round robin), idempotence.
+// Sequences wrap from INT32_MAX to 0 as Kafka's do. A partition that answers unknown_producer_id (it no longer
+// knows the producer: its batches were removed, or lie in segments older than the ones a restart rebuilds from) has
+// written nothing of the batch; the producer then starts a new producer id (sequence 0 on every partition) and
+// sends the batch again, so the caller sees no error.
 //
 // consumer: polls one partition from a strategy, with the server storing its offset (auto_commit) when named.
 #include <chrono>
@@ -173,7 +177,12 @@ class producer {
   };
   producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions);
   expected<std::vector<ack>> send_partition(std::uint32_t partition);
+  // A fresh random producer id; every partition's sequence back to 0.
+  void start_producer_id();
 
+  // How often one send may start a new producer id after unknown_producer_id (a new id at sequence 0 is never
+  // unknown, so once is enough; the bound keeps a misbehaving server from looping us).
+  static constexpr int producer_id_restarts_max = 1;
   client& client_;
   proto::Identifier stream_;
   proto::Identifier topic_;

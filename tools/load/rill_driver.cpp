@@ -9,6 +9,7 @@
 
 #include "net/client.h"
 #include "net/group_consumer.h"
+#include "storage/producer_sequence.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
 
@@ -55,7 +56,7 @@ class rill_producer final : public producer_driver {
     if (!r) {
       return unexpected(r.error());
     }
-    sequences_[unit] += static_cast<std::int32_t>(batch.size());
+    sequences_[unit] = storage::sequence_plus(sequences_[unit], static_cast<std::int64_t>(batch.size()));
     return {};
   }
 
