@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "base/random.h"
 #include "net/client.h"
 #include "net/murmur2.h"
+#include "storage/crc32c.h"
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
 #include "tests/test_util.h"
@@ -727,4 +729,184 @@ BOOST_AUTO_TEST_CASE(metadata_survives_sigkill_across_checkpoints_and_an_old_for
   BOOST_TEST(!stale.start().has_value());
   BOOST_TEST(stale.log().find("metadata/log holds metadata in the format of an earlier build") != std::string::npos,
              stale.log());
+}
+
+namespace {
+// A batch with attribute bits or-ed in and its CRC recomputed: what a hostile (or transactional Kafka) client sends.
+std::vector<std::byte> with_attributes(std::vector<std::byte> batch, std::uint16_t bits) {
+  namespace bf = storage::batch_format;
+  const auto attributes = static_cast<std::uint16_t>(load_be<std::uint16_t>(batch.data() + bf::attributes_at) | bits);
+  store_be<std::uint16_t>(batch.data() + bf::attributes_at, attributes);
+  store_be<std::uint32_t>(batch.data() + bf::crc_at,
+                          storage::crc32c(batch.data() + bf::attributes_at, batch.size() - bf::attributes_at));
+  return batch;
+}
+
+std::vector<std::byte> producer_batch(std::int64_t id, std::int16_t epoch, std::int32_t sequence,
+                                      const std::string& value) {
+  storage::batch_builder b;
+  b.producer(id, epoch, sequence);
+  b.add("k", value);
+  return *b.build();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(hostile_producer_batches_are_refused_each_with_its_status_and_nothing_is_written) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 1);
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("t"), 0, producer_batch(11, 0, 0, "first")));
+  struct refused {
+    std::string what;
+    std::vector<std::byte> batch;
+    status want;
+    std::string says;
+  };
+  const std::vector<refused> cases = {
+      {"transactional", with_attributes(producer_batch(11, 0, 1, "bad"), storage::batch_format::transactional),
+       status::unsupported_attributes, "transactional bit (4)"},
+      {"control", with_attributes(producer_batch(-1, -1, -1, "bad"), storage::batch_format::control),
+       status::unsupported_attributes, "control bit (5)"},
+      {"unknown producer at 5", producer_batch(12, 0, 5, "bad"), status::unknown_producer_id,
+       "starts at sequence 5, not 0"},
+      {"epoch -1 with an id", producer_batch(11, -1, 1, "bad"), status::invalid_producer_fields,
+       "producer_id 11 with producer_epoch -1"},
+      {"id -1 with an epoch", producer_batch(-1, 0, -1, "bad"), status::invalid_producer_fields,
+       "producer_id -1 (not idempotent) with producer_epoch 0"},
+      {"id -1 with a sequence", producer_batch(-1, -1, 3, "bad"), status::invalid_producer_fields,
+       "producer_id -1 (not idempotent) with base_sequence 3"},
+      {"a sequence gap", producer_batch(11, 0, 7, "bad"), status::sequence_gap, "sequence 7 after 0 (expected 1)"},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      auto r = s.cli->produce(by_name("s"), by_name("t"), 0, c.batch);
+      BOOST_REQUIRE(!r.has_value());
+      BOOST_TEST((status_of(r.error()) == c.want), to_string(status_of(r.error())) << ": " << r.error().detail());
+      BOOST_TEST(r.error().detail().find(c.says) != std::string::npos, r.error().detail());
+    }
+  }
+  // Nothing of them was written, before or after a restart; producer 11 goes on at sequence 1.
+  auto check_only_first = [&] {
+    auto all = s.cli->poll(poll_request("s", "t", 0, proto::PollStrategy::FIRST));
+    RILL_REQUIRE_OK(all);
+    BOOST_TEST(all->header.records() == 1u);
+    BOOST_TEST(all->header.high_watermark() == 1u);
+  };
+  check_only_first();
+  s.restart();
+  check_only_first();
+  auto next = s.cli->produce(by_name("s"), by_name("t"), 0, producer_batch(11, 0, 1, "second"));
+  RILL_REQUIRE_OK(next);
+  BOOST_TEST(next->base_offsets(0) == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_producer_the_partition_forgot_starts_a_new_id_and_the_user_sees_no_error) {
+  // rilld on a fixed port, so that the producer's client reconnects to it after the restart.
+  const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  BOOST_REQUIRE(::bind(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t length = sizeof a;
+  BOOST_REQUIRE(::getsockname(probe, reinterpret_cast<sockaddr*>(&a), &length) == 0);
+  ::close(probe);
+  temp_data_dir dir;
+  rilld_process proc(dir.path() + "/data", {}, "127.0.0.1:" + std::to_string(ntohs(a.sin_port)));
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), "rilld did not start:\n" << proc.log());
+  client_options o;
+  o.server = proc.address();
+  auto connected = client::connect(o);
+  RILL_REQUIRE_OK(connected);
+  client& c = **connected;
+  RILL_REQUIRE_OK(c.create_stream("s"));
+  proto::TopicConfig cfg;
+  cfg.set_partitions(1);
+  cfg.set_segment_bytes(1 << 20);  // the smallest: the idempotent batches end up in an older segment
+  RILL_REQUIRE_OK(c.create_topic(by_name("s"), "t", cfg));
+  auto made = producer::create(c, by_name("s"), by_name("t"));
+  RILL_REQUIRE_OK(made);
+  auto& p = **made;
+  for (int i = 0; i < 3; ++i) {
+    message m;
+    m.partition = 0;
+    m.value = "before-" + std::to_string(i);
+    RILL_REQUIRE_OK(p.send(m));
+    RILL_REQUIRE_OK(p.flush());
+  }
+  // Plain batches roll the segment; after the restart the partition rebuilds its producers from the newest segment
+  // only, so it no longer knows this producer, whose next batch starts at sequence 3.
+  for (int i = 0; i < 4; ++i) {
+    RILL_REQUIRE_OK(c.produce(by_name("s"), by_name("t"), 0, batch_of({{"filler", std::string(600 << 10, 'f')}})));
+  }
+  BOOST_TEST(proc.stop() == 0);
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), "rilld did not restart:\n" << proc.log());
+  BOOST_REQUIRE(proc.address() == o.server);
+  {
+    // What the producer's next batch would get without the client library's help.
+    auto raw = c.produce(by_name("s"), by_name("t"), 0, producer_batch(4242, 0, 3, "probe"));
+    BOOST_REQUIRE(!raw.has_value());
+    BOOST_TEST((status_of(raw.error()) == status::unknown_producer_id));
+  }
+  message m;
+  m.partition = 0;
+  m.value = "after";
+  RILL_REQUIRE_OK(p.send(m));
+  auto acks = p.flush();
+  RILL_REQUIRE_OK(acks);
+  BOOST_REQUIRE(acks->size() == 1u);
+  BOOST_TEST((*acks)[0].offset == 7u);
+  // The new id goes on at sequence 1: no gap, no error.
+  m.value = "after-2";
+  RILL_REQUIRE_OK(p.send(m));
+  auto more = p.flush();
+  RILL_REQUIRE_OK(more);
+  BOOST_REQUIRE(more->size() == 1u);
+  BOOST_TEST((*more)[0].offset == 8u);
+  auto all = c.poll(poll_request("s", "t", 0, proto::PollStrategy::OFFSET, 7));
+  RILL_REQUIRE_OK(all);
+  auto records = decode_records(0, all->batches);
+  RILL_REQUIRE_OK(records);
+  BOOST_REQUIRE(records->size() == 2u);
+  BOOST_TEST(*(*records)[0].value == "after");
+  BOOST_TEST(*(*records)[1].value == "after-2");
+}
+
+BOOST_AUTO_TEST_CASE(consumer_names_that_look_like_paths_or_temp_files_keep_their_offsets_across_a_restart) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 1);
+  for (int i = 0; i < 10; ++i) {
+    RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("t"), 0, batch_of({{"k", std::to_string(i)}})));
+  }
+  const std::vector<std::string> names = {
+      "x.tmp", "a..b", ".hidden", "-", "...", "ok", std::string(255, 'n'), std::string(251, 'z') + ".tmp"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    BOOST_TEST_CONTEXT(names[i].substr(0, 20)) {
+      RILL_REQUIRE_OK(s.cli->store_offset(by_name("s"), by_name("t"), 0, names[i], i + 1));
+    }
+  }
+  for (const std::string bad : {".", ".."}) {
+    auto r = s.cli->store_offset(by_name("s"), by_name("t"), 0, bad, 1);
+    BOOST_REQUIRE(!r.has_value());
+    BOOST_TEST((status_of(r.error()) == status::invalid_name));
+    BOOST_TEST(r.error().detail().find("'.' and '..' are not names") != std::string::npos);
+  }
+  s.restart();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    BOOST_TEST_CONTEXT(names[i].substr(0, 20)) {
+      auto got = s.cli->get_offset(by_name("s"), by_name("t"), 0, names[i]);
+      RILL_REQUIRE_OK(got);
+      BOOST_REQUIRE(got->has_value());
+      BOOST_TEST(**got == i + 1);
+    }
+  }
+  // On disk: numbered files only, none named by a consumer, and no stray temp files.
+  const std::filesystem::path dir = s.dir.path() + "/data/streams/0/topics/0/partitions/0/offsets/consumers";
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    BOOST_TEST(name.size() == 20u, name);
+    BOOST_TEST(name.find_first_not_of("0123456789") == std::string::npos, name);
+    ++files;
+  }
+  BOOST_TEST(files == names.size());
 }
