@@ -31,6 +31,7 @@
 #include "actors/runtime/metered.hpp"
 #include "actors/runtime/runtime.h"
 #include "actors/runtime/shard.h"
+#include "config/descriptor_budget.h"
 #include "config/errc.h"
 #include "net/http_server.h"
 #include "net/listen.h"
@@ -238,6 +239,7 @@ std::size_t broker::shards() const noexcept {
 expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   auto p = std::make_unique<impl>();
   p->config = std::move(cfg);
+  RILL_TRY_VOID(config::fit_descriptor_budget(p->config));  // the soft RLIMIT_NOFILE raised, the limits checked
   // The data directory, and its lock.
   storage::io::sync_engine sync;
   const std::string runtime_dir = storage::join_path(p->config.data_dir, "runtime");
@@ -269,6 +271,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->reporter = std::make_unique<stderr_reporter>(p->config.level);
   p->partition_svc.reporter = p->reporter.get();
   p->partition_svc.long_poll_wait_ms_max = p->config.long_poll_wait_ms_max;
+  p->partition_svc.consumers_per_partition_max = p->config.limits.consumers_per_partition_max;
   std::promise<std::pair<bool, std::string>> ready;
   auto ready_future = ready.get_future();
   p->metadata_svc.config = &p->config;

@@ -263,7 +263,12 @@ task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::stri
 }
 
 task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::string header) {
-  RILL_CO_TRY(change, plan_change(*state_.view(), api, header, services_->config->storage));
+  RILL_CO_TRY(change, plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits));
+  // What a deleted one with a reused id left goes before the creation is committed: after the commit, recovery
+  // would take it for the new one's data.
+  for (const auto& dir : leftovers_of(change, services_->config->data_dir)) {
+    RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, dir, services_->config->storage.delete_step_bytes));
+  }
   // The command first: a crash after it leaves only data, which recovery removes.
   RILL_CO_TRY_VOID(co_await commit(change.command));
   co_return co_await run_effects(effects_of(change, *state_.view(), services_->config->data_dir));

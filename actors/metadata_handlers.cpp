@@ -71,6 +71,25 @@ void doom_topic(metadata_change& c, std::uint32_t sid, const topic_meta& t) {
   }
 }
 
+// The refusal of a change that would pass limit `key` (its value `max`).
+rill::unexpected over_limit(std::string_view key, std::uint64_t max, std::string what) {
+  return fail(net::status::limit_exceeded, fmt::format("limits.{} = {}: {}", key, max, what));
+}
+
+expected<void> check_partition_limits(const metadata_view& view, const config::resource_limits& limits,
+                                      std::uint64_t topic_partitions, std::uint64_t adding) {
+  if (topic_partitions + adding > limits.partitions_per_topic_max) {
+    return over_limit("partitions_per_topic_max", limits.partitions_per_topic_max,
+                      fmt::format("a topic of {} partitions is refused", topic_partitions + adding));
+  }
+  const std::uint64_t node = view.partition_count();
+  if (node + adding > limits.partitions_max) {
+    return over_limit("partitions_max", limits.partitions_max,
+                      fmt::format("this node serves {} partitions; {} more are refused", node, adding));
+  }
+  return {};
+}
+
 // A directory name as a number the way recovery always read them (strtoul: the whole name, base 10).
 std::optional<std::uint64_t> dir_id(const std::string& name) {
   char* end = nullptr;
@@ -212,13 +231,19 @@ expected<reply_plan> plan_read(const metadata_view& view, std::uint16_t api, std
 }
 
 expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t api, std::string_view header,
-                                      const config::log_config& defaults) {
+                                      const config::log_config& defaults, const config::resource_limits& limits) {
   const auto a = net::api_from_wire(api);
   metadata_change c;
   c.api = a.value_or(net::api::ping);
   switch (c.api) {
     case net::api::stream_create: {
       RILL_TRY(req, parse_request_header<proto::StreamCreateRequest>(header));
+      if (view.streams.size() >= limits.streams_max) {
+        return over_limit(
+            "streams_max", limits.streams_max,
+            fmt::format("this node has {} streams; stream '{}' is refused", view.streams.size(), req.name()));
+      }
+      c.created_id = free_stream_id(view);
       c.name = req.name();
       c.command.mutable_create_stream()->set_name(req.name());
       return c;
@@ -245,6 +270,13 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(req, parse_request_header<proto::TopicCreateRequest>(header));
       RILL_TRY(s, view.find_stream(req.stream()));
       RILL_TRY(config, complete_topic_config(req.config(), defaults));
+      if (s->topics.size() >= limits.topics_per_stream_max) {
+        return over_limit(
+            "topics_per_stream_max", limits.topics_per_stream_max,
+            fmt::format("stream '{}' has {} topics; topic '{}' is refused", s->name, s->topics.size(), req.name()));
+      }
+      RILL_TRY_VOID(check_partition_limits(view, limits, 0, config.partitions()));
+      c.created_id = free_topic_id(*s);
       c.stream_id = s->id;
       c.name = req.name();
       auto* cmd = c.command.mutable_create_topic();
@@ -289,6 +321,7 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       c.partitions_from = t->config.partitions();
       c.count = req.count();
       if (c.api == net::api::partitions_add) {
+        RILL_TRY_VOID(check_partition_limits(view, limits, t->config.partitions(), req.count()));
         c.command.mutable_add_partitions()->set_stream_id(s->id);
         c.command.mutable_add_partitions()->set_topic_id(t->id);
         c.command.mutable_add_partitions()->set_count(req.count());
@@ -304,6 +337,16 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(s, view.find_stream(req.stream()));
       RILL_TRY(t, view.find_topic(*s, req.topic()));
       RILL_TRY(config, complete_group_config(req.config()));
+      if (t->groups.size() >= limits.groups_per_topic_max) {
+        return over_limit(
+            "groups_per_topic_max", limits.groups_per_topic_max,
+            fmt::format("topic '{}' has {} groups; group '{}' is refused", t->name, t->groups.size(), req.name()));
+      }
+      if (const std::uint64_t groups = view.group_count(); groups >= limits.groups_max) {
+        return over_limit("groups_max", limits.groups_max,
+                          fmt::format("this node has {} consumer groups; group '{}' is refused", groups, req.name()));
+      }
+      c.created_id = free_group_id(*t);
       c.stream_id = s->id;
       c.topic_id = t->id;
       c.name = req.name();
@@ -331,6 +374,40 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
     default:
       return fail(net::status::unknown_api, fmt::format("api {} is not a metadata change", api));
   }
+}
+
+std::vector<std::string> leftovers_of(const metadata_change& change, const std::string& data_dir) {
+  std::vector<std::string> out;
+  const std::uint32_t sid = change.stream_id;
+  const std::uint32_t tid = change.topic_id;
+  switch (change.api) {
+    case net::api::stream_create:
+      if (change.created_id) {  // none: the commit refuses it (every id live)
+        out.push_back(fmt::format("{}/groups/{}", data_dir, *change.created_id));
+        out.push_back(fmt::format("{}/{}", streams_root(data_dir), *change.created_id));
+      }
+      break;
+    case net::api::topic_create:
+      if (change.created_id) {
+        out.push_back(fmt::format("{}/groups/{}/{}", data_dir, sid, *change.created_id));
+        out.push_back(fmt::format("{}/{}/topics/{}", streams_root(data_dir), sid, *change.created_id));
+      }
+      break;
+    case net::api::group_create:
+      if (change.created_id) {
+        out.push_back(fmt::format("{}/groups/{}/{}/{}", data_dir, sid, tid, *change.created_id));
+      }
+      break;
+    case net::api::partitions_add:
+      for (std::uint64_t p = change.partitions_from;
+           p < std::uint64_t{change.partitions_from} + change.count && p < partitions_max; ++p) {
+        out.push_back(partition_dir(data_dir, sid, tid, static_cast<std::uint32_t>(p)));
+      }
+      break;
+    default:
+      break;
+  }
+  return out;
 }
 
 metadata_effects effects_of(const metadata_change& change, const metadata_view& after, const std::string& data_dir) {

@@ -20,6 +20,7 @@
 #include "actors/metadata_state.h"
 #include "base/expected.h"
 #include "config/log_config.h"
+#include "config/resource_limits.h"
 #include "net/frame.h"
 #include "net/proto/metadata.pb.h"
 #include "net/proto/rill.pb.h"
@@ -80,12 +81,22 @@ struct metadata_change {
   std::uint32_t count = 0;            // and how many it adds or deletes
   std::vector<std::uint64_t> doomed_partitions;
   std::vector<std::uint64_t> doomed_groups;
+  // stream, topic, group create: the id it will get (free_*_id of the view; the commit assigns the same, since
+  // changes run one at a time).
+  std::optional<std::uint32_t> created_id;
 };
 
 // Errors: bad_header, stream_not_found, topic_not_found, group_not_found, invalid_config, unknown_api (not a
-// change). What only the state can tell (exists, limits, names) is metadata_state::check's, at the commit.
+// change), limit_exceeded (the change would pass one of `limits`: the message names the key and its value; checked
+// here, before anything is committed or created). What only the state can tell (exists, names, id space) is
+// metadata_state::check's, at the commit.
 expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t api, std::string_view header,
-                                      const config::log_config& defaults);
+                                      const config::log_config& defaults, const config::resource_limits& limits);
+
+// The directories a change's creation will use (a reused stream, topic or group id; partitions added back after a
+// delete), which the actor removes, durably, before it commits the change: what a deleted one with the same id left
+// there (its removal failed, or a crash cut it short) must never become the new one's data. Empty for other changes.
+[[nodiscard]] std::vector<std::string> leftovers_of(const metadata_change& change, const std::string& data_dir);
 
 struct partition_range {
   std::uint32_t stream_id = 0;

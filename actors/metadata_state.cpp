@@ -70,12 +70,57 @@ expected<void> check_config(const proto::TopicConfig& c) {
   return {};
 }
 
+// The first id at or after `cursor` (wrapping at `ids_max`) that `live` does not hold.
+template <class Map>
+std::optional<std::uint32_t> first_free(const Map& live, std::uint32_t cursor, std::uint32_t ids_max) {
+  RILL_ASSERT(ids_max > 0);
+  RILL_ASSERT(cursor <= ids_max, "cursor {} beyond the id space {}", cursor, ids_max);
+  if (live.size() >= ids_max) {
+    return std::nullopt;
+  }
+  std::uint32_t id = cursor % ids_max;
+  while (live.contains(id)) {  // ends: fewer than ids_max are live
+    id = (id + 1) % ids_max;
+  }
+  return id;
+}
+
 const stream_meta* stream_by_id(const metadata_view& v, std::uint32_t id) {
   auto it = v.streams.find(id);
   return it == v.streams.end() ? nullptr : &it->second;
 }
 
 }  // namespace
+
+std::optional<std::uint32_t> free_stream_id(const metadata_view& view) {
+  return first_free(view.streams, view.next_stream_id, stream_ids_max);
+}
+std::optional<std::uint32_t> free_topic_id(const stream_meta& stream) {
+  return first_free(stream.topics, stream.next_topic_id, topic_ids_max);
+}
+std::optional<std::uint32_t> free_group_id(const topic_meta& topic) {
+  return first_free(topic.groups, topic.next_group_id, group_ids_max);
+}
+
+std::uint64_t metadata_view::partition_count() const {
+  std::uint64_t n = 0;
+  for (const auto& [sid, s] : streams) {
+    for (const auto& [tid, t] : s.topics) {
+      n += t.config.partitions();
+    }
+  }
+  return n;
+}
+
+std::uint64_t metadata_view::group_count() const {
+  std::uint64_t n = 0;
+  for (const auto& [sid, s] : streams) {
+    for (const auto& [tid, t] : s.topics) {
+      n += t.groups.size();
+    }
+  }
+  return n;
+}
 
 expected<const stream_meta*> metadata_view::find_stream(const proto::Identifier& id) const {
   if (id.kind_case() == proto::Identifier::kId) {
@@ -307,8 +352,8 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
       if (stream_named(c.name()) != nullptr) {
         return fail(net::status::already_exists, fmt::format("stream '{}' already exists", c.name()));
       }
-      if (v.next_stream_id >= stream_ids_max) {
-        return fail(net::status::invalid_config, fmt::format("no more stream ids (at most {})", stream_ids_max));
+      if (!free_stream_id(v)) {
+        return fail(net::status::limit_exceeded, fmt::format("all {} stream ids are in use", stream_ids_max));
       }
       return {};
     }
@@ -334,9 +379,9 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
         return fail(net::status::already_exists,
                     fmt::format("topic '{}' already exists in stream '{}'", c.name(), s->name));
       }
-      if (s->next_topic_id >= topic_ids_max) {
-        return fail(net::status::invalid_config,
-                    fmt::format("no more topic ids in stream '{}' (at most {})", s->name, topic_ids_max));
+      if (!free_topic_id(*s)) {
+        return fail(net::status::limit_exceeded,
+                    fmt::format("all {} topic ids of stream '{}' are in use", topic_ids_max, s->name));
       }
       return check_config(c.config());
     }
@@ -391,8 +436,8 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
                       fmt::format("group '{}' already exists in topic '{}'", c.name(), t->name));
         }
       }
-      if (t->groups.size() >= groups_per_topic_max || t->next_group_id >= group_ids_max) {
-        return fail(net::status::invalid_config,
+      if (t->groups.size() >= groups_per_topic_max || !free_group_id(*t)) {
+        return fail(net::status::limit_exceeded,
                     fmt::format("topic '{}' has {} groups, the most it takes", t->name, t->groups.size()));
       }
       RILL_TRY_VOID(complete_group_config(c.config()));
@@ -425,7 +470,8 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
   switch (cmd.kind_case()) {
     case proto::MetadataCommand::kCreateStream: {
       stream_meta s;
-      s.id = next->next_stream_id++;
+      s.id = *free_stream_id(*next);  // check() found one
+      next->next_stream_id = s.id + 1;
       s.name = cmd.create_stream().name();
       s.created_ms = cmd.time_ms();
       out.stream_id = s.id;
@@ -444,7 +490,8 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
       const auto& c = cmd.create_topic();
       stream_meta& s = next->streams.at(c.stream_id());
       topic_meta t;
-      t.id = s.next_topic_id++;
+      t.id = *free_topic_id(s);  // check() found one
+      s.next_topic_id = t.id + 1;
       t.name = c.name();
       t.created_ms = cmd.time_ms();
       t.config = c.config();
@@ -489,7 +536,8 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
       const auto& c = cmd.create_group();
       topic_meta& t = next->streams.at(c.stream_id()).topics.at(c.topic_id());
       group_meta g;
-      g.id = t.next_group_id++;
+      g.id = *free_group_id(t);  // check() found one
+      t.next_group_id = g.id + 1;
       g.name = c.name();
       g.created_ms = cmd.time_ms();
       g.config = *complete_group_config(c.config());
@@ -543,9 +591,14 @@ proto::MetadataSnapshot metadata_state::snapshot(std::uint64_t applied_offset) c
 
 expected<metadata_state> metadata_state::from_snapshot(const proto::MetadataSnapshot& snap) {
   auto view = std::make_shared<metadata_view>();
+  // Cursors may sit anywhere in their id space, and live ids on either side of them (ids wrap).
   view->next_stream_id = snap.next_stream_id();
+  if (view->next_stream_id > stream_ids_max) {
+    return fail(net::status::internal_error,
+                fmt::format("metadata snapshot: stream cursor {} beyond {}", view->next_stream_id, stream_ids_max));
+  }
   for (const auto& ps : snap.streams()) {
-    if (ps.id() >= view->next_stream_id || view->streams.count(ps.id())) {
+    if (ps.id() >= stream_ids_max || view->streams.count(ps.id())) {
       return fail(net::status::internal_error, fmt::format("metadata snapshot: stream id {} out of order", ps.id()));
     }
     stream_meta s;
@@ -553,8 +606,12 @@ expected<metadata_state> metadata_state::from_snapshot(const proto::MetadataSnap
     s.name = ps.name();
     s.created_ms = ps.created_ms();
     s.next_topic_id = ps.next_topic_id();
+    if (s.next_topic_id > topic_ids_max) {
+      return fail(net::status::internal_error,
+                  fmt::format("metadata snapshot: topic cursor {} beyond {}", s.next_topic_id, topic_ids_max));
+    }
     for (const auto& pt : ps.topics()) {
-      if (pt.id() >= s.next_topic_id) {
+      if (pt.id() >= topic_ids_max || s.topics.count(pt.id())) {
         return fail(net::status::internal_error, fmt::format("metadata snapshot: topic id {} out of order", pt.id()));
       }
       topic_meta t;
@@ -563,8 +620,12 @@ expected<metadata_state> metadata_state::from_snapshot(const proto::MetadataSnap
       t.created_ms = pt.created_ms();
       t.config = pt.config();
       t.next_group_id = pt.next_group_id();
+      if (t.next_group_id > group_ids_max) {
+        return fail(net::status::internal_error,
+                    fmt::format("metadata snapshot: group cursor {} beyond {}", t.next_group_id, group_ids_max));
+      }
       for (const auto& pg : pt.groups()) {
-        if (pg.id() >= t.next_group_id) {
+        if (pg.id() >= group_ids_max || t.groups.count(pg.id())) {
           return fail(net::status::internal_error, fmt::format("metadata snapshot: group id {} out of order", pg.id()));
         }
         group_meta g;

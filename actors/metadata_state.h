@@ -5,9 +5,16 @@
 // apply(). Deterministic: the same commands give the same state (ids are assigned from counters in the state).
 //
 // Invariants
-// - Names are 1-255 bytes of [A-Za-z0-9._-] and unique within their parent; ids are assigned from 0 and never
-//   reused (counters only grow).
-// - Ids fit the namespace packing: stream < 2^20, topic < 2^12, partition < 2^20.
+// - Names are 1-255 bytes of [A-Za-z0-9._-] and unique within their parent.
+// - Ids fit the namespace packing: stream < 2^20, topic < 2^12, partition < 2^20 (groups < 2^20).
+// - Ids are reused once what they named is gone: a stream, topic or group gets the first id at or after its
+//   parent's cursor (next_*_id, wrapping at the id space's end) that no live one holds, and the cursor moves past
+//   it; so an id comes back only after the whole id space went round (a client's stale id rarely meets a new
+//   topic), and creation never fails while fewer than the id space are alive. A command log written by an earlier
+//   build (ids from counters that only grew) replays to the same ids: its cursor never met a live id.
+// - A reused id's directories may hold leftovers of the deleted one (its removal failed or a crash cut it): the
+//   metadata actor removes them before it commits the creation (metadata_handlers.h, leftovers_of), so recovery
+//   never finds an old topic's data under a new topic.
 // - A view, once published, never changes: readers on every shard hold it without locks.
 #include <cstdint>
 #include <map>
@@ -46,8 +53,8 @@ struct topic_meta {
   std::uint32_t id = 0;
   std::string name;
   std::uint64_t created_ms = 0;
-  proto::TopicConfig config;  // complete: every field set
-  std::uint32_t next_group_id = 0;
+  proto::TopicConfig config;        // complete: every field set
+  std::uint32_t next_group_id = 0;  // the cursor of group ids (free_group_id)
   std::map<std::uint32_t, group_meta> groups;
 };
 
@@ -55,15 +62,19 @@ struct stream_meta {
   std::uint32_t id = 0;
   std::string name;
   std::uint64_t created_ms = 0;
-  std::uint32_t next_topic_id = 0;
+  std::uint32_t next_topic_id = 0;  // the cursor of topic ids (free_topic_id)
   std::map<std::uint32_t, topic_meta> topics;
 };
 
 // An immutable picture of all metadata.
 struct metadata_view {
   std::map<std::uint32_t, stream_meta> streams;
-  std::uint32_t next_stream_id = 0;
-  std::uint64_t version = 0;  // commands applied so far
+  std::uint32_t next_stream_id = 0;  // the cursor of stream ids (free_stream_id)
+  std::uint64_t version = 0;         // commands applied so far
+
+  // Partitions and groups of every topic together (what limits.partitions_max and limits.groups_max count).
+  [[nodiscard]] std::uint64_t partition_count() const;
+  [[nodiscard]] std::uint64_t group_count() const;
 
   // Errors carry net::status codes (stream_not_found, topic_not_found) with a message naming what was asked.
   expected<const stream_meta*> find_stream(const proto::Identifier& id) const;
@@ -71,6 +82,11 @@ struct metadata_view {
   // Error: group_not_found.
   static expected<const group_meta*> find_group(const topic_meta& topic, const proto::Identifier& id);
 };
+
+// The id a new stream, topic or group would get (see the invariants), or nullopt when every id is live.
+[[nodiscard]] std::optional<std::uint32_t> free_stream_id(const metadata_view& view);
+[[nodiscard]] std::optional<std::uint32_t> free_topic_id(const stream_meta& stream);
+[[nodiscard]] std::optional<std::uint32_t> free_group_id(const topic_meta& topic);
 
 // The partition's position in the namespace (stream 20 bits, topic 12 bits, partition 20 bits) and the shard that
 // owns it: upper 16 bits of murmur3_64(namespace) modulo the shard count.
@@ -102,7 +118,9 @@ class metadata_state {
   metadata_state();
 
   // Is `cmd` valid now? Changes nothing. Errors: invalid_name, already_exists, stream_not_found, topic_not_found,
-  // invalid_config, partition_not_found (deleting more partitions than exist), unsupported.
+  // invalid_config, partition_not_found (deleting more partitions than exist), unsupported, limit_exceeded (every id
+  // of the id space live, or groups_per_topic_max groups: the state's own bounds; the configured limits are the
+  // handlers', before the commit, since they may change between runs and replay must accept what was committed).
   expected<void> check(const proto::MetadataCommand& cmd) const;
 
   struct applied {

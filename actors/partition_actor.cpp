@@ -60,6 +60,7 @@ void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
     services_->reporter->notice(fmt::format("partition {}: cannot open: {}", id_.dir, r.error().message()));
   } else {
     state_ = std::move(*r);
+    state_->set_consumers_max(services_->consumers_per_partition_max);
     // Parked long polls look again whenever more becomes visible (after a produce's sync, or a periodic one).
     state_->log().on_committed([this] { after_append(); });
     publish_gauges();

@@ -34,6 +34,7 @@ struct partition_services {
   std::uint64_t long_poll_wait_ms_max = 30'000;
   std::chrono::milliseconds retention_interval{30'000};
   std::uint64_t default_max_bytes = 1 << 20;
+  std::uint64_t consumers_per_partition_max = 1'000;  // limits.consumers_per_partition_max
 };
 
 // Internal messages: sent by the actor's own timers and I/O, never by another actor.

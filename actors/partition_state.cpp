@@ -352,6 +352,13 @@ task<expected<std::optional<std::int64_t>>> partition_state::store_consumer_offs
                    fmt::format("offset {} for consumer '{}': the partition has offsets up to {}", offset, consumer,
                                log_->log_end().value()));
   }
+  // Counted by offset files (reserved or written), since each new name takes one.
+  if (!consumer_files_.contains(consumer) && consumer_files_.size() >= consumers_max_) {
+    co_return fail(net::status::limit_exceeded,
+                   fmt::format("limits.consumers_per_partition_max = {}: partition {} has {} named consumers; "
+                               "consumer '{}' is refused",
+                               consumers_max_, dir_, consumer_files_.size(), consumer));
+  }
   const std::string dir = storage::join_path(dir_, offsets_dir);
   if (consumer_files_.empty()) {
     RILL_CO_TRY_VOID(co_await storage::make_dirs(engine_, dir));

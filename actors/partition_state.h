@@ -72,8 +72,12 @@ class partition_state {
   [[nodiscard]] proto::PartitionInfo info(std::uint32_t partition_id) const;
 
   [[nodiscard]] std::optional<std::int64_t> consumer_offset(const std::string& consumer) const;
-  // Stores `offset` for `consumer` (atomic file). Returns the previous offset, if any.
+  // Stores `offset` for `consumer` (atomic file). Returns the previous offset, if any. Error limit_exceeded: a new
+  // consumer beyond consumers_max (nothing is written).
   task<expected<std::optional<std::int64_t>>> store_consumer_offset(std::string consumer, std::int64_t offset);
+  // Named consumers with offsets this partition keeps at most (limits.consumers_per_partition_max); those loaded at
+  // open beyond it stay, only new ones are refused.
+  void set_consumers_max(std::uint64_t consumers_max) noexcept { consumers_max_ = consumers_max; }
 
   storage::partition_log& log() noexcept { return *log_; }
   task<expected<void>> close();
@@ -106,6 +110,7 @@ class partition_state {
   std::map<std::string, std::int64_t> consumer_offsets_;
   std::map<std::string, std::uint64_t> consumer_files_;  // the id of each consumer's offset file (reserved or written)
   std::uint64_t consumer_file_next_ = 0;
+  std::uint64_t consumers_max_ = 1'000;
 };
 
 // Consumer names: the same rules as stream and topic names (1-255 bytes of [A-Za-z0-9._-], not '.' or '..').

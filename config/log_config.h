@@ -43,7 +43,8 @@ struct log_config {
   // (retriable). [flush_bytes_max, 1 GiB], default 64 MiB.
   std::uint64_t pending_bytes_max = 64 * limits::mib;
   // preallocate_bytes: under sync_before_ack, the active segment is kept pre-written with zeros this far ahead of
-  // the write position (overwrites sync about twice as fast as appends here). 0 = off. [0, 256 MiB], default 8 MiB.
+  // the write position (overwrites sync about twice as fast as appends here), from the first write to a segment on
+  // (never at creation or open: idle partitions hold no zeros). 0 = off. [0, 256 MiB], default 8 MiB.
   std::uint64_t preallocate_bytes = 8 * limits::mib;
   // read_window_bytes: size of one positional read. [4 KiB, 16 MiB], default 1 MiB.
   std::uint64_t read_window_bytes = 1 * limits::mib;

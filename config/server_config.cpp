@@ -85,6 +85,19 @@ key_spec storage_integer(std::string name, std::uint64_t min, std::uint64_t max,
                   [field](const server_config& c) { return config_value{c.storage.*field}; }};
 }
 
+key_spec limits_integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
+                        std::uint64_t resource_limits::*field) {
+  return key_spec{std::move(name),
+                  kind::integer,
+                  std::move(description),
+                  min,
+                  max,
+                  {},
+                  false,
+                  [field](server_config& c, const config_value& v) { c.limits.*field = std::get<std::uint64_t>(v); },
+                  [field](const server_config& c) { return config_value{c.limits.*field}; }};
+}
+
 key_spec address_key(std::string name, std::string description, address server_config::*field) {
   return key_spec{std::move(name),
                   kind::addr,
@@ -207,9 +220,11 @@ const std::vector<key_spec>& registry() {
     k.push_back(storage_integer("storage.pending_bytes_max", 4 * kib, 1 * gib,
                                 "Queued bytes per partition beyond which produces get a retriable overload error.",
                                 &log_config::pending_bytes_max));
-    k.push_back(storage_integer("storage.preallocate_bytes", 0, 256 * mib,
-                                "Under sync_before_ack, keep the active segment written with zeros this far ahead.",
-                                &log_config::preallocate_bytes));
+    k.push_back(storage_integer(
+        "storage.preallocate_bytes", 0, 256 * mib,
+        "Under sync_before_ack, keep the active segment written with zeros this far ahead, from its first "
+        "write on (idle partitions hold none).",
+        &log_config::preallocate_bytes));
     k.push_back(storage_integer("storage.read_window_bytes", limits::read_window_bytes_min,
                                 limits::read_window_bytes_limit, "Size of one positional read of a fetch.",
                                 &log_config::read_window_bytes));
@@ -236,6 +251,26 @@ const std::vector<key_spec>& registry() {
                            }
                          },
                          [](const server_config& c) { return config_value{std::string(to_string(c.level))}; }});
+    // [limits]: what clients may make this node hold (config/resource_limits.h; docs/operations.md, Limits).
+    k.push_back(
+        limits_integer("limits.streams_max", 1, streams_limit, "Streams on this node.", &resource_limits::streams_max));
+    k.push_back(limits_integer("limits.topics_per_stream_max", 1, topics_per_stream_limit, "Topics in one stream.",
+                               &resource_limits::topics_per_stream_max));
+    k.push_back(limits_integer("limits.partitions_per_topic_max", 1, partitions_per_topic_limit,
+                               "Partitions of one topic (at creation and after partitions add).",
+                               &resource_limits::partitions_per_topic_max));
+    k.push_back(limits_integer("limits.partitions_max", 1, partitions_limit,
+                               "Partitions of every topic on this node together; each holds about 4 descriptors open "
+                               "(rilld refuses to start when these and network.connections_max exceed its "
+                               "descriptor limit).",
+                               &resource_limits::partitions_max));
+    k.push_back(limits_integer("limits.groups_per_topic_max", 1, groups_per_topic_limit,
+                               "Consumer groups of one topic.", &resource_limits::groups_per_topic_max));
+    k.push_back(limits_integer("limits.groups_max", 1, groups_limit,
+                               "Consumer groups of every topic on this node together.", &resource_limits::groups_max));
+    k.push_back(limits_integer("limits.consumers_per_partition_max", 1, consumers_per_partition_limit,
+                               "Named consumers that store offsets in one partition (one file each).",
+                               &resource_limits::consumers_per_partition_max));
     // Environment names must be unique.
     std::set<std::string> envs;
     for (const auto& key : k) {

@@ -13,6 +13,7 @@
 #include "base/expected.h"
 #include "config/address.h"
 #include "config/log_config.h"
+#include "config/resource_limits.h"
 
 namespace rill::config {
 
@@ -40,6 +41,8 @@ struct server_config {
   log_config storage;
   // [logging]
   log_level level = log_level::info;
+  // [limits]: what clients may make this node hold
+  resource_limits limits;
 };
 
 // A value as written in the file, the environment or a flag.

@@ -32,6 +32,8 @@ std::string_view to_string(status s) noexcept {
       return "invalid_name";
     case status::invalid_config:
       return "invalid_config";
+    case status::limit_exceeded:
+      return "limit_exceeded";
     case status::stream_not_found:
       return "stream_not_found";
     case status::topic_not_found:

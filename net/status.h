@@ -20,6 +20,7 @@ enum class status : std::uint16_t {
   unsupported = 6,      // a reserved API (login) or option not built yet
   invalid_name = 10,    // names are 1-255 bytes of [A-Za-z0-9._-]
   invalid_config = 11,  // a topic setting out of range (the message names it)
+  limit_exceeded = 12,  // the request would pass a server limit (the message names its key and value)
   stream_not_found = 20,
   topic_not_found = 21,
   partition_not_found = 22,

@@ -657,7 +657,8 @@ task<expected<void>> partition_log::maybe_preallocate(segment& seg) {
   const std::uint64_t cap = std::max(options_.config.segment_bytes, seg.size);
   // Top up as soon as an eighth of the window is used: one large zero write (and the fdatasync that must then
   // carry it) stalls the appends queued behind it, while small steps spread the same bytes evenly (bench/compare:
-  // halving the window at a time doubled the p99 of durable produces). A fresh segment gets the whole window.
+  // halving the window at a time doubled the p99 of durable produces). A segment's first write (after creation, a
+  // roll or an open) gets the whole window: only partitions being written hold zeros.
   const std::uint64_t step = std::max<std::uint64_t>(ahead / 32, 64 * 1024);
   const std::uint64_t target = std::min(cap, seg.size + ahead);
   if (seg.file_size >= target || target - seg.file_size < std::min(step, target - seg.size)) {
@@ -770,9 +771,8 @@ task<expected<std::shared_ptr<segment>>> partition_log::create_segment(offset_t 
     (void)co_await unlink_file(engine_, seg->index_path(), true);
     co_return unexpected(std::move(synced).error());
   }
-  if (options_.config.durability == config::durability_mode::sync_before_ack && options_.config.preallocate_bytes > 0) {
-    (void)co_await maybe_preallocate(*seg);
-  }
+  // No preallocation here: a segment gets its zeros after its first write (finish_group), so a node with thousands
+  // of idle partitions holds none, and a fresh or reopened one costs two empty files.
   co_return seg;
 }
 

@@ -293,6 +293,8 @@ class partition_log {
   void mark_synced(offset_t target);
   task<expected<void>> roll();
   task<expected<void>> seal(segment& seg);
+  // Keeps `seg` (the active segment, just written) pre-written with zeros preallocate_bytes ahead of its end. Called
+  // only after a write, never at creation or open: an idle partition holds no zeros.
   task<expected<void>> maybe_preallocate(segment& seg);
   task<expected<void>> persist_superblock();
   void fail_pending(const rill::error& e);

@@ -4,6 +4,10 @@
 // which data directories recovery keeps.
 #include <boost/test/unit_test.hpp>
 
+#include <set>
+
+#include <fmt/core.h>
+
 #include "actors/metadata_handlers.h"
 #include "net/status.h"
 #include "tests/test_util.h"
@@ -38,10 +42,11 @@ net::status status_of(const E& r) {
 struct harness {
   metadata_state state;
   config::log_config defaults;
+  config::resource_limits limits;
   std::string data_dir = "/data";
 
   expected<metadata_change> plan(net::api api, const google::protobuf::MessageLite& req) {
-    return plan_change(*state.view(), wire(api), req.SerializeAsString(), defaults);
+    return plan_change(*state.view(), wire(api), req.SerializeAsString(), defaults, limits);
   }
   // Plans, checks and applies the change; its effects.
   expected<metadata_effects> change(net::api api, const google::protobuf::MessageLite& req) {
@@ -117,8 +122,8 @@ BOOST_AUTO_TEST_CASE(reads_and_changes_are_told_apart) {
     BOOST_TEST(is_metadata_read(wire(a)));
   }
   for (auto a : {net::api::stream_create, net::api::stream_update, net::api::stream_delete, net::api::topic_create,
-                 net::api::topic_update, net::api::topic_delete, net::api::partitions_add,
-                 net::api::partitions_delete, net::api::group_create, net::api::group_delete}) {
+                 net::api::topic_update, net::api::topic_delete, net::api::partitions_add, net::api::partitions_delete,
+                 net::api::group_create, net::api::group_delete}) {
     BOOST_TEST(!is_metadata_read(wire(a)));
   }
   BOOST_TEST(!is_metadata_read(9999));
@@ -164,8 +169,8 @@ BOOST_AUTO_TEST_CASE(a_stream_is_created_updated_listed_got_and_deleted) {
   RILL_REQUIRE_OK(got);
   BOOST_TEST((got->kind == reply_kind::stream));
   BOOST_REQUIRE(got->topics.size() == 2u);
-  BOOST_TEST(got->topics[0].partitions == (std::vector<std::uint64_t>{partition_namespace(0, 0, 0),
-                                                                      partition_namespace(0, 0, 1)}));
+  BOOST_TEST(got->topics[0].partitions ==
+             (std::vector<std::uint64_t>{partition_namespace(0, 0, 0), partition_namespace(0, 0, 1)}));
   BOOST_TEST(got->topics[1].partitions == std::vector<std::uint64_t>{partition_namespace(0, 1, 0)});
   proto::StreamGetReply gr;
   BOOST_REQUIRE(gr.ParseFromString(fill_and_build(*got)));
@@ -185,9 +190,9 @@ BOOST_AUTO_TEST_CASE(a_stream_is_created_updated_listed_got_and_deleted) {
   BOOST_TEST(planned->command.delete_stream().stream_id() == 0u);
   auto deleted = h.change(net::api::stream_delete, del);
   RILL_REQUIRE_OK(deleted);
-  BOOST_TEST(deleted->destroy_partitions == (std::vector<std::uint64_t>{partition_namespace(0, 0, 0),
-                                                                         partition_namespace(0, 0, 1),
-                                                                         partition_namespace(0, 1, 0)}));
+  BOOST_TEST(deleted->destroy_partitions ==
+             (std::vector<std::uint64_t>{partition_namespace(0, 0, 0), partition_namespace(0, 0, 1),
+                                         partition_namespace(0, 1, 0)}));
   BOOST_TEST(deleted->destroy_groups == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
   BOOST_TEST(deleted->remove_trees == (std::vector<std::string>{"/data/groups/0", "/data/streams/0"}));
   BOOST_TEST(!deleted->spawn_partitions.has_value());
@@ -199,10 +204,10 @@ BOOST_AUTO_TEST_CASE(stream_errors_bad_header_not_found_exists_and_names) {
   harness h;
   h.create_stream("orders");
   // A header that does not parse.
-  BOOST_TEST((status_of(plan_read(*h.state.view(), wire(net::api::stream_get), "\xff\xff\xff")) ==
-              net::status::bad_header));
-  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::stream_delete), "\xff\xff\xff", h.defaults)) ==
-              net::status::bad_header));
+  BOOST_TEST(
+      (status_of(plan_read(*h.state.view(), wire(net::api::stream_get), "\xff\xff\xff")) == net::status::bad_header));
+  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::stream_delete), "\xff\xff\xff", h.defaults,
+                                    h.limits)) == net::status::bad_header));
   // No stream named: bad_header; an unknown one: stream_not_found.
   BOOST_TEST((status_of(h.read(net::api::stream_get, proto::StreamGetRequest{})) == net::status::bad_header));
   proto::StreamGetRequest missing;
@@ -275,9 +280,9 @@ BOOST_AUTO_TEST_CASE(a_topic_is_created_got_listed_updated_and_deleted) {
   up.mutable_config()->set_retention_ms(60'000);
   auto updated = h.change(net::api::topic_update, up);
   RILL_REQUIRE_OK(updated);
-  BOOST_TEST(updated->close_partitions == (std::vector<std::uint64_t>{partition_namespace(0, 0, 0),
-                                                                       partition_namespace(0, 0, 1),
-                                                                       partition_namespace(0, 0, 2)}));
+  BOOST_TEST(updated->close_partitions ==
+             (std::vector<std::uint64_t>{partition_namespace(0, 0, 0), partition_namespace(0, 0, 1),
+                                         partition_namespace(0, 0, 2)}));
   BOOST_REQUIRE(updated->spawn_partitions.has_value());
   BOOST_TEST(updated->spawn_partitions->from == 0u);
   BOOST_TEST(updated->spawn_partitions->to == 3u);
@@ -454,14 +459,15 @@ BOOST_AUTO_TEST_CASE(group_errors_exists_config_and_limits) {
   *list.mutable_stream() = by_name("orders");
   *list.mutable_topic() = by_id(4);
   BOOST_TEST((status_of(h.read(net::api::group_list, list)) == net::status::topic_not_found));
-  // A topic holds groups_per_topic_max groups at most.
+  // A topic holds groups_per_topic_max groups at most (the state's own bound, above the configured limit's range).
+  h.limits.groups_per_topic_max = config::groups_per_topic_limit;
   *req.mutable_topic() = by_name("eu");
   for (std::size_t g = 1; g < groups_per_topic_max; ++g) {
     req.set_name("g" + std::to_string(g));
     RILL_REQUIRE_OK(h.change(net::api::group_create, req));
   }
   req.set_name("one-too-many");
-  BOOST_TEST((status_of(h.change(net::api::group_create, req)) == net::status::invalid_config));
+  BOOST_TEST((status_of(h.change(net::api::group_create, req)) == net::status::limit_exceeded));
 }
 
 BOOST_AUTO_TEST_CASE(stats_count_streams_and_topics_the_actor_adds_the_rest) {
@@ -485,11 +491,11 @@ BOOST_AUTO_TEST_CASE(stats_count_streams_and_topics_the_actor_adds_the_rest) {
 BOOST_AUTO_TEST_CASE(apis_that_are_not_metadata_are_refused) {
   harness h;
   BOOST_TEST((status_of(plan_read(*h.state.view(), wire(net::api::stream_create), "")) == net::status::unknown_api));
-  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::stream_get), "", h.defaults)) ==
+  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::stream_get), "", h.defaults, h.limits)) ==
               net::status::unknown_api));
-  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::produce), "", h.defaults)) ==
+  BOOST_TEST((status_of(plan_change(*h.state.view(), wire(net::api::produce), "", h.defaults, h.limits)) ==
               net::status::unknown_api));
-  BOOST_TEST((status_of(plan_change(*h.state.view(), 9999, "", h.defaults)) == net::status::unknown_api));
+  BOOST_TEST((status_of(plan_change(*h.state.view(), 9999, "", h.defaults, h.limits)) == net::status::unknown_api));
   BOOST_TEST((status_of(plan_read(*h.state.view(), 9999, "")) == net::status::unknown_api));
 }
 
@@ -520,4 +526,167 @@ BOOST_AUTO_TEST_CASE(recovery_keeps_the_data_the_view_knows) {
   BOOST_TEST(!known_data_entry(v, data_tree::groups, ids{0, 0}, "1").has_value());
   BOOST_TEST(!known_data_entry(v, data_tree::groups, ids{0, 3}, "0").has_value());
   BOOST_TEST(partition_dir("/data", 1, 2, 3) == "/data/streams/1/topics/2/partitions/3");
+}
+
+namespace {
+// The refusal of a limit: limit_exceeded, naming the key and its value; nothing was committed.
+void refused_by(const expected<metadata_change>& planned, const std::string& key_and_value) {
+  BOOST_REQUIRE(!planned.has_value());
+  BOOST_TEST((status_of(planned) == net::status::limit_exceeded));
+  BOOST_TEST(planned.error().message().find(key_and_value) != std::string::npos, planned.error().message());
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_limit_refuses_before_the_commit_and_names_its_key) {
+  harness h;
+  h.limits.streams_max = 2;
+  h.limits.topics_per_stream_max = 2;
+  h.limits.partitions_per_topic_max = 10;
+  h.limits.partitions_max = 15;
+  h.limits.groups_per_topic_max = 2;
+  h.limits.groups_max = 3;
+  h.create_stream("a");
+  h.create_stream("b");
+  proto::StreamCreateRequest stream;
+  stream.set_name("c");
+  refused_by(h.plan(net::api::stream_create, stream), "limits.streams_max = 2");
+
+  h.create_topic("a", "x", 10);
+  proto::TopicCreateRequest topic;
+  *topic.mutable_stream() = by_name("a");
+  topic.set_name("y");
+  topic.mutable_config()->set_partitions(11);
+  refused_by(h.plan(net::api::topic_create, topic), "limits.partitions_per_topic_max = 10");
+  topic.mutable_config()->set_partitions(6);  // 10 + 6 > 15 on the node
+  refused_by(h.plan(net::api::topic_create, topic), "limits.partitions_max = 15");
+  topic.mutable_config()->set_partitions(5);
+  RILL_REQUIRE_OK(h.change(net::api::topic_create, topic));
+  topic.set_name("z");
+  topic.mutable_config()->set_partitions(1);
+  refused_by(h.plan(net::api::topic_create, topic), "limits.topics_per_stream_max = 2");
+
+  // Adding partitions is checked the same way.
+  proto::PartitionsAddRequest add;
+  *add.mutable_stream() = by_name("a");
+  *add.mutable_topic() = by_name("x");
+  add.set_count(1);
+  refused_by(h.plan(net::api::partitions_add, add), "limits.partitions_per_topic_max = 10");
+  *add.mutable_topic() = by_name("y");
+  refused_by(h.plan(net::api::partitions_add, add), "limits.partitions_max = 15");
+  add.set_count(4'000'000'000u);  // no overflow
+  refused_by(h.plan(net::api::partitions_add, add), "limits.partitions_per_topic_max = 10");
+
+  h.create_group("a", "x", "g1");
+  h.create_group("a", "x", "g2");
+  proto::GroupCreateRequest group;
+  *group.mutable_stream() = by_name("a");
+  *group.mutable_topic() = by_name("x");
+  group.set_name("g3");
+  refused_by(h.plan(net::api::group_create, group), "limits.groups_per_topic_max = 2");
+  h.create_group("a", "y", "g1");
+  *group.mutable_topic() = by_name("y");
+  refused_by(h.plan(net::api::group_create, group), "limits.groups_max = 3");
+
+  // Deleting makes room again; what exists beyond a lowered limit stays, only growth is refused.
+  proto::TopicDeleteRequest del;
+  *del.mutable_stream() = by_name("a");
+  *del.mutable_topic() = by_name("y");
+  RILL_REQUIRE_OK(h.change(net::api::topic_delete, del));
+  RILL_REQUIRE_OK(h.change(net::api::topic_create, topic));
+  h.limits.partitions_max = 1;
+  BOOST_TEST(h.state.view()->partition_count() == 11u);
+  RILL_REQUIRE_OK(h.change(net::api::topic_update, [] {
+    proto::TopicUpdateRequest up;
+    *up.mutable_stream() = by_name("a");
+    *up.mutable_topic() = by_name("z");
+    up.mutable_config()->set_retention_ms(1000);
+    return up;
+  }()));
+  *del.mutable_topic() = by_name("z");
+  RILL_REQUIRE_OK(h.change(net::api::topic_delete, del));
+  BOOST_TEST(h.state.view()->partition_count() == 10u);
+}
+
+// The issue's request: 100,000 partitions in one topic, refused under the default limits before anything is
+// committed (the state does not change).
+BOOST_AUTO_TEST_CASE(a_hundred_thousand_partitions_are_refused_by_default) {
+  harness h;
+  h.create_stream("s");
+  const auto version = h.state.view()->version;
+  proto::TopicCreateRequest topic;
+  *topic.mutable_stream() = by_name("s");
+  topic.set_name("huge");
+  topic.mutable_config()->set_partitions(100'000);
+  refused_by(h.plan(net::api::topic_create, topic),
+             fmt::format("limits.partitions_per_topic_max = {}", config::resource_limits{}.partitions_per_topic_max));
+  BOOST_TEST(h.state.view()->version == version);
+  topic.mutable_config()->set_partitions(static_cast<std::uint32_t>(config::resource_limits{}.partitions_max));
+  RILL_REQUIRE_OK(h.change(net::api::topic_create, topic));
+  proto::TopicCreateRequest one = topic;
+  one.set_name("one");
+  one.mutable_config()->set_partitions(1);
+  refused_by(h.plan(net::api::topic_create, one), "limits.partitions_max");
+}
+
+// Issue 13 point 10: topic ids are 12 bits; creating and deleting a topic 5,000 times in a stream (a test suite's
+// topic per test) still creates, and every reused id's directories are named for removal before the commit.
+BOOST_AUTO_TEST_CASE(ids_are_reused_once_their_topic_is_gone) {
+  harness h;
+  h.create_stream("s");
+  h.create_topic("s", "keeper", 1);  // id 0 stays live: the cursor skips it when it comes round
+  std::set<std::uint32_t> seen;
+  for (int i = 0; i < 5'000; ++i) {
+    proto::TopicCreateRequest req;
+    *req.mutable_stream() = by_name("s");
+    req.set_name("t" + std::to_string(i));
+    auto planned = h.plan(net::api::topic_create, req);
+    RILL_REQUIRE_OK(planned);
+    BOOST_REQUIRE(planned->created_id.has_value());
+    const std::uint32_t id = *planned->created_id;
+    BOOST_REQUIRE(id != 0u);
+    BOOST_REQUIRE(id < topic_ids_max);
+    BOOST_TEST(
+        leftovers_of(*planned, h.data_dir) == (std::vector<std::string>{fmt::format("/data/groups/0/{}", id),
+                                                                        fmt::format("/data/streams/0/topics/{}", id)}),
+        boost::test_tools::per_element());
+    auto e = h.change(net::api::topic_create, req);
+    RILL_REQUIRE_OK(e);
+    BOOST_REQUIRE(e->spawn_partitions.has_value());
+    BOOST_REQUIRE(e->spawn_partitions->topic_id == id);  // the commit assigned the planned id
+    seen.insert(id);
+    proto::TopicDeleteRequest del;
+    *del.mutable_stream() = by_name("s");
+    *del.mutable_topic() = by_name(req.name());
+    RILL_REQUIRE_OK(h.change(net::api::topic_delete, del));
+  }
+  BOOST_TEST(seen.size() == topic_ids_max - 1);  // every id but the keeper's came round
+  BOOST_TEST(h.state.view()->streams.at(0).topics.size() == 1u);
+  // Streams and groups go round the same way; partitions added back after a delete name their directories too.
+  for (int i = 0; i < 3; ++i) {
+    proto::StreamCreateRequest s;
+    s.set_name("gone");
+    auto planned = h.plan(net::api::stream_create, s);
+    RILL_REQUIRE_OK(planned);
+    BOOST_TEST(leftovers_of(*planned, h.data_dir).size() == 2u);
+    RILL_REQUIRE_OK(h.change(net::api::stream_create, s));
+    proto::StreamDeleteRequest d;
+    *d.mutable_stream() = by_name("gone");
+    RILL_REQUIRE_OK(h.change(net::api::stream_delete, d));
+  }
+  h.create_topic("s", "p", 3);
+  proto::PartitionsDeleteRequest pd;
+  *pd.mutable_stream() = by_name("s");
+  *pd.mutable_topic() = by_name("p");
+  pd.set_count(2);
+  RILL_REQUIRE_OK(h.change(net::api::partitions_delete, pd));
+  proto::PartitionsAddRequest pa;
+  *pa.mutable_stream() = by_name("s");
+  *pa.mutable_topic() = by_name("p");
+  pa.set_count(2);
+  auto planned = h.plan(net::api::partitions_add, pa);
+  RILL_REQUIRE_OK(planned);
+  const std::uint32_t tid = planned->topic_id;
+  BOOST_TEST(leftovers_of(*planned, h.data_dir) ==
+                 (std::vector<std::string>{partition_dir("/data", 0, tid, 1), partition_dir("/data", 0, tid, 2)}),
+             boost::test_tools::per_element());
 }

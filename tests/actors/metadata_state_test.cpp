@@ -76,7 +76,8 @@ BOOST_AUTO_TEST_CASE(streams_and_topics_are_created_named_found_and_deleted) {
   BOOST_REQUIRE(!gone.has_value());
   BOOST_TEST(gone.error().detail() == "stream 'nope' not found");
 
-  // Deleting a stream never frees its id.
+  // A deleted stream's id comes back only once the cursor went round the id space (metadata_state_test's wrap
+  // cases, metadata_handlers_test's 5,000 topics).
   proto::MetadataCommand del;
   del.mutable_delete_stream()->set_stream_id(0);
   m.apply(del);
@@ -232,4 +233,62 @@ BOOST_AUTO_TEST_CASE(namespaces_pack_and_spread_over_shards) {
   }
   BOOST_TEST(used.size() == 4u);  // 64 partitions reach every one of 4 shards
   BOOST_TEST(shard_of(partition_namespace(5, 6, 7), 8) == shard_of(partition_namespace(5, 6, 7), 8));
+}
+
+// Ids wrap: the cursor goes round its id space, skipping the ids still live, and a command log of an earlier build
+// (cursors below every live id) keeps its ids.
+BOOST_AUTO_TEST_CASE(ids_wrap_round_skipping_live_ones) {
+  proto::MetadataSnapshot snap;
+  snap.set_next_stream_id(stream_ids_max - 1);
+  auto* s0 = snap.add_streams();
+  s0->set_id(0);
+  s0->set_name("zero");
+  s0->set_next_topic_id(topic_ids_max);  // its topic cursor at the very end
+  auto* t0 = s0->add_topics();
+  t0->set_id(0);
+  t0->set_name("t0");
+  *t0->mutable_config() = create_topic(0, "x").create_topic().config();
+  t0->set_next_group_id(group_ids_max - 1);
+  auto* g = t0->add_groups();
+  g->set_id(group_ids_max - 1);
+  g->set_name("last");
+  *g->mutable_config() = *complete_group_config(proto::GroupConfig{});
+  auto* s1 = snap.add_streams();
+  s1->set_id(stream_ids_max - 1);
+  s1->set_name("last");
+  auto restored = metadata_state::from_snapshot(snap);
+  RILL_REQUIRE_OK(restored);
+  metadata_state m = std::move(*restored);
+  BOOST_TEST(m.apply(create_stream("a")).stream_id == 1u);  // past the end (live), then 0 (live), then 1
+  BOOST_TEST(m.view()->next_stream_id == 2u);
+  BOOST_TEST(m.apply(create_topic(0, "t1")).topic_id == 1u);  // the cursor at the end wraps to 0 (live), then 1
+  m.apply(create_group(0, 0, "g0"));
+  BOOST_TEST(m.view()->streams.at(0).topics.at(0).groups.count(0) == 1u);  // group_ids_max - 1 live: wrapped to 0
+  // The state survives its own snapshot, cursors and all.
+  auto again = metadata_state::from_snapshot(m.snapshot(1));
+  RILL_REQUIRE_OK(again);
+  BOOST_TEST(again->view()->next_stream_id == 2u);
+  BOOST_TEST(again->view()->streams.at(0).next_topic_id == 2u);
+  // A snapshot whose cursor lies beyond the id space, or with a duplicate id, is refused.
+  snap.set_next_stream_id(stream_ids_max + 1);
+  BOOST_TEST(!metadata_state::from_snapshot(snap).has_value());
+  snap.set_next_stream_id(5);
+  snap.mutable_streams(1)->set_id(0);
+  BOOST_TEST(!metadata_state::from_snapshot(snap).has_value());
+}
+
+// When every id of a space is live, creation is refused with limit_exceeded (the state's bound; the configured
+// limits keep a node far below it).
+BOOST_AUTO_TEST_CASE(a_full_id_space_refuses_creation) {
+  metadata_state m;
+  m.apply(create_stream("s"));
+  for (std::uint32_t t = 0; t < topic_ids_max; ++t) {
+    m.apply(create_topic(0, "t" + std::to_string(t), 1));
+  }
+  BOOST_TEST((status_of(m.check(create_topic(0, "more", 1))) == net::status::limit_exceeded));
+  proto::MetadataCommand del;
+  del.mutable_delete_topic()->set_stream_id(0);
+  del.mutable_delete_topic()->set_topic_id(77);
+  m.apply(del);
+  BOOST_TEST(m.apply(create_topic(0, "more", 1)).topic_id == 77u);  // the only free id
 }

@@ -349,6 +349,29 @@ BOOST_AUTO_TEST_CASE(a_corrupt_consumer_offset_file_is_reported_and_its_number_n
   BOOST_TEST(*f.state->consumer_offset("b") == 6);
 }
 
+// limits.consumers_per_partition_max: a new named consumer beyond it is refused before its offset file is written;
+// those it knows keep storing.
+BOOST_AUTO_TEST_CASE(named_consumers_beyond_the_limit_are_refused) {
+  fixture f;
+  f.open();
+  f.state->set_consumers_max(2);
+  RILL_REQUIRE_OK(f.produce(producer_batch(-1, -1, -1, 10, "x")));
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("c1", 1)));
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("c2", 2)));
+  auto refused = run(f.disk, f.state->store_consumer_offset("c3", 3));
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST((refused.error().code() == net::make_error_code(net::status::limit_exceeded)));
+  BOOST_TEST(refused.error().message().find("limits.consumers_per_partition_max = 2") != std::string::npos);
+  auto listed = run(f.disk, storage::list_dir(f.disk, "/p/offsets/consumers"));
+  RILL_REQUIRE_OK(listed);
+  BOOST_TEST(listed->size() == 2u);                                       // no file for the refused one
+  RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("c1", 5)));  // a known consumer still stores
+  f.reopen();
+  f.state->set_consumers_max(2);
+  BOOST_TEST(!run(f.disk, f.state->store_consumer_offset("c3", 3)).has_value());
+  BOOST_TEST(*f.state->consumer_offset("c1") == 5);
+}
+
 BOOST_AUTO_TEST_CASE(acknowledged_produces_survive_a_crash_at_every_step_and_retries_stay_exactly_once) {
   // Two idempotent producers, three batches in flight at a time; the disk loses power at every mutating step in
   // turn (dropping or tearing what was not synced). After recovery every acknowledged batch is there once, at its

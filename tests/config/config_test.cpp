@@ -5,6 +5,7 @@
 
 #include "config/address.h"
 #include "config/cpu_allocation.h"
+#include "config/descriptor_budget.h"
 #include "config/errc.h"
 #include "config/server_config.h"
 #include "tests/test_util.h"
@@ -222,4 +223,34 @@ BOOST_AUTO_TEST_CASE(this_machine_topology_is_detected) {
   auto all = resolve_cpu_allocation(*parse_cpu_allocation("all"), topo);
   RILL_REQUIRE_OK(all);
   BOOST_TEST(all->size() == topo.cpus.size());
+}
+
+BOOST_AUTO_TEST_CASE(limits_keys_are_ranged_and_the_descriptor_budget_names_its_keys) {
+  config_builder b;
+  RILL_REQUIRE_OK(b.load_toml("[limits]\npartitions_max = 2000\nstreams_max = 5\n", "file"));
+  auto c = b.build();
+  RILL_REQUIRE_OK(c);
+  BOOST_TEST(c->limits.partitions_max == 2000u);
+  BOOST_TEST(c->limits.streams_max == 5u);
+  BOOST_TEST(render_toml(*c).find("[limits]\nstreams_max = 5\n") != std::string::npos);
+  auto too_many = b.set("limits.topics_per_stream_max", "4097", "--set");
+  BOOST_REQUIRE(!too_many.has_value());
+  BOOST_TEST(too_many.error().detail().find("[1, 4096]") != std::string::npos, too_many.error().detail());
+  BOOST_TEST(!b.set("limits.partitions_per_topic_max", "0", "--set").has_value());
+
+  // 10,000 connections + 2,000 partitions x 4 + the reserve.
+  const std::uint64_t needed = 10'000 + 2'000 * partition_descriptors + descriptors_reserved;
+  BOOST_TEST(descriptors_needed(*c) == needed);
+  RILL_REQUIRE_OK(check_descriptor_budget(*c, needed));
+  auto refused = check_descriptor_budget(*c, needed - 1);
+  BOOST_REQUIRE(!refused.has_value());
+  const std::string why = refused.error().detail();
+  BOOST_TEST(why.find("network.connections_max = 10000") != std::string::npos, why);
+  BOOST_TEST(why.find("limits.partitions_max = 2000") != std::string::npos, why);
+  BOOST_TEST(why.find(std::to_string(needed - 1)) != std::string::npos, why);
+  // Raising the soft limit to the hard one.
+  auto raised = raise_descriptor_limit();
+  RILL_REQUIRE_OK(raised);
+  BOOST_TEST(raised->soft == raised->hard);
+  BOOST_TEST(raised->soft >= raised->soft_before);
 }

@@ -86,8 +86,11 @@ BOOST_AUTO_TEST_CASE(preallocation_tops_up_in_steps) {
   f.options.config.segment_bytes = 64 * 1024 * 1024;  // no roll and no cap in this test
   f.open();
   const std::string log0 = seg_path(f, 0, ".log");
+  BOOST_TEST(f.disk.file_content(log0)->size() == 0u);  // nothing before the first write
+  RILL_REQUIRE_OK(f.append(make_batch("first", 20, 1000)));
+  io::run_until(f.disk, [] { return false; });  // the top-up follows the acknowledgement
   std::uint64_t file_before = f.disk.file_content(log0)->size();
-  BOOST_TEST(file_before == ahead);  // the fresh segment's whole window
+  BOOST_TEST(file_before == f.log->stats().bytes + ahead);  // the first write's whole window
   for (int i = 0; i < 200; ++i) {
     auto r = f.append(make_batch("p" + std::to_string(i), 20, 1000));
     BOOST_REQUIRE(r.has_value());
@@ -99,6 +102,51 @@ BOOST_AUTO_TEST_CASE(preallocation_tops_up_in_steps) {
     BOOST_TEST(file - file_before <= step + 21'000);  // each top-up about one step (plus one batch)
     file_before = file;
   }
+}
+
+// Issue 13: preallocation only for partitions being written. Creating and reopening many partitions writes no
+// zeros; the first write to one starts its window, and the others stay empty.
+BOOST_AUTO_TEST_CASE(idle_partitions_hold_no_preallocated_zeros) {
+  sim_log_fixture f;
+  f.options.config.preallocate_bytes = 256 * 1024;  // below segment_bytes: the window is not capped
+  f.options.config.durability = config::durability_mode::sync_before_ack;
+  constexpr int partitions = 64;
+  auto dir_of = [](int p) { return "/parts/" + std::to_string(p); };
+  auto log_of = [&](int p) { return dir_of(p) + "/" + segment_name(offset_t(0)) + ".log"; };
+  auto open_all = [&] {
+    std::vector<std::unique_ptr<partition_log>> logs;
+    for (int p = 0; p < partitions; ++p) {
+      auto l = run(f.disk, partition_log::open(f.disk, f.pool, f.clk, f.reporter, dir_of(p), f.options));
+      RILL_REQUIRE_OK(l);
+      logs.push_back(std::move(*l));
+    }
+    return logs;
+  };
+  auto close_all = [&](std::vector<std::unique_ptr<partition_log>>& logs) {
+    for (auto& l : logs) {
+      RILL_REQUIRE_OK(run(f.disk, l->close()));
+    }
+    logs.clear();
+  };
+  auto logs = open_all();
+  for (int p = 0; p < partitions; ++p) {
+    BOOST_TEST(f.disk.file_content(log_of(p))->size() == 0u);
+  }
+  close_all(logs);
+  logs = open_all();  // and reopened
+  for (int p = 0; p < partitions; ++p) {
+    BOOST_TEST(f.disk.file_content(log_of(p))->size() == 0u);
+  }
+  auto r = run(f.disk, logs[7]->append(make_batch("w", 10, 100)));
+  RILL_REQUIRE_OK(r);
+  io::run_until(f.disk, [] { return false; });  // the window follows the acknowledgement
+  BOOST_TEST(f.disk.file_content(log_of(7))->size() == logs[7]->stats().bytes + f.options.config.preallocate_bytes);
+  for (int p = 0; p < partitions; ++p) {
+    if (p != 7) {
+      BOOST_TEST(f.disk.file_content(log_of(p))->size() == 0u);
+    }
+  }
+  close_all(logs);
 }
 
 BOOST_AUTO_TEST_CASE(a_batch_that_is_valid_but_not_the_next_offset_is_not_accepted) {

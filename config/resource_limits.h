@@ -1,0 +1,42 @@
+#pragma once
+// What clients may make one rilld hold (style rule 9: a limit on everything). Each is a key of the [limits] section
+// (config/server_config.cpp, docs/operations.md "Limits"); the metadata handlers check streams, topics, partitions
+// and groups before a change is committed to the metadata journal, and a partition checks its named consumers
+// before it creates an offset file for a new one. A refusal is net::status::limit_exceeded and names the key and
+// its value.
+//
+// The hard ranges below are what the namespace packing and the state machine allow (metadata_state.h); the
+// configured values are checked against them when the config is loaded. The limits are not part of the metadata
+// state: lowering one never invalidates what exists already, it only refuses what would grow past it.
+#include <cstdint>
+
+namespace rill::config {
+
+struct resource_limits {
+  std::uint64_t streams_max = 1'000;
+  std::uint64_t topics_per_stream_max = 1'000;
+  std::uint64_t partitions_per_topic_max = 1'000;
+  // Partitions of every topic together. Each holds about partition_descriptors descriptors open (descriptor_budget.h).
+  std::uint64_t partitions_max = 1'000;
+  std::uint64_t groups_per_topic_max = 100;
+  std::uint64_t groups_max = 10'000;  // consumer groups of every topic together
+  std::uint64_t consumers_per_partition_max = 1'000;
+};
+
+// The ranges each key may take.
+inline constexpr std::uint64_t streams_limit = 1u << 20;            // stream ids are 20 bits
+inline constexpr std::uint64_t topics_per_stream_limit = 1u << 12;  // topic ids are 12 bits
+inline constexpr std::uint64_t partitions_per_topic_limit = 100'000;
+inline constexpr std::uint64_t partitions_limit = 1'000'000;
+inline constexpr std::uint64_t groups_per_topic_limit = 1'024;
+inline constexpr std::uint64_t groups_limit = 1'000'000;
+inline constexpr std::uint64_t consumers_per_partition_limit = 1'000'000;
+
+static_assert(resource_limits{}.streams_max <= streams_limit);
+static_assert(resource_limits{}.topics_per_stream_max <= topics_per_stream_limit);
+static_assert(resource_limits{}.partitions_per_topic_max <= partitions_per_topic_limit);
+static_assert(resource_limits{}.partitions_per_topic_max <= resource_limits{}.partitions_max,
+              "a topic of the most partitions a topic may have fits the node's default");
+static_assert(resource_limits{}.groups_per_topic_max <= groups_per_topic_limit);
+
+}  // namespace rill::config
