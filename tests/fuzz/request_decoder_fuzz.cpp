@@ -95,7 +95,7 @@ void route_one(const net::request_view& req, std::uint64_t conn, connection& c) 
     if (auto plan = plan_read(view, to_meta->api, to_meta->header)) {
       (void)build_reply(std::move(*plan), {});
     }
-    (void)plan_change(view, to_meta->api, to_meta->header, config::log_config{});
+    (void)plan_change(view, to_meta->api, to_meta->header, config::log_config{}, config::resource_limits{});
   } else if (const auto* to_grp = std::get_if<to_group>(&d)) {
     const group_state::time_point now{static_cast<std::int64_t>(conn + 1) * 1'000'000'000};
     (void)decide_group_request(state, group(), to_grp->api, to_grp->header, now, conn);
