@@ -303,11 +303,11 @@ expected<void> take_lock(claim& c, const std::string& data_dir) {
       return fail(fmt::format("server.data_dir = {}: {}: {}", data_dir, c.lock_path, std::strerror(errno)));
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      // Someone else holds the lock, on this file even if this start created it (opened between our open and our
+      // flock): it is theirs now, and stays.
       const int e = errno;
       ::close(fd);
-      if (c.lock_created) {
-        ::unlink(c.lock_path.c_str());
-      }
+      c.lock_created = false;
       return fail(fmt::format("server.data_dir = {}: {}", data_dir,
                               e == EWOULDBLOCK ? "another rilld is using this data directory" : std::strerror(e)));
     }
