@@ -87,13 +87,19 @@ std::vector<std::byte> one_batch(const std::string& value) {
   return *b.build();
 }
 
-// Runs rilld with exactly `args` (no defaults added) and returns its exit code and its output.
-std::pair<int, std::string> run_rilld(const std::vector<std::string>& args, const std::string& log_path) {
+// Runs rilld with exactly `args` (no defaults added), in `dir` (so a relative data directory lands there), and
+// returns its exit code and its output. A rilld that is still running after a generous deadline (one that took a
+// value it should have refused, and serves) is stopped with SIGTERM and reported as -1.
+std::pair<int, std::string> run_rilld(const std::vector<std::string>& args, const std::string& dir) {
+  const std::string log_path = dir + "/rilld.log";
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
+    if (::chdir(dir.c_str()) != 0) {
+      ::_exit(126);
+    }
     std::vector<std::string> all = {RILLD_PATH};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -105,11 +111,19 @@ std::pair<int, std::string> run_rilld(const std::vector<std::string>& args, cons
     ::_exit(127);
   }
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  bool stopped = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (!stopped && std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGTERM);
+      stopped = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   std::ifstream in(log_path);
   std::stringstream s;
   s << in.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
+  return {!stopped && WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
 }
 
 }  // namespace
@@ -270,12 +284,14 @@ BOOST_AUTO_TEST_CASE(restart_right_after_sigkill_binds_the_same_port) {
 // the server's path).
 BOOST_AUTO_TEST_CASE(loose_ends_are_refused_by_name) {
   temp_data_dir dir;
-  const std::string log = dir.path() + "/rilld.log";
-  auto [empty_code, empty_out] = run_rilld({"--data-dir", "", "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, log);
+  auto [empty_code, empty_out] =
+      run_rilld({"--data-dir", "", "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, dir.path());
   BOOST_TEST(empty_code == 2, empty_out);
-  BOOST_TEST(empty_out.find("server.data_dir") != std::string::npos, empty_out);
-  BOOST_TEST(!std::filesystem::exists("rill-data"));
-  auto [yes_code, yes_out] = run_rilld({"--data-dir", dir.path() + "/d", "--set", "runtime.pin_cores=yes"}, log);
+  BOOST_TEST(empty_out.find("server.data_dir = ''") != std::string::npos, empty_out);
+  BOOST_TEST(!std::filesystem::exists(dir.path() + "/rill-data"));
+  auto [yes_code, yes_out] = run_rilld({"--data-dir", dir.path() + "/d", "--tcp", "127.0.0.1:0", "--http",
+                                        "127.0.0.1:0", "--set", "runtime.pin_cores=yes"},
+                                       dir.path());
   BOOST_TEST(yes_code == 2, yes_out);
   BOOST_TEST(yes_out.find("runtime.pin_cores = 'yes'") != std::string::npos, yes_out);
   BOOST_TEST(yes_out.find("true or false") != std::string::npos, yes_out);
