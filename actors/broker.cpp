@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -91,6 +92,7 @@ struct broker::impl {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::unique_ptr<net::http_server> http;
   int lock_fd = -1;
+  int listen_fd = -1;  // the client listener's socket until the listener actor takes it
   std::unique_ptr<stderr_reporter> reporter;
   routing routes;
   partition_services partition_svc;
@@ -236,30 +238,141 @@ std::size_t broker::shards() const noexcept {
   return impl_->rt ? impl_->rt->shard_count() : 0;
 }
 
+namespace {
+// What a start-up has claimed before recovery: the directories and the lock file it created, the lock, the two
+// listening sockets. Phase 2 of broker::start (see broker.h); release() undoes it exactly, so a start that fails
+// before recovery leaves the data directory as it found it.
+struct claim {
+  std::vector<std::string> dirs_created;  // deepest first
+  std::string lock_path;
+  bool lock_created = false;
+  int lock_fd = -1;
+
+  // Unlinks what this start created (the lock file while still holding its lock, so that no other start holds a
+  // lock on the unlinked file: see take_lock), then the directories it created, deepest first; rmdir leaves any
+  // directory that is not empty.
+  void release() {
+    if (lock_fd >= 0) {
+      if (lock_created) {
+        ::unlink(lock_path.c_str());
+      }
+      ::flock(lock_fd, LOCK_UN);
+      ::close(lock_fd);
+      lock_fd = -1;
+    }
+    for (const auto& d : dirs_created) {
+      ::rmdir(d.c_str());
+    }
+    dirs_created.clear();
+  }
+};
+
+// The directories on the way to `path` that do not exist yet, deepest first.
+std::vector<std::string> missing_dirs(const std::string& path) {
+  std::vector<std::string> out;
+  std::filesystem::path at = std::filesystem::path(path).lexically_normal();
+  if (!at.has_filename()) {
+    at = at.parent_path();  // "dir/" names dir
+  }
+  std::error_code ec;
+  for (; !at.empty() && at != at.root_path(); at = at.parent_path()) {
+    if (std::filesystem::exists(at, ec) || ec) {
+      break;  // "." and ".." exist, so a relative path stops there at the latest
+    }
+    out.push_back(at.string());
+  }
+  return out;
+}
+
+// Locks <data>/runtime/lock. A lock held on a file that was meanwhile unlinked (a failing start on a fresh directory
+// removes the lock file it created) protects nothing: take it again, on the file the path names now.
+expected<void> take_lock(claim& c, const std::string& data_dir) {
+  constexpr int lock_attempts_max = 8;
+  for (int attempt = 0; attempt < lock_attempts_max; ++attempt) {
+    RILL_ASSERT(c.lock_fd < 0);
+    c.lock_created = false;
+    int fd = ::open(c.lock_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      c.lock_created = true;
+    } else if (errno == EEXIST) {
+      fd = ::open(c.lock_path.c_str(), O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) {
+      if (errno == ENOENT) {
+        continue;  // unlinked between the two opens
+      }
+      return fail(fmt::format("server.data_dir = {}: {}: {}", data_dir, c.lock_path, std::strerror(errno)));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      // Someone else holds the lock, on this file even if this start created it (opened between our open and our
+      // flock): it is theirs now, and stays.
+      const int e = errno;
+      ::close(fd);
+      c.lock_created = false;
+      return fail(fmt::format("server.data_dir = {}: {}", data_dir,
+                              e == EWOULDBLOCK ? "another rilld is using this data directory" : std::strerror(e)));
+    }
+    struct stat held {};
+    struct stat named {};
+    if (::fstat(fd, &held) == 0 && ::stat(c.lock_path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino) {
+      c.lock_fd = fd;
+      return {};
+    }
+    ::close(fd);  // the file was unlinked under us: try the one there now
+  }
+  return fail(
+      fmt::format("server.data_dir = {}: {} keeps being replaced; is another rilld starting?", data_dir, c.lock_path));
+}
+}  // namespace
+
 expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   auto p = std::make_unique<impl>();
   p->config = std::move(cfg);
+  RILL_ASSERT(!p->config.data_dir.empty(), "the config builder refuses an empty server.data_dir");
+  p->reporter = std::make_unique<stderr_reporter>(p->config.level);
+  auto* reporter = p->reporter.get();
+  const net::listen_retry_callback on_retry = [reporter](const std::string& what) { reporter->notice(what); };
+
+  // Phase 1, validate: everything that needs no disk and no socket. Nothing is touched yet.
   RILL_TRY_VOID(config::fit_descriptor_budget(p->config));  // the soft RLIMIT_NOFILE raised, the limits checked
-  // The data directory, and its lock.
-  storage::io::sync_engine sync;
-  const std::string runtime_dir = storage::join_path(p->config.data_dir, "runtime");
-  RILL_TRY_VOID(run_sync(sync, storage::make_dirs(sync, runtime_dir)));
-  const std::string lock_path = storage::join_path(runtime_dir, "lock");
-  p->lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (p->lock_fd < 0 || ::flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    const int e = errno;
-    if (p->lock_fd >= 0) {
-      ::close(p->lock_fd);
-    }
-    return fail(fmt::format("server.data_dir = {}: {}", p->config.data_dir,
-                            e == EWOULDBLOCK ? "another rilld is using this data directory" : std::strerror(e)));
-  }
-  // CPUs.
   RILL_TRY(spec, config::parse_cpu_allocation(p->config.cpu_allocation));
   RILL_TRY(cpus, config::resolve_cpu_allocation(spec, config::machine_topology::detect()));
-  // The listener socket first: a port in use stops startup before anything else happens.
-  RILL_TRY(listener, net::listen_tcp(p->config.tcp_address, "network.tcp_address", 1024));
-  p->bound = listener.second;
+
+  // Phase 2, claim: the data directory's lock and every listening socket. A failure here undoes the claim (the lock
+  // file and directories this start created are removed), so it writes nothing to the data directory.
+  storage::io::sync_engine sync;
+  const std::string runtime_dir = storage::join_path(p->config.data_dir, "runtime");
+  claim c;
+  c.dirs_created = missing_dirs(runtime_dir);
+  c.lock_path = storage::join_path(runtime_dir, "lock");
+  if (auto made = run_sync(sync, storage::make_dirs(sync, runtime_dir)); !made) {
+    c.release();
+    return unexpected(std::move(made).error());
+  }
+  if (auto locked = take_lock(c, p->config.data_dir); !locked) {
+    c.release();
+    return unexpected(std::move(locked).error());
+  }
+  auto client_socket = net::listen_tcp(p->config.tcp_address, "network.tcp_address", 1024, on_retry);
+  if (!client_socket) {
+    c.release();
+    return unexpected(std::move(client_socket).error());
+  }
+  auto http = net::http_server::bind(p->config.http_address, on_retry);
+  if (!http) {
+    ::close(client_socket->first);
+    c.release();
+    return unexpected(std::move(http).error());
+  }
+  p->lock_fd = c.lock_fd;  // the broker holds the lock from here on; the lock file stays
+  p->listen_fd = client_socket->first;
+  p->bound = client_socket->second;
+  p->http = std::move(*http);
+  p->http_bound = p->http->address();
+
+  // Phase 3, recover: the shards start, the metadata and every partition are recovered (a fresh directory is
+  // initialised). Connections the kernel queues meanwhile wait; none is accepted.
   runtime_options ro;
   ro.cpus = cpus;
   ro.pin = p->config.pin_cores;
@@ -268,8 +381,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->rt = std::make_unique<runtime>(ro);
 
   p->partition_svc.clk = &g_clock;
-  p->reporter = std::make_unique<stderr_reporter>(p->config.level);
-  p->partition_svc.reporter = p->reporter.get();
+  p->partition_svc.reporter = reporter;
   p->partition_svc.long_poll_wait_ms_max = p->config.long_poll_wait_ms_max;
   p->partition_svc.consumers_per_partition_max = p->config.limits.consumers_per_partition_max;
   std::promise<std::pair<bool, std::string>> ready;
@@ -278,7 +390,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->metadata_svc.routes = &p->routes;
   p->metadata_svc.partitions = &p->partition_svc;
   p->group_svc.clk = &g_clock;
-  p->group_svc.reporter = p->reporter.get();
+  p->group_svc.reporter = reporter;
   p->group_svc.routes = &p->routes;
   p->metadata_svc.groups = &p->group_svc;
   p->metadata_svc.shards = p->rt->shard_count();
@@ -287,51 +399,46 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   const auto [ok, why] = ready_future.get();
   p->metadata_svc.on_ready = nullptr;
   if (!ok) {
-    ::close(listener.first);
     broker b(std::move(p));
     b.stop();
     return fail("metadata recovery failed: " + why);
   }
-  p->connection_svc.config = &p->config;
-  p->connection_svc.routes = &p->routes;
-  p->connection_svc.metadata = p->metadata;
-  p->connection_svc.connections = &p->connections;
-  p->connection_svc.requests_inflight = &p->requests_inflight;
-  p->listener = p->rt->system().spawn<listener_actor>(listener.first, p->rt->shard_count(), &p->connection_svc);
-  // The monitoring listener, on a thread of its own.
-  {
-    auto* rt = p->rt.get();
-    const auto started = p->started;
-    const auto* connections = &p->connections;
-    const auto* routes = &p->routes;
-    const bool injection = p->config.failure_injection;
-    auto http = net::http_server::start(p->config.http_address, [rt, started, connections, routes, injection](
-                                                                    const std::string& method, const std::string& t) {
-      return monitoring(method, t, *rt, started, *connections, *routes, injection);
-    });
-    if (!http) {
-      broker b(std::move(p));
-      b.stop();
-      return unexpected(std::move(http).error());
-    }
-    p->http = std::move(*http);
-    p->http_bound = p->http->address();
-  }
 
-  // The effective configuration, with the address actually bound.
+  // The effective configuration, with the addresses actually bound: the last step that can fail.
   config::server_config effective = p->config;
   effective.tcp_address = p->bound;
   effective.http_address = p->http_bound;
   const std::string text = config::render_toml(effective);
   std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(text.data()),
                                reinterpret_cast<const std::byte*>(text.data()) + text.size());
-  auto written = run_sync(sync, storage::write_file_atomic(sync, runtime_dir, "current_config.toml", std::move(bytes)));
-  std::unique_ptr<broker> b(new broker(std::move(p)));
-  if (!written) {
-    b->stop();
+  if (auto written =
+          run_sync(sync, storage::write_file_atomic(sync, runtime_dir, "current_config.toml", std::move(bytes)));
+      !written) {
+    broker b(std::move(p));
+    b.stop();
     return unexpected(std::move(written).error());
   }
-  return b;
+
+  // Phase 4, accept: from here on nothing fails, so no client is ever served by a start that then fails.
+  p->connection_svc.config = &p->config;
+  p->connection_svc.routes = &p->routes;
+  p->connection_svc.metadata = p->metadata;
+  p->connection_svc.connections = &p->connections;
+  p->connection_svc.requests_inflight = &p->requests_inflight;
+  p->connection_svc.reporter = reporter;
+  p->listener = p->rt->system().spawn<listener_actor>(p->listen_fd, p->rt->shard_count(), &p->connection_svc);
+  p->listen_fd = -1;  // the listener owns it
+  {
+    auto* rt = p->rt.get();
+    const auto started = p->started;
+    const auto* connections = &p->connections;
+    const auto* routes = &p->routes;
+    const bool injection = p->config.failure_injection;
+    p->http->serve([rt, started, connections, routes, injection](const std::string& method, const std::string& t) {
+      return monitoring(method, t, *rt, started, *connections, *routes, injection);
+    });
+  }
+  return std::unique_ptr<broker>(new broker(std::move(p)));
 }
 
 void broker::stop() {
@@ -373,6 +480,10 @@ void broker::stop() {
     wait_until(200, [&] { return impl_->connections.load() == 0; });
   }
   impl_->rt.reset();  // joins the shards
+  if (impl_->listen_fd >= 0) {
+    ::close(impl_->listen_fd);  // never accepted on: the connections the kernel queued are reset
+    impl_->listen_fd = -1;
+  }
   if (impl_->lock_fd >= 0) {
     ::flock(impl_->lock_fd, LOCK_UN);
     ::close(impl_->lock_fd);

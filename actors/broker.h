@@ -13,9 +13,16 @@ namespace rill::actors {
 
 class broker {
  public:
-  // Boots from a validated config: locks <data>/runtime/lock (one rilld per data directory), binds the client
-  // listener, starts the shards, recovers the metadata and every partition, and writes the effective config to
-  // <data>/runtime/current_config.toml. Errors say what failed (the address in use, the locked directory, ...).
+  // Boots from a validated config, in phases (docs/operations.md, "Start-up phases"):
+  //   1. validate: the CPU allocation against the machine; nothing is touched.
+  //   2. claim: <data>/runtime/ is created, <data>/runtime/lock taken (one rilld per data directory), the client and
+  //      the monitoring listener bound (each retried while its address is in use: net/listen.h). A failure removes
+  //      what this start created (the lock file, the directories), so the data directory is left as it was.
+  //   3. recover: the shards start, the metadata and every partition are recovered; then the effective config is
+  //      written to <data>/runtime/current_config.toml. A failure leaves what recovery wrote (valid state).
+  //   4. accept: both listeners start accepting. Nothing fails after this, so no client is ever answered by a start
+  //      that fails; connections made during phases 2 and 3 wait in the kernel's queue.
+  // Errors say what failed (the key and address in use, the locked directory, the recovery problem).
   static expected<std::unique_ptr<broker>> start(config::server_config config);
   ~broker();  // stop() if not stopped
 

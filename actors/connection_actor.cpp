@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/core.h>
+
 #include "actors/reply_encoding.h"
 
 namespace rill::actors {
@@ -19,6 +21,7 @@ connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int
       homed(home),
       fd_(fd),
       services_(services),
+      peer_(peer.empty() ? "from an unknown peer" : peer),
       state_(limits_of(*services->config)) {
   attach_metrics<connection_metrics>(published_);
   if (!peer.empty()) {
@@ -186,7 +189,12 @@ void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request
 void connection_actor::reply_error(std::uint32_t correlation, net::status st, const std::string& message,
                                    std::uint32_t request_bytes) {
   bump(published_->errors);
-  reply(error_reply_frame(correlation, st, message), request_bytes);
+  auto told = client_error_of(st, message, services_->config->data_dir);
+  if (told.redacted && services_->reporter != nullptr) {
+    services_->reporter->notice(
+        fmt::format("connection {}: request {} failed with {}: {}", peer_, correlation, net::to_string(st), message));
+  }
+  reply(error_reply_frame(correlation, st, told.message), request_bytes);
 }
 
 void connection_actor::start_send() {

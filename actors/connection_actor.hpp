@@ -28,6 +28,7 @@
 #include "actors/runtime/homed.h"
 #include "actors/runtime/metered.hpp"
 #include "config/server_config.h"
+#include "storage/partition_log.h"
 
 namespace rill::actors {
 
@@ -37,6 +38,9 @@ struct connection_services {
   metadata_actor_hdl metadata;
   std::atomic<std::uint32_t>* connections = nullptr;        // open connections (stats)
   std::atomic<std::uint64_t>* requests_inflight = nullptr;  // read and not yet answered, over all connections
+  // The server's log: the full text of an error reply whose client message was redacted (client_error_of). Null in
+  // tests that do not look.
+  storage::log_reporter* reporter = nullptr;
 };
 
 using connection_actor_impl = connection_actor_hdl::extend<io_done_signature>;
@@ -77,6 +81,7 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
 
   int fd_;
   const connection_services* services_;
+  std::string peer_;  // the client's address, for the server's log
   std::shared_ptr<connection_metrics> published_ = std::make_shared<connection_metrics>();
   std::unique_ptr<actor_io> io_;
   connection_state state_;

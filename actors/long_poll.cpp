@@ -1,6 +1,8 @@
 // long_poll: where a poll's read starts, and what a parked poll waits for.
 #include "actors/long_poll.h"
 
+#include <limits>
+
 #include <algorithm>
 
 namespace rill::actors {
@@ -24,7 +26,9 @@ storage::read_request read_request_for(const proto::PollRequest& r, std::optiona
       break;
     case proto::PollStrategy::TIMESTAMP:
       q.start = storage::read_start::timestamp;
-      q.timestamp = timestamp_ms_t(static_cast<std::int64_t>(r.strategy().value()));
+      // A timestamp beyond i64 is later than every record: the same as the largest one.
+      q.timestamp = timestamp_ms_t(static_cast<std::int64_t>(
+          std::min<std::uint64_t>(r.strategy().value(), std::numeric_limits<std::int64_t>::max())));
       break;
     case proto::PollStrategy::FIRST:
       q.start = storage::read_start::first;

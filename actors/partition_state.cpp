@@ -22,6 +22,7 @@ namespace {
 // recovery deletes), or not fit NAME_MAX with that suffix added. The name is stored inside the file:
 //   name_length u16 | name | offset i64 | crc32c u32 (of everything before it), big-endian.
 constexpr const char* offsets_dir = "offsets/consumers";
+constexpr const char* offsets_entry = "offsets";  // offsets_dir's first component: the partition directory's entry
 constexpr std::size_t offset_file_id_digits = 20;
 constexpr std::size_t offset_file_fixed_bytes = 2 + 8 + 4;
 constexpr std::size_t offset_file_bytes_max = offset_file_fixed_bytes + name_bytes_max;
@@ -140,6 +141,7 @@ task<expected<std::unique_ptr<partition_state>>> partition_state::open(storage::
                                                                        storage::log_reporter& reporter, std::string dir,
                                                                        storage::log_options options) {
   std::unique_ptr<partition_state> p(new partition_state(engine, reporter, dir));
+  options.owner_entries.emplace_back(offsets_entry);  // ours, not the log's: recovery stays quiet about it
   RILL_CO_TRY(log, co_await storage::partition_log::open(engine, pool, clk, reporter, dir, options));
   p->log_ = std::move(log);
   auto rebuilt = co_await p->rebuild_producers();
@@ -348,9 +350,10 @@ task<expected<std::optional<std::int64_t>>> partition_state::store_consumer_offs
                                                                                    std::int64_t offset) {
   RILL_CO_TRY_VOID(check_consumer_name(consumer));
   if (offset < 0 || offset > log_->log_end().value()) {
-    co_return fail(net::status::offset_out_of_range,
-                   fmt::format("offset {} for consumer '{}': the partition has offsets up to {}", offset, consumer,
-                               log_->log_end().value()));
+    co_return fail(
+        net::status::offset_out_of_range,
+        fmt::format("offset {} for consumer '{}': the partition has offsets up to {}",
+                    static_cast<std::uint64_t>(offset), consumer, static_cast<std::uint64_t>(log_->log_end().value())));
   }
   // Counted by offset files (reserved or written), since each new name takes one.
   if (!consumer_files_.contains(consumer) && consumer_files_.size() >= consumers_max_) {
@@ -373,8 +376,8 @@ task<expected<std::optional<std::int64_t>>> partition_state::store_consumer_offs
                                                        encode_offset_file(consumer, offset)));
   const auto previous = consumer_offset(consumer);
   if (previous && *previous > offset) {
-    reporter_.notice(
-        fmt::format("{}: consumer '{}' moved back from offset {} to {}", dir_, consumer, *previous, offset));
+    reporter_.notice(fmt::format("{}: consumer '{}' moved back from offset {} to {}", dir_, consumer,
+                                 static_cast<std::uint64_t>(*previous), static_cast<std::uint64_t>(offset)));
   }
   consumer_offsets_[consumer] = offset;
   co_return previous;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "base/assert.h"
 #include "net/frame.h"
 #include "net/proto/rill.pb.h"
 
@@ -23,6 +24,44 @@ std::uint64_t not_negative(std::int64_t v) {
 std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message) {
   std::vector<std::byte> out;
   net::append_error_reply(out, correlation, st, message);
+  return out;
+}
+
+client_error client_error_of(net::status st, const std::string& message, const std::string& data_dir) {
+  switch (st) {
+    case net::status::storage_error:
+      return {"the server's storage failed (the server's log has the detail)", true};
+    case net::status::partition_fenced:
+      return {
+          "the partition refuses writes until the server restarts (a failed write or fsync; the server's log has "
+          "the detail)",
+          true};
+    case net::status::internal_error:
+      return {"internal error (the server's log has the detail)", true};
+    default:
+      break;
+  }
+  client_error out{message, false};
+  if (data_dir.empty()) {
+    return out;
+  }
+  constexpr std::string_view shown = "<server path>";
+  constexpr std::string_view separators = " \t\n,;'\"()";
+  for (auto at = out.message.find(data_dir); at != std::string::npos; at = out.message.find(data_dir, at)) {
+    if (at > 0 && separators.find(out.message[at - 1]) == std::string_view::npos) {
+      at += 1;  // inside a word ("metadata" for a data_dir "data"): not a path
+      continue;
+    }
+    auto end = out.message.find_first_of(separators, at + data_dir.size());
+    end = end == std::string::npos ? out.message.size() : end;
+    // A path that ends a sentence or a clause keeps its full stop or colon.
+    while (end > at + data_dir.size() && (out.message[end - 1] == '.' || out.message[end - 1] == ':')) {
+      --end;
+    }
+    out.message.replace(at, end - at, shown);
+    at += shown.size();
+    out.redacted = true;
+  }
   return out;
 }
 

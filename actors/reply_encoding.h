@@ -16,6 +16,18 @@ namespace rill::actors {
 inline constexpr const char* server_version = "rill 0.1.0";
 
 std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message);
+
+// What a client is told of an error: nothing that shows the server's files.
+// - storage_error, partition_fenced and internal_error: messages from the server's own files and code (errno texts
+//   and paths); the client gets a fixed text for the status.
+// - any other message: each path that starts with `data_dir` (at the start of a word) up to the next space, quote,
+//   comma, semicolon or bracket (a final '.' or ':' kept) is replaced by "<server path>".
+// `redacted` says the message changed: the caller logs the original on the server.
+struct client_error {
+  std::string message;
+  bool redacted = false;
+};
+client_error client_error_of(net::status st, const std::string& message, const std::string& data_dir);
 // An ok reply whose header another actor serialized (metadata and group replies).
 std::vector<std::byte> serialized_reply_frame(std::uint32_t correlation, const std::string& header);
 std::vector<std::byte> ping_reply_frame(std::uint32_t correlation, timestamp_ms_t server_time);

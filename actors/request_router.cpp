@@ -2,6 +2,8 @@
 // messages.
 #include "actors/request_router.h"
 
+#include <limits>
+
 #include <fmt/core.h>
 
 #include "actors/reply_encoding.h"
@@ -123,6 +125,12 @@ route_decision poll(const net::request_view& req, resolver& r) {
   auto target = r.partition(h.stream(), h.topic(), h.partition_id());
   if (!target) {
     return error_of(target.error());
+  }
+  // Offsets are below 2^63 (Kafka's are signed): a larger one is past every log, said in the client's own number.
+  if (h.strategy().kind() == proto::PollStrategy::OFFSET &&
+      h.strategy().value() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    return reply_error{net::status::offset_out_of_range,
+                       fmt::format("offset {} is beyond the log end (offsets are below 2^63)", h.strategy().value())};
   }
   // A group member's poll goes through its group, which checks ownership and knows the group's offset.
   std::optional<group_key> group;

@@ -308,6 +308,9 @@ std::string allowed_text(const key_spec& k) {
     case kind::boolean:
       return "true or false";
     case kind::string:
+      if (k.name == "server.data_dir") {
+        return "a non-empty path";
+      }
       return k.name == "runtime.cpu_allocation"
                  ? "\"all\", N, \"a..b\", \"numa:auto\" or \"numa:nodes=..;cores=..;no_ht=..\""
                  : "a string";
@@ -390,10 +393,12 @@ expected<config_value> from_text(const key_spec& k, std::string_view text, const
       return config_value{n};
     }
     case kind::boolean:
-      if (text == "true" || text == "1" || text == "yes" || text == "on") {
+      // Exactly true or false, as in TOML: "yes", "1" or "on" would be one more spelling for the docs and a typo
+      // ("ture") away from a silent default.
+      if (text == "true") {
         return config_value{true};
       }
-      if (text == "false" || text == "0" || text == "no" || text == "off") {
+      if (text == "false") {
         return config_value{false};
       }
       return key_error(errc::bad_value, k, "'" + std::string(text) + "'", origin);

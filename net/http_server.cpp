@@ -111,7 +111,7 @@ struct http_server::loop {
     http::response<http::string_body> res;
   };
 
-  loop(int fd, handler h) : acceptor(io), backoff(io), handler_fn(std::move(h)) {
+  explicit loop(int fd) : acceptor(io), backoff(io) {
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
@@ -162,25 +162,36 @@ struct http_server::loop {
   std::set<session*> sessions;
 };
 
-expected<std::unique_ptr<http_server>> http_server::start(const config::address& want, handler h) {
-  RILL_TRY(listening, listen_tcp(want, "network.http_address", 64));
+expected<std::unique_ptr<http_server>> http_server::bind(const config::address& want,
+                                                         const listen_retry_callback& on_retry) {
+  RILL_TRY(listening, listen_tcp(want, "network.http_address", 64, on_retry));
   auto [fd, actual] = listening;
-  std::unique_ptr<http_server> s(new http_server(fd, actual, std::move(h)));
-  s->loop_->accept();
-  s->thread_ = std::thread([l = s->loop_.get()] { l->io.run(); });
+  return std::unique_ptr<http_server>(new http_server(fd, actual));
+}
+
+expected<std::unique_ptr<http_server>> http_server::start(const config::address& want, handler h) {
+  RILL_TRY(s, bind(want));
+  s->serve(std::move(h));
   return s;
 }
 
-http_server::http_server(int fd, config::address bound, handler h)
-    : bound_(std::move(bound)), loop_(std::make_unique<loop>(fd, std::move(h))) {}
+http_server::http_server(int fd, config::address bound) : bound_(std::move(bound)), loop_(std::make_unique<loop>(fd)) {}
 
 http_server::~http_server() {
   stop();
 }
 
+void http_server::serve(handler h) {
+  RILL_ASSERT(!thread_.joinable(), "serve() twice");
+  RILL_ASSERT(h != nullptr);
+  loop_->handler_fn = std::move(h);
+  loop_->accept();
+  thread_ = std::thread([l = loop_.get()] { l->io.run(); });
+}
+
 void http_server::stop() {
   if (!thread_.joinable()) {
-    return;
+    return;  // never served: the destructor of loop_ closes the socket
   }
   asio::post(loop_->io, [l = loop_.get()] { l->shut(); });
   thread_.join();  // run() returns once the cancelled operations have finished

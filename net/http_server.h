@@ -10,6 +10,11 @@
 // a 500. GET, HEAD and POST reach the handler (405 otherwise); a request body is read (within the limit) and ignored.
 // The handler runs on the server's thread, one request at a time: it may only read state that is safe to read from
 // any thread, and must not block. stop() (or the destructor) drops every connection and ends the thread.
+//
+// Two phases, so that a start-up can take its port before it does anything that could be observed: bind() listens
+// (the kernel queues connections; none is accepted and nothing is served), serve() starts the thread that accepts
+// and answers. A server that is bound and never served answers nothing; destroying it closes the socket, and the
+// connections the kernel had queued are reset.
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +22,7 @@
 
 #include "base/expected.h"
 #include "config/address.h"
+#include "net/listen.h"
 
 namespace rill::net {
 
@@ -35,19 +41,26 @@ class http_server {
   // query, e.g. "/metrics".
   using handler = std::function<http_response(const std::string& method, const std::string& target)>;
 
-  // Binds `address` (port 0: the kernel picks one) and starts serving. Errors name the address.
+  // Binds `address` (port 0: the kernel picks one), retrying while it is in use (net/listen.h, each retry told to
+  // `on_retry`), and serves nothing yet. Errors name network.http_address and the address.
+  static expected<std::unique_ptr<http_server>> bind(const config::address& address,
+                                                     const listen_retry_callback& on_retry = {});
+  // bind(), then serve(h).
   static expected<std::unique_ptr<http_server>> start(const config::address& address, handler h);
   ~http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;
 
   [[nodiscard]] const config::address& address() const noexcept { return bound_; }
+  // Starts accepting and answering with `h` on the server's own thread. Called once, on a bound server.
+  void serve(handler h);
+  // Ends serving (a no-op on a server that never served) and closes the socket.
   void stop();
 
  private:
   struct loop;  // the Asio context, acceptor and sessions (http_server.cpp): Boost stays out of this header
 
-  http_server(int fd, config::address bound, handler h);
+  http_server(int fd, config::address bound);
 
   config::address bound_;
   std::unique_ptr<loop> loop_;

@@ -176,12 +176,13 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
   if (position_ < log.log_start_ && !(seg_ && position_ < seg_->next_offset)) {
     co_return make_unexpected(
         errc::offset_out_of_range,
-        fmt::format("offset {} is below the log start {} of {}", position_.value(), log.log_start_.value(), log.dir_));
+        fmt::format("offset {} is below the log start {}", static_cast<std::uint64_t>(position_.value()),
+                    static_cast<std::uint64_t>(log.log_start_.value())));
   }
   if (position_ > log.log_end_) {
-    co_return make_unexpected(
-        errc::offset_out_of_range,
-        fmt::format("offset {} is beyond the log end {} of {}", position_.value(), log.log_end_.value(), log.dir_));
+    co_return make_unexpected(errc::offset_out_of_range, fmt::format("offset {} is beyond the log end {}",
+                                                                     static_cast<std::uint64_t>(position_.value()),
+                                                                     static_cast<std::uint64_t>(log.log_end_.value())));
   }
   if (truncations_seen_ != log.truncations_) {
     // A truncation may have rewritten the bytes after position_: find the position again from the index.

@@ -366,7 +366,10 @@ task<expected<void>> partition_log::recover() {
       }
       continue;
     }
-    if (name != superblock_format::name_a && name != superblock_format::name_b && name != epoch_history::file_name) {
+    const bool owners =
+        std::find(options_.owner_entries.begin(), options_.owner_entries.end(), name) != options_.owner_entries.end();
+    if (!owners && name != superblock_format::name_a && name != superblock_format::name_b &&
+        name != epoch_history::file_name) {
       reporter_.notice(dir_ + ": ignoring unknown file " + name);
     }
   }

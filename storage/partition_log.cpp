@@ -384,9 +384,10 @@ expected<void> partition_log::assign_group(append_group& g) {
     for (auto& info : w->infos) {
       if (g.replicated) {
         if (info.base != g.next) {
-          return make_unexpected(errc::invalid_argument,
-                                 fmt::format("replicated batch at offset {} does not start at log end {}",
-                                             info.base.value(), g.next.value()));
+          return make_unexpected(
+              errc::invalid_argument,
+              fmt::format("replicated batch at offset {} does not start at log end {}",
+                          static_cast<std::uint64_t>(info.base.value()), static_cast<std::uint64_t>(g.next.value())));
         }
       } else {
         info.base = g.next;
@@ -870,7 +871,8 @@ task<expected<partition_log::truncate_plan>> partition_log::plan_truncate(offset
     }
     if (!found) {
       co_return make_unexpected(errc::invalid_argument, fmt::format("truncate_after({}): offset {} is inside a batch",
-                                                                    last_kept.value(), new_end.value()));
+                                                                    static_cast<std::uint64_t>(last_kept.value()),
+                                                                    static_cast<std::uint64_t>(new_end.value())));
     }
     plan.cut = pos;
     plan.max_ts = max_ts;

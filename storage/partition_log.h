@@ -96,6 +96,10 @@ struct log_options {
   // Recovery scans every segment in full and rebuilds its index, instead of trusting sealed segments that verify
   // (for a suspicious disk, and to measure what the fast path saves).
   bool scan_all_segments = false;
+  // Entries of the partition directory that belong to the log's owner, not to the log (the partition actor's
+  // "offsets" directory): recovery leaves them alone and does not report them. Any other name it does not know is
+  // reported as unknown (and left alone too).
+  std::vector<std::string> owner_entries;
 };
 
 struct append_result {

@@ -94,8 +94,9 @@ expected<batch_view> batch_view::validate(std::span<const std::byte> bytes, cons
   const std::uint32_t tail = crc32c(bytes.data() + bf::crc_head_end, total - bf::crc_head_end);
   const std::uint32_t computed = crc32c_combine(head, tail, total - bf::crc_head_end);
   if (computed != view.crc()) {
-    return make_unexpected(errc::crc_mismatch, fmt::format("batch at offset {}: stored crc {:#010x}, computed {:#010x}",
-                                                           view.base_offset().value(), view.crc(), computed));
+    return make_unexpected(errc::crc_mismatch,
+                           fmt::format("batch at offset {}: stored crc {:#010x}, computed {:#010x}",
+                                       static_cast<std::uint64_t>(view.base_offset().value()), view.crc(), computed));
   }
   if (crc_tail != nullptr) {
     *crc_tail = tail;

@@ -30,9 +30,12 @@ int main(int argc, char** argv) {
   bool print_config = false;
   bool list_keys = false;
   app.add_option("--config", config_file, "TOML configuration file");
-  app.add_option("--data-dir", data_dir, "data directory (server.data_dir; default ./rill-data)");
-  app.add_option("--tcp", tcp, "client listener ADDR:PORT (network.tcp_address; default 127.0.0.1:9420)");
-  app.add_option("--http", http, "HTTP listener ADDR:PORT (network.http_address; default 127.0.0.1:9421)");
+  auto* data_dir_option =
+      app.add_option("--data-dir", data_dir, "data directory (server.data_dir; default ./rill-data)");
+  auto* tcp_option =
+      app.add_option("--tcp", tcp, "client listener ADDR:PORT (network.tcp_address; default 127.0.0.1:9420)");
+  auto* http_option =
+      app.add_option("--http", http, "HTTP listener ADDR:PORT (network.http_address; default 127.0.0.1:9421)");
   app.add_option("--set", sets, "any configuration key, KEY=VALUE (repeatable)");
   app.add_flag("--print-config", print_config, "print the effective configuration and exit");
   app.add_flag("--list-keys", list_keys, "list every configuration key with its range and default, and exit");
@@ -66,14 +69,18 @@ int main(int argc, char** argv) {
   if (auto r = builder.load_environment(env); !r) {
     return bad(r.error());
   }
-  auto flag = [&](const char* key, const std::string& value, const char* name) -> rill::expected<void> {
-    if (value.empty()) {
+  // A flag given with an empty value is a value like any other (and refused where empty is not allowed): only an
+  // absent flag leaves the key to the layers below.
+  auto flag = [&](const char* key, const CLI::Option* option, const std::string& value,
+                  const char* name) -> rill::expected<void> {
+    if (option->count() == 0) {
       return {};
     }
     return builder.set(key, value, name);
   };
-  for (auto r : {flag("server.data_dir", data_dir, "--data-dir"), flag("network.tcp_address", tcp, "--tcp"),
-                 flag("network.http_address", http, "--http")}) {
+  for (auto r : {flag("server.data_dir", data_dir_option, data_dir, "--data-dir"),
+                 flag("network.tcp_address", tcp_option, tcp, "--tcp"),
+                 flag("network.http_address", http_option, http, "--http")}) {
     if (!r) {
       return bad(r.error());
     }

@@ -411,3 +411,50 @@ BOOST_AUTO_TEST_CASE(reply_frames) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(a_poll_past_every_offset_is_refused_in_the_clients_own_number) {
+  fixture f;
+  proto::PollRequest h;
+  *h.mutable_stream() = named("orders");
+  *h.mutable_topic() = named("eu");
+  h.set_partition_id(1);
+  h.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
+  h.mutable_strategy()->set_value(UINT64_MAX);
+  check_error(f.route(net::api::poll, h), net::status::offset_out_of_range,
+              "offset 18446744073709551615 is beyond the log end (offsets are below 2^63)");
+  h.mutable_strategy()->set_value(std::uint64_t{1} << 63);
+  check_error(f.route(net::api::poll, h), net::status::offset_out_of_range,
+              "offset 9223372036854775808 is beyond the log end (offsets are below 2^63)");
+  h.mutable_strategy()->set_value((std::uint64_t{1} << 63) - 1);  // the largest offset there can be: the log decides
+  const auto d = f.route(net::api::poll, h);
+  BOOST_TEST(std::get_if<to_partition>(&d) != nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(error_replies_never_show_the_servers_paths) {
+  const std::string data = "/var/lib/rill";
+  // Statuses whose messages come from the server's files: a fixed text, whatever the message.
+  for (auto st : {net::status::storage_error, net::status::partition_fenced, net::status::internal_error}) {
+    const auto told = client_error_of(st, "fdatasync /var/lib/rill/streams/1/topics/2/partitions/0/0.log: EIO", data);
+    BOOST_TEST(told.redacted);
+    BOOST_TEST(told.message.find(data) == std::string::npos, told.message);
+    BOOST_TEST(told.message.find("server's log") != std::string::npos, told.message);
+  }
+  // Any other message keeps its words; each path under the data directory goes, its punctuation stays.
+  auto told = client_error_of(net::status::partition_not_found,
+                              "no partition in /var/lib/rill/streams/1/topics/2/partitions/0: gone, and "
+                              "'/var/lib/rill/x' (/var/lib/rill/y).",
+                              data);
+  BOOST_TEST(told.redacted);
+  BOOST_TEST(told.message == "no partition in <server path>: gone, and '<server path>' (<server path>).");
+  // No path, or a data directory's name inside a word: unchanged.
+  told = client_error_of(net::status::offset_out_of_range, "offset 5 is beyond the log end 3", data);
+  BOOST_TEST(!told.redacted);
+  BOOST_TEST(told.message == "offset 5 is beyond the log end 3");
+  told = client_error_of(net::status::unavailable, "metadata recovery failed", "data");
+  BOOST_TEST(!told.redacted);
+  BOOST_TEST(told.message == "metadata recovery failed");
+  told = client_error_of(net::status::invalid_config, "data/x is bad", "data");
+  BOOST_TEST(told.message == "<server path> is bad");
+  told = client_error_of(net::status::invalid_config, "anything", "");
+  BOOST_TEST(!told.redacted);
+}

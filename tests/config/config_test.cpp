@@ -254,3 +254,51 @@ BOOST_AUTO_TEST_CASE(limits_keys_are_ranged_and_the_descriptor_budget_names_its_
   BOOST_TEST(raised->soft == raised->hard);
   BOOST_TEST(raised->soft >= raised->soft_before);
 }
+
+BOOST_AUTO_TEST_CASE(booleans_are_exactly_true_or_false_everywhere) {
+  std::size_t booleans = 0;
+  for (const auto& k : describe_keys()) {
+    if (k.type != "boolean") {
+      continue;
+    }
+    ++booleans;
+    BOOST_TEST(k.allowed == "true or false");
+    for (const char* spelling : {"true", "false"}) {
+      config_builder ok;
+      RILL_REQUIRE_OK(ok.set(k.key, spelling, "--set " + k.key));
+      config_builder env;
+      RILL_REQUIRE_OK(env.load_environment({k.env + "=" + spelling}));
+      const auto section = k.key.substr(0, k.key.find('.'));
+      config_builder file;
+      RILL_REQUIRE_OK(file.load_toml("[" + section + "]\n" + k.key.substr(section.size() + 1) + " = " + spelling + "\n",
+                                     "rill.toml"));
+    }
+    for (const char* spelling : {"yes", "no", "1", "0", "on", "off", "TRUE", "True", "", " true"}) {
+      config_builder flag;
+      const auto bad = flag.set(k.key, spelling, "--set " + k.key);
+      BOOST_TEST(contains(error_of(bad), k.key + " = '" + spelling + "'"), k.key << " took '" << spelling << "'");
+      BOOST_TEST(contains(error_of(bad), "allowed is true or false"));
+      config_builder env;
+      const auto from_env = env.load_environment({k.env + "=" + spelling});
+      BOOST_TEST(contains(error_of(from_env), k.key), k.env << " took '" << spelling << "'");
+      BOOST_TEST(contains(error_of(from_env), "true or false"));
+    }
+    const auto section = k.key.substr(0, k.key.find('.'));
+    config_builder file;
+    const auto text = file.load_toml("[" + section + "]\n" + k.key.substr(section.size() + 1) + " = \"yes\"\n", "f");
+    BOOST_TEST(contains(error_of(text), k.key));
+    BOOST_TEST(contains(error_of(text), "true or false"));
+  }
+  BOOST_TEST(booleans >= 3u);  // runtime.pin_cores, runtime.actor_metrics, debug.failure_injection
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_data_dir_is_refused_by_name) {
+  config_builder flag;
+  const auto bad = flag.set("server.data_dir", "", "--data-dir");
+  BOOST_TEST(contains(error_of(bad), "server.data_dir = '' (from --data-dir)"));
+  BOOST_TEST(contains(error_of(bad), "a non-empty path"));
+  config_builder env;
+  BOOST_TEST(contains(error_of(env.load_environment({"RILL_SERVER_DATA_DIR="})), "server.data_dir"));
+  config_builder file;
+  BOOST_TEST(contains(error_of(file.load_toml("[server]\ndata_dir = \"\"\n", "f")), "server.data_dir"));
+}

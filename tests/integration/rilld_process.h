@@ -36,8 +36,9 @@ class temp_data_dir {
 
 class rilld_process {
  public:
-  rilld_process(std::string data_dir, std::vector<std::string> extra = {}, std::string tcp = "127.0.0.1:0")
-      : data_dir_(std::move(data_dir)), extra_(std::move(extra)), tcp_(std::move(tcp)) {}
+  rilld_process(std::string data_dir, std::vector<std::string> extra = {}, std::string tcp = "127.0.0.1:0",
+                std::string http = "127.0.0.1:0")
+      : data_dir_(std::move(data_dir)), extra_(std::move(extra)), tcp_(std::move(tcp)), http_(std::move(http)) {}
   ~rilld_process() {
     if (pid_ > 0) {
       kill_hard();
@@ -60,7 +61,7 @@ class rilld_process {
                                        "--tcp",
                                        tcp_,
                                        "--http",
-                                       "127.0.0.1:0",
+                                       http_,
                                        "--set",
                                        "runtime.cpu_allocation=2",
                                        "--set",
@@ -140,6 +141,7 @@ class rilld_process {
   std::string data_dir_;
   std::vector<std::string> extra_;
   std::string tcp_;
+  std::string http_;
   std::string log_path_;
   std::string address_;
   std::string http_address_;
