@@ -21,8 +21,7 @@ connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int
       homed(home),
       fd_(fd),
       services_(services),
-      peer_(peer.empty() ? "from an unknown peer" : peer),
-      state_(limits_of(*services->config)) {
+      peer_(peer.empty() ? "from an unknown peer" : peer) {
   attach_metrics<connection_metrics>(published_);
   if (!peer.empty()) {
     set_metrics_name(peer);  // the peer's address names the connection in the metrics
@@ -31,6 +30,7 @@ connection_actor::connection_actor(caf::actor_config& cfg, std::size_t home, int
 
 connection_actor::behavior_type connection_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
+  state_.emplace(limits_of(*services_->config), current_shard()->pool());  // the home shard's pool
   recv_ = std::make_unique<storage::io::request>();
   send_ = std::make_unique<storage::io::request>();
   services_->connections->fetch_add(1);
@@ -43,27 +43,44 @@ connection_actor::behavior_type connection_actor::make_behavior() {
 }
 
 void connection_actor::start_recv() {
-  const auto buffer = state_.begin_recv();
-  if (!buffer) {
+  const auto read = state_->begin_read();
+  if (!read) {
     return;
   }
   *recv_ = storage::io::request{};
-  recv_->op = storage::io::opcode::recv;
   recv_->fd = fd_;
-  recv_->buffer = buffer->data();
-  recv_->length = buffer->size();
   recv_->user = this;
-  recv_->on_complete = [](storage::io::request& r) { static_cast<connection_actor*>(r.user)->on_recv(r.result); };
+  if (read->poll) {
+    // Idle: wait for bytes without a buffer; the receive that follows takes one from the shard's pool.
+    recv_->op = storage::io::opcode::poll_readable;
+    recv_->on_complete = [](storage::io::request& r) { static_cast<connection_actor*>(r.user)->on_poll(r.result); };
+  } else {
+    recv_->op = storage::io::opcode::recv;
+    recv_->buffer = read->buffer.data();
+    recv_->length = read->buffer.size();
+    recv_->on_complete = [](storage::io::request& r) { static_cast<connection_actor*>(r.user)->on_recv(r.result); };
+  }
   io_->submit(*recv_);
+  publish_buffer();
+}
+
+void connection_actor::on_poll(std::int64_t result) {
+  state_->end_poll(result);
+  start_recv();
+  maybe_finish();
+}
+
+void connection_actor::publish_buffer() {
+  published_->recv_buffer_bytes.store(state_->recv_buffer_bytes(), std::memory_order_relaxed);
 }
 
 void connection_actor::on_recv(std::int64_t result) {
-  if (!state_.end_recv(result)) {
+  if (!state_->end_recv(result)) {
     maybe_finish();
     return;
   }
   for (;;) {
-    auto next = state_.next_frame();
+    auto next = state_->next_frame();
     if (auto* req = std::get_if<connection_state::request>(&next)) {
       bump(published_->requests);
       bump(published_->bytes_in, req->bytes);
@@ -75,7 +92,7 @@ void connection_actor::on_recv(std::int64_t result) {
       break;
     }
   }
-  state_.framing_done();
+  state_->framing_done();
   start_recv();
   maybe_finish();
 }
@@ -175,7 +192,7 @@ void connection_actor::forward(pending p, const routing_table&, to_metadata&& d)
 
 void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request_bytes) {
   const std::size_t size = frame.size();
-  if (!state_.queue_reply(std::move(frame), request_bytes)) {
+  if (!state_->queue_reply(std::move(frame), request_bytes)) {
     return;  // closed meanwhile: the reply has nowhere to go
   }
   if (request_bytes > 0) {
@@ -198,7 +215,7 @@ void connection_actor::reply_error(std::uint32_t correlation, net::status st, co
 }
 
 void connection_actor::start_send() {
-  const auto bytes = state_.begin_send();
+  const auto bytes = state_->begin_send();
   if (!bytes) {
     return;
   }
@@ -213,14 +230,14 @@ void connection_actor::start_send() {
 }
 
 void connection_actor::on_send(std::int64_t result) {
-  state_.end_send(result);
+  state_->end_send(result);
   start_send();
   start_recv();  // replies drained: reading may resume
   maybe_finish();
 }
 
 void connection_actor::shut_down() {
-  if (state_.shut_down()) {
+  if (state_->shut_down()) {
     submit_cancel(recv_.get());
   }
   maybe_finish();
@@ -239,7 +256,7 @@ void connection_actor::submit_cancel(storage::io::request* target) {
 
 void connection_actor::force_close() {
   // The server is going away: stop waiting for replies still being computed and for a client that does not read.
-  if (state_.force()) {
+  if (state_->force()) {
     submit_cancel(send_.get());
   }
   shut_down();
@@ -252,6 +269,10 @@ void connection_actor::on_exit() {
   }
   groups_.clear();
   if (io_ && io_->in_flight() > 0) {
+    RILL_ASSERT(state_.has_value());
+    if (state_->recv_pending() && !state_->poll_pending()) {
+      state_->abandon_recv_buffer();  // the kernel may still write into it
+    }
     // Terminated from outside (the runtime going down) with requests still in the kernel: what they point at (the
     // requests, their buffers, the router) is leaked on purpose rather than freed under the kernel's feet.
     struct orphaned_io {
@@ -262,20 +283,21 @@ void connection_actor::on_exit() {
       connection_state state;
     };
     [[maybe_unused]] auto* leaked =
-        new orphaned_io{std::move(io_), std::move(recv_), std::move(send_), std::move(cancels_), std::move(state_)};
+        new orphaned_io{std::move(io_), std::move(recv_), std::move(send_), std::move(cancels_), std::move(*state_)};
   }
   close_socket();
 }
 
 void connection_actor::maybe_finish() {
-  switch (state_.next_step(io_->in_flight() > 0)) {
+  publish_buffer();
+  switch (state_->next_step(io_->in_flight() > 0)) {
     case connection_state::step::wait:
       return;
     case connection_state::step::shut_down:
       shut_down();  // stop the pending read; its completion brings us back here
       return;
     case connection_state::step::close:
-      state_.check_invariants();
+      state_->check_invariants();
       close_socket();  // not an I/O wait: closing a socket does not block
       quit();
       return;
@@ -288,9 +310,11 @@ void connection_actor::close_socket() {
   }
   ::close(fd_);
   fd_ = -1;
-  state_.closed();
+  if (state_) {
+    state_->closed();
+  }
   services_->connections->fetch_sub(1);
-  services_->requests_inflight->fetch_sub(state_.inflight_requests());  // forced: never to be answered
+  services_->requests_inflight->fetch_sub(state_ ? state_->inflight_requests() : 0);  // forced: never to be answered
 }
 
 }  // namespace rill::actors

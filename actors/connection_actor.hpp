@@ -10,12 +10,16 @@
 // connection_inflight_requests_max requests or connection_inflight_bytes_max request bytes are being served, or
 // while as many reply bytes wait for a client that does not read them: then the client's own sends block.
 //
+// Memory: an idle connection holds no receive buffer: it waits for readability (io_uring poll) and only then
+// receives into a buffer from its shard's pool, which goes back once the bytes are framed (connection_state.h).
+//
 // Its public contract is connection_actor_hdl (interfaces.hpp); connection_actor_impl adds its I/O completions. It
 // sends through the typed handles of the routing table and connection_services, so every request it forwards is
 // checked against the receiver's interface at compile time.
 #include <caf/all.hpp>
 
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -60,7 +64,9 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   };
 
   void start_recv();
+  void on_poll(std::int64_t result);
   void on_recv(std::int64_t result);
+  void publish_buffer();  // the receive buffer held, for the metrics
   void dispatch(const net::request_view& req, std::uint32_t bytes);
   void forward(pending p, const routing_table& table, to_partition&& d);
   void forward(pending p, const routing_table& table, to_group&& d);
@@ -84,7 +90,7 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   std::string peer_;  // the client's address, for the server's log
   std::shared_ptr<connection_metrics> published_ = std::make_shared<connection_metrics>();
   std::unique_ptr<actor_io> io_;
-  connection_state state_;
+  std::optional<connection_state> state_;       // made on the home shard (make_behavior): it takes that shard's pool
   std::unique_ptr<storage::io::request> recv_;  // the recv in flight (stable address for cancel)
   std::unique_ptr<storage::io::request> send_;
   std::vector<std::unique_ptr<storage::io::request>> cancels_;   // cancel requests, alive until the actor goes

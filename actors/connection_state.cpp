@@ -2,6 +2,7 @@
 #include "actors/connection_state.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/assert.h"
 #include "base/endian.h"
@@ -15,7 +16,7 @@ std::uint32_t correlation_of(std::span<const std::byte> frame) {
 }
 }  // namespace
 
-connection_state::connection_state(limits l) : limits_(l) {
+connection_state::connection_state(limits l, storage::buffer_pool& pool) : limits_(l), pool_(&pool) {
   RILL_ASSERT(l.inflight_requests_max > 0);
   RILL_ASSERT(l.inflight_bytes_max > 0);
   RILL_ASSERT(l.frame_bytes_max >= net::request_prefix_bytes);
@@ -26,35 +27,74 @@ bool connection_state::can_read() const {
          inflight_bytes_ < limits_.inflight_bytes_max && out_bytes_ < limits_.inflight_bytes_max;
 }
 
-std::optional<std::span<std::byte>> connection_state::begin_recv() {
+std::optional<connection_state::read_op> connection_state::begin_read() {
   if (recv_pending_ || framing_ || !can_read()) {
     return std::nullopt;
   }
-  // Read at least a window; more when a large frame is known to be coming.
-  std::size_t want = recv_window_min;
-  if (in_.size() >= net::length_bytes) {
-    const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data())} + net::length_bytes;
-    if (frame > in_.size()) {
-      want = std::clamp<std::uint64_t>(frame - in_.size(), recv_window_min, recv_window_max);
-    }
+  if (in_size_ == 0 && !readable_) {
+    // Nothing buffered and no bytes known to be waiting: wait for them without holding a buffer (the idle case).
+    RILL_ASSERT(!in_);
+    recv_pending_ = true;
+    polling_ = true;
+    return read_op{true, {}};
   }
-  recv_at_ = in_.size();
-  in_.resize(recv_at_ + want);
+  // The buffer holds at least a window; more when a large frame is known to be coming (up to a window's maximum
+  // beyond what is buffered).
+  std::size_t need = recv_window_min;
+  if (in_size_ >= net::length_bytes) {
+    const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data())} + net::length_bytes;
+    RILL_ASSERT(frame > in_size_, "a whole frame of {} bytes was left unframed", frame);
+    RILL_ASSERT(frame <= limits_.frame_bytes_max, "a frame of {} bytes over the limit was not refused", frame);
+    need = std::max<std::uint64_t>(need, std::min<std::uint64_t>(frame, in_size_ + recv_window_max));
+  }
+  reserve_in(need);
+  RILL_ASSERT(in_.capacity() > in_size_);
+  const std::size_t want = std::min(in_.capacity() - in_size_, recv_window_max);
+  recv_at_ = in_size_;
   recv_pending_ = true;
-  return std::span<std::byte>(in_.data() + recv_at_, want);
+  readable_ = false;
+  return read_op{false, std::span<std::byte>(in_.data() + recv_at_, want)};
+}
+
+void connection_state::reserve_in(std::size_t bytes) {
+  if (in_.capacity() >= bytes) {
+    return;
+  }
+  auto bigger = pool_->acquire(bytes);
+  RILL_ASSERT(bigger.capacity() >= bytes);
+  if (in_size_ > 0) {
+    std::memcpy(bigger.data(), in_.data(), in_size_);
+  }
+  in_ = std::move(bigger);  // the smaller buffer goes back to the pool
+}
+
+void connection_state::end_poll(std::int64_t result) {
+  RILL_ASSERT(recv_pending_);
+  RILL_ASSERT(polling_);
+  RILL_ASSERT(!framing_);
+  recv_pending_ = false;
+  polling_ = false;
+  if (result < 0) {
+    closing_ = true;  // cancelled at shut down, or the socket failed
+    return;
+  }
+  readable_ = true;  // POLLIN, or POLLHUP/POLLERR: the receive tells which
 }
 
 bool connection_state::end_recv(std::int64_t result) {
   RILL_ASSERT(recv_pending_);
+  RILL_ASSERT(!polling_);
   RILL_ASSERT(!framing_);
+  RILL_ASSERT(recv_at_ == in_size_);
   recv_pending_ = false;
   if (result <= 0) {
-    in_.resize(recv_at_);
     closing_ = true;  // the peer closed (0) or the socket failed: finish what is in flight, then go
+    in_size_ = 0;     // a partial frame that never completes
+    in_.release();
     return false;
   }
-  RILL_ASSERT(recv_at_ + static_cast<std::size_t>(result) <= in_.size());
-  in_.resize(recv_at_ + static_cast<std::size_t>(result));
+  RILL_ASSERT(recv_at_ + static_cast<std::size_t>(result) <= in_.capacity());
+  in_size_ = recv_at_ + static_cast<std::size_t>(result);
   framing_ = true;
   consumed_ = 0;
   return true;
@@ -64,7 +104,7 @@ std::variant<std::monostate, connection_state::request, connection_state::frame_
   if (!framing_ || close_after_send_) {
     return std::monostate{};
   }
-  const auto rest = std::span<const std::byte>(in_).subspan(consumed_);
+  const auto rest = std::span<const std::byte>(in_.data(), in_size_).subspan(consumed_);
   auto size = net::next_frame_size(rest, net::request_prefix_bytes, limits_.frame_bytes_max);
   if (!size) {
     close_after_send_ = true;
@@ -88,8 +128,22 @@ std::variant<std::monostate, connection_state::request, connection_state::frame_
 
 void connection_state::framing_done() {
   RILL_ASSERT(framing_);
-  RILL_ASSERT(consumed_ <= in_.size());
-  in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(consumed_));
+  RILL_ASSERT(consumed_ <= in_size_);
+  const std::size_t rest = in_size_ - consumed_;
+  if (rest == 0 || close_after_send_) {
+    in_size_ = 0;
+    in_.release();  // every byte framed: the buffer goes back to the pool until bytes wait again
+  } else {
+    if (in_.capacity() > recv_window_min && rest <= recv_window_min / 2) {
+      // A large buffer (grown for a large frame) holding the start of a small one: keep a window, not the large one.
+      auto smaller = pool_->acquire(recv_window_min);
+      std::memcpy(smaller.data(), in_.data() + consumed_, rest);
+      in_ = std::move(smaller);
+    } else if (consumed_ > 0) {
+      std::memmove(in_.data(), in_.data() + consumed_, rest);
+    }
+    in_size_ = rest;
+  }
   consumed_ = 0;
   framing_ = false;
 }
@@ -142,6 +196,10 @@ void connection_state::end_send(std::int64_t result) {
 
 bool connection_state::shut_down() {
   closing_ = true;
+  if (!recv_pending_ && !framing_) {
+    in_size_ = 0;  // a partial frame that is never read to its end
+    in_.release();
+  }
   return recv_pending_;
 }
 
@@ -172,8 +230,12 @@ void connection_state::check_invariants() const {
   RILL_ASSERT(out_.empty() ? out_sent_ == 0 : out_sent_ < out_.front().size());
   RILL_ASSERT(!send_pending_ || !out_.empty());
   RILL_ASSERT(!framing_ || !recv_pending_);
-  RILL_ASSERT(consumed_ <= in_.size());
-  RILL_ASSERT(!recv_pending_ || recv_at_ < in_.size());
+  RILL_ASSERT(consumed_ <= in_size_);
+  RILL_ASSERT(in_size_ <= in_.capacity());
+  RILL_ASSERT(!recv_pending_ || polling_ || recv_at_ < in_.capacity());
+  RILL_ASSERT(!polling_ || recv_pending_);
+  RILL_ASSERT(!polling_ || !in_, "a buffer held while waiting for readability");
+  RILL_ASSERT(in_size_ > 0 || framing_ || (recv_pending_ && !polling_) || !in_, "an idle connection holds a buffer");
   RILL_ASSERT(inflight_requests_ == 0 ? inflight_bytes_ == 0 : inflight_bytes_ >= inflight_requests_);
   RILL_ASSERT(!closed_ || closing_);
 }

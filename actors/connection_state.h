@@ -3,9 +3,16 @@
 // request frames, the replies waiting to be sent, the requests and bytes in flight, and when to read, send, shut
 // down and close. The connection actor owns the socket and submits the receives and sends this class asks for.
 //
+// Memory: an idle connection holds no receive buffer. With nothing buffered, a read is first a wait for readability
+// (no buffer); only once bytes are waiting does a receive take a buffer from the shard's pool, and the buffer goes back
+// as soon as every received byte is framed. A partly received frame keeps its buffer (it is data buffered), and the
+// next receive goes straight into it. Replies are held only while queued.
+//
 // Invariants
-// - At most one receive and one send are pending; the received bytes are not touched while frames are being split
-//   out of them (a reply queued meanwhile may not start a receive).
+// - At most one read (a wait for readability or a receive) and one send are pending; the received bytes are not
+//   touched while frames are being split out of them (a reply queued meanwhile may not start a read).
+// - A receive buffer is held only while a receive is pending or received bytes wait to be framed: no buffer when
+//   in_size_ is 0 and no receive is pending.
 // - Reading is paused while inflight_requests_max requests or inflight_bytes_max request bytes are being served,
 //   or inflight_bytes_max reply bytes wait to be sent, and for good once the connection is closing.
 // - out_bytes_ is the sum of the queued replies' sizes; out_sent_ < the front reply's size (when there is one).
@@ -20,6 +27,7 @@
 
 #include "net/frame.h"
 #include "net/status.h"
+#include "storage/buffer_pool.h"
 
 namespace rill::actors {
 
@@ -30,17 +38,27 @@ class connection_state {
     std::uint64_t inflight_bytes_max = 64 << 20;
     std::uint64_t frame_bytes_max = 16 << 20;
   };
-  // A receive reads at least this much, and at most recv_window_max even for a larger frame.
+  // A receive buffer holds at least this much, and a receive reads at most recv_window_max even for a larger frame.
   static constexpr std::size_t recv_window_min = 64 * 1024;
   static constexpr std::size_t recv_window_max = 4 * 1024 * 1024;
   static_assert(recv_window_min <= recv_window_max);
   static_assert(recv_window_min >= net::request_prefix_bytes);
 
-  explicit connection_state(limits l);
+  // `pool`: where receive buffers come from (the shard's); it must outlive this state and its owner thread is the
+  // only one that may call begin_read.
+  connection_state(limits l, storage::buffer_pool& pool);
 
-  // Receiving. The buffer the next receive fills, or nothing when none should start now (one is pending, frames
-  // are being split, or reading is paused). Marks the receive pending.
-  std::optional<std::span<std::byte>> begin_recv();
+  // Receiving. The next read: a wait for readability (nothing buffered and no bytes known to be waiting: no buffer
+  // is taken) or a receive into `buffer` (taken from the pool, after what is already buffered). Nothing when no read
+  // should start now (one is pending, frames are being split, or reading is paused). Marks the read pending.
+  struct read_op {
+    bool poll = false;            // wait for readability (end_poll), else receive into buffer (end_recv)
+    std::span<std::byte> buffer;  // the receive's bytes; empty for a poll
+  };
+  std::optional<read_op> begin_read();
+  // The pending wait for readability completed: `result` is the poll events (< 0: it failed or was cancelled; the
+  // connection is then closing). The next read is a receive.
+  void end_poll(std::int64_t result);
   // The pending receive completed: `result` bytes arrived (<= 0: the peer closed or the socket failed; the
   // connection is then closing). Returns whether bytes arrived.
   bool end_recv(std::int64_t result);
@@ -71,7 +89,7 @@ class connection_state {
   // The pending send completed: `result` bytes were written (< 0: the peer is gone; what is queued is dropped).
   void end_send(std::int64_t result);
 
-  // Closing. No more reading; queued replies are still sent. Returns whether a receive is pending (to cancel).
+  // Closing. No more reading; queued replies are still sent. Returns whether a read is pending (to cancel).
   bool shut_down();
   // The server is stopping: replies still being computed and unsent bytes are dropped. Returns whether a send is
   // pending (to cancel: its reply stays queued until it completes). Call shut_down after.
@@ -90,6 +108,13 @@ class connection_state {
   // Asserts the invariants above (O(queued replies): tests call it after every step).
   void check_invariants() const;
   [[nodiscard]] bool recv_pending() const noexcept { return recv_pending_; }
+  [[nodiscard]] bool poll_pending() const noexcept { return recv_pending_ && polling_; }
+  // The receive buffer held (its capacity; 0 when none) and the received bytes not yet framed.
+  [[nodiscard]] std::size_t recv_buffer_bytes() const noexcept { return in_.capacity(); }
+  [[nodiscard]] std::size_t buffered_bytes() const noexcept { return in_size_; }
+  // The receive buffer, given up for good: the kernel may still write into it (the actor is terminated with a
+  // receive pending), so it is neither reused nor freed (buffer_pool's abandon).
+  void abandon_recv_buffer() noexcept { in_.abandon(); }
   [[nodiscard]] bool is_closed() const noexcept { return closed_; }
   [[nodiscard]] std::uint32_t inflight_requests() const noexcept { return inflight_requests_; }
   [[nodiscard]] std::uint64_t inflight_bytes() const noexcept { return inflight_bytes_; }
@@ -98,9 +123,13 @@ class connection_state {
 
  private:
   void drop_queued(bool keep_front);
+  // Makes in_ hold at least `bytes`, keeping the in_size_ bytes buffered.
+  void reserve_in(std::size_t bytes);
 
   limits limits_;
-  std::vector<std::byte> in_;               // received, not yet framed; during a receive, its buffer's tail
+  storage::buffer_pool* pool_;
+  storage::pooled_buffer in_;  // received, not yet framed (in_size_ bytes); a receive fills its tail
+  std::size_t in_size_ = 0;
   std::size_t recv_at_ = 0;                 // where the pending receive writes in in_
   std::size_t consumed_ = 0;                // bytes of in_ framed since end_recv
   std::deque<std::vector<std::byte>> out_;  // replies waiting to be sent; front is being sent
@@ -108,7 +137,9 @@ class connection_state {
   std::uint64_t out_bytes_ = 0;
   std::uint32_t inflight_requests_ = 0;
   std::uint64_t inflight_bytes_ = 0;
-  bool recv_pending_ = false;
+  bool recv_pending_ = false;  // a read (poll or receive) is pending
+  bool polling_ = false;       // ... and it is a wait for readability
+  bool readable_ = false;      // the last poll said bytes are waiting: the next read is a receive
   bool framing_ = false;
   bool send_pending_ = false;
   bool closing_ = false;           // no more reading; finish replies, then close

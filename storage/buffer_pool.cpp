@@ -34,9 +34,21 @@ void pooled_buffer::release() noexcept {
   }
 }
 
+void pooled_buffer::abandon() noexcept {
+  if (data_ != nullptr) {
+    pool_->abandoned_.fetch_add(1, std::memory_order_relaxed);
+    data_ = nullptr;
+    pool_ = nullptr;
+    capacity_ = 0;
+    size_ = 0;
+  }
+}
+
 buffer_pool::~buffer_pool() {
   reclaim_remote();
-  RILL_ASSERT(outstanding_ == 0, "buffer_pool destroyed with {} buffers still out", outstanding_);
+  const std::size_t abandoned = abandoned_.load(std::memory_order_relaxed);
+  RILL_ASSERT(outstanding_ == abandoned, "buffer_pool destroyed with {} buffers still out ({} abandoned)", outstanding_,
+              abandoned);
   for (auto& list : free_) {
     for (std::byte* p : list) {
       std::free(p);

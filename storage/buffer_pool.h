@@ -6,7 +6,9 @@
 //   largest class are served by a one-off allocation that is freed, not pooled, on release.
 // - A buffer returns to its pool when its handle is destroyed; each class keeps at most `cached_per_class_max`
 //   free buffers and frees the rest, so the pool's idle memory is bounded.
-// - The pool must outlive every buffer it handed out.
+// - The pool must outlive every buffer it handed out, except those abandoned: abandon() gives a buffer up for good
+//   when the kernel may still write into it (its owner is going away with a receive pending); it is never reused nor
+//   freed, and the pool stops waiting for it (it still counts as outstanding).
 // - One owner thread: the thread of the first acquire() (a shard's, or a test's) is the only one that may acquire.
 //   A buffer may be released on any thread: a poll's read buffer travels in the reply to the connection actor,
 //   which may live on another shard. A release on a foreign thread pushes the buffer onto a lock-free list inside
@@ -49,6 +51,8 @@ class pooled_buffer {
   [[nodiscard]] std::span<std::byte> whole() noexcept { return {data_, capacity_}; }
   explicit operator bool() const noexcept { return data_ != nullptr; }
   void release() noexcept;
+  // Leaks the bytes on purpose (see the contract above); any thread. The handle is empty afterwards.
+  void abandon() noexcept;
 
  private:
   friend class buffer_pool;
@@ -92,6 +96,7 @@ class buffer_pool {
 
   std::atomic<std::thread::id> owner_{};       // set by the first acquire
   std::atomic<remote_node*> remote_{nullptr};  // released elsewhere, waiting for the owner
+  std::atomic<std::size_t> abandoned_{0};      // buffers given up for good (pooled_buffer::abandon)
 
   std::size_t cached_max_;
   std::array<std::vector<std::byte*>, classes> free_{};

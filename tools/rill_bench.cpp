@@ -16,6 +16,9 @@
 //              [--output FILE.csv] [--keep]
 //       Load against a running rilld through the client library (tools/load/load.h says what is measured and how);
 //       creates its streams and deletes them afterwards unless --keep.
+//   rill-bench idle-connections --server HOST:PORT --monitor HOST:PORT --pid PID --connections N [--ping] [--json]
+//       The memory a running rilld (on this machine) spends per idle connection: its RSS before and after N idle
+//       connections, and with --ping after one request on each (tools/idle_connections.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -32,6 +35,7 @@
 #include "storage/io/uring_engine.h"
 #include "storage/partition_log.h"
 #include "storage/record_batch_builder.h"
+#include "tools/idle_connections.h"
 #include "tools/load/load.h"
 #include "tools/load/rill_driver.h"
 
@@ -329,6 +333,16 @@ int main(int argc, char** argv) {
   produce->add_option("--bytes", pbytes, "bytes to write");
   produce->add_option("--segment-bytes", psegment, "segment size");
 
+  bench::idle_connections_options io;
+  auto* idle = app.add_subcommand("idle-connections", "memory per idle connection of a running rilld");
+  idle->add_option("--server", io.server, "rilld's client listener HOST:PORT")->required();
+  idle->add_option("--monitor", io.monitor, "rilld's monitoring listener HOST:PORT")->required();
+  idle->add_option("--pid", io.pid, "rilld's process id (its VmRSS is read)")->required();
+  idle->add_option("--connections", io.connections, "idle connections to open")->check(CLI::Range(1, 1 << 20));
+  idle->add_flag("--ping", io.ping, "then one ping on each connection, and measure again");
+  idle->add_option("--accept-timeout", io.accept_timeout_s, "seconds to wait for the server to count them all");
+  idle->add_flag("--json", io.json, "print one JSON object");
+
   // The load modes: one harness (tools/load) for rill and the peers under bench/peers.
   bench::load_options lo;
   const bench::load_commands load(app, lo);
@@ -340,6 +354,9 @@ int main(int argc, char** argv) {
   }
   if (*storage) {
     return run_storage(sa);
+  }
+  if (*idle) {
+    return bench::run_idle_connections(io);
   }
   if (*recovery) {
     return run_recovery(rdir, full_scan, rjson);

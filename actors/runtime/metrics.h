@@ -84,6 +84,7 @@ struct connection_metrics {
   std::atomic<std::uint64_t> errors{0};  // replies with a status other than ok
   std::atomic<std::uint64_t> bytes_in{0};
   std::atomic<std::uint64_t> bytes_out{0};
+  std::atomic<std::uint64_t> recv_buffer_bytes{0};  // gauge: the pooled receive buffer held (0 while idle)
 };
 
 // What a group actor publishes. Committed offsets change only on commits (not a hot path): under a mutex.
@@ -123,6 +124,7 @@ struct connection_sample {
   std::uint64_t errors = 0;
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
+  std::uint64_t recv_buffer_bytes = 0;
 };
 
 struct group_sample {

@@ -174,6 +174,15 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
       }
     }
   }
+  family(out, "rill_connection_receive_buffer_bytes", "gauge",
+         "The pooled receive buffer the connection holds (0 while it is idle).");
+  for (const auto& a : actors) {
+    if (a.connection) {
+      out += fmt::format(R"(rill_connection_receive_buffer_bytes{{peer="{}",id="{}"}} {})", escape(a.name), a.id,
+                         a.connection->recv_buffer_bytes);
+      out += '\n';
+    }
+  }
   // Groups; lag from the partitions' high watermarks.
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, const partition_sample*> parts;
   for (const auto& a : actors) {

@@ -54,6 +54,9 @@ enum class opcode : std::uint8_t {
   accept,  // fd (a listening socket) -> the accepted socket, non-blocking and close-on-exec
   recv,    // fd, buffer, length -> bytes received (0: the peer closed)
   send,    // fd, cbuffer, length -> bytes sent (MSG_NOSIGNAL)
+  // fd -> the poll(2) events once the socket is readable (POLLIN; POLLHUP/POLLERR when it is closed or failed).
+  // Needs no buffer: a connection waits in it while idle and takes a receive buffer only once bytes are there.
+  poll_readable,
   cancel,  // target: the request to cancel (it completes with -ECANCELED if it was still pending) -> 0 or -ENOENT
   // (cancel stays the last opcode: tables are sized by it)
 };

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,6 +51,8 @@ const char* to_string(opcode op) noexcept {
       return "recv";
     case opcode::send:
       return "send";
+    case opcode::poll_readable:
+      return "poll_readable";
     case opcode::cancel:
       return "cancel";
   }
@@ -163,6 +166,12 @@ void execute_blocking(request& r) noexcept {
     case opcode::send:
       r.result = ok_or_errno(::send(r.fd, r.cbuffer, r.length, MSG_NOSIGNAL));
       return;
+    case opcode::poll_readable: {
+      ::pollfd p{r.fd, POLLIN, 0};
+      const int rc = ::poll(&p, 1, -1);
+      r.result = rc < 0 ? -errno : p.revents;
+      return;
+    }
     case opcode::cancel:
       r.result = -ENOENT;  // blocking execution leaves nothing pending to cancel
       return;

@@ -170,6 +170,9 @@ bool uring_engine::prep(request& r) {
     case opcode::send:
       io_uring_prep_send(sqe, r.fd, r.cbuffer, r.length, MSG_NOSIGNAL);
       break;
+    case opcode::poll_readable:
+      io_uring_prep_poll_add(sqe, r.fd, POLLIN);
+      break;
     case opcode::cancel:
       io_uring_prep_cancel(sqe, r.target, 0);
       break;

@@ -2,6 +2,8 @@
 // back-pressure limits, partial sends, and when the connection shuts down and closes.
 #include <boost/test/unit_test.hpp>
 
+#include <poll.h>
+
 #include <cstring>
 
 #include "actors/connection_state.h"
@@ -20,11 +22,30 @@ std::vector<std::byte> ping_frame(std::uint32_t correlation, std::size_t batch_b
   return out;
 }
 
-// Delivers `bytes` through begin_recv/end_recv (as many receives as it takes); returns the requests framed.
+// The next receive's buffer: a wait for readability first when nothing is buffered (answered: readable), then the
+// receive. Nothing when no read may start.
+std::optional<std::span<std::byte>> recv_buffer(connection_state& c) {
+  auto r = c.begin_read();
+  if (r && r->poll) {
+    BOOST_TEST(c.recv_buffer_bytes() == 0u);  // waiting for readability holds no buffer
+    c.check_invariants();
+    c.end_poll(POLLIN);
+    c.check_invariants();
+    r = c.begin_read();
+    BOOST_REQUIRE(r.has_value());
+    BOOST_REQUIRE(!r->poll);
+  }
+  if (!r) {
+    return std::nullopt;
+  }
+  return r->buffer;
+}
+
+// Delivers `bytes` through begin_read/end_recv (as many receives as it takes); returns the requests framed.
 std::vector<connection_state::request> deliver(connection_state& c, std::span<const std::byte> bytes) {
   std::vector<connection_state::request> out;
   while (!bytes.empty()) {
-    auto buffer = c.begin_recv();
+    auto buffer = recv_buffer(c);
     c.check_invariants();
     BOOST_REQUIRE(buffer.has_value());
     const std::size_t n = std::min(buffer->size(), bytes.size());
@@ -57,10 +78,14 @@ connection_state::limits small_limits() {
 }
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(connection_state_suite)
+struct pool_fixture {
+  storage::buffer_pool pool;
+};
+
+BOOST_FIXTURE_TEST_SUITE(connection_state_suite, pool_fixture)
 
 BOOST_AUTO_TEST_CASE(frames_split_across_receives_and_counted_in_flight) {
-  connection_state c(connection_state::limits{});
+  connection_state c(connection_state::limits{}, pool);
   auto a = ping_frame(1, 10);
   auto b = ping_frame(2);
   std::vector<std::byte> both = a;
@@ -83,12 +108,12 @@ BOOST_AUTO_TEST_CASE(frames_split_across_receives_and_counted_in_flight) {
 BOOST_AUTO_TEST_CASE(the_receive_window_grows_for_a_large_frame) {
   connection_state::limits l;
   l.frame_bytes_max = 64 << 20;
-  connection_state c(l);
-  auto buffer = c.begin_recv();
+  connection_state c(l, pool);
+  auto buffer = recv_buffer(c);
   c.check_invariants();
   BOOST_REQUIRE(buffer.has_value());
   BOOST_TEST(buffer->size() == connection_state::recv_window_min);
-  BOOST_TEST(!c.begin_recv().has_value());  // one receive at a time
+  BOOST_TEST(!c.begin_read().has_value());  // one receive at a time
   // The first bytes announce a 10 MiB frame: the next receive asks for the rest, up to the window's maximum.
   auto big = ping_frame(5, 10 << 20);
   std::memcpy(buffer->data(), big.data(), 100);
@@ -98,16 +123,16 @@ BOOST_AUTO_TEST_CASE(the_receive_window_grows_for_a_large_frame) {
   c.check_invariants();
   c.framing_done();
   c.check_invariants();
-  buffer = c.begin_recv();
+  buffer = recv_buffer(c);
   c.check_invariants();
   BOOST_REQUIRE(buffer.has_value());
   BOOST_TEST(buffer->size() == connection_state::recv_window_max);
 }
 
 BOOST_AUTO_TEST_CASE(an_oversized_frame_is_refused_and_the_connection_closes_after_its_reply) {
-  connection_state c(small_limits());
+  connection_state c(small_limits(), pool);
   auto big = ping_frame(77, 400);
-  auto buffer = c.begin_recv();
+  auto buffer = recv_buffer(c);
   c.check_invariants();
   BOOST_REQUIRE(buffer.has_value());
   std::memcpy(buffer->data(), big.data(), 16);
@@ -125,7 +150,7 @@ BOOST_AUTO_TEST_CASE(an_oversized_frame_is_refused_and_the_connection_closes_aft
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(20), 0));
   c.check_invariants();
   BOOST_TEST(!c.can_read());
-  BOOST_TEST(!c.begin_recv().has_value());
+  BOOST_TEST(!c.begin_read().has_value());
   c.check_invariants();
   BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // the reply is still to be sent
   auto out = c.begin_send();
@@ -144,10 +169,10 @@ BOOST_AUTO_TEST_CASE(an_oversized_frame_is_refused_and_the_connection_closes_aft
 }
 
 BOOST_AUTO_TEST_CASE(a_frame_that_does_not_parse_is_malformed) {
-  connection_state c(connection_state::limits{});
+  connection_state c(connection_state::limits{}, pool);
   auto f = ping_frame(9);
   f[15] = std::byte{0xff};  // header length runs past the frame
-  auto r = c.begin_recv();
+  auto r = recv_buffer(c);
   c.check_invariants();
   BOOST_REQUIRE(r.has_value());
   std::memcpy(r->data(), f.data(), f.size());
@@ -163,13 +188,13 @@ BOOST_AUTO_TEST_CASE(a_frame_that_does_not_parse_is_malformed) {
 }
 
 BOOST_AUTO_TEST_CASE(reading_pauses_at_the_limits_and_resumes_with_the_replies) {
-  connection_state c(small_limits());
+  connection_state c(small_limits(), pool);
   auto a = ping_frame(1);
   auto b = ping_frame(2);
   BOOST_TEST(deliver(c, a).size() == 1u);
   BOOST_TEST(deliver(c, b).size() == 1u);
   BOOST_TEST(!c.can_read());  // two requests in flight
-  BOOST_TEST(!c.begin_recv().has_value());
+  BOOST_TEST(!c.begin_read().has_value());
   c.check_invariants();
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(10), static_cast<std::uint32_t>(a.size())));
   c.check_invariants();
@@ -204,10 +229,10 @@ BOOST_AUTO_TEST_CASE(reading_pauses_at_the_limits_and_resumes_with_the_replies) 
 }
 
 BOOST_AUTO_TEST_CASE(the_peer_closing_finishes_what_is_in_flight_first) {
-  connection_state c(connection_state::limits{});
+  connection_state c(connection_state::limits{}, pool);
   auto a = ping_frame(1);
   BOOST_TEST(deliver(c, a).size() == 1u);
-  BOOST_REQUIRE(c.begin_recv().has_value());
+  BOOST_REQUIRE(recv_buffer(c).has_value());
   c.check_invariants();
   BOOST_TEST(!c.end_recv(0));  // the peer closed
   BOOST_TEST(!c.can_read());
@@ -222,7 +247,7 @@ BOOST_AUTO_TEST_CASE(the_peer_closing_finishes_what_is_in_flight_first) {
 }
 
 BOOST_AUTO_TEST_CASE(forcing_drops_unsent_replies_and_answers_nothing_more) {
-  connection_state c(connection_state::limits{});
+  connection_state c(connection_state::limits{}, pool);
   auto a = ping_frame(1);
   auto b = ping_frame(2);
   BOOST_TEST(deliver(c, a).size() == 1u);
@@ -231,7 +256,7 @@ BOOST_AUTO_TEST_CASE(forcing_drops_unsent_replies_and_answers_nothing_more) {
   c.check_invariants();
   BOOST_TEST(c.queue_reply(std::vector<std::byte>(30), 0));
   c.check_invariants();
-  BOOST_REQUIRE(c.begin_recv().has_value());
+  BOOST_REQUIRE(recv_buffer(c).has_value());
   c.check_invariants();
   BOOST_REQUIRE(c.begin_send().has_value());
   c.check_invariants();
@@ -248,6 +273,80 @@ BOOST_AUTO_TEST_CASE(forcing_drops_unsent_replies_and_answers_nothing_more) {
   BOOST_TEST(!c.end_recv(-125));
   c.check_invariants();
   BOOST_TEST((c.next_step(false) == connection_state::step::close));
+}
+
+BOOST_AUTO_TEST_CASE(an_idle_connection_holds_no_buffer_and_a_partial_frame_keeps_one) {
+  connection_state c(connection_state::limits{}, pool);
+  // Idle from the start: the first read is a wait for readability, without a buffer.
+  auto r = c.begin_read();
+  c.check_invariants();
+  BOOST_REQUIRE(r.has_value());
+  BOOST_TEST(r->poll);
+  BOOST_TEST(r->buffer.empty());
+  BOOST_TEST(pool.outstanding() == 0u);
+  BOOST_TEST(!c.begin_read().has_value());  // one read at a time
+  c.end_poll(POLLIN);
+  c.check_invariants();
+  // Pipelined requests in one receive, the last one cut short: its start keeps the buffer.
+  std::vector<std::byte> bytes;
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    auto f = ping_frame(i, 100);
+    bytes.insert(bytes.end(), f.begin(), f.end());
+  }
+  auto last = ping_frame(99, 1000);
+  bytes.insert(bytes.end(), last.begin(), last.begin() + 50);
+  BOOST_TEST(deliver(c, bytes).size() == 20u);
+  BOOST_TEST(pool.outstanding() == 1u);
+  BOOST_TEST(c.buffered_bytes() == 50u);
+  BOOST_TEST(c.recv_buffer_bytes() >= connection_state::recv_window_min);
+  // The rest of it: a receive straight into the kept buffer (no wait first), then the buffer goes back.
+  r = c.begin_read();
+  BOOST_REQUIRE(r.has_value());
+  BOOST_TEST(!r->poll);
+  const auto rest = std::span<const std::byte>(last).subspan(50);
+  std::memcpy(r->buffer.data(), rest.data(), rest.size());
+  BOOST_REQUIRE(c.end_recv(static_cast<std::int64_t>(rest.size())));
+  BOOST_TEST(std::holds_alternative<connection_state::request>(c.next_frame()));
+  BOOST_TEST(std::holds_alternative<std::monostate>(c.next_frame()));
+  c.framing_done();
+  c.check_invariants();
+  BOOST_TEST(pool.outstanding() == 0u);
+  BOOST_TEST(c.recv_buffer_bytes() == 0u);
+  r = c.begin_read();
+  BOOST_REQUIRE(r.has_value());
+  BOOST_TEST(r->poll);  // idle again
+  // A shut down cancels the wait; the connection still holds nothing.
+  BOOST_TEST(c.shut_down());
+  c.end_poll(-ECANCELED);
+  c.check_invariants();
+  BOOST_TEST(pool.outstanding() == 0u);
+  BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // 21 requests still being answered
+}
+
+BOOST_AUTO_TEST_CASE(a_large_frame_grows_the_buffer_and_gives_it_back) {
+  connection_state::limits l;
+  l.frame_bytes_max = 64 << 20;
+  connection_state c(l, pool);
+  auto big = ping_frame(5, 10 << 20);
+  auto small = ping_frame(6);
+  std::vector<std::byte> bytes = big;
+  bytes.insert(bytes.end(), small.begin(), small.begin() + 10);  // the start of the next frame
+  const auto got = deliver(c, bytes);
+  BOOST_REQUIRE(got.size() == 1u);
+  BOOST_TEST(got[0].bytes == big.size());
+  // The large buffer is not kept for ten bytes of the next frame: a window holds them.
+  BOOST_TEST(c.buffered_bytes() == 10u);
+  BOOST_TEST(c.recv_buffer_bytes() == connection_state::recv_window_min);
+  BOOST_TEST(pool.outstanding() == 1u);
+  BOOST_TEST(deliver(c, std::span<const std::byte>(small).subspan(10)).size() == 1u);
+  BOOST_TEST(pool.outstanding() == 0u);
+  // The peer closing with a partial frame buffered gives its buffer back too.
+  BOOST_TEST(deliver(c, std::span<const std::byte>(small).first(5)).empty());
+  BOOST_TEST(pool.outstanding() == 1u);
+  BOOST_REQUIRE(recv_buffer(c).has_value());
+  BOOST_TEST(!c.end_recv(0));
+  c.check_invariants();
+  BOOST_TEST(pool.outstanding() == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -17,8 +17,10 @@
 #include <sstream>
 #include <thread>
 
+#include "base/endian.h"
 #include "net/client.h"
 #include "net/frame.h"
+#include "net/proto/rill.pb.h"
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
 #include "tests/test_util.h"
@@ -423,4 +425,81 @@ BOOST_AUTO_TEST_CASE(a_stalled_partition_shows_its_mailbox_rise_and_fall) {
   const auto p = nlohmann::json::parse(http(proc.http_address(), "GET", "/api/partitions").body);
   BOOST_TEST(p[0]["high_watermark"].get<int>() == requests);
   BOOST_TEST(proc.stop() == 0);
+}
+
+namespace {
+// Sends `pings` pipelined pings and one ping carrying `large_bytes` of batches (a large frame) in one go, then
+// reads every reply: all ok, in order.
+void pipelined_burst_and_large_frame(int fd, std::uint32_t pings, std::size_t large_bytes) {
+  std::vector<std::byte> out;
+  proto::PingRequest h;
+  for (std::uint32_t i = 1; i <= pings; ++i) {
+    append_request(out, i, api::ping, h);
+  }
+  const std::vector<std::byte> batches(large_bytes, std::byte{7});
+  append_request(out, pings + 1, api::ping, h, batches);
+  std::size_t sent = 0;
+  while (sent < out.size()) {
+    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    BOOST_REQUIRE(n > 0);
+    sent += static_cast<std::size_t>(n);
+  }
+  auto recv_all = [fd](std::byte* p, std::size_t n) {
+    while (n > 0) {
+      const ssize_t k = ::recv(fd, p, n, 0);
+      BOOST_REQUIRE(k > 0);
+      p += k;
+      n -= static_cast<std::size_t>(k);
+    }
+  };
+  for (std::uint32_t i = 1; i <= pings + 1; ++i) {
+    std::vector<std::byte> frame(length_bytes);
+    recv_all(frame.data(), length_bytes);
+    frame.resize(length_bytes + load_be<std::uint32_t>(frame.data()));
+    recv_all(frame.data() + length_bytes, frame.size() - length_bytes);
+    const auto reply = parse_reply(frame);
+    BOOST_REQUIRE(reply.has_value());
+    BOOST_TEST(reply->correlation_id == i);
+    BOOST_TEST(static_cast<int>(reply->st) == static_cast<int>(status::ok));
+  }
+}
+
+double sum_of(const std::vector<sample>& all, const std::string& name) {
+  double sum = 0;
+  for (const auto& s : all) {
+    sum += s.name == name ? s.value : 0;
+  }
+  return sum;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_idle_connection_holds_no_pooled_buffer_and_still_serves_bursts_and_large_frames) {
+  temp_data_dir dir;
+  rilld_process proc(dir.path() + "/data");
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
+  const int fd = connect_to(proc.address());
+  for (int round = 0; round < 2; ++round) {
+    // A burst of pipelined requests and a 12 MiB frame (under the 16 MiB network.max_frame_bytes), then idle.
+    pipelined_burst_and_large_frame(fd, 200, 12u << 20);
+    // Idle now: the connection is still open and holds no receive buffer, and no shard has a pooled buffer out
+    // (no partitions exist, so the connection was the pool's only user); the buffers it used are back in the pools.
+    bool idle = false;
+    std::vector<sample> all;
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         !idle && std::chrono::steady_clock::now() < deadline;) {
+      const auto r = http(proc.http_address(), "GET", "/metrics");
+      BOOST_REQUIRE(r.status == 200);
+      all = parse_prometheus(r.body);
+      idle = sum_of(all, "rill_connections") == 1 && sum_of(all, "rill_connection_receive_buffer_bytes") == 0 &&
+             sum_of(all, "rill_shard_buffer_pool_outstanding_buffers") == 0;
+      if (!idle) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    BOOST_TEST_INFO("round " << round);
+    BOOST_TEST(idle);
+    BOOST_TEST(sum_of(all, "rill_shard_buffer_pool_cached_bytes") > 0);
+    BOOST_TEST(sum_of(all, "rill_connection_requests_total") == 201.0 * (round + 1));
+  }
+  ::close(fd);
 }
