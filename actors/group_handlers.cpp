@@ -60,7 +60,7 @@ group_decision join(group_state& state, const group_identity& id, std::string_vi
   }
   std::optional<std::string> wanted;
   if (req->has_member_id()) {
-    if (auto ok = check_name("member id", req->member_id()); !ok) {
+    if (auto ok = check_new_name("member id", req->member_id()); !ok) {
       return refuse(ok.error());
     }
     wanted = req->member_id();

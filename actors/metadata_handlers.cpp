@@ -238,6 +238,7 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
   switch (c.api) {
     case net::api::stream_create: {
       RILL_TRY(req, parse_request_header<proto::StreamCreateRequest>(header));
+      RILL_TRY_VOID(check_new_name("stream", req.name()));
       if (view.streams.size() >= limits.streams_max) {
         return over_limit(
             "streams_max", limits.streams_max,
@@ -250,6 +251,7 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
     }
     case net::api::stream_update: {
       RILL_TRY(req, parse_request_header<proto::StreamUpdateRequest>(header));
+      RILL_TRY_VOID(check_new_name("stream", req.name()));
       RILL_TRY(s, view.find_stream(req.stream()));
       c.stream_id = s->id;
       c.command.mutable_update_stream()->set_stream_id(s->id);
@@ -268,6 +270,7 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
     }
     case net::api::topic_create: {
       RILL_TRY(req, parse_request_header<proto::TopicCreateRequest>(header));
+      RILL_TRY_VOID(check_new_name("topic", req.name()));
       RILL_TRY(s, view.find_stream(req.stream()));
       RILL_TRY(config, complete_topic_config(req.config(), defaults));
       if (s->topics.size() >= limits.topics_per_stream_max) {
@@ -295,6 +298,7 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       cmd->set_stream_id(s->id);
       cmd->set_topic_id(t->id);
       if (req.has_name()) {
+        RILL_TRY_VOID(check_new_name("topic", req.name()));
         cmd->set_name(req.name());
       }
       *cmd->mutable_config() = req.config();
@@ -334,6 +338,7 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
     }
     case net::api::group_create: {
       RILL_TRY(req, parse_request_header<proto::GroupCreateRequest>(header));
+      RILL_TRY_VOID(check_new_name("group", req.name()));
       RILL_TRY(s, view.find_stream(req.stream()));
       RILL_TRY(t, view.find_topic(*s, req.topic()));
       RILL_TRY(config, complete_group_config(req.config()));

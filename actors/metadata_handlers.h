@@ -86,10 +86,10 @@ struct metadata_change {
   std::optional<std::uint32_t> created_id;
 };
 
-// Errors: bad_header, stream_not_found, topic_not_found, group_not_found, invalid_config, unknown_api (not a
-// change), limit_exceeded (the change would pass one of `limits`: the message names the key and its value; checked
-// here, before anything is committed or created). What only the state can tell (exists, names, id space) is
-// metadata_state::check's, at the commit.
+// Errors: bad_header, stream_not_found, topic_not_found, group_not_found, invalid_config, invalid_name (a name
+// check_new_name refuses), unknown_api (not a change), limit_exceeded (the change would pass one of `limits`: the
+// message names the key and its value; checked here, before anything is committed or created). What only the state can
+// tell (exists, names, id space) is metadata_state::check's, at the commit.
 expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t api, std::string_view header,
                                       const config::log_config& defaults, const config::resource_limits& limits);
 

@@ -212,15 +212,20 @@ std::size_t shard_of(std::uint64_t ns, std::size_t shards) {
   return static_cast<std::size_t>((out[0] >> 48) % shards);
 }
 
-expected<void> check_name(std::string_view what, std::string_view name) {
-  if (name.empty() || name.size() > name_bytes_max) {
-    return fail(net::status::invalid_name,
-                fmt::format("{} name of {} bytes: a name has 1 to {} bytes", what, name.size(), name_bytes_max));
-  }
+expected<void> check_new_name(std::string_view what, std::string_view name) {
+  RILL_TRY_VOID(check_name(what, name));
   if (name == "." || name == "..") {
     return fail(
         net::status::invalid_name,
         fmt::format("{} name '{}': '.' and '..' are not names (they mean directories on every system)", what, name));
+  }
+  return {};
+}
+
+expected<void> check_name(std::string_view what, std::string_view name) {
+  if (name.empty() || name.size() > name_bytes_max) {
+    return fail(net::status::invalid_name,
+                fmt::format("{} name of {} bytes: a name has 1 to {} bytes", what, name.size(), name_bytes_max));
   }
   for (char c : name) {
     const bool ok =

@@ -100,9 +100,14 @@ std::uint64_t group_namespace(std::uint32_t stream_id, std::uint32_t topic_id, s
 // field and its allowed range.
 expected<proto::GroupConfig> complete_group_config(const proto::GroupConfig& requested);
 
-// A name as the protocol allows: 1-255 bytes of [A-Za-z0-9._-], and not exactly "." or "..". `what` names the kind
-// in the error (invalid_name).
+// A name as the protocol allows: 1-255 bytes of [A-Za-z0-9._-]. `what` names the kind in the error (invalid_name).
+// This is the rule metadata_state::check applies, at a commit and when the journal is replayed, so it never
+// narrows: a command an older build committed must replay to the same state (and the same ids).
 expected<void> check_name(std::string_view what, std::string_view name);
+// A name a request may give from now on: check_name's rule, and not exactly "." or ".." (earlier builds took those;
+// their journals still replay). The metadata handlers apply it to names a request creates or renames to, and the
+// partition and group to consumer names and member ids.
+expected<void> check_new_name(std::string_view what, std::string_view name);
 
 // The complete configuration of a new topic: `requested` fields where set, the server's defaults elsewhere. Every
 // field is range-checked; errors (invalid_config) name the field and the allowed range.
