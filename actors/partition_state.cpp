@@ -133,7 +133,7 @@ expected<std::vector<batch_header>> headers_of(std::span<const std::byte> bytes,
 }  // namespace
 
 expected<void> check_consumer_name(const std::string& name) {
-  return check_name("consumer", name);
+  return check_new_name("consumer", name);
 }
 
 task<expected<std::unique_ptr<partition_state>>> partition_state::open(storage::io::engine& engine,
@@ -200,7 +200,19 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
   produce_result result;
   result.base_offsets.assign(headers.size(), -1);
   std::vector<std::size_t> fresh;  // indexes of batches to append
-  std::map<std::int64_t, producer> touched_before;
+  // What this request's batches recorded in accepted_ before their append: each producer as it was (nullopt: not
+  // known). A refusal in the loop below puts them back, so a refused request leaves no trace in the table.
+  std::map<std::int64_t, std::optional<producer>> touched_before;
+  const auto refuse = [&](net::status st, std::string message) {
+    for (const auto& [id, before] : touched_before) {
+      if (before) {
+        accepted_[id] = *before;
+      } else {
+        accepted_.erase(id);
+      }
+    }
+    return fail(st, std::move(message));
+  };
   for (std::size_t i = 0; i < headers.size(); ++i) {
     const auto& h = headers[i];
     if (h.producer_id < 0) {
@@ -212,19 +224,19 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
     const std::int32_t last = storage::last_sequence_of(h.base_sequence, h.offset_count);
     auto it = accepted_.find(h.producer_id);
     if (it == accepted_.end() && h.base_sequence != 0) {
-      co_return fail(net::status::unknown_producer_id,
-                     fmt::format("producer {} epoch {}: the partition knows no batch of this producer, and its first "
-                                 "batch starts at sequence {}, not 0 (its earlier batches are gone: start a new "
-                                 "producer id at sequence 0)",
-                                 h.producer_id, h.producer_epoch, h.base_sequence));
+      co_return refuse(net::status::unknown_producer_id,
+                       fmt::format("producer {} epoch {}: the partition knows no batch of this producer, and its first "
+                                   "batch starts at sequence {}, not 0 (its earlier batches are gone: start a new "
+                                   "producer id at sequence 0)",
+                                   h.producer_id, h.producer_epoch, h.base_sequence));
     }
     if (it != accepted_.end()) {
       const producer& p = it->second;
       RILL_ASSERT(p.last_sequence >= 0, "producer {}: a known producer has written a sequence", h.producer_id);
       if (h.producer_epoch < p.epoch) {
-        co_return fail(net::status::producer_fenced,
-                       fmt::format("producer {} epoch {} is older than the current epoch {}", h.producer_id,
-                                   h.producer_epoch, p.epoch));
+        co_return refuse(net::status::producer_fenced,
+                         fmt::format("producer {} epoch {} is older than the current epoch {}", h.producer_id,
+                                     h.producer_epoch, p.epoch));
       }
       if (h.producer_epoch == p.epoch) {
         const auto dup = std::find_if(p.recent.begin(), p.recent.end(), [&](const producer_batch& b) {
@@ -232,9 +244,9 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
         });
         if (dup != p.recent.end()) {
           if (dup->base_offset < 0) {
-            co_return fail(net::status::overloaded,
-                           fmt::format("producer {}: sequence {} is a retry of a batch still being written; retry",
-                                       h.producer_id, h.base_sequence));
+            co_return refuse(net::status::overloaded,
+                             fmt::format("producer {}: sequence {} is a retry of a batch still being written; retry",
+                                         h.producer_id, h.base_sequence));
           }
           result.base_offsets[i] = dup->base_offset;  // a retry: answered with its original offset
           continue;
@@ -242,26 +254,26 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
         // At or up to 2^30 before the last sequence, counting across the wrap (INT32_MAX, then 0): written before.
         const bool behind = storage::sequence_distance(h.base_sequence, p.last_sequence) < (std::int64_t{1} << 30);
         if (behind) {
-          co_return fail(net::status::duplicate_sequence,
-                         fmt::format("producer {} epoch {}: sequences {}..{} were written before (the partition "
-                                     "remembers the last {} batches only)",
-                                     h.producer_id, h.producer_epoch, h.base_sequence, last, producer_batches_kept));
+          co_return refuse(net::status::duplicate_sequence,
+                           fmt::format("producer {} epoch {}: sequences {}..{} were written before (the partition "
+                                       "remembers the last {} batches only)",
+                                       h.producer_id, h.producer_epoch, h.base_sequence, last, producer_batches_kept));
         }
         if (h.base_sequence != storage::next_sequence(p.last_sequence)) {
-          co_return fail(
+          co_return refuse(
               net::status::sequence_gap,
               fmt::format("producer {} epoch {}: sequence {} after {} (expected {})", h.producer_id, h.producer_epoch,
                           h.base_sequence, p.last_sequence, storage::next_sequence(p.last_sequence)));
         }
       } else if (h.base_sequence != 0) {
-        co_return fail(net::status::sequence_gap, fmt::format("producer {}: a new epoch {} must start at sequence 0, "
-                                                              "not {}",
-                                                              h.producer_id, h.producer_epoch, h.base_sequence));
+        co_return refuse(net::status::sequence_gap, fmt::format("producer {}: a new epoch {} must start at sequence 0, "
+                                                                "not {}",
+                                                                h.producer_id, h.producer_epoch, h.base_sequence));
       }
     }
     if (!touched_before.count(h.producer_id)) {
       auto prev = accepted_.find(h.producer_id);
-      touched_before[h.producer_id] = prev == accepted_.end() ? producer{} : prev->second;
+      touched_before[h.producer_id] = prev == accepted_.end() ? std::nullopt : std::optional<producer>(prev->second);
     }
     record(accepted_, h.producer_id, h.producer_epoch, h.base_sequence, last, -1);  // offset known after append
     fresh.push_back(i);
@@ -362,15 +374,17 @@ task<expected<std::optional<std::int64_t>>> partition_state::store_consumer_offs
                                "consumer '{}' is refused",
                                consumers_max_, dir_, consumer_files_.size(), consumer));
   }
-  const std::string dir = storage::join_path(dir_, offsets_dir);
-  if (consumer_files_.empty()) {
-    RILL_CO_TRY_VOID(co_await storage::make_dirs(engine_, dir));
-  }
-  // The file id is reserved before the write, so that two stores for new consumers never share one and a store
-  // after a failed one reuses it.
+  // The file id is reserved before anything is awaited: stores for new consumers run concurrently, and each must be
+  // counted against the limit above before the next one checks it. Two stores never share an id, and a store after
+  // a failed one reuses it.
   auto [file, fresh] = consumer_files_.try_emplace(consumer, consumer_file_next_);
   if (fresh) {
     ++consumer_file_next_;
+  }
+  const std::string dir = storage::join_path(dir_, offsets_dir);
+  if (!offsets_dir_exists_) {
+    RILL_CO_TRY_VOID(co_await storage::make_dirs(engine_, dir));  // mkdir -p: concurrent first stores may both ask
+    offsets_dir_exists_ = true;
   }
   RILL_CO_TRY_VOID(co_await storage::write_file_atomic(engine_, dir, offset_file_name(file->second),
                                                        encode_offset_file(consumer, offset)));
@@ -389,6 +403,7 @@ task<expected<void>> partition_state::load_consumer_offsets() {
   if (!names) {
     co_return expected<void>{};  // no consumer stored an offset yet
   }
+  offsets_dir_exists_ = true;
   std::sort(names->begin(), names->end());  // in id order, so a (never expected) duplicate name keeps the oldest
   for (const auto& name : *names) {
     if (storage::is_temp_name(name)) {

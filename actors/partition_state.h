@@ -110,6 +110,7 @@ class partition_state {
   std::map<std::string, std::int64_t> consumer_offsets_;
   std::map<std::string, std::uint64_t> consumer_files_;  // the id of each consumer's offset file (reserved or written)
   std::uint64_t consumer_file_next_ = 0;
+  bool offsets_dir_exists_ = false;  // offsets/consumers/ is there (listed at open, or made by a store)
   std::uint64_t consumers_max_ = 1'000;
 };
 

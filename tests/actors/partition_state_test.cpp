@@ -2,6 +2,8 @@
 // consumer offsets.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "actors/partition_state.h"
 #include "base/endian.h"
 #include "net/status.h"
@@ -226,6 +228,26 @@ BOOST_AUTO_TEST_CASE(a_request_mixing_retries_and_new_batches_appends_only_the_n
   BOOST_TEST(f.state->log().log_end().value() == 5);
 }
 
+// A request refused for one of its batches leaves nothing of its other batches in the producer table: the batch of
+// producer 4 that rode with a refused one is neither taken for a retry still being written nor skipped over.
+BOOST_AUTO_TEST_CASE(a_refused_request_leaves_no_trace_in_the_producer_table) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(4, 0, 0, 2, "a")));
+  for (auto refused_with : {producer_batch(6, 0, 5, 1, "unknown"), producer_batch(4, 0, 9, 1, "gap")}) {
+    auto req = producer_batch(4, 0, 2, 1, "b");
+    req.insert(req.end(), refused_with.begin(), refused_with.end());
+    BOOST_TEST(!f.produce(req).has_value());
+  }
+  BOOST_TEST(f.state->log().log_end().value() == 2);
+  auto r = f.produce(producer_batch(4, 0, 2, 1, "b"));  // the same batch alone: new, written
+  RILL_REQUIRE_OK(r);
+  BOOST_TEST(r->base_offsets == (std::vector<std::int64_t>{2}));
+  BOOST_TEST(!r->duplicate);
+  RILL_REQUIRE_OK(f.produce(producer_batch(6, 0, 0, 1, "c")));  // and producer 6 is still unknown: it starts at 0
+  BOOST_TEST(f.state->log().log_end().value() == 4);
+}
+
 BOOST_AUTO_TEST_CASE(producer_state_survives_a_restart) {
   fixture f;
   f.open();
@@ -351,6 +373,35 @@ BOOST_AUTO_TEST_CASE(a_corrupt_consumer_offset_file_is_reported_and_its_number_n
 
 // limits.consumers_per_partition_max: a new named consumer beyond it is refused before its offset file is written;
 // those it knows keep storing.
+// First stores of new consumers run concurrently (the partition actor does not wait for one before the next):
+// each is counted against the limit before any of them waits for the disk.
+BOOST_AUTO_TEST_CASE(concurrent_first_stores_cannot_pass_the_consumer_limit_together) {
+  fixture f;
+  f.open();
+  f.state->set_consumers_max(1);
+  RILL_REQUIRE_OK(f.produce(producer_batch(-1, -1, -1, 10, "x")));
+  std::vector<std::optional<expected<std::optional<std::int64_t>>>> results(3);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    spawn(f.state->store_consumer_offset("c" + std::to_string(i), 1),
+          [&results, i](expected<std::optional<std::int64_t>> r) { results[i].emplace(std::move(r)); });
+  }
+  storage::io::run_until(
+      f.disk, [&] { return std::all_of(results.begin(), results.end(), [](const auto& r) { return r.has_value(); }); });
+  std::size_t stored = 0;
+  for (const auto& r : results) {
+    BOOST_REQUIRE(r.has_value());
+    if (r->has_value()) {
+      ++stored;
+    } else {
+      BOOST_TEST((r->error().code() == net::make_error_code(net::status::limit_exceeded)));
+    }
+  }
+  BOOST_TEST(stored == 1u);
+  auto listed = run(f.disk, storage::list_dir(f.disk, "/p/offsets/consumers"));
+  RILL_REQUIRE_OK(listed);
+  BOOST_TEST(listed->size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(named_consumers_beyond_the_limit_are_refused) {
   fixture f;
   f.open();
