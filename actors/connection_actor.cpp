@@ -272,6 +272,8 @@ void connection_actor::on_exit() {
     RILL_ASSERT(state_.has_value());
     if (state_->recv_pending() && !state_->poll_pending()) {
       state_->abandon_recv_buffer();  // the kernel may still write into it
+    } else {
+      state_->release_recv_buffer();  // only sends, polls or cancels in the kernel: nothing writes into it
     }
     // Terminated from outside (the runtime going down) with requests still in the kernel: what they point at (the
     // requests, their buffers, the router) is leaked on purpose rather than freed under the kernel's feet.

@@ -25,6 +25,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/assert.h"
 #include "net/frame.h"
 #include "net/status.h"
 #include "storage/buffer_pool.h"
@@ -115,6 +116,13 @@ class connection_state {
   // The receive buffer, given up for good: the kernel may still write into it (the actor is terminated with a
   // receive pending), so it is neither reused nor freed (buffer_pool's abandon).
   void abandon_recv_buffer() noexcept { in_.abandon(); }
+  // Gives the receive buffer back to the pool, with whatever it held, when no receive can write into it (the actor
+  // terminating with only sends or cancels in the kernel): the pool then counts no buffer out for it.
+  void release_recv_buffer() noexcept {
+    RILL_ASSERT(!recv_pending_ || polling_, "a receive may still write into the buffer");
+    in_.release();
+    in_size_ = 0;
+  }
   [[nodiscard]] bool is_closed() const noexcept { return closed_; }
   [[nodiscard]] std::uint32_t inflight_requests() const noexcept { return inflight_requests_; }
   [[nodiscard]] std::uint64_t inflight_bytes() const noexcept { return inflight_bytes_; }
