@@ -22,6 +22,7 @@
 #include "config/log_config.h"
 #include "net/frame.h"
 #include "storage/record_batch.h"
+#include "tests/actors/orders_catalogue.h"
 
 using namespace rill;
 using namespace rill::actors;
@@ -34,26 +35,7 @@ struct every_actor final : actor_directory {
 };
 
 metadata_view make_view() {
-  metadata_view v;
-  stream_meta s;
-  s.id = 3;
-  s.name = "orders";
-  topic_meta eu;
-  eu.id = 5;
-  eu.name = "eu";
-  eu.config.set_partitions(4);
-  group_meta g;
-  g.id = 7;
-  g.name = "billing";
-  eu.groups.emplace(7, g);
-  topic_meta us;
-  us.id = 6;
-  us.name = "us";
-  us.config.set_partitions(1);
-  s.topics.emplace(5, eu);
-  s.topics.emplace(6, us);
-  v.streams.emplace(3, s);
-  return v;
+  return testing::orders_catalogue();
 }
 
 group_identity make_group() {
@@ -105,8 +87,14 @@ void route_one(const net::request_view& req, std::uint64_t conn, connection& c) 
       storage::batch_limits limits;
       limits.dense_offsets = true;
       limits.uncompressed_bytes_max = 1 << 20;
+      limits.producer_fields = true;  // a client's batch, as the log's produce path validates it
       std::span<const std::byte> rest(*produce->batches);
       while (!rest.empty()) {
+        // What partition_state checks first, on the header alone (before the CRC), then the whole validation.
+        if (auto size = storage::batch_view::size_from_prefix(rest, limits.batch_bytes_max);
+            size && *size <= rest.size()) {
+          (void)storage::check_producer_fields(storage::batch_view::trusted(rest.first(*size)));
+        }
         auto v = storage::batch_view::validate(rest, limits, nullptr);
         if (!v) {
           break;

@@ -160,7 +160,8 @@ BOOST_AUTO_TEST_CASE(http_port_taken_serves_no_client_and_writes_nothing) {
   BOOST_TEST(exit_code(p) == 1);
   BOOST_TEST(p.log().find("cannot start") != std::string::npos, p.log());
   BOOST_TEST(p.log().find("network.http_address = " + http.address()) != std::string::npos, p.log());
-  BOOST_TEST_MESSAGE("a client connected while rilld was starting: " << connected.load());
+  // The prober must have connected while rilld retried the HTTP bind, or the test saw nothing.
+  BOOST_TEST(connected.load(), "no client connected while rilld was starting: nothing was checked");
   BOOST_TEST(!answered.load(), "a start that failed served a client");
   BOOST_TEST(!std::filesystem::exists(data), "a failed start on a missing directory left: " << data);
   BOOST_TEST(p.log().find("serving") == std::string::npos);
