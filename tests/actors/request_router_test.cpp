@@ -9,6 +9,7 @@
 #include "actors/reply_encoding.h"
 #include "actors/request_router.h"
 #include "net/frame.h"
+#include "tests/actors/orders_catalogue.h"
 
 using namespace rill;
 using namespace rill::actors;
@@ -32,28 +33,8 @@ proto::Identifier named(const std::string& n) {
   return id;
 }
 
-// Stream 3 'orders' with topic 5 'eu' (4 partitions, group 7 'billing') and topic 6 'us' (1 partition).
 metadata_view make_view() {
-  metadata_view v;
-  stream_meta s;
-  s.id = 3;
-  s.name = "orders";
-  topic_meta eu;
-  eu.id = 5;
-  eu.name = "eu";
-  eu.config.set_partitions(4);
-  group_meta g;
-  g.id = 7;
-  g.name = "billing";
-  eu.groups.emplace(7, g);
-  topic_meta us;
-  us.id = 6;
-  us.name = "us";
-  us.config.set_partitions(1);
-  s.topics.emplace(5, eu);
-  s.topics.emplace(6, us);
-  v.streams.emplace(3, s);
-  return v;
+  return testing::orders_catalogue();
 }
 
 struct fixture {

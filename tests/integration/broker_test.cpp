@@ -22,6 +22,7 @@
 #include "storage/crc32c.h"
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
+#include "tests/integration/served_rilld.h"
 #include "tests/test_util.h"
 
 using namespace rill;
@@ -30,30 +31,7 @@ using rill::testing::rilld_process;
 using rill::testing::temp_data_dir;
 
 namespace {
-struct server {
-  explicit server(std::vector<std::string> extra = {}) : proc(dir.path() + "/data", std::move(extra)) {
-    auto a = proc.start();
-    BOOST_REQUIRE_MESSAGE(a.has_value(), "rilld did not start:\n" << proc.log());
-    connect();
-  }
-  void connect() {
-    client_options o;
-    o.server = proc.address();
-    auto c = client::connect(o);
-    BOOST_REQUIRE_MESSAGE(c.has_value(), (c ? std::string() : c.error().message()));
-    cli = std::move(*c);
-  }
-  void restart() {
-    cli.reset();
-    BOOST_TEST(proc.stop() == 0);
-    auto a = proc.start();
-    BOOST_REQUIRE_MESSAGE(a.has_value(), "rilld did not restart:\n" << proc.log());
-    connect();
-  }
-  temp_data_dir dir;
-  rilld_process proc;
-  std::unique_ptr<client> cli;
-};
+using server = rill::testing::served_rilld;
 
 status status_of(const rill::error& e) {
   return static_cast<status>(e.code().value());
