@@ -72,30 +72,30 @@ key_spec integer(std::string name, std::uint64_t min, std::uint64_t max, std::st
                   [field](const server_config& c) { return config_value{c.*field}; }};
 }
 
+// An integer key of a section struct (storage, limits) inside server_config.
+template <class Section>
+key_spec section_integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
+                         Section server_config::*section, std::uint64_t Section::*field) {
+  return key_spec{
+      std::move(name),
+      kind::integer,
+      std::move(description),
+      min,
+      max,
+      {},
+      false,
+      [section, field](server_config& c, const config_value& v) { (c.*section).*field = std::get<std::uint64_t>(v); },
+      [section, field](const server_config& c) { return config_value{(c.*section).*field}; }};
+}
+
 key_spec storage_integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
                          std::uint64_t log_config::*field) {
-  return key_spec{std::move(name),
-                  kind::integer,
-                  std::move(description),
-                  min,
-                  max,
-                  {},
-                  false,
-                  [field](server_config& c, const config_value& v) { c.storage.*field = std::get<std::uint64_t>(v); },
-                  [field](const server_config& c) { return config_value{c.storage.*field}; }};
+  return section_integer(std::move(name), min, max, std::move(description), &server_config::storage, field);
 }
 
 key_spec limits_integer(std::string name, std::uint64_t min, std::uint64_t max, std::string description,
                         std::uint64_t resource_limits::*field) {
-  return key_spec{std::move(name),
-                  kind::integer,
-                  std::move(description),
-                  min,
-                  max,
-                  {},
-                  false,
-                  [field](server_config& c, const config_value& v) { c.limits.*field = std::get<std::uint64_t>(v); },
-                  [field](const server_config& c) { return config_value{c.limits.*field}; }};
+  return section_integer(std::move(name), min, max, std::move(description), &server_config::limits, field);
 }
 
 key_spec address_key(std::string name, std::string description, address server_config::*field) {

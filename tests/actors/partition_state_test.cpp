@@ -13,6 +13,7 @@
 #include "storage/file_ops.h"
 #include "storage/producer_sequence.h"
 #include "tests/storage/log_fixture.h"
+#include "tests/storage/tampered_batch.h"
 
 using namespace rill;
 using namespace rill::actors;
@@ -29,15 +30,7 @@ std::vector<std::byte> producer_batch(std::int64_t pid, std::int16_t epoch, std:
   return *b.build();
 }
 
-// A batch with attribute bits or-ed in (the CRC recomputed), as a hostile client could send it.
-std::vector<std::byte> with_attributes(std::vector<std::byte> batch, std::uint16_t bits) {
-  namespace bf = storage::batch_format;
-  const auto attributes = static_cast<std::uint16_t>(load_be<std::uint16_t>(batch.data() + bf::attributes_at) | bits);
-  store_be<std::uint16_t>(batch.data() + bf::attributes_at, attributes);
-  store_be<std::uint32_t>(batch.data() + bf::crc_at,
-                          storage::crc32c(batch.data() + bf::attributes_at, batch.size() - bf::attributes_at));
-  return batch;
-}
+using storage::testing::with_attributes;
 
 std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::byte>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -11,30 +11,17 @@
 #include "storage/segment_index.h"
 #include "storage/superblock.h"
 #include "storage/superblock_format.h"
+#include "tests/fuzz/seed_writer.h"
 
 using namespace rill;
 using namespace rill::storage;
-
-namespace {
-int written = 0;
-void put(const std::string& dir, const std::vector<std::byte>& bytes) {
-  const std::string path = dir + "/seed-" + std::to_string(written++);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    std::perror(path.c_str());
-    std::exit(1);
-  }
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_corpus DIR\n");
     return 2;
   }
-  const std::string dir = argv[1];
+  fuzz::seed_writer seeds(argv[1], "seed");
   for (auto codec : {compression::none, compression::zstd}) {
     for (int records : {0, 1, 3, 17}) {
       batch_builder b(codec);
@@ -51,20 +38,20 @@ int main(int argc, char** argv) {
           b.add(as_bytes(key), as_bytes(std::string(static_cast<std::size_t>(i * 7), 'x')), hdr, i);
         }
       }
-      put(dir, *b.build());
+      seeds.put(*b.build());
     }
   }
   std::vector<std::byte> sb(superblock_format::bytes);
   encode_superblock(superblock_state{3, offset_t(100), offset_t(0), offset_t(50), offset_t(-1)}, sb.data());
-  put(dir, sb);
+  seeds.put(sb);
   epoch_history h;
   h.assign(epoch_t(1), offset_t(0));
   h.assign(epoch_t(4), offset_t(100));
-  put(dir, h.encode());
+  seeds.put(h.encode());
   segment_index idx(4096);
   idx.on_batch(0, 0, 5000, timestamp_ms_t(10));
   idx.on_batch(10, 5000, 5000, timestamp_ms_t(20));
-  put(dir, idx.encode_sealed());
-  std::printf("wrote %d seeds to %s\n", written, dir.c_str());
+  seeds.put(idx.encode_sealed());
+  std::printf("wrote %d seeds to %s\n", seeds.written(), seeds.dir().c_str());
   return 0;
 }

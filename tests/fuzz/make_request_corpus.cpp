@@ -9,30 +9,23 @@
 #include "net/frame.h"
 #include "net/proto/rill.pb.h"
 #include "storage/record_batch_builder.h"
+#include "tests/fuzz/seed_writer.h"
 
 using namespace rill;
 
 namespace {
-int written = 0;
-std::vector<std::byte> all;
+std::vector<std::byte> all;  // every frame, back to back
 
-void put(const std::string& dir, const std::vector<std::byte>& bytes) {
-  const std::string path = dir + "/request-" + std::to_string(written++);
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    std::perror(path.c_str());
-    std::exit(1);
-  }
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
+void put(fuzz::seed_writer& seeds, const std::vector<std::byte>& bytes) {
+  seeds.put(bytes);
   all.insert(all.end(), bytes.begin(), bytes.end());
 }
 
-void request(const std::string& dir, net::api a, const google::protobuf::MessageLite& header,
+void request(fuzz::seed_writer& seeds, net::api a, const google::protobuf::MessageLite& header,
              std::span<const std::byte> batches = {}) {
   std::vector<std::byte> frame;
-  net::append_request(frame, static_cast<std::uint32_t>(written), a, header, batches);
-  put(dir, frame);
+  net::append_request(frame, static_cast<std::uint32_t>(seeds.written()), a, header, batches);
+  put(seeds, frame);
 }
 
 void name(proto::Identifier* id, const std::string& n) {
@@ -45,32 +38,32 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: make_request_corpus DIR\n");
     return 2;
   }
-  const std::string dir = argv[1];
-  request(dir, net::api::ping, proto::PingRequest{});
+  fuzz::seed_writer seeds(argv[1], "request");
+  request(seeds, net::api::ping, proto::PingRequest{});
   {
     proto::StreamCreateRequest r;
     r.set_name("fresh");
-    request(dir, net::api::stream_create, r);
+    request(seeds, net::api::stream_create, r);
   }
   {
     proto::TopicCreateRequest r;
     name(r.mutable_stream(), "orders");
     r.set_name("new");
     r.mutable_config()->set_partitions(3);
-    request(dir, net::api::topic_create, r);
+    request(seeds, net::api::topic_create, r);
   }
   {
     proto::TopicGetRequest r;
     name(r.mutable_stream(), "orders");
     name(r.mutable_topic(), "eu");
-    request(dir, net::api::topic_get, r);
+    request(seeds, net::api::topic_get, r);
   }
   {
     proto::PartitionsAddRequest r;
     name(r.mutable_stream(), "orders");
     name(r.mutable_topic(), "eu");
     r.set_count(2);
-    request(dir, net::api::partitions_add, r);
+    request(seeds, net::api::partitions_add, r);
   }
   {
     storage::batch_builder b(storage::compression::none);
@@ -81,7 +74,7 @@ int main(int argc, char** argv) {
     name(r.mutable_stream(), "orders");
     name(r.mutable_topic(), "eu");
     r.mutable_partitioning()->set_partition_id(1);
-    request(dir, net::api::produce, r, batch);
+    request(seeds, net::api::produce, r, batch);
   }
   {
     proto::PollRequest r;
@@ -90,7 +83,7 @@ int main(int argc, char** argv) {
     r.set_partition_id(2);
     r.mutable_consumer()->set_name("app");
     r.set_max_records(10);
-    request(dir, net::api::poll, r);
+    request(seeds, net::api::poll, r);
   }
   {
     proto::OffsetStoreRequest r;
@@ -98,14 +91,14 @@ int main(int argc, char** argv) {
     name(r.mutable_topic(), "eu");
     r.mutable_consumer()->set_name("app");
     r.set_offset(5);
-    request(dir, net::api::offset_store, r);
+    request(seeds, net::api::offset_store, r);
   }
   {
     proto::GroupJoinRequest r;
     name(r.mutable_stream(), "orders");
     name(r.mutable_topic(), "eu");
     name(r.mutable_group(), "billing");
-    request(dir, net::api::group_join, r);
+    request(seeds, net::api::group_join, r);
   }
   {
     proto::GroupCommitRequest r;
@@ -116,9 +109,9 @@ int main(int argc, char** argv) {
     auto* o = r.add_offsets();
     o->set_partition_id(1);
     o->set_offset(3);
-    request(dir, net::api::group_commit, r);
+    request(seeds, net::api::group_commit, r);
   }
-  put(dir, std::vector<std::byte>(all));  // every frame above, back to back
-  std::printf("wrote %d seeds to %s\n", written, dir.c_str());
+  seeds.put(all);  // every frame above, back to back
+  std::printf("wrote %d seeds to %s\n", seeds.written(), seeds.dir().c_str());
   return 0;
 }

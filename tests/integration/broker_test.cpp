@@ -23,6 +23,7 @@
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
 #include "tests/integration/served_rilld.h"
+#include "tests/storage/tampered_batch.h"
 #include "tests/test_util.h"
 
 using namespace rill;
@@ -725,15 +726,7 @@ BOOST_AUTO_TEST_CASE(metadata_survives_sigkill_across_checkpoints_and_an_old_for
 }
 
 namespace {
-// A batch with attribute bits or-ed in and its CRC recomputed: what a hostile (or transactional Kafka) client sends.
-std::vector<std::byte> with_attributes(std::vector<std::byte> batch, std::uint16_t bits) {
-  namespace bf = storage::batch_format;
-  const auto attributes = static_cast<std::uint16_t>(load_be<std::uint16_t>(batch.data() + bf::attributes_at) | bits);
-  store_be<std::uint16_t>(batch.data() + bf::attributes_at, attributes);
-  store_be<std::uint32_t>(batch.data() + bf::crc_at,
-                          storage::crc32c(batch.data() + bf::attributes_at, batch.size() - bf::attributes_at));
-  return batch;
-}
+using storage::testing::with_attributes;
 
 std::vector<std::byte> producer_batch(std::int64_t id, std::int16_t epoch, std::int32_t sequence,
                                       const std::string& value) {
