@@ -37,6 +37,7 @@
 #include "net/http_server.h"
 #include "net/listen.h"
 #include "storage/atomic_file.h"
+#include "storage/errc.h"
 #include "storage/file_ops.h"
 #include "storage/io/run.h"
 #include "storage/io/sync_engine.h"
@@ -414,9 +415,17 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   if (auto written =
           run_sync(sync, storage::write_file_atomic(sync, runtime_dir, "current_config.toml", std::move(bytes)));
       !written) {
-    broker b(std::move(p));
-    b.stop();
-    return unexpected(std::move(written).error());
+    if (written.error().code() != storage::errc::no_space) {
+      broker b(std::move(p));
+      b.stop();
+      return unexpected(std::move(written).error());
+    }
+    // A full disk must not keep rilld from starting and serving reads (and deletes, which free space): the file is
+    // informational. The one of an earlier start goes (its port may be stale; removing it frees its blocks).
+    (void)run_sync(sync, storage::unlink_file(sync, storage::join_path(runtime_dir, "current_config.toml"), true));
+    (void)run_sync(sync, storage::unlink_file(sync, storage::join_path(runtime_dir, "current_config.toml.tmp"), true));
+    reporter->notice("the disk is full: " + written.error().message() +
+                     "; runtime/current_config.toml is not written (the serving line names the addresses)");
   }
 
   // Phase 4, accept: from here on nothing fails, so no client is ever served by a start that then fails.

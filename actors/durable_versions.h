@@ -9,6 +9,10 @@
 // - At most one write is in flight, and it writes the version current when it started.
 // - Waiters wait for non-decreasing versions and run in that order, each exactly once.
 // - Once fenced, nothing more is written and every waiter, queued or new, runs with the fence's error.
+// - A refused write (the disk was full: the file kept its old content) fails the waiters it would have satisfied
+//   and fences nothing; no write starts again until the state changes once more (no retry loop on a full disk).
+//   Those changes stay in the state and become durable with the next write that works: a refused reply means
+//   "maybe applied", as a timeout does.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -41,7 +45,7 @@ class durable_versions {
   // The version to write now, or nullopt: a write is in flight, nothing changed since the last, or fenced. The
   // write is in flight from here until write_done().
   std::optional<std::uint64_t> start_write() noexcept {
-    if (writing_ || fence_ || durable_ >= version_) {
+    if (writing_ || fence_ || durable_ >= version_ || refused_ == version_) {
       return std::nullopt;
     }
     writing_ = true;
@@ -61,6 +65,21 @@ class durable_versions {
     }
     durable_ = written;
     release();
+  }
+
+  // The write of `written` did not happen at all (no space: the file holds what it held): the waiters it would have
+  // satisfied run with `e`; nothing is fenced, and the next change starts a write again.
+  void write_refused(std::uint64_t written, const rill::error& e) {
+    RILL_ASSERT(writing_);
+    RILL_ASSERT(written <= version_);
+    RILL_ASSERT(written > durable_);
+    writing_ = false;
+    refused_ = version_;
+    while (!waiting_.empty() && waiting_.front().first <= written) {
+      auto done = std::move(waiting_.front().second);
+      waiting_.pop_front();
+      done(e);
+    }
   }
 
   // Nothing more can be written (a failed open or write): every waiter runs with `e`.
@@ -90,6 +109,7 @@ class durable_versions {
   std::uint64_t version_ = 0;  // changes made
   std::uint64_t durable_ = 0;  // changes on disk
   bool writing_ = false;
+  std::uint64_t refused_ = 0;  // the version when a write was last refused (0: none)
   std::optional<rill::error> fence_;
   std::deque<std::pair<std::uint64_t, done_fn>> waiting_;  // by version
 };

@@ -7,6 +7,7 @@
 #include "actors/runtime/shard.h"
 #include "net/frame.h"
 #include "storage/atomic_file.h"
+#include "storage/errc.h"
 #include "storage/file_ops.h"
 
 namespace rill::actors {
@@ -112,6 +113,16 @@ void group_actor::persist() {
               [this, written = *v](expected<void> r) {
                 --operations_;
                 std::optional<rill::error> failure;
+                if (!r && r.error().code() == storage::errc::no_space) {
+                  // The temp file could not be written (or renamed): the state file holds what it held. Refused,
+                  // not fenced: the group goes on once there is room.
+                  services_->reporter->notice(
+                      fmt::format("group {}: the disk is full, its state was not written: {}", id_.name,
+                                  r.error().message()));
+                  versions_.write_refused(written, r.error());
+                  maybe_quit();
+                  return;
+                }
                 if (!r) {
                   // After a failed write nothing newer can be promised: the group refuses everything until a restart.
                   failure =

@@ -38,6 +38,67 @@ void partition_actor::publish_gauges() {
   published_->log_end.store(log.log_end().value(), std::memory_order_relaxed);
   published_->segments.store(st.segments, std::memory_order_relaxed);
   published_->bytes.store(st.bytes, std::memory_order_relaxed);
+  const bool fenced = state_->fencing().has_value();
+  published_->fenced.store(fenced ? 1 : 0, std::memory_order_relaxed);
+  published_->recoveries.store(state_->recoveries(), std::memory_order_relaxed);
+  if (fenced) {
+    schedule_recovery();
+  }
+}
+
+void partition_actor::schedule_recovery() {
+  if (recovery_scheduled_ || recovering_ || closing_) {
+    return;
+  }
+  recovery_scheduled_ = true;
+  auto self = caf::actor_cast<partition_actor_impl>(this);
+  current_shard()->timers().schedule(monotonic_now() + recovery_delay_,
+                                     [self] { caf::anon_send(self, recover_atom::value); });
+}
+
+void partition_actor::answer_recovering(waiter_id id) {
+  auto answered = polls_.take(id);
+  current_shard()->timers().cancel(answered.timer);
+  answered.promise.deliver(poll_reply{refusal(), nullptr});
+}
+
+void partition_actor::recover() {
+  recovery_scheduled_ = false;
+  if (!state_ || closing_ || !state_->fencing()) {
+    return;
+  }
+  if (operations_ > 0) {
+    // A read or write of the log is still running: recover once it is done (new ones are refused meanwhile).
+    recovering_ = true;
+    auto self = caf::actor_cast<partition_actor_impl>(this);
+    current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(5),
+                                       [self] { caf::anon_send(self, recover_atom::value); });
+    recovery_scheduled_ = true;
+    return;
+  }
+  recovering_ = true;
+  for (auto id : polls_.woken(offset_t(INT64_MAX))) {
+    answer_recovering(id);  // parked polls: the log they wait on closes; their clients retry
+  }
+  ++operations_;
+  rill::spawn(state_->recover_log(), [this](expected<void> r) {
+    --operations_;
+    recovering_ = false;
+    if (r) {
+      recovery_delay_ = recovery_delay_min;
+      state_->log().on_committed([this] { after_append(); });
+    } else {
+      services_->reporter->notice(fmt::format("partition {}: recovery from a storage failure failed (next try in {} "
+                                              "ms): {}",
+                                              id_.dir, recovery_delay_.count(), r.error().message()));
+      recovery_delay_ = std::min(recovery_delay_ * 2, recovery_delay_max);
+    }
+    if (closing_) {
+      return;
+    }
+    publish_gauges();  // schedules the next try while still fenced
+    schedule_tick();
+  });
 }
 
 partition_actor::behavior_type partition_actor::make_behavior() {
@@ -73,6 +134,14 @@ void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
 
 void partition_actor::run_poll(waiter_id id) {
   RILL_ASSERT(state_);  // waiters are idle only while the log is open (closing answers them)
+  if (recovering_) {
+    const poll_waiter* w = polls_.find(id);
+    if (w != nullptr && polls_.start_read(id)) {
+      (void)polls_.read_done(id, false, std::nullopt);  // (idle again, so it can be taken)
+      answer_recovering(id);
+    }
+    return;
+  }
   if (!polls_.start_read(id)) {
     return;
   }
@@ -148,7 +217,13 @@ void partition_actor::schedule_retention() {
 }
 
 outcome partition_actor::refusal() const {
-  return open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "the partition is closing"};
+  if (open_error_) {
+    return outcome::of(*open_error_);
+  }
+  if (recovering_ && !closing_) {
+    return outcome{net::status::unavailable, "the partition is recovering from a storage failure; retry"};
+  }
+  return outcome{net::status::unavailable, "the partition is closing"};
 }
 
 caf::result<outcome> partition_actor::finish(bool destroy) {
@@ -183,7 +258,7 @@ partition_actor::behavior_type partition_actor::serving() {
   return {
       io_completion{io_.get()},
       [this](produce_atom, produce_msg& msg) -> caf::result<produce_reply> {
-        if (!state_ || closing_) {
+        if (!state_ || closing_ || recovering_) {
           return produce_reply{refusal(), {}, -1};
         }
         auto rp = make_response_promise<produce_reply>();
@@ -202,7 +277,7 @@ partition_actor::behavior_type partition_actor::serving() {
         return rp;
       },
       [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
-        if (!state_ || closing_) {
+        if (!state_ || closing_ || recovering_) {
           return poll_reply{refusal(), nullptr};
         }
         auto rp = make_response_promise<poll_reply>();
@@ -227,7 +302,7 @@ partition_actor::behavior_type partition_actor::serving() {
         return offset_reply{outcome{}, state_->consumer_offset(msg.consumer)};
       },
       [this](offset_store_atom, offset_msg& msg) -> caf::result<offset_reply> {
-        if (!state_ || closing_) {
+        if (!state_ || closing_ || recovering_) {
           return offset_reply{outcome{net::status::unavailable, "the partition is not open"}, std::nullopt};
         }
         auto rp = make_response_promise<offset_reply>();
@@ -285,6 +360,7 @@ partition_actor::behavior_type partition_actor::serving() {
                                become(serving());
                              }}});
       },
+      [this](recover_atom) { recover(); },
       [](unstall_atom) {
         // Only the stalled behavior expects it (one per stall, and a stall waits while stalled): never here.
       },

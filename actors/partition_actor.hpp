@@ -42,11 +42,12 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;              // the log
 using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked polls due by then expire
 using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
 using unstall_atom = caf::atom_constant<caf::atom("unstall")>;        // a stall_atom's time is over
+using recover_atom = caf::atom_constant<caf::atom("recover")>;        // try to recover the fenced log
 
 using partition_actor_impl =
     partition_actor_hdl::extend<io_done_signature, caf::reacts_to<poll_timeout_atom, std::int64_t>,
                                 caf::reacts_to<tick_atom>, caf::reacts_to<retention_atom>,
-                                caf::reacts_to<unstall_atom>>;
+                                caf::reacts_to<unstall_atom>, caf::reacts_to<recover_atom>>;
 
 class partition_actor final : public metered<partition_actor_impl::base>, public homed {
  public:
@@ -83,6 +84,12 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   void schedule_poll_deadline(waiter_id id);
   void schedule_tick();
   void schedule_retention();
+  // A fenced log is recovered by the actor itself (partition_state::recover_log), first after
+  // recovery_delay_min and then backing off to recovery_delay_max while the cause (a full disk, a failing device)
+  // is still there. While it runs, produces, polls and offset stores are refused as unavailable (retriable).
+  void schedule_recovery();
+  void recover();
+  void answer_recovering(waiter_id id);
   // Closes the log (and removes its directory when `destroy`), answering parked polls first; then quits.
   caf::result<outcome> finish(bool destroy);
   // Why a produce or poll is refused: the log did not open, or it is closing.
@@ -100,6 +107,11 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   std::optional<std::chrono::nanoseconds> tick_at_;
   std::size_t operations_ = 0;  // coroutines of this actor still running
   bool closing_ = false;
+  static constexpr std::chrono::milliseconds recovery_delay_min{200};
+  static constexpr std::chrono::milliseconds recovery_delay_max{10'000};
+  std::chrono::milliseconds recovery_delay_ = recovery_delay_min;
+  bool recovery_scheduled_ = false;
+  bool recovering_ = false;
 };
 
 }  // namespace rill::actors

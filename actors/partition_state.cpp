@@ -140,8 +140,8 @@ task<expected<std::unique_ptr<partition_state>>> partition_state::open(storage::
                                                                        storage::buffer_pool& pool, const clock& clk,
                                                                        storage::log_reporter& reporter, std::string dir,
                                                                        storage::log_options options) {
-  std::unique_ptr<partition_state> p(new partition_state(engine, reporter, dir));
   options.owner_entries.emplace_back(offsets_entry);  // ours, not the log's: recovery stays quiet about it
+  std::unique_ptr<partition_state> p(new partition_state(engine, pool, clk, reporter, dir, options));
   RILL_CO_TRY(log, co_await storage::partition_log::open(engine, pool, clk, reporter, dir, options));
   p->log_ = std::move(log);
   auto rebuilt = co_await p->rebuild_producers();
@@ -192,6 +192,9 @@ task<expected<void>> partition_state::rebuild_producers() {
 }
 
 task<expected<produce_result>> partition_state::produce(std::vector<std::byte> batches) {
+  if (fencing_) {
+    co_return unexpected(*fencing_);  // a recovery is failing: the log is closed
+  }
   RILL_CO_TRY(headers, headers_of(batches, limits::batch_bytes_limit));
   if (headers.empty()) {
     co_return fail(net::status::invalid_batch, "a produce request needs at least one batch");
@@ -327,6 +330,9 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
 task<expected<storage::read_result>> partition_state::poll(proto::PollRequest request,
                                                            std::optional<std::int64_t> resume_at,
                                                            std::uint64_t default_max_bytes) {
+  if (fencing_) {
+    co_return unexpected(*fencing_);
+  }
   const bool named = request.consumer().kind_case() == proto::Consumer::kName;
   const auto stored = named ? consumer_offset(request.consumer().name()) : std::nullopt;
   const auto query =
@@ -347,6 +353,15 @@ proto::PartitionInfo partition_state::info(std::uint32_t partition_id) const {
   out.set_log_end(static_cast<std::uint64_t>(log_->log_end().value()));
   out.set_bytes(st.bytes);
   out.set_segments(static_cast<std::uint32_t>(st.segments));
+  if (const auto f = fencing()) {
+    // The cause without the server's paths (no reply shows them): the text after the last ": ", which for an I/O
+    // error is the errno's ("No space left on device"); the server's log has the whole message.
+    const std::string& m = f->message();
+    const auto at = m.rfind(": ");
+    out.set_fenced("a storage failure: " + (at == std::string::npos ? std::string("see the server's log")
+                                                                    : m.substr(at + 2)));
+  }
+  out.set_recoveries(recoveries_);
   return out;
 }
 
@@ -435,6 +450,41 @@ task<expected<void>> partition_state::load_consumer_offsets() {
     consumer_files_[decoded->consumer] = *id;
     consumer_offsets_[decoded->consumer] = decoded->offset;
   }
+  co_return expected<void>{};
+}
+
+std::optional<rill::error> partition_state::fencing() const {
+  if (fencing_) {
+    return fencing_;
+  }
+  return log_->fenced() ? std::optional(*log_->fencing_error()) : std::nullopt;
+}
+
+task<expected<void>> partition_state::recover_log() {
+  RILL_ASSERT(log_->fenced(), "recover_log() of {}, which is not fenced", dir_);
+  if (!fencing_) {
+    fencing_ = *log_->fencing_error();
+  }
+  // What the fenced log had synced is all that is trusted; the close does not sync (the log is fenced).
+  const offset_t trusted = log_->synced_end();
+  const offset_t end_before = log_->log_end();
+  (void)co_await log_->close();
+  storage::log_options options = options_;
+  options.trusted_end = trusted;
+  RILL_CO_TRY(log, co_await storage::partition_log::open(engine_, pool_, clk_, reporter_, dir_, options));
+  RILL_ASSERT(log->log_end() <= std::max(trusted, log->log_start()),
+              "{}: recovery kept offsets up to {} above the trusted end {}", dir_, log->log_end().value(),
+              trusted.value());
+  // The new log keeps the old one's commit callback: the caller installs it again.
+  log_ = std::move(log);
+  written_.clear();
+  accepted_.clear();
+  RILL_CO_TRY_VOID(co_await rebuild_producers());
+  reporter_.notice(fmt::format("{}: recovered from a storage failure ({}); the log ends at {} (it had reached {}; "
+                               "nothing above the synced end was kept)",
+                               dir_, fencing_->message(), log_->log_end().value(), end_before.value()));
+  fencing_.reset();
+  ++recoveries_;
   co_return expected<void>{};
 }
 

@@ -28,6 +28,13 @@
 // (the partition is their only writer); moving one back is allowed and reported. A file is named by a number the
 // partition assigns, never by the consumer's name (which the file holds, with a CRC): no client-supplied name
 // becomes part of a path, so '.tmp' endings, '.', '..' and 255-byte names are all safe.
+//
+// A fenced log (a failed fdatasync, or a write that could not be cut back: partition_log.h) is recovered in place by
+// recover_log(): closed, then opened again trusting nothing at or above the synced end it had (the page cache may
+// hold the bytes whose sync failed), and the producer table rebuilt from what remains. Consumer offsets stay: they
+// never pass the high-watermark, which never passes the synced end. The caller makes sure no read or write of the
+// log is in flight. When the reopen fails (the cause is still there), the old log stays, closed and fenced: writes
+// fail with its fencing error, reads with closed; recover_log() may be called again.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -80,6 +87,12 @@ class partition_state {
   void set_consumers_max(std::uint64_t consumers_max) noexcept { consumers_max_ = consumers_max; }
 
   storage::partition_log& log() noexcept { return *log_; }
+  [[nodiscard]] const storage::partition_log& log() const noexcept { return *log_; }
+  // Requires log().fenced() and nothing of the log in flight. Errors: those of partition_log::open.
+  task<expected<void>> recover_log();
+  // The error that fenced the log, while it is fenced (also while a recovery is failing); recoveries that worked.
+  [[nodiscard]] std::optional<rill::error> fencing() const;
+  [[nodiscard]] std::uint64_t recoveries() const noexcept { return recoveries_; }
   task<expected<void>> close();
 
  private:
@@ -94,17 +107,23 @@ class partition_state {
     std::deque<producer_batch> recent;  // at most producer_batches_kept
   };
 
-  partition_state(storage::io::engine& engine, storage::log_reporter& reporter, std::string dir)
-      : engine_(engine), reporter_(reporter), dir_(std::move(dir)) {}
+  partition_state(storage::io::engine& engine, storage::buffer_pool& pool, const clock& clk,
+                  storage::log_reporter& reporter, std::string dir, storage::log_options options)
+      : engine_(engine), pool_(pool), clk_(clk), reporter_(reporter), dir_(std::move(dir)), options_(std::move(options)) {}
   task<expected<void>> rebuild_producers();
   task<expected<void>> load_consumer_offsets();
   void record(std::map<std::int64_t, producer>& table, std::int64_t id, std::int16_t epoch, std::int32_t first,
               std::int32_t last, std::int64_t base_offset);
 
   storage::io::engine& engine_;
+  storage::buffer_pool& pool_;
+  const clock& clk_;
   storage::log_reporter& reporter_;
   std::string dir_;
+  storage::log_options options_;  // as opened (recover_log() adds the trusted end to a copy)
   std::unique_ptr<storage::partition_log> log_;
+  std::optional<rill::error> fencing_;  // set while a recovery is failing (the log's own error is gone with it)
+  std::uint64_t recoveries_ = 0;
   std::map<std::int64_t, producer> written_;   // producers as of the last successful append
   std::map<std::int64_t, producer> accepted_;  // including appends still in flight (what checks use)
   std::map<std::string, std::int64_t> consumer_offsets_;

@@ -33,9 +33,14 @@ client_error client_error_of(net::status st, const std::string& message, const s
       return {"the server's storage failed (the server's log has the detail)", true};
     case net::status::partition_fenced:
       return {
-          "the partition refuses writes until the server restarts (a failed write or fsync; the server's log has "
-          "the detail)",
+          "a storage failure (a failed fsync, or a write that could not be undone) fences the partition: it refuses "
+          "writes until it has recovered, which it does by itself once the cause is gone (the server's log has the "
+          "detail)",
           true};
+    case net::status::disk_full:
+      return {"the server's disk is full: nothing of the request was written; retry once space is freed (a delete "
+              "frees it at once; the server's log names the file)",
+              true};
     case net::status::internal_error:
       return {"internal error (the server's log has the detail)", true};
     default:

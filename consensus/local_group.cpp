@@ -44,7 +44,7 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
   }
   journal_recovery rec;
   RILL_CO_TRY(j, co_await journal::open(e, dir, o.journal, true, rec));
-  RILL_CO_TRY(snaps, co_await snapshot_file::open(e, dir, o.snapshot_bytes_max, true));
+  RILL_CO_TRY(snaps, co_await snapshot_file::open(e, dir, o.snapshot_bytes_max, true, o.snapshot_reserved_bytes));
   recovered_state r;
   r.state = sb->state();
   const checkpoint_ref cp = r.state.checkpoint;

@@ -40,6 +40,9 @@ struct local_group_options {
   std::uint64_t cluster = 1;
   journal_options journal{256, 64 * 1024};  // 256 ops of at most 64 KiB: a 16 MiB journal.wal
   std::uint64_t snapshot_bytes_max = 256 * 1024 * 1024;
+  // What snapshot.bin reserves of each region at open (capped at snapshot_bytes_max), growing ahead of the
+  // checkpoints; the journal is reserved whole. So a full data disk leaves the group working.
+  std::uint64_t snapshot_reserved_bytes = 4 * 1024 * 1024;
   std::uint64_t checkpoint_interval = 0;  // 0: slot_count / 4
 };
 // The defaults open (open() checks the same at run time): a pipeline of one, so the ring holds the default
@@ -48,6 +51,7 @@ static_assert(local_group_options{}.journal.slot_count >= 8);
 static_assert(local_group_options{}.journal.slot_count / 4 + 2 <= local_group_options{}.journal.slot_count);
 static_assert(local_group_options{}.snapshot_bytes_max >= snapshot_bytes_min);
 static_assert(local_group_options{}.snapshot_bytes_max <= snapshot_bytes_max_limit);
+static_assert(local_group_options{}.snapshot_reserved_bytes <= local_group_options{}.snapshot_bytes_max);
 static_assert(local_group_options{}.journal.message_size_max > header::encoded_size, "room for a body");
 
 class local_group {

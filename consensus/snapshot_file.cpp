@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "base/assert.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
@@ -12,7 +14,8 @@ using storage::errc;
 using storage::make_unexpected;
 
 task<expected<std::unique_ptr<snapshot_file>>> snapshot_file::open(storage::io::engine& e, std::string dir,
-                                                                   std::uint64_t bytes_max, bool create) {
+                                                                   std::uint64_t bytes_max, bool create,
+                                                                   std::uint64_t reserved) {
   if (bytes_max < snapshot_bytes_min || bytes_max > snapshot_bytes_max_limit) {
     co_return make_unexpected(errc::invalid_argument, fmt::format("snapshot bytes_max {}: allowed is 4096..{}",
                                                                   bytes_max, snapshot_bytes_max_limit));
@@ -25,7 +28,23 @@ task<expected<std::unique_ptr<snapshot_file>>> snapshot_file::open(storage::io::
   if (create) {
     RILL_CO_TRY_VOID(co_await storage::sync_dir(e, dir));
   }
+  if (reserved > 0) {
+    co_await f->reserve(std::min(reserved, bytes_max));
+  }
   co_return f;
+}
+
+task<void> snapshot_file::reserve(std::uint64_t bytes) {
+  RILL_ASSERT(bytes <= bytes_max_);
+  if (bytes <= reserved_) {
+    co_return;
+  }
+  for (std::uint8_t slot = 0; slot <= 1; ++slot) {
+    if (!co_await storage::reserve_file(*engine_, fd_, slot * bytes_max_, bytes, path_)) {
+      co_return;  // the disk is full: what was reserved before stays reserved
+    }
+  }
+  reserved_ = bytes;
 }
 
 snapshot_file::~snapshot_file() = default;
@@ -42,6 +61,9 @@ task<expected<void>> snapshot_file::write(std::uint8_t slot, std::span<const std
   RILL_ASSERT(slot * bytes_max_ + bytes.size() <= (slot + 1) * bytes_max_, "a write never touches the other region");
   RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, slot * bytes_max_, bytes, path_));
   RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
+  if (reserved_ > 0 && reserved_ < 2 * bytes.size()) {
+    co_await reserve(std::min(bytes_max_, 2 * bytes.size()));  // room for the next checkpoint to grow into
+  }
   co_return expected<void>{};
 }
 

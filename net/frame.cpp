@@ -74,6 +74,8 @@ std::string_view to_string(status s) noexcept {
       return "storage_error";
     case status::partition_fenced:
       return "partition_fenced";
+    case status::disk_full:
+      return "disk_full";
     case status::internal_error:
       return "internal_error";
     case status::group_not_found:
@@ -140,8 +142,9 @@ status status_of(const std::error_code& code) noexcept {
         return status::unavailable;
       case storage::errc::invalid_argument:
         return status::bad_header;
-      case storage::errc::io_error:
       case storage::errc::no_space:
+        return status::disk_full;
+      case storage::errc::io_error:
       case storage::errc::corrupt_data:
       case storage::errc::not_found:
         return status::storage_error;

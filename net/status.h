@@ -50,7 +50,8 @@ enum class status : std::uint16_t {
   timeout = 102,
   // The server.
   storage_error = 200,     // an I/O error (the message has the file and errno)
-  partition_fenced = 201,  // the partition refuses writes until restarted (failed fsync)
+  partition_fenced = 201,  // a storage failure fences the partition: writes fail until it recovers (by itself)
+  disk_full = 202,         // the disk is full: nothing of the request was written; retry once space is freed
   internal_error = 255,
 };
 

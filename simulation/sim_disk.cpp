@@ -2,7 +2,9 @@
 // - A file node's `unsynced` holds, in order, every content change since its last successful sync, each with what
 //   it overwrote, so undoing them in reverse yields exactly the durable content.
 // - A directory's `durable_entries` is the snapshot taken at its last successful fsync; the root is always durable.
-// - used_bytes_ equals the sum of data.size() over all live file nodes.
+// - used_bytes_ is block_bytes times the allocated blocks of all live file nodes, delayed_bytes_ the same for
+//   blocks written under delayed allocation and not yet allocated; a node's blocks beyond its data may only be
+//   allocated (reserved), never delayed.
 // - Once stopped_, no operation has any effect until crash().
 #include "simulation/sim_disk.h"
 
@@ -25,19 +27,40 @@ struct sim_disk::node {
     std::vector<std::byte> new_bytes;  // write: what
   };
 
+  enum block_state : std::uint8_t { hole = 0, allocated = 1, delayed = 2 };
+
   node(sim_disk* d, bool dir) : disk(d), is_dir(dir) {}
-  ~node() { disk->used_bytes_ -= data.size(); }
+  ~node() { free_blocks_from(0); }
   node(const node&) = delete;
   node& operator=(const node&) = delete;
 
+  // Shrinking frees every block past the new end (reserved ones too, as truncate does); growing allocates none.
   void resize(std::uint64_t n) {
-    disk->used_bytes_ = disk->used_bytes_ - data.size() + n;
     data.resize(n);
+    if (blocks.size() > (n + block_bytes - 1) / block_bytes) {
+      free_blocks_from((n + block_bytes - 1) / block_bytes);
+    }
+  }
+  void free_blocks_from(std::uint64_t first) {
+    for (std::uint64_t b = first; b < blocks.size(); ++b) {
+      if (blocks[b] == allocated) {
+        disk->used_bytes_ -= block_bytes;
+      } else if (blocks[b] == delayed) {
+        disk->delayed_bytes_ -= block_bytes;
+      }
+    }
+    if (first < blocks.size()) {
+      blocks.resize(first);
+    }
+  }
+  [[nodiscard]] std::uint64_t delayed_blocks() const {
+    return static_cast<std::uint64_t>(std::count(blocks.begin(), blocks.end(), delayed));
   }
 
   sim_disk* disk;
   bool is_dir;
   std::vector<std::byte> data;
+  std::vector<std::uint8_t> blocks;  // block_state of each block_bytes block (missing at the end: holes)
   std::vector<change> unsynced;
   std::map<std::string, std::shared_ptr<node>> entries;
   std::map<std::string, std::shared_ptr<node>> durable_entries;
@@ -282,6 +305,15 @@ void sim_disk::apply(io::request& r) {
       r.result = do_truncate(*n, r.offset);
       return;
     }
+    case io::opcode::reserve: {
+      node* n = file_for_fd(r.fd);
+      if (n == nullptr || n->is_dir) {
+        r.result = n == nullptr ? -EBADF : -EISDIR;
+        return;
+      }
+      r.result = do_reserve(*n, r.offset, r.length);
+      return;
+    }
     case io::opcode::rename:
       r.result = do_rename(r.path, r.path2);
       return;
@@ -347,8 +379,8 @@ std::int64_t sim_disk::do_open(io::request& r) {
 std::int64_t sim_disk::do_write(node& n, std::uint64_t offset, const std::vector<std::byte>& data) {
   const std::uint64_t end = offset + data.size();
   const std::uint64_t size = n.data.size();
-  const std::uint64_t growth = end > size ? end - size : 0;
-  if (growth > 0 && used_bytes_ + growth > faults_.capacity_bytes) {
+  if (!data.empty() && !allocate(n, offset / block_bytes, (end + block_bytes - 1) / block_bytes,
+                                 faults_.delayed_allocation)) {
     return -ENOSPC;
   }
   node::change c;
@@ -372,9 +404,6 @@ std::int64_t sim_disk::do_write(node& n, std::uint64_t offset, const std::vector
 
 std::int64_t sim_disk::do_truncate(node& n, std::uint64_t size) {
   const std::uint64_t old = n.data.size();
-  if (size > old && used_bytes_ + (size - old) > faults_.capacity_bytes) {
-    return -ENOSPC;
-  }
   node::change c;
   c.truncate = true;
   c.old_size = old;
@@ -388,6 +417,56 @@ std::int64_t sim_disk::do_truncate(node& n, std::uint64_t size) {
   return 0;
 }
 
+bool sim_disk::allocate(node& n, std::uint64_t first, std::uint64_t end, bool delayed) {
+  RILL_ASSERT(first <= end);
+  if (n.blocks.size() < end) {
+    n.blocks.resize(end, node::hole);
+  }
+  std::uint64_t holes = 0;
+  for (std::uint64_t b = first; b < end; ++b) {
+    holes += n.blocks[b] == node::hole ? 1 : 0;
+  }
+  if (!delayed && holes * block_bytes > free_bytes()) {
+    return false;
+  }
+  for (std::uint64_t b = first; b < end; ++b) {
+    if (n.blocks[b] == node::hole) {
+      n.blocks[b] = delayed ? node::delayed : node::allocated;
+    }
+  }
+  (delayed ? delayed_bytes_ : used_bytes_) += holes * block_bytes;
+  return true;
+}
+
+std::int64_t sim_disk::do_reserve(node& n, std::uint64_t offset, std::uint64_t length) {
+  if (length == 0) {
+    return -EINVAL;
+  }
+  // Delayed blocks in the range become allocated too (fallocate allocates what delayed allocation had pending).
+  const std::uint64_t first = offset / block_bytes;
+  const std::uint64_t end = (offset + length + block_bytes - 1) / block_bytes;
+  std::uint64_t waiting = 0;
+  for (std::uint64_t b = first; b < std::min<std::uint64_t>(end, n.blocks.size()); ++b) {
+    waiting += n.blocks[b] == node::delayed ? 1 : 0;
+  }
+  std::uint64_t holes = 0;
+  for (std::uint64_t b = first; b < end; ++b) {
+    holes += b >= n.blocks.size() || n.blocks[b] == node::hole ? 1 : 0;
+  }
+  if ((holes + waiting) * block_bytes > free_bytes()) {
+    return -ENOSPC;
+  }
+  if (n.blocks.size() < end) {
+    n.blocks.resize(end, node::hole);
+  }
+  for (std::uint64_t b = first; b < end; ++b) {
+    n.blocks[b] = node::allocated;
+  }
+  used_bytes_ += (holes + waiting) * block_bytes;
+  delayed_bytes_ -= waiting * block_bytes;
+  return 0;
+}
+
 std::int64_t sim_disk::do_sync(int fd) {
   node* n = file_for_fd(fd);
   if (n == nullptr) {
@@ -395,6 +474,20 @@ std::int64_t sim_disk::do_sync(int fd) {
   }
   if (rng_.chance_ppm(faults_.sync_error_ppm)) {
     return -EIO;  // nothing became durable; the unsynced changes may still be lost at a crash
+  }
+  if (!n->is_dir) {
+    // Delayed allocation: the written blocks get their space now, or the sync fails and nothing becomes durable.
+    const std::uint64_t waiting = n->delayed_blocks();
+    if (waiting * block_bytes > free_bytes()) {
+      return -ENOSPC;
+    }
+    for (auto& b : n->blocks) {
+      if (b == node::delayed) {
+        b = node::allocated;
+      }
+    }
+    used_bytes_ += waiting * block_bytes;
+    delayed_bytes_ -= waiting * block_bytes;
   }
   if (n->is_dir) {
     n->durable_entries = n->entries;
@@ -471,6 +564,14 @@ std::int64_t sim_disk::do_list(io::request& r) {
 }
 
 void sim_disk::crash_file(node& f) {
+  // Blocks waiting for delayed allocation were never durable: their space goes (whatever of their bytes lands
+  // below is kept in the content without a block of its own, an undercount a simulation can live with).
+  for (auto& b : f.blocks) {
+    if (b == node::delayed) {
+      b = node::hole;
+      delayed_bytes_ -= block_bytes;
+    }
+  }
   if (f.unsynced.empty()) {
     return;
   }

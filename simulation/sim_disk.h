@@ -16,7 +16,14 @@
 //   reverts to its durable entries; every fd is closed. crash() requires nothing in flight: stop the disk first
 //   (halt() or fail_stop_after()), drive the owner until its operations have failed, then crash.
 // - Faults (seeded, per operation): EIO on reads, writes (a prefix of a failed write may land) and syncs (nothing
-//   becomes durable); ENOSPC beyond capacity_bytes (nothing lands); explicit bit flips.
+//   becomes durable); explicit bit flips.
+// - Space: files are sparse, in blocks of block_bytes. A write allocates the blocks it touches, a reserve
+//   (fallocate) the blocks of its range (also past the end of the file), a truncate frees every block past the new
+//   end, an unlinked file frees its blocks once its last descriptor closes; growing a file by truncate allocates
+//   nothing. used_bytes() counts allocated blocks. A write or reserve that needs more than capacity_bytes fails with
+//   ENOSPC and changes nothing (tmpfs; ext4 without delayed allocation). With delayed_allocation (ext4's default),
+//   a write never fails for space: its new blocks are allocated at the file's next fdatasync/fsync, which fails
+//   with ENOSPC (nothing becomes durable) while they do not fit.
 // - fail_stop_after(n): the n-th mutating operation from now, and every operation after it, fails with EIO and has
 //   no effect: the point where the machine lost power. Crash tests enumerate n over a whole workload.
 #include <array>
@@ -46,6 +53,7 @@ struct sim_disk_faults {
   std::uint32_t crash_keep_ppm = 400'000;
   std::uint32_t crash_torn_ppm = 300'000;
   std::uint64_t capacity_bytes = UINT64_MAX;
+  bool delayed_allocation = false;
 };
 
 class sim_disk final : public io::engine {
@@ -86,7 +94,13 @@ class sim_disk final : public io::engine {
   [[nodiscard]] std::vector<std::string> list(const std::string& dir) const;
   // Unsynced write/truncate operations pending on the file at path (0 when fully durable).
   [[nodiscard]] std::size_t unsynced_ops(const std::string& path) const;
+  static constexpr std::uint64_t block_bytes = 4096;
+  // Bytes of allocated blocks (every file), and of written blocks waiting for allocation at a sync.
   [[nodiscard]] std::uint64_t used_bytes() const noexcept { return used_bytes_; }
+  [[nodiscard]] std::uint64_t delayed_bytes() const noexcept { return delayed_bytes_; }
+  [[nodiscard]] std::uint64_t free_bytes() const noexcept {
+    return faults_.capacity_bytes > used_bytes_ ? faults_.capacity_bytes - used_bytes_ : 0;
+  }
   [[nodiscard]] std::uint64_t now_ns() const noexcept { return now_ns_; }
 
   struct node;
@@ -103,6 +117,10 @@ class sim_disk final : public io::engine {
   std::int64_t do_open(io::request& r);
   std::int64_t do_write(node& n, std::uint64_t offset, const std::vector<std::byte>& data);
   std::int64_t do_truncate(node& n, std::uint64_t size);
+  std::int64_t do_reserve(node& n, std::uint64_t offset, std::uint64_t length);
+  // Allocates the holes among blocks [first, end) of n (delayed: marks them for allocation at the next sync);
+  // false, changing nothing, when they do not fit.
+  bool allocate(node& n, std::uint64_t first, std::uint64_t end, bool delayed);
   std::int64_t do_sync(int fd);
   std::int64_t do_rename(const std::string& from, const std::string& to);
   std::int64_t do_unlink(const std::string& path, bool dir);
@@ -128,6 +146,7 @@ class sim_disk final : public io::engine {
   std::optional<std::uint64_t> stop_at_;
   bool stopped_ = false;
   std::uint64_t used_bytes_ = 0;
+  std::uint64_t delayed_bytes_ = 0;
   bool polling_ = false;
   std::array<std::uint64_t, static_cast<std::size_t>(io::opcode::cancel) + 1> op_counts_{};
 

@@ -326,6 +326,24 @@ task<expected<void>> remove_tree(io::engine& e, std::string path, std::uint64_t 
   co_return co_await sync_dir(e, parent_path(path));
 }
 
+task<expected<void>> reserve_file(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path) {
+  RILL_ASSERT(length > 0);
+  io::awaitable r(e);
+  r.op = io::opcode::reserve;
+  r.fd = fd;
+  r.offset = offset;
+  r.length = length;
+  const std::int64_t rc = co_await r;
+  if (rc == -EOPNOTSUPP) {
+    co_return co_await write_zeros(e, fd, offset, length, path);
+  }
+  if (rc < 0) {
+    co_return unexpected(io_error(static_cast<int>(rc), "reserve " + std::to_string(length) + " bytes at byte " +
+                                                            std::to_string(offset) + " of " + path));
+  }
+  co_return expected<void>{};
+}
+
 task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path) {
   static const std::vector<std::byte> zeros(1024 * 1024);
   while (length > 0) {

@@ -4,8 +4,9 @@
 // matches exactly one row; tests/storage/log_recovery_test.cpp drives each.
 //
 //   @A  the next segment's base <= S.log_start            delete its files (an interrupted retention delete)
-//   @B  S.truncate_from set, base > truncate_from, or
-//       base == truncate_from with a kept segment before  delete its files (an interrupted truncate_after)
+//   @B  T set, base > T, or base == T with a kept       delete its files (an interrupted truncate_after, or a
+//       segment before (T = the lower of S.truncate_from   fenced log reopened in-process: nothing above its
+//       and the caller's trusted_end)                     synced end is trusted)
 //   @C  base < S.recovery_frontier, not the last segment,
 //       sealed index verifies and the log verifies
 //       against it                                         trust it (fast path: first batch, and everything after
@@ -18,7 +19,7 @@
 // During a full scan, a batch counts only if it is whole, passes its CRC and starts at the next expected offset
 // (so old bytes in recycled or preallocated space can never pass as data). At the first batch that does not:
 //   @G  the last segment, or the rest is all zeros,
-//       or the batch starts at S.truncate_from            cut the file there and sync it (a torn tail; under
+//       or the batch starts at T                          cut the file there and sync it (a torn tail; under
 //                                                          sync-before-ack it was never acknowledged). A cut below
 //                                                          S.committed is reported as lost committed data.
 //   @H  any other segment                                  report corruption and skip the rest of the segment
@@ -68,6 +69,15 @@ bool all_zero(std::span<const std::byte> b) {
   return std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; });
 }
 }  // namespace
+
+offset_t partition_log::recovery_cut() const noexcept {
+  const offset_t intent = superblock_.current().truncate_from;
+  const offset_t trusted = options_.trusted_end;
+  if (intent.value() < 0) {
+    return trusted;
+  }
+  return trusted.value() < 0 ? intent : std::min(intent, trusted);
+}
 
 task<expected<void>> partition_log::open_segment_files(segment& seg, bool has_meta) {
   RILL_ASSERT(seg.log_fd < 0);
@@ -184,7 +194,7 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
   RILL_ASSERT(!seg.sealed);
   RILL_ASSERT(committed_hint.value() >= 0);
   RILL_CO_TRY(file_size, co_await size_of_file(engine_, seg.log_fd, seg.log_path()));
-  const offset_t stop_at = superblock_.current().truncate_from;
+  const offset_t stop_at = recovery_cut();
   seg.index.clear();
   seg.batches = 0;
   timestamp_ms_t max_ts{-1};
@@ -407,7 +417,7 @@ task<expected<void>> partition_log::recover() {
   }
   const superblock_state state = superblock_.current();
   log_start_ = sb.found ? state.log_start : offset_t(0);
-  const offset_t truncate_from = sb.found ? state.truncate_from : offset_t(-1);
+  const offset_t truncate_from = sb.found ? recovery_cut() : options_.trusted_end;
 
   // Epoch history.
   auto epoch_bytes = co_await read_whole_file(engine_, join_path(dir_, epoch_history::file_name), 1024 * 1024);

@@ -18,7 +18,9 @@
 // cut off the file (ftruncate to the last good end) before the error is returned, and every append queued behind it
 // fails too (their offsets are reassigned to later appends; none was ever visible). If the cut fails, or an
 // fdatasync fails, the partition is fenced: every later write fails with errc::fenced until the log is closed and
-// opened again (recovery), because after a failed fsync nothing unsynced can be trusted.
+// opened again (recovery), because after a failed fsync nothing unsynced can be trusted. Opened again in the same
+// process (the page cache may still hold the bytes whose sync failed, readable and valid-looking), the caller passes
+// the fenced log's synced_end() as log_options::trusted_end and recovery cuts everything from it.
 //
 // Concurrency: single-threaded. Every call must come from the thread that drives the io::engine; coroutines resume
 // from that engine's poll(). All mutations (appends, rolls, truncation, retention decisions, epoch changes) run one
@@ -100,6 +102,9 @@ struct log_options {
   // "offsets" directory): recovery leaves them alone and does not report them. Any other name it does not know is
   // reported as unknown (and left alone too).
   std::vector<std::string> owner_entries;
+  // >= 0: recovery trusts no batch at or above this offset (it cuts them, as an interrupted truncation): the synced
+  // end of a fenced log reopened in-process. Must be a batch boundary the log had synced (synced_end()).
+  offset_t trusted_end{-1};
 };
 
 struct append_result {
@@ -218,6 +223,8 @@ class partition_log {
   [[nodiscard]] offset_t synced_end() const noexcept { return synced_end_; }
   [[nodiscard]] offset_t committed() const noexcept { return committed_; }
   [[nodiscard]] bool fenced() const noexcept { return fenced_.has_value(); }
+  // The error every write fails with once fenced (nullptr otherwise).
+  [[nodiscard]] const rill::error* fencing_error() const noexcept { return fenced_ ? &*fenced_ : nullptr; }
   [[nodiscard]] epoch_t leader_epoch() const noexcept { return epoch_; }
   [[nodiscard]] const epoch_history& epochs() const noexcept { return epochs_; }
   [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
@@ -255,6 +262,8 @@ class partition_log {
 
   // Recovery (log_recovery.cpp).
   task<expected<void>> recover();
+  // Where recovery cuts: the lower of the superblock's truncate_from and options.trusted_end (-1: nowhere).
+  [[nodiscard]] offset_t recovery_cut() const noexcept;
   task<expected<void>> recover_segment_fast(segment& seg, bool& ok);
   task<expected<bool>> scan_segment(segment& seg, bool is_last, offset_t committed_hint);
   task<expected<void>> rebuild_index_file(segment& seg);

@@ -54,7 +54,9 @@ json topic_json(const proto::TopicInfo& t) {
                      {"high_watermark", p.high_watermark()},
                      {"log_end", p.log_end()},
                      {"bytes", p.bytes()},
-                     {"segments", p.segments()}});
+                     {"segments", p.segments()},
+                     {"fenced", p.fenced()},
+                     {"recoveries", p.recoveries()}});
   }
   const auto& c = t.config();
   return {{"stream_id", t.stream_id()},
@@ -76,8 +78,10 @@ void print_topic(const proto::TopicInfo& t) {
              t.id(), t.config().partitions(), t.config().retention_ms(), t.config().retention_bytes(),
              t.config().segment_bytes());
   for (const auto& p : t.partitions()) {
-    fmt::print("  partition {}: offsets [{}, {}) ({} messages), {} bytes in {} segments\n", p.id(), p.log_start(),
-               p.high_watermark(), p.high_watermark() - p.log_start(), p.bytes(), p.segments());
+    fmt::print("  partition {}: offsets [{}, {}) ({} messages), {} bytes in {} segments{}{}\n", p.id(), p.log_start(),
+               p.high_watermark(), p.high_watermark() - p.log_start(), p.bytes(), p.segments(),
+               p.recoveries() > 0 ? fmt::format(", recovered {} times from a storage failure", p.recoveries()) : "",
+               p.fenced().empty() ? "" : "\n    FENCED: " + p.fenced());
   }
 }
 

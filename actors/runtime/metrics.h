@@ -73,6 +73,8 @@ struct partition_metrics {
   std::atomic<std::uint64_t> bytes{0};
   std::atomic<std::uint64_t> produce_errors{0};
   std::atomic<std::uint64_t> retention_runs{0};
+  std::atomic<std::uint64_t> fenced{0};      // gauge: 1 while a storage failure fences the partition
+  std::atomic<std::uint64_t> recoveries{0};  // recoveries from a fence
   latency_histogram produce;  // a produce request, from when the partition handles it to its reply
   latency_histogram write;    // a group of appends written (and synced, under sync_before_ack)
   latency_histogram sync;     // an fdatasync of a relaxed durability policy
@@ -117,6 +119,8 @@ struct partition_sample {
   latency_histogram::snapshot produce;
   latency_histogram::snapshot write;
   latency_histogram::snapshot sync;
+  std::uint64_t fenced = 0;
+  std::uint64_t recoveries = 0;
 };
 
 struct connection_sample {

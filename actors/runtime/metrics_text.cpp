@@ -122,6 +122,21 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
                          a.partition->produce_errors);
     }
   }
+  family(out, "rill_partition_fenced", "gauge",
+         "1 while a storage failure (a failed fdatasync, a write that could not be cut back) fences the partition: "
+         "writes fail until it recovers by itself.");
+  for (const auto& a : actors) {
+    if (a.partition) {
+      out += fmt::format("rill_partition_fenced{{{}}} {}\n", partition_labels(*a.partition), a.partition->fenced);
+    }
+  }
+  family(out, "rill_partition_recoveries_total", "counter", "Recoveries of the partition from a fence.");
+  for (const auto& a : actors) {
+    if (a.partition) {
+      out += fmt::format("rill_partition_recoveries_total{{{}}} {}\n", partition_labels(*a.partition),
+                         a.partition->recoveries);
+    }
+  }
   family(out, "rill_partition_retention_runs_total", "counter", "Retention passes over the partition.");
   for (const auto& a : actors) {
     if (a.partition) {
@@ -317,6 +332,8 @@ std::string render_partitions_json(const std::vector<actor_sample>& actors) {
                    {"bytes", p.bytes},
                    {"produce_errors", p.produce_errors},
                    {"retention_runs", p.retention_runs},
+                   {"fenced", p.fenced},
+                   {"recoveries", p.recoveries},
                    {"mailbox", a.mailbox()},
                    {"produce", hist(p.produce)},
                    {"write", hist(p.write)},

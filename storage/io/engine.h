@@ -45,6 +45,10 @@ enum class opcode : std::uint8_t {
   rmdir,      // path (an empty directory)
   list_dir,   // path -> names (sorted, without . and ..), result = count
   file_size,  // fd -> size in bytes
+  // fd, offset, length: allocates the blocks of [offset, offset + length) without changing the file's size
+  // (fallocate FALLOC_FL_KEEP_SIZE), so later writes there never need new blocks: space reserved while it is there.
+  // -EOPNOTSUPP where the file system cannot (file_ops' reserve_file then writes zeros within the file's size).
+  reserve,
   // fd, offset, iov, iov_count: a vectored write followed by an fdatasync of the same file, submitted together
   // (io_uring: two linked SQEs, one trip to the kernel's worker instead of two). result: bytes written or -errno of
   // the write. sync_result: 0 when the fdatasync ran and succeeded, -errno when it failed, -ECANCELED when it did

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,6 +44,8 @@ const char* to_string(opcode op) noexcept {
       return "list_dir";
     case opcode::file_size:
       return "file_size";
+    case opcode::reserve:
+      return "reserve";
     case opcode::writev_datasync:
       return "writev_datasync";
     case opcode::accept:
@@ -131,6 +134,10 @@ void execute_blocking(request& r) noexcept {
       return;
     case opcode::ftruncate:
       r.result = ok_or_errno(::ftruncate(r.fd, static_cast<off_t>(r.offset)));
+      return;
+    case opcode::reserve:
+      r.result = ok_or_errno(
+          ::fallocate(r.fd, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(r.offset), static_cast<off_t>(r.length)));
       return;
     case opcode::rename:
       r.result = ok_or_errno(::rename(r.path.c_str(), r.path2.c_str()));

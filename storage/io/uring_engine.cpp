@@ -5,6 +5,7 @@
 #include "storage/io/uring_engine.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -148,6 +149,9 @@ bool uring_engine::prep(request& r) {
       break;
     case opcode::ftruncate:
       io_uring_prep_rw(op_ftruncate, sqe, r.fd, nullptr, 0, r.offset);
+      break;
+    case opcode::reserve:
+      io_uring_prep_fallocate(sqe, r.fd, FALLOC_FL_KEEP_SIZE, r.offset, r.length);
       break;
     case opcode::rename:
       io_uring_prep_renameat(sqe, AT_FDCWD, r.path.c_str(), AT_FDCWD, r.path2.c_str(), 0);

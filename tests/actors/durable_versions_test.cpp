@@ -104,6 +104,29 @@ BOOST_AUTO_TEST_CASE(a_failed_write_fences_every_waiter_queued_or_new) {
   BOOST_TEST(v.waiting() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_refused_write_fails_its_waiters_fences_nothing_and_waits_for_the_next_change) {
+  durable_versions v;
+  waiters_log l;
+  v.changed();
+  v.wait(l.waiter("a"));
+  const auto w = v.start_write();
+  BOOST_REQUIRE(w.has_value());
+  v.changed();
+  v.wait(l.waiter("b"));  // waits for a change the refused write does not carry
+  v.write_refused(*w, rill::error(make_error_code(net::status::disk_full), "full"));
+  BOOST_TEST((l.ran == std::vector<std::string>{"a:full"}));
+  BOOST_TEST(!v.fenced().has_value());
+  BOOST_TEST(v.durable() == 0u);
+  BOOST_TEST(!v.start_write().has_value());  // no retry loop on a full disk: the next change writes again
+  v.changed();
+  const auto again = v.start_write();
+  BOOST_REQUIRE(again.has_value());
+  BOOST_TEST(*again == 3u);
+  v.write_done(*again, std::nullopt);
+  BOOST_TEST((l.ran == std::vector<std::string>{"a:full", "b"}));
+  BOOST_TEST(v.durable() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(a_fence_before_any_write_answers_with_its_error) {
   durable_versions v;
   waiters_log l;

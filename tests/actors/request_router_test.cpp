@@ -414,7 +414,8 @@ BOOST_AUTO_TEST_CASE(a_poll_past_every_offset_is_refused_in_the_clients_own_numb
 BOOST_AUTO_TEST_CASE(error_replies_never_show_the_servers_paths) {
   const std::string data = "/var/lib/rill";
   // Statuses whose messages come from the server's files: a fixed text, whatever the message.
-  for (auto st : {net::status::storage_error, net::status::partition_fenced, net::status::internal_error}) {
+  for (auto st : {net::status::storage_error, net::status::partition_fenced, net::status::disk_full,
+                  net::status::internal_error}) {
     const auto told = client_error_of(st, "fdatasync /var/lib/rill/streams/1/topics/2/partitions/0/0.log: EIO", data);
     BOOST_TEST(told.redacted);
     BOOST_TEST(told.message.find(data) == std::string::npos, told.message);

@@ -139,6 +139,34 @@ BOOST_AUTO_TEST_CASE(a_local_group_commits_wraps_its_ring_and_restarts_from_its_
   RILL_REQUIRE_OK(close_group(d, *o->g));
 }
 
+BOOST_AUTO_TEST_CASE(a_full_disk_does_not_stop_the_group_nor_its_restart) {
+  // journal.wal is reserved whole at creation and snapshot.bin's regions ahead of the checkpoints: with not one
+  // free block left (with and without delayed allocation, where the fdatasync is what fails for space), commits,
+  // checkpoints, the ring's wrap and a restart all go on.
+  for (const bool delayed : {false, true}) {
+    BOOST_TEST_CONTEXT("delayed allocation " << delayed) {
+      sim_disk d(21, rill::simulation::sim_disk_faults{.delayed_allocation = delayed});
+      {
+        auto o = open_group(d);
+        RILL_REQUIRE_OK(o);
+        d.faults().capacity_bytes = d.used_bytes();
+        BOOST_TEST_REQUIRE(d.free_bytes() == 0u);
+        for (int i = 1; i <= 40; ++i) {  // a ring of 16 wraps twice; checkpoints every 4 ops
+          RILL_REQUIRE_OK(submit(d, *o->g, "item-" + std::to_string(i)));
+        }
+        RILL_REQUIRE_OK(close_group(d, *o->g));
+      }
+      d.restart_process();
+      auto o = open_group(d);
+      RILL_REQUIRE_OK(o);
+      BOOST_TEST(o->sm->items.size() == 40u);
+      RILL_REQUIRE_OK(submit(d, *o->g, "after the restart"));
+      RILL_REQUIRE_OK(close_group(d, *o->g));
+      BOOST_TEST(d.delayed_bytes() == 0u);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_body_over_the_journal_slot_is_refused_and_nothing_is_lost) {
   sim_disk d(2);
   auto o = open_group(d);

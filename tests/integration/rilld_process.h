@@ -1,6 +1,7 @@
 #pragma once
 // Runs the real rilld as a child process on a temporary data directory and a port the kernel picks, and finds the
-// bound address in <data>/runtime/current_config.toml.
+// bound address in <data>/runtime/current_config.toml (or, where a full disk kept rilld from writing it, in its
+// "rilld: serving ADDR" line: then http_address() is empty).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -49,7 +51,10 @@ class rilld_process {
   std::optional<std::string> start(std::chrono::seconds timeout = std::chrono::seconds(30)) {
     const std::string config = data_dir_ + "/runtime/current_config.toml";
     std::filesystem::remove(config);
-    log_path_ = data_dir_ + ".log";
+    if (log_path_.empty()) {
+      log_path_ = data_dir_ + ".log";
+    }
+    const std::size_t log_before = log().size();  // the log is appended to: earlier starts' lines do not count
     pid_ = ::fork();
     if (pid_ == 0) {
       const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -87,6 +92,14 @@ class rilld_process {
           tcp = line.substr(15, line.size() - 16);
         } else if (line.rfind("http_address = ", 0) == 0 && line.size() > 17) {
           http = line.substr(16, line.size() - 17);
+        }
+      }
+      if (tcp.empty()) {
+        const std::string out = log();
+        constexpr std::string_view serving = "rilld: serving ";
+        if (const auto at = out.find(serving, log_before); at != std::string::npos) {
+          const auto end = out.find(' ', at + serving.size());
+          tcp = out.substr(at + serving.size(), end - at - serving.size());
         }
       }
       if (!tcp.empty()) {
@@ -132,6 +145,8 @@ class rilld_process {
     return s.str();
   }
   const std::string& address() const { return address_; }
+  // Where rilld's output goes (default: the data directory's path with ".log"); set before start().
+  void set_log_path(std::string path) { log_path_ = std::move(path); }
   // The monitoring listener's "host:port" (rilld binds it on a port the kernel picks).
   const std::string& http_address() const { return http_address_; }
   pid_t pid() const { return pid_; }

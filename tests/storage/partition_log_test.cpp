@@ -379,7 +379,7 @@ BOOST_AUTO_TEST_CASE(a_full_disk_refuses_the_write_and_loses_nothing) {
   f.open();
   RILL_REQUIRE_OK(f.append(make_batch("a", 2)));
   f.disk.faults().capacity_bytes = f.disk.used_bytes() + 100;
-  auto r = f.append(make_batch("b", 20, 100));
+  auto r = f.append(make_batch("b", 60, 100));  // past the block the first batch is in
   BOOST_REQUIRE(!r.has_value());
   BOOST_TEST((r.error().code() == errc::no_space));
   BOOST_TEST(!f.log->fenced());
