@@ -70,6 +70,47 @@ struct fixture {
 
 BOOST_AUTO_TEST_SUITE(partition_state_suite)
 
+BOOST_AUTO_TEST_CASE(a_fenced_partition_recovers_in_place_and_says_so_meanwhile) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(7, 0, 0, 3, "a")));
+  BOOST_TEST(!f.state->fencing().has_value());
+  BOOST_TEST(f.state->info(0).fenced().empty());
+  // A failing device: the produce's fdatasync fails and fences the log.
+  f.disk.faults().sync_error_ppm = 1'000'000;
+  auto failed = f.produce(producer_batch(7, 0, 3, 2, "b"));
+  BOOST_REQUIRE(!failed.has_value());
+  BOOST_REQUIRE(f.state->fencing().has_value());
+  const auto info = f.state->info(0);
+  BOOST_TEST(info.fenced().rfind("a storage failure: ", 0) == 0, info.fenced());
+  BOOST_TEST(info.fenced().find("/p") == std::string::npos, "no server path: " << info.fenced());
+  BOOST_TEST((f.status(f.produce(producer_batch(7, 0, 3, 2, "b"))) == net::status::partition_fenced));
+  // A recovery while the cause is still there fails (its superblock write cannot sync) and can be tried again; the
+  // partition still says it is fenced, and refuses produces and polls with the fencing error.
+  auto early = run(f.disk, f.state->recover_log());
+  BOOST_REQUIRE(!early.has_value());
+  BOOST_TEST(f.state->fencing().has_value());
+  BOOST_TEST(!f.state->info(0).fenced().empty());
+  BOOST_TEST((f.status(f.produce(producer_batch(7, 0, 3, 2, "b"))) == net::status::partition_fenced));
+  auto poll = run(f.disk, f.state->poll(proto::PollRequest{}, std::nullopt, 1 << 20));
+  BOOST_REQUIRE(!poll.has_value());
+  BOOST_TEST((net::status_of(poll.error().code()) == net::status::partition_fenced));
+  // The cause gone, it recovers without a restart: the producer's retry is taken where the synced log ended.
+  f.disk.faults().sync_error_ppm = 0;
+  RILL_REQUIRE_OK(run(f.disk, f.state->recover_log()));
+  BOOST_TEST(!f.state->fencing().has_value());
+  BOOST_TEST(f.state->recoveries() == 1u);
+  BOOST_TEST(f.state->info(0).recoveries() == 1u);
+  BOOST_TEST(f.state->log().log_end().value() == 3);
+  auto retried = f.produce(producer_batch(7, 0, 3, 2, "b"));
+  RILL_REQUIRE_OK(retried);
+  BOOST_TEST(retried->base_offsets == (std::vector<std::int64_t>{3}));
+  auto dup = f.produce(producer_batch(7, 0, 0, 3, "a"));  // the rebuilt producer table still knows "a"
+  RILL_REQUIRE_OK(dup);
+  BOOST_TEST(dup->duplicate);
+  BOOST_TEST(dup->base_offsets == (std::vector<std::int64_t>{0}));
+}
+
 BOOST_AUTO_TEST_CASE(retries_are_answered_with_their_original_offsets) {
   fixture f;
   f.open();
