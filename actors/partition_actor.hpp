@@ -41,12 +41,11 @@ struct partition_services {
 using tick_atom = caf::atom_constant<caf::atom("tick")>;              // the log's next deadline (sync, roll)
 using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked polls due by then expire
 using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
-using unstall_atom = caf::atom_constant<caf::atom("unstall")>;        // a stall_atom's time is over
 
 using partition_actor_impl =
     partition_actor_hdl::extend<io_done_signature, caf::reacts_to<poll_timeout_atom, std::int64_t>,
                                 caf::reacts_to<tick_atom>, caf::reacts_to<retention_atom>,
-                                caf::reacts_to<unstall_atom>>;
+                                caf::reacts_to<unstall_atom, std::uint64_t>>;  // stall n's time is over
 
 class partition_actor final : public metered<partition_actor_impl::base>, public homed {
  public:
@@ -100,6 +99,7 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   std::optional<std::chrono::nanoseconds> tick_at_;
   std::size_t operations_ = 0;  // coroutines of this actor still running
   bool closing_ = false;
+  std::uint64_t stalls_ = 0;  // stalls begun: a timer's unstall ends only the stall it was set for
 };
 
 }  // namespace rill::actors
