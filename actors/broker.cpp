@@ -18,6 +18,7 @@
 #include <future>
 #include <map>
 #include <thread>
+#include <variant>
 
 #include <fmt/core.h>
 
@@ -121,8 +122,9 @@ const config::address& broker::http_address() const noexcept {
 
 namespace {
 // What /proc says about this process: resident bytes and open descriptors.
-// POST /debug/stall?stream=S&topic=T&partition=P&ms=N: the partition's actor handles nothing for N ms.
-net::http_response debug_stall(const std::string& query, const routing& routes) {
+// The numeric arguments of a /debug query ("a=1&b=2") naming a partition, or the 400 reply.
+std::variant<std::map<std::string, std::uint64_t>, net::http_response> debug_args(const std::string& query,
+                                                                                  const std::string& usage) {
   std::map<std::string, std::uint64_t> args;
   std::size_t at = 0;
   while (at < query.size()) {
@@ -140,14 +142,32 @@ net::http_response debug_stall(const std::string& query, const routing& routes) 
     }
     at = end + 1;
   }
-  for (const char* k : {"stream", "topic", "partition", "ms"}) {
+  for (const char* k : {"stream", "topic", "partition"}) {
     if (!args.contains(k)) {
-      return net::http_response{400, "text/plain; charset=utf-8",
-                                "usage: POST /debug/stall?stream=S&topic=T&partition=P&ms=N (ids, 1 <= N <= 60000)\n"};
+      return net::http_response{400, "text/plain; charset=utf-8", usage};
     }
   }
-  if (args["ms"] < 1 || args["ms"] > 60'000 || args["stream"] >= stream_ids_max || args["topic"] >= topic_ids_max ||
-      args["partition"] >= partitions_max) {
+  if (args["stream"] >= stream_ids_max || args["topic"] >= topic_ids_max || args["partition"] >= partitions_max) {
+    return net::http_response{400, "text/plain; charset=utf-8", "ids within their ranges\n"};
+  }
+  return args;
+}
+
+// POST /debug/stall?stream=S&topic=T&partition=P&ms=N: the partition's actor handles nothing for N ms (or until
+// POST /debug/unstall?stream=S&topic=T&partition=P, which ends the stall at once).
+net::http_response debug_stall(const std::string& query, const routing& routes, bool stall) {
+  const std::string usage = stall
+                                ? "usage: POST /debug/stall?stream=S&topic=T&partition=P&ms=N (ids, 1 <= N <= 60000)\n"
+                                : "usage: POST /debug/unstall?stream=S&topic=T&partition=P (ids)\n";
+  auto parsed = debug_args(query, usage);
+  if (auto* refused = std::get_if<net::http_response>(&parsed)) {
+    return std::move(*refused);
+  }
+  auto& args = std::get<std::map<std::string, std::uint64_t>>(parsed);
+  if (stall && !args.contains("ms")) {
+    return net::http_response{400, "text/plain; charset=utf-8", usage};
+  }
+  if (stall && (args["ms"] < 1 || args["ms"] > 60'000)) {
     return net::http_response{400, "text/plain; charset=utf-8", "ms is 1 to 60000; ids within their ranges\n"};
   }
   auto actor =
@@ -155,6 +175,10 @@ net::http_response debug_stall(const std::string& query, const routing& routes) 
                                   static_cast<std::uint32_t>(args["partition"]));
   if (!actor) {
     return net::http_response{404, "text/plain; charset=utf-8", "no such partition\n"};
+  }
+  if (!stall) {
+    caf::anon_send(actor, unstall_atom::value);
+    return net::http_response{200, "text/plain; charset=utf-8", "unstalled\n"};
   }
   caf::anon_send(actor, stall_atom::value, static_cast<std::uint32_t>(args["ms"]));
   return net::http_response{200, "text/plain; charset=utf-8", "stalled\n"};
@@ -166,11 +190,12 @@ net::http_response monitoring(const std::string& method, const std::string& targ
                               bool failure_injection) {
   const auto path = target.substr(0, target.find('?'));
   if (method == "POST") {
-    if (failure_injection && path == "/debug/stall") {
-      return debug_stall(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes);
+    if (failure_injection && (path == "/debug/stall" || path == "/debug/unstall")) {
+      return debug_stall(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes,
+                         path == "/debug/stall");
     }
     return net::http_response{405, "text/plain; charset=utf-8",
-                              failure_injection ? "POST serves /debug/stall only\n"
+                              failure_injection ? "POST serves /debug/stall and /debug/unstall only\n"
                                                 : "POST serves nothing (debug.failure_injection is off)\n"};
   }
   if (path == "/healthz") {

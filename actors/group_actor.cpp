@@ -12,7 +12,6 @@
 
 namespace rill::actors {
 namespace {
-constexpr const char* state_file = "state";
 constexpr std::uint64_t state_bytes_max = 64 << 20;
 
 outcome outcome_of(const rill::error& e) {
@@ -45,7 +44,7 @@ void group_actor::publish_metrics() {
 
 task<expected<group_state>> group_actor::load() {
   RILL_CO_TRY_VOID(co_await storage::make_dirs(*io_, id_.dir));
-  const std::string path = storage::join_path(id_.dir, state_file);
+  const std::string path = storage::join_path(id_.dir, group_state_file_name);
   RILL_CO_TRY(bytes, co_await storage::read_whole_file(*io_, path, state_bytes_max));
   auto restored = bytes ? decode_state_file(*bytes, id_, services_->clk->monotonic()) : fresh_group_state(id_);
   if (restored) {
@@ -109,7 +108,7 @@ void group_actor::persist() {
     return;
   }
   ++operations_;
-  rill::spawn(storage::write_file_atomic(*io_, id_.dir, state_file, encode_state_file(*state_)),
+  rill::spawn(storage::write_file_atomic(*io_, id_.dir, group_state_file_name, encode_state_file(*state_)),
               [this, written = *v](expected<void> r) {
                 --operations_;
                 std::optional<rill::error> failure;

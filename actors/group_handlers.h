@@ -94,7 +94,9 @@ void describe_partition(proto::GroupInfo& info, const group_state& state, std::u
 // GroupOffsetsReply (offsets_only) or GroupGetReply.
 std::string describe_reply(bool offsets_only, proto::GroupInfo info);
 
-// The state file: the serialized state, then its CRC-32C (big-endian).
+// The state file, <group dir>/state, replaced whole with storage::write_file_atomic at every change: the serialized
+// state, then its CRC-32C (big-endian).
+inline constexpr const char* group_state_file_name = "state";
 std::vector<std::byte> encode_state_file(const group_state& state);
 // The state a file holds; nullopt when it does not verify. `now`: when the restored sessions start.
 std::optional<group_state> decode_state_file(std::span<const std::byte> bytes, const group_identity& id,

@@ -33,7 +33,9 @@ using partition_actor_hdl = caf::typed_actor<
     // The server is stopping: parked polls are answered now and no poll parks any more. No reply.
     caf::reacts_to<drain_atom>,
     // Failure injection (debug.failure_injection): handles nothing else for the given milliseconds. No reply.
-    caf::reacts_to<stall_atom, std::uint32_t>>;
+    caf::reacts_to<stall_atom, std::uint32_t>,
+    // Failure injection: ends the stall now, if there is one (what waited is then handled in order). No reply.
+    caf::reacts_to<unstall_atom>>;
 
 // A poll by a group member: the group checks the member, resolves NEXT to the group's offset, asks the partition
 // and checks ownership again when the data comes back.

@@ -351,18 +351,30 @@ partition_actor::behavior_type partition_actor::serving() {
       [this](stall_atom, std::uint32_t ms) {
         // Failure injection (debug.failure_injection): every other message waits in the mailbox until the stall
         // ends, as if the actor were stuck; then they are handled in order.
+        // A stall ends when its time is over or when asked to (unstall_atom), whichever comes first.
         auto self = caf::actor_cast<partition_actor_impl>(this);
+        const std::uint64_t stall = ++stalls_;
         current_shard()->timers().schedule(monotonic_now() + std::chrono::milliseconds(ms),
-                                           [self] { caf::anon_send(self, unstall_atom::value); });
+                                           [self, stall] { caf::anon_send(self, unstall_atom::value, stall); });
         set_default_handler(caf::skip);
-        become(behavior_type{behavior_type::unsafe_init{}, caf::behavior{[this](unstall_atom) {
-                               set_default_handler(caf::print_and_drop);
-                               become(serving());
-                             }}});
+        auto end_stall = [this] {
+          set_default_handler(caf::print_and_drop);
+          become(serving());
+        };
+        become(behavior_type{behavior_type::unsafe_init{},
+                             caf::behavior{[end_stall](unstall_atom) { end_stall(); },
+                                           [this, end_stall](unstall_atom, std::uint64_t timed_out) {
+                                             if (timed_out == stalls_) {
+                                               end_stall();
+                                             }  // else an earlier stall's timer, which was ended when asked to
+                                           }}});
       },
       [this](recover_atom) { recover(); },
       [](unstall_atom) {
-        // Only the stalled behavior expects it (one per stall, and a stall waits while stalled): never here.
+        // Nothing is stalled: nothing to end.
+      },
+      [](unstall_atom, std::uint64_t) {
+        // The timer of a stall that was ended when asked to.
       },
       [this](close_atom) { return finish(false); },
       [this](destroy_atom) { return finish(true); },

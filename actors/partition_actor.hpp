@@ -41,13 +41,13 @@ struct partition_services {
 using tick_atom = caf::atom_constant<caf::atom("tick")>;              // the log's next deadline (sync, roll)
 using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked polls due by then expire
 using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
-using unstall_atom = caf::atom_constant<caf::atom("unstall")>;        // a stall_atom's time is over
 using recover_atom = caf::atom_constant<caf::atom("recover")>;        // try to recover the fenced log
 
 using partition_actor_impl =
     partition_actor_hdl::extend<io_done_signature, caf::reacts_to<poll_timeout_atom, std::int64_t>,
                                 caf::reacts_to<tick_atom>, caf::reacts_to<retention_atom>,
-                                caf::reacts_to<unstall_atom>, caf::reacts_to<recover_atom>>;
+                                caf::reacts_to<unstall_atom, std::uint64_t>,  // stall n's time is over
+                                caf::reacts_to<recover_atom>>;
 
 class partition_actor final : public metered<partition_actor_impl::base>, public homed {
  public:
@@ -112,6 +112,7 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   std::chrono::milliseconds recovery_delay_ = recovery_delay_min;
   bool recovery_scheduled_ = false;
   bool recovering_ = false;
+  std::uint64_t stalls_ = 0;  // stalls begun: a timer's unstall ends only the stall it was set for
 };
 
 }  // namespace rill::actors

@@ -19,6 +19,7 @@ namespace rill::actors {
 struct shard_stats {
   std::atomic<std::uint64_t> jobs_run{0};
   std::atomic<std::uint64_t> sleeps{0};
+  std::atomic<bool> asleep{false};  // the worker is sleeping in the ring now (tests wait for it)
   std::atomic<std::uint64_t> wakes_sent{0};
   std::atomic<std::uint64_t> completions{0};
   std::atomic<std::uint64_t> timers_fired{0};

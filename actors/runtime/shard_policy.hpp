@@ -148,7 +148,9 @@ struct shard_policy : caf::policy::unprofiled {
         timeout = std::max(*next - monotonic_now(), std::chrono::nanoseconds(0));
       }
       s.stats().sleeps.fetch_add(1, std::memory_order_relaxed);
+      s.stats().asleep.store(true, std::memory_order_release);  // after `sleeping`: a push seen after it wakes us
       s.stats().completions.fetch_add(s.ring().poll_wait(timeout), std::memory_order_relaxed);
+      s.stats().asleep.store(false, std::memory_order_relaxed);
       d.sleeping.store(false);
     }
   }

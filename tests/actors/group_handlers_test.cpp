@@ -6,6 +6,10 @@
 #include "actors/group_handlers.h"
 #include "net/frame.h"
 #include "net/status.h"
+#include "storage/atomic_file.h"
+#include "storage/file_ops.h"
+#include "tests/storage/log_fixture.h"
+#include "tests/storage/replace_crash.h"
 #include "tests/test_util.h"
 
 using namespace rill;
@@ -418,4 +422,46 @@ BOOST_AUTO_TEST_CASE(the_state_file_round_trips_and_a_damaged_one_does_not_verif
   auto fresh = fresh_group_state(h.id);
   BOOST_TEST(fresh.members() == 0u);
   BOOST_TEST(fresh.partitions() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(the_state_file_is_old_or_new_after_a_crash_at_any_step_of_its_replacement) {
+  // group_actor::persist replaces <group dir>/state with write_file_atomic at every change (its load reads it back
+  // with read_whole_file and decode_state_file): the same calls, on the simulated disk, crashed at every step.
+  harness h;
+  h.join("a");
+  BOOST_REQUIRE(!h.commit("a", h.state.generation(), {{1, 9}}).error);
+  const auto old_content = encode_state_file(h.state);
+  BOOST_REQUIRE(!h.commit("a", h.state.generation(), {{1, 20}, {2, 4}}).error);
+  const auto new_content = encode_state_file(h.state);
+  const std::string path = storage::join_path(h.id.dir, group_state_file_name);
+  storage::testing::crash_at_every_step_of_a_replacement(
+      [&](std::uint64_t seed, const simulation::sim_disk_faults& faults, std::optional<std::uint64_t> stop_after) {
+        using storage::testing::run;
+        simulation::sim_disk disk(seed, faults);
+        RILL_REQUIRE_OK(run(disk, storage::make_dirs(disk, h.id.dir)));
+        RILL_REQUIRE_OK(run(disk, storage::write_file_atomic(disk, h.id.dir, group_state_file_name, old_content)));
+        storage::testing::replacement_outcome o;
+        const auto before = disk.mutating_ops();
+        if (stop_after) {
+          disk.fail_stop_after(*stop_after);
+        }
+        o.acknowledged =
+            run(disk, storage::write_file_atomic(disk, h.id.dir, group_state_file_name, new_content)).has_value();
+        o.mutating_ops = disk.mutating_ops() - before;
+        if (!disk.stopped()) {
+          disk.halt();
+        }
+        storage::io::run_until(disk, [] { return false; });
+        disk.crash();
+        auto bytes = run(disk, storage::read_whole_file(disk, path, 1 << 20));
+        RILL_REQUIRE_OK(bytes);
+        BOOST_REQUIRE_MESSAGE(bytes->has_value(), "the state file is gone");
+        o.is_old = **bytes == old_content;
+        o.is_new = **bytes == new_content;
+        // What the group's load makes of it: a state that verifies, with the old offsets or the new ones.
+        auto restored = decode_state_file(**bytes, h.id, h.now);
+        BOOST_REQUIRE_MESSAGE(restored.has_value(), "the state file does not verify");
+        BOOST_TEST((restored->committed(1) == std::optional<std::uint64_t>(o.is_new ? 20 : 9)));
+        return o;
+      });
 }

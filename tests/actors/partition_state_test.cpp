@@ -13,6 +13,7 @@
 #include "storage/file_ops.h"
 #include "storage/producer_sequence.h"
 #include "tests/storage/log_fixture.h"
+#include "tests/storage/replace_crash.h"
 #include "tests/storage/tampered_batch.h"
 
 using namespace rill;
@@ -38,7 +39,9 @@ std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::b
 }
 
 struct fixture {
-  fixture() : disk(3, simulation::sim_disk_faults{}, &clk) { options.config.segment_bytes = 1 << 20; }
+  explicit fixture(std::uint64_t seed = 3, simulation::sim_disk_faults faults = {}) : disk(seed, faults, &clk) {
+    options.config.segment_bytes = 1 << 20;
+  }
   void open() {
     auto p = run(disk, partition_state::open(disk, pool, clk, reporter, "/p", options));
     RILL_REQUIRE_OK(p);
@@ -384,6 +387,64 @@ BOOST_AUTO_TEST_CASE(consumer_names_never_become_file_names_and_every_valid_name
   f.reopen();
   BOOST_TEST(*f.state->consumer_offset("late") == 3);
   BOOST_TEST(*f.state->consumer_offset("x.tmp") == 4);
+}
+
+namespace {
+// A consumer's offset stored once (`first`: its file and the offsets directory are created) or replaced (from 5 to
+// 9), with the power lost at `stop_after` (tests/storage/replace_crash.h); after the crash the partition reopens with
+// the old offset or the new one and reports nothing.
+storage::testing::replacement_outcome store_offset_and_crash(std::uint64_t seed,
+                                                             const simulation::sim_disk_faults& faults,
+                                                             std::optional<std::uint64_t> stop_after, bool first) {
+  const std::string dir = "/p/offsets/consumers";
+  fixture f(seed, faults);
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(-1, -1, -1, 10, "x")));
+  std::optional<std::int64_t> old_offset;
+  if (!first) {
+    RILL_REQUIRE_OK(run(f.disk, f.state->store_consumer_offset("c", 5)));
+    old_offset = 5;
+  }
+  const auto old_files = f.disk.exists(dir) ? f.disk.list(dir) : std::vector<std::string>{};
+  storage::testing::replacement_outcome o;
+  const auto before = f.disk.mutating_ops();
+  if (stop_after) {
+    f.disk.fail_stop_after(*stop_after);
+  }
+  o.acknowledged = run(f.disk, f.state->store_consumer_offset("c", 9)).has_value();
+  o.mutating_ops = f.disk.mutating_ops() - before;
+  if (!f.disk.stopped()) {
+    f.disk.halt();  // the crash comes before anything later (the close's syncs) could make the store durable
+  }
+  (void)run(f.disk, f.state->close());
+  f.state.reset();
+  storage::io::run_until(f.disk, [] { return false; });
+  f.disk.crash();
+  // The file itself: the one the first store wrote (numbered 0), with the old content or the new.
+  const std::string file = dir + "/00000000000000000000";
+  const auto content = f.disk.file_content(file);
+  BOOST_TEST(old_files == (first ? std::vector<std::string>{} : std::vector<std::string>{"00000000000000000000"}));
+  f.open();
+  const auto offset = f.state->consumer_offset("c");
+  o.is_new = content.has_value() && offset == std::optional<std::int64_t>(9);
+  o.is_old = offset == old_offset && content.has_value() != first;
+  for (const auto& c : f.reporter.corruptions) {  // a crash is not corruption (a torn superblock copy aside)
+    BOOST_TEST(c.action.find("using the other") != std::string::npos,
+               "unexpected report " << c.file << " @" << c.position << ": " << c.problem << " -> " << c.action);
+  }
+  return o;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_consumer_offset_is_old_or_new_after_a_crash_at_any_step_of_its_store) {
+  for (const bool first : {true, false}) {
+    BOOST_TEST_CONTEXT((first ? "first store of the consumer" : "replacement of its offset")) {
+      storage::testing::crash_at_every_step_of_a_replacement(
+          [&](std::uint64_t seed, const simulation::sim_disk_faults& faults, std::optional<std::uint64_t> stop_after) {
+            return store_offset_and_crash(seed, faults, stop_after, first);
+          });
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_corrupt_consumer_offset_file_is_reported_and_its_number_not_reused) {

@@ -125,6 +125,16 @@ class sleeper final : public caf::event_based_actor, public homed {
   caf::response_promise pending_;
   std::chrono::nanoseconds deadline_{0};
 };
+// Waits until `s`'s worker sleeps in its ring (nothing left to run); the deadline only keeps a broken runtime from
+// hanging the test.
+void wait_until_asleep(shard& s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!s.stats().asleep.load(std::memory_order_acquire)) {
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
+                          "shard " << s.index() << " never fell asleep with nothing to run");
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(actors_run_on_their_home_shard_and_messages_cross_shards) {
@@ -145,12 +155,14 @@ BOOST_AUTO_TEST_CASE(actors_run_on_their_home_shard_and_messages_cross_shards) {
               BOOST_TEST(theirs == 1u);
             },
             [](caf::error&) { BOOST_FAIL("no reply"); });
-    // Let both shards fall asleep now and then: the next request must wake them.
+    // Now and then both shards fall asleep (waited for: the shard shows it, however long a loaded machine takes to
+    // get there): the next request must wake them.
     if (i % 10 == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      wait_until_asleep(rt.shard_at(0));
+      wait_until_asleep(rt.shard_at(1));
     }
   }
-  BOOST_TEST(rt.shard_at(0).stats().sleeps.load() > 0u);
+  BOOST_TEST(rt.shard_at(0).stats().sleeps.load() >= 5u);
   // Every actor is metered: b handled 50 where requests and 50 relayed ones.
   bool found = false;
   for (const auto& m : metrics_registry::instance().snapshot()) {

@@ -607,12 +607,12 @@ BOOST_AUTO_TEST_CASE(sigterm_stops_promptly_despite_a_parked_poll_and_a_client_t
   BOOST_REQUIRE(::send(reader, frames.data(), frames.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(frames.size()));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the poll parks, the replies pile up
   // SIGTERM: rilld drains what it can, drops what nobody will take, and exits 0. The bound is for liveness (the
-  // shutdown's own waits add up to about 12 s), not speed.
+  // shutdown's own waits add up to about 12 s; a loaded machine may take much longer), not speed.
   const auto before = std::chrono::steady_clock::now();
   BOOST_TEST(proc.stop() == 0);
   const auto took = std::chrono::steady_clock::now() - before;
   BOOST_TEST_MESSAGE("stopped in " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
-  BOOST_TEST(took < std::chrono::seconds(30));
+  BOOST_TEST(took < std::chrono::seconds(90), "rilld took more than 90 s to stop: a wait that never ends?");
   poller.join();
   BOOST_TEST(poll_returned.load());
   ::close(reader);

@@ -48,7 +48,8 @@ class rilld_process {
   }
 
   // Starts rilld and waits until it serves; returns "host:port" or nullopt (with its output in `log()`).
-  std::optional<std::string> start(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+  // `timeout` only keeps a test from hanging on a server that never comes up.
+  std::optional<std::string> start(std::chrono::seconds timeout = std::chrono::seconds(60)) {
     const std::string config = data_dir_ + "/runtime/current_config.toml";
     std::filesystem::remove(config);
     if (log_path_.empty()) {

@@ -1,4 +1,4 @@
-// Unit tests of the small storage components: epoch history, sparse index, buffer pool, atomic files and the
+// Unit tests of the small storage components: epoch history, sparse index, buffer pool and the
 // simulated disk's crash semantics for directory entries.
 #include <boost/test/unit_test.hpp>
 
@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "base/endian.h"
-#include "storage/atomic_file.h"
 #include "storage/buffer_pool.h"
 #include "storage/crc32c.h"
 #include "storage/epoch_file.h"
@@ -216,34 +215,7 @@ BOOST_AUTO_TEST_CASE(buffer_pool_takes_back_buffers_released_on_other_threads) {
   BOOST_TEST(pool.outstanding() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(atomic_file_is_old_or_new_after_a_crash_at_any_step) {
-  // Crash at each mutating step of write_file_atomic: the file holds the old content or the new, never a mix,
-  // and never disappears.
-  const std::string dir = "/d";
-  const std::vector<std::byte> old_content(100, std::byte{1});
-  const std::vector<std::byte> new_content(300, std::byte{2});
-  bool saw_old = false;
-  bool saw_new = false;
-  for (std::uint64_t k = 1; k <= 12; ++k) {
-    sim_disk disk(k);
-    RILL_REQUIRE_OK(run(disk, make_dirs(disk, dir)));
-    RILL_REQUIRE_OK(run(disk, write_file_atomic(disk, dir, "f", old_content)));
-    disk.fail_stop_after(k);
-    (void)run(disk, write_file_atomic(disk, dir, "f", new_content));
-    io::run_until(disk, [] { return false; });
-    disk.crash();
-    auto content = run(disk, read_whole_file(disk, dir + "/f", 1 << 20));
-    RILL_REQUIRE_OK(content);
-    BOOST_REQUIRE_MESSAGE(content->has_value(), "file lost at crash point " << k);
-    const bool is_old = **content == old_content;
-    const bool is_new = **content == new_content;
-    BOOST_TEST((is_old || is_new), "crash point " << k);
-    saw_old = saw_old || is_old;
-    saw_new = saw_new || is_new;
-  }
-  BOOST_TEST(saw_old);
-  BOOST_TEST(saw_new);
-}
+// The crash test of write_file_atomic and of its callers is in replace_crash_test.cpp.
 
 BOOST_AUTO_TEST_CASE(sim_disk_undoes_unsynced_directory_entries_at_a_crash) {
   sim_disk disk(1);

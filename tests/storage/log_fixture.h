@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "simulation/sim_disk.h"
 #include "storage/buffer_pool.h"
 #include "storage/partition_log.h"
 #include "storage/record_batch_builder.h"
-#include "simulation/sim_disk.h"
 #include "tests/test_util.h"
 
 namespace rill::storage::testing {
@@ -41,6 +41,23 @@ inline std::vector<std::byte> make_batch(const std::string& tag, int records, st
     b.add("k" + std::to_string(i), v);
   }
   return *b.build();
+}
+
+// Batches as a primary would have stamped them: offsets from `base`, one epoch, increasing timestamps.
+inline std::vector<std::byte> primary_batches(std::int64_t base, int count, int records, std::int32_t epoch,
+                                              const std::string& tag) {
+  std::vector<std::byte> out;
+  for (int i = 0; i < count; ++i) {
+    batch_builder b;
+    b.base_offset(offset_t(base)).leader_epoch(epoch_t(epoch)).base_timestamp(timestamp_ms_t(1'000'000 + base));
+    for (int r = 0; r < records; ++r) {
+      b.add("k", tag + "-" + std::to_string(base + r) + std::string(900, '.'));
+    }
+    auto bytes = *b.build();
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    base += records;
+  }
+  return out;
 }
 
 // Every batch in `bytes` (back to back).

@@ -14,23 +14,6 @@ using namespace rill::storage;
 using namespace rill::storage::testing;
 
 namespace {
-// Batches as a primary would have stamped them: offsets from `base`, one epoch, increasing timestamps.
-std::vector<std::byte> primary_batches(std::int64_t base, int count, int records, std::int32_t epoch,
-                                       const std::string& tag) {
-  std::vector<std::byte> out;
-  for (int i = 0; i < count; ++i) {
-    batch_builder b;
-    b.base_offset(offset_t(base)).leader_epoch(epoch_t(epoch)).base_timestamp(timestamp_ms_t(1'000'000 + base));
-    for (int r = 0; r < records; ++r) {
-      b.add("k", tag + "-" + std::to_string(base + r) + std::string(900, '.'));
-    }
-    auto bytes = *b.build();
-    out.insert(out.end(), bytes.begin(), bytes.end());
-    base += records;
-  }
-  return out;
-}
-
 batch_meta meta_with(std::uint64_t op) {
   batch_meta m;
   store_be<std::uint64_t>(m.payload.data(), op);
