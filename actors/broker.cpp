@@ -162,7 +162,7 @@ net::http_response debug_stall(const std::string& query, const routing& routes) 
 net::http_response monitoring(const std::string& method, const std::string& target, runtime& rt,
                               std::chrono::steady_clock::time_point started,
                               const std::atomic<std::uint32_t>& connections, const routing& routes,
-                              bool failure_injection) {
+                              bool failure_injection, const series_limits& limits) {
   const auto path = target.substr(0, target.find('?'));
   if (method == "POST") {
     if (failure_injection && path == "/debug/stall") {
@@ -228,7 +228,8 @@ net::http_response monitoring(const std::string& method, const std::string& targ
       ++p.open_files;
     }
     p.connections = connections.load();
-    return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8", render_prometheus(actors, shards, p)};
+    return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8",
+                              render_prometheus(actors, shards, p, limits)};
   }
   return net::http_response{404, "text/plain; charset=utf-8",
                             "not found: try /ui, /metrics, /healthz, /api/actors, /api/partitions or /api/shards\n"};
@@ -434,8 +435,10 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     const auto* connections = &p->connections;
     const auto* routes = &p->routes;
     const bool injection = p->config.failure_injection;
-    p->http->serve([rt, started, connections, routes, injection](const std::string& method, const std::string& t) {
-      return monitoring(method, t, *rt, started, *connections, *routes, injection);
+    const series_limits limits{p->config.partition_series_max, p->config.actor_series_max};
+    p->http->serve([rt, started, connections, routes, injection, limits](const std::string& method,
+                                                                         const std::string& t) {
+      return monitoring(method, t, *rt, started, *connections, *routes, injection, limits);
     });
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));
