@@ -121,7 +121,9 @@ const config::address& broker::http_address() const noexcept {
 namespace {
 // What /proc says about this process: resident bytes and open descriptors.
 // POST /debug/stall?stream=S&topic=T&partition=P&ms=N: the partition's actor handles nothing for N ms.
-net::http_response debug_stall(const std::string& query, const routing& routes) {
+// The NAME=NUMBER pairs of a query string (an item without '=' is skipped); a value that is not a number is an
+// error that names it.
+expected<std::map<std::string, std::uint64_t>> query_numbers(const std::string& query) {
   std::map<std::string, std::uint64_t> args;
   std::size_t at = 0;
   while (at < query.size()) {
@@ -132,13 +134,21 @@ net::http_response debug_stall(const std::string& query, const routing& routes) 
       std::uint64_t v = 0;
       const auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), v);
       if (err != std::errc{} || ptr != text.data() + text.size()) {
-        return net::http_response{400, "text/plain; charset=utf-8",
-                                  fmt::format("{} = '{}': expected a number\n", query.substr(at, eq - at), text)};
+        return fail(fmt::format("{} = '{}': expected a number\n", query.substr(at, eq - at), text));
       }
       args[query.substr(at, eq - at)] = v;
     }
     at = end + 1;
   }
+  return args;
+}
+
+net::http_response debug_stall(const std::string& query, const routing& routes) {
+  auto parsed = query_numbers(query);
+  if (!parsed) {
+    return net::http_response{400, "text/plain; charset=utf-8", parsed.error().detail()};
+  }
+  auto& args = *parsed;
   for (const char* k : {"stream", "topic", "partition", "ms"}) {
     if (!args.contains(k)) {
       return net::http_response{400, "text/plain; charset=utf-8",
@@ -211,6 +221,27 @@ net::http_response monitoring(const std::string& method, const std::string& targ
     return net::http_response{200, "application/json", render_shards_json(shards)};
   }
   if (path == "/metrics") {
+    // GET /metrics?stream=S&topic=T: one topic's partitions and groups only, under the same series limits (so as
+    // bounded as the whole page; a topic within partition_series_max gets one series per partition).
+    if (const auto q = target.find('?'); q != std::string::npos) {
+      const auto args = query_numbers(target.substr(q + 1));
+      if (!args) {
+        return net::http_response{400, "text/plain; charset=utf-8", args.error().detail()};
+      }
+      if (args->size() != 2 || !args->contains("stream") || !args->contains("topic") ||
+          args->at("stream") >= stream_ids_max || args->at("topic") >= topic_ids_max) {
+        return net::http_response{400, "text/plain; charset=utf-8",
+                                  "usage: GET /metrics or GET /metrics?stream=S&topic=T (ids)\n"};
+      }
+      const auto stream = static_cast<std::uint32_t>(args->at("stream"));
+      const auto topic = static_cast<std::uint32_t>(args->at("topic"));
+      std::erase_if(actors, [stream, topic](const actor_sample& a) {
+        const bool partition = a.partition && a.partition->stream_id == stream && a.partition->topic_id == topic;
+        const bool group = a.group && a.group->stream_id == stream && a.group->topic_id == topic;
+        return !partition && !group;
+      });
+      shards.clear();
+    }
     process_sample p;
     p.uptime_ms = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
