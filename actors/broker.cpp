@@ -121,10 +121,9 @@ const config::address& broker::http_address() const noexcept {
 }
 
 namespace {
-// What /proc says about this process: resident bytes and open descriptors.
-// The numeric arguments of a /debug query ("a=1&b=2") naming a partition, or the 400 reply.
-std::variant<std::map<std::string, std::uint64_t>, net::http_response> debug_args(const std::string& query,
-                                                                                  const std::string& usage) {
+// The NAME=NUMBER pairs of a query string (an item without '=' is skipped); a value that is not a number is an
+// error that names it.
+expected<std::map<std::string, std::uint64_t>> query_numbers(const std::string& query) {
   std::map<std::string, std::uint64_t> args;
   std::size_t at = 0;
   while (at < query.size()) {
@@ -135,13 +134,23 @@ std::variant<std::map<std::string, std::uint64_t>, net::http_response> debug_arg
       std::uint64_t v = 0;
       const auto [ptr, err] = std::from_chars(text.data(), text.data() + text.size(), v);
       if (err != std::errc{} || ptr != text.data() + text.size()) {
-        return net::http_response{400, "text/plain; charset=utf-8",
-                                  fmt::format("{} = '{}': expected a number\n", query.substr(at, eq - at), text)};
+        return fail(fmt::format("{} = '{}': expected a number\n", query.substr(at, eq - at), text));
       }
       args[query.substr(at, eq - at)] = v;
     }
     at = end + 1;
   }
+  return args;
+}
+
+// The numeric arguments of a /debug query ("a=1&b=2") naming a partition, or the 400 reply.
+std::variant<std::map<std::string, std::uint64_t>, net::http_response> debug_args(const std::string& query,
+                                                                                  const std::string& usage) {
+  auto parsed = query_numbers(query);
+  if (!parsed) {
+    return net::http_response{400, "text/plain; charset=utf-8", parsed.error().detail()};
+  }
+  auto& args = *parsed;
   for (const char* k : {"stream", "topic", "partition"}) {
     if (!args.contains(k)) {
       return net::http_response{400, "text/plain; charset=utf-8", usage};
@@ -150,7 +159,7 @@ std::variant<std::map<std::string, std::uint64_t>, net::http_response> debug_arg
   if (args["stream"] >= stream_ids_max || args["topic"] >= topic_ids_max || args["partition"] >= partitions_max) {
     return net::http_response{400, "text/plain; charset=utf-8", "ids within their ranges\n"};
   }
-  return args;
+  return std::move(args);
 }
 
 // POST /debug/stall?stream=S&topic=T&partition=P&ms=N: the partition's actor handles nothing for N ms (or until
@@ -187,7 +196,7 @@ net::http_response debug_stall(const std::string& query, const routing& routes, 
 net::http_response monitoring(const std::string& method, const std::string& target, runtime& rt,
                               std::chrono::steady_clock::time_point started,
                               const std::atomic<std::uint32_t>& connections, const routing& routes,
-                              bool failure_injection) {
+                              bool failure_injection, const series_limits& limits) {
   const auto path = target.substr(0, target.find('?'));
   if (method == "POST") {
     if (failure_injection && (path == "/debug/stall" || path == "/debug/unstall")) {
@@ -237,6 +246,27 @@ net::http_response monitoring(const std::string& method, const std::string& targ
     return net::http_response{200, "application/json", render_shards_json(shards)};
   }
   if (path == "/metrics") {
+    // GET /metrics?stream=S&topic=T: one topic's partitions and groups only, under the same series limits (so as
+    // bounded as the whole page; a topic within partition_series_max gets one series per partition).
+    if (const auto q = target.find('?'); q != std::string::npos) {
+      const auto args = query_numbers(target.substr(q + 1));
+      if (!args) {
+        return net::http_response{400, "text/plain; charset=utf-8", args.error().detail()};
+      }
+      if (args->size() != 2 || !args->contains("stream") || !args->contains("topic") ||
+          args->at("stream") >= stream_ids_max || args->at("topic") >= topic_ids_max) {
+        return net::http_response{400, "text/plain; charset=utf-8",
+                                  "usage: GET /metrics or GET /metrics?stream=S&topic=T (ids)\n"};
+      }
+      const auto stream = static_cast<std::uint32_t>(args->at("stream"));
+      const auto topic = static_cast<std::uint32_t>(args->at("topic"));
+      std::erase_if(actors, [stream, topic](const actor_sample& a) {
+        const bool partition = a.partition && a.partition->stream_id == stream && a.partition->topic_id == topic;
+        const bool group = a.group && a.group->stream_id == stream && a.group->topic_id == topic;
+        return !partition && !group;
+      });
+      shards.clear();
+    }
     process_sample p;
     p.uptime_ms = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
@@ -254,7 +284,8 @@ net::http_response monitoring(const std::string& method, const std::string& targ
       ++p.open_files;
     }
     p.connections = connections.load();
-    return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8", render_prometheus(actors, shards, p)};
+    return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8",
+                              render_prometheus(actors, shards, p, limits)};
   }
   return net::http_response{404, "text/plain; charset=utf-8",
                             "not found: try /ui, /metrics, /healthz, /api/actors, /api/partitions or /api/shards\n"};
@@ -468,8 +499,10 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     const auto* connections = &p->connections;
     const auto* routes = &p->routes;
     const bool injection = p->config.failure_injection;
-    p->http->serve([rt, started, connections, routes, injection](const std::string& method, const std::string& t) {
-      return monitoring(method, t, *rt, started, *connections, *routes, injection);
+    const series_limits limits{p->config.partition_series_max, p->config.actor_series_max};
+    p->http->serve([rt, started, connections, routes, injection, limits](const std::string& method,
+                                                                         const std::string& t) {
+      return monitoring(method, t, *rt, started, *connections, *routes, injection, limits);
     });
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));

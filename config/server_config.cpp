@@ -251,6 +251,15 @@ const std::vector<key_spec>& registry() {
                            }
                          },
                          [](const server_config& c) { return config_value{std::string(to_string(c.level))}; }});
+    // [monitoring]: the cardinality of /metrics (actors/runtime/metrics.h; docs/monitoring.md).
+    k.push_back(integer("monitoring.partition_series_max", 0, partition_series_limit,
+                        "Partitions whose rill_partition_* series /metrics shows one by one; with more, each series "
+                        "sums a topic (or a stream, or the node, whichever first fits; 0: the node).",
+                        &server_config::partition_series_max));
+    k.push_back(integer("monitoring.actor_series_max", 0, actor_series_limit,
+                        "Actors of one kind whose rill_actor_* series /metrics shows one by one; with more, that "
+                        "kind's series sum its actors per shard.",
+                        &server_config::actor_series_max));
     // [limits]: what clients may make this node hold (config/resource_limits.h; docs/operations.md, Limits).
     k.push_back(
         limits_integer("limits.streams_max", 1, streams_limit, "Streams on this node.", &resource_limits::streams_max));

@@ -18,6 +18,13 @@
 namespace rill::config {
 
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
+
+// The ranges of the [monitoring] keys. At the top of its range no partition, and no kind of actor (partitions,
+// groups, connections: each at most a million), is ever aggregated on /metrics.
+inline constexpr std::uint64_t partition_series_limit = partitions_limit;
+inline constexpr std::uint64_t actor_series_limit = 1'000'000;
+static_assert(actor_series_limit >= partitions_limit, "a partition actor per partition");
+static_assert(actor_series_limit >= groups_limit, "a group actor per group");
 const char* to_string(log_level l) noexcept;
 
 struct server_config {
@@ -41,6 +48,9 @@ struct server_config {
   log_config storage;
   // [logging]
   log_level level = log_level::info;
+  // [monitoring]: series rendered one by one on /metrics before they are aggregated (docs/monitoring.md)
+  std::uint64_t partition_series_max = 1'000;
+  std::uint64_t actor_series_max = 1'000;
   // [limits]: what clients may make this node hold
   resource_limits limits;
 };

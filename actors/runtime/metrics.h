@@ -184,11 +184,29 @@ struct process_sample {
   std::uint32_t connections = 0;
 };
 
-// Prometheus text exposition of everything: rill_actor_*, rill_partition_*, rill_connection_*, rill_group_*,
-// rill_shard_*, rill_process_* (names, types and HELP lines
-// in docs/monitoring.md). Label values are escaped as the format requires.
+// How many series /metrics renders one by one before it aggregates them: the keys monitoring.partition_series_max
+// and monitoring.actor_series_max (config/server_config.h; docs/monitoring.md, "Bounded cardinality").
+struct series_limits {
+  std::uint64_t partition_series_max = 0;  // partitions shown one by one; beyond, per topic, stream or node
+  std::uint64_t actor_series_max = 0;      // actors of one kind shown one by one; beyond, per kind and shard
+};
+
+// What one series of the rill_partition_* families covers.
+enum class partition_level : std::uint8_t { partition, topic, stream, node };
+
+// The finest level at which the partitions of `actors` make at most `partition_series_max` series (distinct
+// partitions, topics, streams); node level (one series) when none does. Always returns.
+partition_level partition_level_for(const std::vector<actor_sample>& actors, std::uint64_t partition_series_max);
+
+// Prometheus text exposition of everything: rill_metrics_*, rill_actor_*, rill_partition_*, rill_connection_*,
+// rill_group_*, rill_shard_*, rill_process_* (names, types and HELP lines in docs/monitoring.md). Label values are
+// escaped as the format requires. Cardinality is bounded by `limits` (the invariants at the top of
+// metrics_text.cpp): above partition_series_max partitions the rill_partition_* series are sums at
+// partition_level_for(), with a rill_partitions gauge per series and rill_group_lag per group; a kind of actor with
+// more than actor_series_max actors has its rill_actor_* series (and rill_connection_* for connections) summed per
+// kind and shard. rill_metrics_*_series_aggregated state both. Pure: no I/O, no lock; the caller's thread.
 std::string render_prometheus(const std::vector<actor_sample>& actors, const std::vector<shard_sample>& shards,
-                              const process_sample& process);
+                              const process_sample& process, const series_limits& limits);
 // JSON for /api/actors and /api/shards.
 std::string render_actors_json(const std::vector<actor_sample>& actors);
 std::string render_shards_json(const std::vector<shard_sample>& shards);

@@ -1,10 +1,24 @@
 // metrics: Prometheus text exposition and JSON of actor, shard and process samples (see metrics.h).
+//
+// Invariants of the exposition (checked by tests/actors/metrics_text_test.cpp):
+// - Bounded cardinality: the rill_partition_* families have at most max(partition_series_max, 1) series each (the
+//   finest of partition, topic, stream and node level that fits; node level is one series), and rill_group_lag at
+//   most one per group and partition at partition level, one per group above it. The rill_actor_* families of a
+//   kind of actor have one series per actor while the kind has at most actor_series_max actors, else one per shard
+//   (rill_connection_* follow the connection kind). What remains per group (rill_group_members and the like) is
+//   bounded by limits.groups_max.
+// - An aggregate is exact: each counter, gauge, bucket, sum and count of an aggregated series is the sum of the
+//   series it replaces, so sum() in PromQL gives the same figure at every level.
+// - The page says what it did: rill_metrics_partition_series_aggregated and rill_metrics_actor_series_aggregated.
 #include <nlohmann/json.hpp>
 
 #include <fmt/core.h>
 
 #include "actors/runtime/metrics.h"
+#include "base/assert.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <tuple>
 
@@ -33,63 +47,288 @@ std::string actor_labels(const actor_sample& a) {
 }
 
 void family(std::string& out, const char* name, const char* type, const char* help) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
 std::string seconds(std::uint64_t ns) {
   return fmt::format("{:.9f}", static_cast<double>(ns) / 1e9);
 }
 
-// One Prometheus histogram series (`labels` without `le`).
+// One sample line: `name{labels} value`, or `name value` when there are no labels.
+template <class Value>
+void sample(std::string& out, std::string_view name, std::string_view labels, const Value& value) {
+  if (labels.empty()) {
+    fmt::format_to(std::back_inserter(out), "{} {}\n", name, value);
+  } else {
+    fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", name, labels, value);
+  }
+}
+
+// The `le` label values of the finite buckets, formatted once.
+const std::array<std::string, latency_histogram::bounds_ns.size()>& bucket_bounds_text() {
+  static const auto texts = [] {
+    std::array<std::string, latency_histogram::bounds_ns.size()> t;
+    for (std::size_t b = 0; b < t.size(); ++b) {
+      t[b] = fmt::format("{}", static_cast<double>(latency_histogram::bounds_ns[b]) / 1e9);
+    }
+    return t;
+  }();
+  return texts;
+}
+
+// One Prometheus histogram series (`labels` without `le`; may be empty).
 void histogram_series(std::string& out, const char* name, const std::string& labels,
                       const latency_histogram::snapshot& h) {
+  const auto& bounds = bucket_bounds_text();
+  const std::string_view comma = labels.empty() ? "" : ",";
   std::uint64_t cumulative = 0;
   for (std::size_t b = 0; b < latency_histogram::bounds_ns.size(); ++b) {
     cumulative += h.counts[b];
-    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels,
-                       static_cast<double>(latency_histogram::bounds_ns[b]) / 1e9, cumulative);
+    fmt::format_to(std::back_inserter(out), "{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, comma, bounds[b],
+                   cumulative);
   }
   cumulative += h.counts.back();
   // +Inf and _count come from the same bucket reads, so they agree.
-  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, cumulative);
-  out += fmt::format("{}_sum{{{}}} {}\n", name, labels, seconds(h.sum_ns));
-  out += fmt::format("{}_count{{{}}} {}\n", name, labels, cumulative);
+  fmt::format_to(std::back_inserter(out), "{}_bucket{{{}{}le=\"+Inf\"}} {}\n", name, labels, comma, cumulative);
+  sample(out, fmt::format("{}_sum", name), labels, seconds(h.sum_ns));
+  sample(out, fmt::format("{}_count", name), labels, cumulative);
 }
 
-std::string partition_labels(const partition_sample& p) {
-  return fmt::format(R"(stream="{}",topic="{}",partition="{}")", p.stream_id, p.topic_id, p.partition_id);
+void add(latency_histogram::snapshot& into, const latency_histogram::snapshot& h) {
+  for (std::size_t b = 0; b < latency_histogram::bucket_count; ++b) {
+    into.counts[b] += h.counts[b];
+  }
+  into.count += h.count;
+  into.sum_ns += h.sum_ns;
+}
+
+using partition_key = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>;
+
+// The series a partition belongs to at `level`: its ids, with those below the level zeroed.
+partition_key key_at(const partition_sample& p, partition_level level) {
+  switch (level) {
+    case partition_level::partition:
+      return {p.stream_id, p.topic_id, p.partition_id};
+    case partition_level::topic:
+      return {p.stream_id, p.topic_id, 0};
+    case partition_level::stream:
+      return {p.stream_id, 0, 0};
+    case partition_level::node:
+      return {0, 0, 0};
+  }
+  return {0, 0, 0};
+}
+
+std::string labels_at(const partition_sample& p, partition_level level) {
+  switch (level) {
+    case partition_level::partition:
+      return fmt::format(R"(stream="{}",topic="{}",partition="{}")", p.stream_id, p.topic_id, p.partition_id);
+    case partition_level::topic:
+      return fmt::format(R"(stream="{}",topic="{}")", p.stream_id, p.topic_id);
+    case partition_level::stream:
+      return fmt::format(R"(stream="{}")", p.stream_id);
+    case partition_level::node:
+      return {};
+  }
+  return {};
+}
+
+// One series of the rill_partition_* families: a partition, or the sum of the partitions of a topic, stream or node.
+struct partition_series {
+  std::string labels;
+  partition_sample total;
+  std::uint64_t partitions = 0;
+};
+
+void add(partition_sample& into, const partition_sample& p) {
+  into.log_start += p.log_start;
+  into.high_watermark += p.high_watermark;
+  into.log_end += p.log_end;
+  into.segments += p.segments;
+  into.bytes += p.bytes;
+  into.produce_errors += p.produce_errors;
+  into.retention_runs += p.retention_runs;
+  into.fenced += p.fenced;
+  into.recoveries += p.recoveries;
+  add(into.produce, p.produce);
+  add(into.write, p.write);
+  add(into.sync, p.sync);
+}
+
+// At partition level one series per partition sample, in the actors' order; above it one per key, in key order.
+std::vector<partition_series> partition_series_at(const std::vector<actor_sample>& actors, partition_level level) {
+  std::vector<partition_series> out;
+  std::map<partition_key, std::size_t> at;
+  for (const auto& a : actors) {
+    if (!a.partition) {
+      continue;
+    }
+    if (level == partition_level::partition) {
+      out.push_back(partition_series{labels_at(*a.partition, level), *a.partition, 1});
+      continue;
+    }
+    const auto [it, fresh] = at.try_emplace(key_at(*a.partition, level), out.size());
+    if (fresh) {
+      out.push_back(partition_series{labels_at(*a.partition, level), {}, 0});
+    }
+    add(out[it->second].total, *a.partition);
+    ++out[it->second].partitions;
+  }
+  if (level != partition_level::partition) {
+    std::vector<partition_series> sorted;
+    sorted.reserve(out.size());
+    for (const auto& [key, index] : at) {
+      sorted.push_back(std::move(out[index]));
+    }
+    out = std::move(sorted);
+  }
+  RILL_ASSERT(level != partition_level::node || out.size() <= 1, "node level is one series, not {}", out.size());
+  return out;
+}
+
+const char* to_string(partition_level level) noexcept {
+  switch (level) {
+    case partition_level::partition:
+      return "partition";
+    case partition_level::topic:
+      return "topic";
+    case partition_level::stream:
+      return "stream";
+    case partition_level::node:
+      return "node";
+  }
+  return "node";
+}
+
+// One series of the rill_actor_* families: an actor, or the sum of the actors of one kind on one shard.
+struct actor_series {
+  std::string labels;
+  const actor_sample* one = nullptr;  // the actor, when it is shown alone
+  std::uint64_t received = 0;
+  std::uint64_t processed = 0;
+  std::uint64_t busy_ns = 0;
+  std::uint64_t mailbox = 0;
+  std::vector<message_type_sample> merged;  // aggregated only: per type, in type order
+  [[nodiscard]] const std::vector<message_type_sample>& types() const { return one ? one->types : merged; }
+};
+
+// Actors per kind.
+std::map<std::string, std::uint64_t> kinds_of(const std::vector<actor_sample>& actors) {
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& a : actors) {
+    ++out[a.kind];
+  }
+  return out;
+}
+
+// Actors of kinds within actor_series_max one by one, in the actors' order; then one series per kind and shard of
+// the kinds beyond it, in (kind, shard) order.
+std::vector<actor_series> actor_series_for(const std::vector<actor_sample>& actors,
+                                           const std::map<std::string, std::uint64_t>& kinds,
+                                           std::uint64_t actor_series_max) {
+  std::vector<actor_series> out;
+  std::map<std::pair<std::string, std::size_t>, actor_series> aggregates;
+  std::map<std::pair<std::string, std::size_t>, std::map<std::string, latency_histogram::snapshot>> types;
+  for (const auto& a : actors) {
+    if (kinds.at(a.kind) <= actor_series_max) {
+      out.push_back(actor_series{actor_labels(a), &a, a.received, a.processed, a.busy_ns, a.mailbox(), {}});
+      continue;
+    }
+    auto& s = aggregates[{a.kind, a.shard}];
+    s.received += a.received;
+    s.processed += a.processed;
+    s.busy_ns += a.busy_ns;
+    s.mailbox += a.mailbox();
+    auto& by_type = types[{a.kind, a.shard}];
+    for (const auto& t : a.types) {
+      add(by_type[t.type], t.latency);
+    }
+  }
+  for (auto& [key, s] : aggregates) {
+    s.labels = fmt::format(R"(kind="{}",shard="{}")", escape(key.first), key.second);
+    for (const auto& [type, latency] : types[key]) {
+      s.merged.push_back(message_type_sample{type, latency});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace
 
+partition_level partition_level_for(const std::vector<actor_sample>& actors, std::uint64_t partition_series_max) {
+  for (const auto level : {partition_level::partition, partition_level::topic, partition_level::stream}) {
+    std::vector<partition_key> keys;
+    for (const auto& a : actors) {
+      if (a.partition) {
+        keys.push_back(key_at(*a.partition, level));
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    const auto distinct = static_cast<std::uint64_t>(std::unique(keys.begin(), keys.end()) - keys.begin());
+    if (distinct <= partition_series_max) {
+      return level;
+    }
+  }
+  return partition_level::node;
+}
+
 std::string render_prometheus(const std::vector<actor_sample>& actors, const std::vector<shard_sample>& shards,
-                              const process_sample& process) {
+                              const process_sample& process, const series_limits& limits) {
   std::string out;
+  const auto level = partition_level_for(actors, limits.partition_series_max);
+  const auto kinds = kinds_of(actors);
+  family(out, "rill_metrics_partition_series_aggregated", "gauge",
+         "1: the node has more partitions than monitoring.partition_series_max, so each rill_partition_* series "
+         "(and rill_group_lag) sums the partitions of a topic, a stream or the node, as label level says; 0: one "
+         "series per partition.");
+  fmt::format_to(std::back_inserter(out), "rill_metrics_partition_series_aggregated{{level=\"{}\"}} {}\n",
+                 to_string(level), level == partition_level::partition ? 0 : 1);
+  family(out, "rill_metrics_actor_series_aggregated", "gauge",
+         "1: the kind has more actors than monitoring.actor_series_max, so its rill_actor_* series (and "
+         "rill_connection_* for connections) sum its actors per shard; 0: one series per actor.");
+  for (const auto& [kind, count] : kinds) {
+    fmt::format_to(std::back_inserter(out), "rill_metrics_actor_series_aggregated{{kind=\"{}\"}} {}\n", escape(kind),
+                   count > limits.actor_series_max ? 1 : 0);
+  }
+  // Actors.
+  const auto actor_rows = actor_series_for(actors, kinds, limits.actor_series_max);
   family(out, "rill_actor_messages_received_total", "counter", "Messages enqueued to the actor.");
-  for (const auto& a : actors) {
-    out += fmt::format("rill_actor_messages_received_total{{{}}} {}\n", actor_labels(a), a.received);
+  for (const auto& s : actor_rows) {
+    sample(out, "rill_actor_messages_received_total", s.labels, s.received);
   }
   family(out, "rill_actor_messages_processed_total", "counter", "Messages the actor has handled.");
-  for (const auto& a : actors) {
-    out += fmt::format("rill_actor_messages_processed_total{{{}}} {}\n", actor_labels(a), a.processed);
+  for (const auto& s : actor_rows) {
+    sample(out, "rill_actor_messages_processed_total", s.labels, s.processed);
   }
   family(out, "rill_actor_mailbox_depth", "gauge", "Messages received and not yet handled.");
-  for (const auto& a : actors) {
-    out += fmt::format("rill_actor_mailbox_depth{{{}}} {}\n", actor_labels(a), a.mailbox());
+  for (const auto& s : actor_rows) {
+    sample(out, "rill_actor_mailbox_depth", s.labels, s.mailbox);
   }
   family(out, "rill_actor_busy_seconds_total", "counter", "Time the actor spent handling messages.");
-  for (const auto& a : actors) {
-    out += fmt::format("rill_actor_busy_seconds_total{{{}}} {}\n", actor_labels(a), seconds(a.busy_ns));
+  for (const auto& s : actor_rows) {
+    sample(out, "rill_actor_busy_seconds_total", s.labels, seconds(s.busy_ns));
   }
   family(out, "rill_actor_handling_seconds", "histogram", "Time to handle one message, by message type.");
-  for (const auto& a : actors) {
-    const auto labels = actor_labels(a);
-    for (const auto& t : a.types) {
-      histogram_series(out, "rill_actor_handling_seconds", fmt::format(R"({},type="{}")", labels, escape(t.type)),
+  for (const auto& s : actor_rows) {
+    for (const auto& t : s.types()) {
+      histogram_series(out, "rill_actor_handling_seconds", fmt::format(R"({},type="{}")", s.labels, escape(t.type)),
                        t.latency);
     }
   }
-  // Partitions.
+  // Partitions, at `level`.
+  const auto partition_rows = partition_series_at(actors, level);
+  if (level == partition_level::topic || level == partition_level::stream) {
+    RILL_ASSERT(partition_rows.size() <= limits.partition_series_max, "{} series at level {} above {}",
+                partition_rows.size(), to_string(level), limits.partition_series_max);
+  }
+  if (level != partition_level::partition) {
+    family(out, "rill_partitions", "gauge",
+           "Partitions one series of the rill_partition_* families sums (only while they are aggregated).");
+    for (const auto& s : partition_rows) {
+      sample(out, "rill_partitions", s.labels, s.partitions);
+    }
+  }
   struct gauge {
     const char* name;
     const char* help;
@@ -109,62 +348,66 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
   };
   for (const auto& g : partition_gauges) {
     family(out, g.name, "gauge", g.help);
-    for (const auto& a : actors) {
-      if (a.partition) {
-        out += fmt::format("{}{{{}}} {}\n", g.name, partition_labels(*a.partition), g.value(*a.partition));
-      }
+    for (const auto& s : partition_rows) {
+      sample(out, g.name, s.labels, g.value(s.total));
     }
   }
   family(out, "rill_partition_produce_errors_total", "counter", "Produce requests the partition refused or failed.");
-  for (const auto& a : actors) {
-    if (a.partition) {
-      out += fmt::format("rill_partition_produce_errors_total{{{}}} {}\n", partition_labels(*a.partition),
-                         a.partition->produce_errors);
-    }
+  for (const auto& s : partition_rows) {
+    sample(out, "rill_partition_produce_errors_total", s.labels, s.total.produce_errors);
   }
   family(out, "rill_partition_fenced", "gauge",
          "1 while a storage failure (a failed fdatasync, a write that could not be cut back) fences the partition: "
-         "writes fail until it recovers by itself.");
-  for (const auto& a : actors) {
-    if (a.partition) {
-      out += fmt::format("rill_partition_fenced{{{}}} {}\n", partition_labels(*a.partition), a.partition->fenced);
-    }
+         "writes fail until it recovers by itself (aggregated: how many of the partitions are fenced).");
+  for (const auto& s : partition_rows) {
+    sample(out, "rill_partition_fenced", s.labels, s.total.fenced);
   }
   family(out, "rill_partition_recoveries_total", "counter", "Recoveries of the partition from a fence.");
-  for (const auto& a : actors) {
-    if (a.partition) {
-      out += fmt::format("rill_partition_recoveries_total{{{}}} {}\n", partition_labels(*a.partition),
-                         a.partition->recoveries);
-    }
+  for (const auto& s : partition_rows) {
+    sample(out, "rill_partition_recoveries_total", s.labels, s.total.recoveries);
   }
   family(out, "rill_partition_retention_runs_total", "counter", "Retention passes over the partition.");
-  for (const auto& a : actors) {
-    if (a.partition) {
-      out += fmt::format("rill_partition_retention_runs_total{{{}}} {}\n", partition_labels(*a.partition),
-                         a.partition->retention_runs);
-    }
+  for (const auto& s : partition_rows) {
+    sample(out, "rill_partition_retention_runs_total", s.labels, s.total.retention_runs);
   }
   family(out, "rill_partition_produce_seconds", "histogram",
          "A produce request at the partition, from its arrival to its acknowledgement.");
-  for (const auto& a : actors) {
-    if (a.partition) {
-      histogram_series(out, "rill_partition_produce_seconds", partition_labels(*a.partition), a.partition->produce);
-    }
+  for (const auto& s : partition_rows) {
+    histogram_series(out, "rill_partition_produce_seconds", s.labels, s.total.produce);
   }
   family(out, "rill_partition_write_seconds", "histogram",
          "A group of appends written to the log (with its fdatasync under sync_before_ack).");
-  for (const auto& a : actors) {
-    if (a.partition) {
-      histogram_series(out, "rill_partition_write_seconds", partition_labels(*a.partition), a.partition->write);
-    }
+  for (const auto& s : partition_rows) {
+    histogram_series(out, "rill_partition_write_seconds", s.labels, s.total.write);
   }
   family(out, "rill_partition_sync_seconds", "histogram", "An fdatasync of a relaxed durability policy.");
-  for (const auto& a : actors) {
-    if (a.partition) {
-      histogram_series(out, "rill_partition_sync_seconds", partition_labels(*a.partition), a.partition->sync);
+  for (const auto& s : partition_rows) {
+    histogram_series(out, "rill_partition_sync_seconds", s.labels, s.total.sync);
+  }
+  // Connections: one series per connection, or per shard when connections are beyond actor_series_max.
+  const bool connections_aggregated = kinds.contains("connection") && kinds.at("connection") > limits.actor_series_max;
+  std::vector<std::pair<std::string, connection_sample>> connection_rows;
+  {
+    std::map<std::size_t, connection_sample> per_shard;
+    for (const auto& a : actors) {
+      if (!a.connection) {
+        continue;
+      }
+      if (!connections_aggregated) {
+        connection_rows.emplace_back(fmt::format(R"(peer="{}",id="{}")", escape(a.name), a.id), *a.connection);
+        continue;
+      }
+      auto& c = per_shard[a.shard];
+      c.requests += a.connection->requests;
+      c.errors += a.connection->errors;
+      c.bytes_in += a.connection->bytes_in;
+      c.bytes_out += a.connection->bytes_out;
+      c.recv_buffer_bytes += a.connection->recv_buffer_bytes;
+    }
+    for (const auto& [shard, c] : per_shard) {
+      connection_rows.emplace_back(fmt::format(R"(shard="{}")", shard), c);
     }
   }
-  // Connections.
   struct counter {
     const char* name;
     const char* help;
@@ -182,21 +425,14 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
   };
   for (const auto& c : connection_counters) {
     family(out, c.name, "counter", c.help);
-    for (const auto& a : actors) {
-      if (a.connection) {
-        out += fmt::format(R"({}{{peer="{}",id="{}"}} {})", c.name, escape(a.name), a.id, c.value(*a.connection));
-        out += '\n';
-      }
+    for (const auto& [labels, s] : connection_rows) {
+      sample(out, c.name, labels, c.value(s));
     }
   }
   family(out, "rill_connection_receive_buffer_bytes", "gauge",
          "The pooled receive buffer the connection holds (0 while it is idle).");
-  for (const auto& a : actors) {
-    if (a.connection) {
-      out += fmt::format(R"(rill_connection_receive_buffer_bytes{{peer="{}",id="{}"}} {})", escape(a.name), a.id,
-                         a.connection->recv_buffer_bytes);
-      out += '\n';
-    }
+  for (const auto& [labels, s] : connection_rows) {
+    sample(out, "rill_connection_receive_buffer_bytes", labels, s.recv_buffer_bytes);
   }
   // Groups; lag from the partitions' high watermarks.
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, const partition_sample*> parts;
@@ -227,11 +463,14 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
     }
   }
   family(out, "rill_group_lag", "gauge",
-         "Committed records the group has not consumed: high watermark minus the committed offset (or the log start).");
+         "Committed records the group has not consumed: high watermark minus the committed offset (or the log start); "
+         "per partition, or summed over the topic's partitions while rill_partition_* series are aggregated.");
   for (const auto& a : actors) {
     if (!a.group) {
       continue;
     }
+    const auto labels = group_labels(*a.group);
+    std::int64_t lag_sum = 0;
     for (std::uint32_t p = 0; p < a.group->committed.size(); ++p) {
       auto it = parts.find({a.group->stream_id, a.group->topic_id, p});
       if (it == parts.end()) {
@@ -239,8 +478,14 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
       }
       const auto from =
           std::max<std::int64_t>(static_cast<std::int64_t>(a.group->committed[p].value_or(0)), it->second->log_start);
-      out += fmt::format("rill_group_lag{{{},partition=\"{}\"}} {}\n", group_labels(*a.group), p,
-                         std::max<std::int64_t>(0, it->second->high_watermark - from));
+      const auto lag = std::max<std::int64_t>(0, it->second->high_watermark - from);
+      if (level == partition_level::partition) {
+        fmt::format_to(std::back_inserter(out), "rill_group_lag{{{},partition=\"{}\"}} {}\n", labels, p, lag);
+      }
+      lag_sum += lag;
+    }
+    if (level != partition_level::partition) {
+      sample(out, "rill_group_lag", labels, lag_sum);
     }
   }
   // Shards: one family per field, one sample per shard.

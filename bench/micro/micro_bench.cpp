@@ -6,6 +6,8 @@
 //   index_floor       segment_index::floor, the sparse-index lookup that starts every poll, by index size
 //   frame_encode      append_request of a produce request (protobuf header + the batch bytes)
 //   frame_decode      next_frame_size + parse_request + parsing the protobuf header
+//   metrics_render    render_prometheus of a node of N partitions, one series each or aggregated (synthetic
+//                     samples: tests/actors/synthetic_samples.h); the counter page_bytes is the /metrics page's size
 // Run: build/bench/rill-micro [--benchmark_filter=REGEX]. Figures are per operation; bytes_per_second counts the
 // batch or frame bytes.
 #include <benchmark/benchmark.h>
@@ -22,6 +24,7 @@
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
 #include "storage/segment_index.h"
+#include "tests/actors/synthetic_samples.h"
 
 namespace {
 
@@ -174,6 +177,31 @@ void actor_metrics_per_message(benchmark::State& state) {
   benchmark::DoNotOptimize(m.processed.load());
 }
 BENCHMARK(actor_metrics_per_message)->ArgName("timing")->Arg(0)->Arg(1);
+
+// One /metrics page of a node of `partitions` partitions in topics of 1,000, 100 connections, two shards, with
+// monitoring.partition_series_max and monitoring.actor_series_max at `series_max` (1,000,000: one series each).
+void metrics_render(benchmark::State& state) {
+  test::synthetic_node node;
+  node.partitions = static_cast<std::uint32_t>(state.range(0));
+  const auto actors = test::synthetic_actors(node);
+  const auto shards = test::synthetic_shards(node);
+  const actors::process_sample process;
+  const auto series_max = static_cast<std::uint64_t>(state.range(1));
+  const actors::series_limits limits{series_max, series_max};
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    const auto page = actors::render_prometheus(actors, shards, process, limits);
+    bytes = page.size();
+    benchmark::DoNotOptimize(page.data());
+  }
+  state.counters["page_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(metrics_render)
+    ->ArgNames({"partitions", "series_max"})
+    ->Args({2'000, 1'000'000})
+    ->Args({10'000, 1'000'000})
+    ->Args({10'000, 1'000})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

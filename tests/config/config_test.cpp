@@ -255,6 +255,53 @@ BOOST_AUTO_TEST_CASE(limits_keys_are_ranged_and_the_descriptor_budget_names_its_
   BOOST_TEST(raised->soft >= raised->soft_before);
 }
 
+BOOST_AUTO_TEST_CASE(monitoring_series_keys_take_0_to_their_limit_and_name_key_and_range) {
+  const server_config defaults;
+  BOOST_TEST(defaults.partition_series_max == 1'000u);
+  BOOST_TEST(defaults.actor_series_max == 1'000u);
+  struct key {
+    const char* name;
+    std::uint64_t limit;
+    std::uint64_t server_config::*field;
+  };
+  for (const key k : {key{"monitoring.partition_series_max", partition_series_limit, &server_config::partition_series_max},
+                      key{"monitoring.actor_series_max", actor_series_limit, &server_config::actor_series_max}}) {
+    const std::string name = k.name;
+    const std::string leaf = name.substr(name.find('.') + 1);
+    for (const std::uint64_t v : {std::uint64_t{0}, std::uint64_t{7}, k.limit}) {
+      config_builder b;
+      RILL_REQUIRE_OK(b.load_toml("[monitoring]\n" + leaf + " = " + std::to_string(v) + "\n", "rill.toml"));
+      auto c = b.build();
+      RILL_REQUIRE_OK(c);
+      BOOST_TEST(((*c).*k.field == v), name);
+      // And back through the rendered file.
+      config_builder again;
+      RILL_REQUIRE_OK(again.load_toml(render_toml(*c), "current_config.toml"));
+      const auto loaded = again.build();
+      RILL_REQUIRE_OK(loaded);
+      BOOST_TEST(((*loaded).*k.field == v), name);
+    }
+    const std::string range = "allowed is an integer in [0, " + std::to_string(k.limit) + "]";
+    config_builder file;
+    const auto above = file.load_toml("[monitoring]\n" + leaf + " = " + std::to_string(k.limit + 1) + "\n", "f");
+    BOOST_TEST(contains(error_of(above), name + " = " + std::to_string(k.limit + 1)), error_of(above));
+    BOOST_TEST(contains(error_of(above), range), error_of(above));
+    BOOST_TEST((above.error().code() == errc::out_of_range));
+    config_builder negative;
+    BOOST_TEST(contains(error_of(negative.load_toml("[monitoring]\n" + leaf + " = -1\n", "f")), range));
+    config_builder env;
+    std::string env_name = "RILL_MONITORING_" + leaf;
+    for (auto& c : env_name) {
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    const auto from_env = env.load_environment({env_name + "=" + std::to_string(k.limit + 1)});
+    BOOST_TEST(contains(error_of(from_env), name), error_of(from_env));
+    BOOST_TEST(contains(error_of(from_env), range), error_of(from_env));
+    config_builder flag;
+    BOOST_TEST(contains(error_of(flag.set(name, "some", "--set")), name + " = 'some'"));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(booleans_are_exactly_true_or_false_everywhere) {
   std::size_t booleans = 0;
   for (const auto& k : describe_keys()) {

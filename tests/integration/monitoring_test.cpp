@@ -181,6 +181,27 @@ double value_of(const std::vector<sample>& all, const std::string& name,
   return -1;
 }
 
+// Prometheus's own checker (and linter) of the text format accepts `page` without a complaint (where promtool was
+// found at build time).
+void promtool_accepts(const std::string& dir, const std::string& page) {
+#ifdef PROMTOOL_PATH
+  const std::string file = dir + "/metrics.txt";
+  std::ofstream(file) << page;
+  const std::string cmd = std::string(PROMTOOL_PATH) + " check metrics < " + file + " > " + file + ".out 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream out(file + ".out");
+  const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  BOOST_TEST(rc == 0, "promtool check metrics: " << said);
+  BOOST_TEST(said.empty(), "promtool check metrics: " << said);
+#else
+  (void)dir;
+  (void)page;
+  BOOST_TEST_MESSAGE(
+      "promtool not found at build time: the Prometheus check is skipped (scripts/bootstrap installs "
+      "prometheus)");
+#endif
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
@@ -223,23 +244,7 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   BOOST_TEST(metrics.status == 200);
   BOOST_TEST(metrics.content_type == "text/plain; version=0.0.4; charset=utf-8");
   const auto all = parse_prometheus(metrics.body);
-#ifdef PROMTOOL_PATH
-  // Prometheus's own checker (and linter) of the text format.
-  {
-    const std::string file = dir.path() + "/metrics.txt";
-    std::ofstream(file) << metrics.body;
-    const std::string cmd = std::string(PROMTOOL_PATH) + " check metrics < " + file + " > " + file + ".out 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream out(file + ".out");
-    const std::string said((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-    BOOST_TEST(rc == 0, "promtool check metrics: " << said);
-    BOOST_TEST(said.empty(), "promtool check metrics: " << said);
-  }
-#else
-  BOOST_TEST_MESSAGE(
-      "promtool not found at build time: the Prometheus check is skipped (scripts/bootstrap installs "
-      "prometheus)");
-#endif
+  promtool_accepts(dir.path(), metrics.body);
   const std::map<std::string, std::string> partition{{"kind", "partition"}, {"name", "0/0/0"}};
   auto produce = partition;
   produce["type"] = "produce";
@@ -516,4 +521,94 @@ BOOST_AUTO_TEST_CASE(an_idle_connection_holds_no_pooled_buffer_and_still_serves_
     BOOST_TEST(sum_of(all, "rill_connection_requests_total") == 201.0 * (round + 1));
   }
   ::close(fd);
+}
+
+// monitoring.partition_series_max and actor_series_max below what the node holds: /metrics shows a topic of three
+// partitions as one series per family (their sums) and the partition actors per shard, says so, and stays valid for
+// promtool; /api/partitions still lists each partition.
+BOOST_AUTO_TEST_CASE(partitions_beyond_the_series_limit_are_summed_per_topic) {
+  temp_data_dir dir;
+  rilld_process proc(dir.path() + "/data",
+                     {"--set", "monitoring.partition_series_max=2", "--set", "monitoring.actor_series_max=2"});
+  BOOST_REQUIRE_MESSAGE(proc.start().has_value(), proc.log());
+  client_options o;
+  o.server = proc.address();
+  auto c = client::connect(o);
+  BOOST_REQUIRE(c.has_value());
+  BOOST_REQUIRE((*c)->create_stream("s").has_value());
+  proto::TopicConfig tc;
+  tc.set_partitions(3);
+  BOOST_REQUIRE((*c)->create_topic(by_name("s"), "t", tc).has_value());
+  for (std::uint32_t p = 0; p < 3; ++p) {
+    for (std::uint32_t i = 0; i <= p; ++i) {  // 1, 2 and 3 batches
+      storage::batch_builder b;
+      b.add("k", "v");
+      BOOST_REQUIRE((*c)->produce(by_name("s"), by_name("t"), p, *b.build()).has_value());
+    }
+  }
+  // A second topic of one partition: four partitions in two topics, so per topic fits the limit of 2.
+  tc.set_partitions(1);
+  BOOST_REQUIRE((*c)->create_topic(by_name("s"), "u", tc).has_value());
+  {
+    storage::batch_builder b;
+    b.add("k", "v");
+    BOOST_REQUIRE((*c)->produce(by_name("s"), by_name("u"), 0, *b.build()).has_value());
+  }
+  const auto metrics = http(proc.http_address(), "GET", "/metrics");
+  BOOST_REQUIRE(metrics.status == 200);
+  const auto all = parse_prometheus(metrics.body);
+  promtool_accepts(dir.path(), metrics.body);
+  BOOST_TEST(value_of(all, "rill_metrics_partition_series_aggregated", {{"level", "topic"}}) == 1);
+  BOOST_TEST(value_of(all, "rill_metrics_actor_series_aggregated", {{"kind", "partition"}}) == 1);
+  const std::map<std::string, std::string> topic{{"stream", "0"}, {"topic", "0"}};
+  BOOST_TEST(value_of(all, "rill_partitions", topic) == 3);
+  BOOST_TEST(value_of(all, "rill_partition_high_watermark", topic) == 1 + 2 + 3);
+  BOOST_TEST(value_of(all, "rill_partition_produce_seconds_count", topic) == 1 + 2 + 3);
+  for (const auto& s : all) {
+    if (s.name.rfind("rill_partition_", 0) == 0) {
+      BOOST_TEST(!s.labels.contains("partition"), s.name);
+    }
+    if (s.name.rfind("rill_actor_", 0) == 0 && s.labels.at("kind") == "partition") {
+      BOOST_TEST(!s.labels.contains("name"), s.name);
+      BOOST_TEST(!s.labels.contains("id"), s.name);
+    }
+  }
+  // The produces handled by the partition actors, summed per shard: six.
+  double produces = 0;
+  for (const auto& s : all) {
+    if (s.name == "rill_actor_handling_seconds_count" && s.labels.at("kind") == "partition" &&
+        s.labels.at("type") == "produce") {
+      produces += s.value;
+    }
+  }
+  BOOST_TEST(produces == 6 + 1);
+  BOOST_TEST(value_of(all, "rill_partition_high_watermark", {{"stream", "0"}, {"topic", "1"}}) == 1);
+  BOOST_TEST(nlohmann::json::parse(http(proc.http_address(), "GET", "/api/partitions").body).size() == 4u);
+
+  // One topic on demand: topic 1 (one partition, within the limit) in full detail, and nothing else's series.
+  const auto detail = http(proc.http_address(), "GET", "/metrics?stream=0&topic=1");
+  BOOST_REQUIRE(detail.status == 200);
+  const auto one = parse_prometheus(detail.body);
+  promtool_accepts(dir.path(), detail.body);
+  BOOST_TEST(value_of(one, "rill_metrics_partition_series_aggregated", {{"level", "partition"}}) == 0);
+  BOOST_TEST(value_of(one, "rill_partition_high_watermark", {{"stream", "0"}, {"topic", "1"}, {"partition", "0"}}) == 1);
+  BOOST_TEST(value_of(one, "rill_actor_handling_seconds_count",
+                      {{"kind", "partition"}, {"name", "0/1/0"}, {"type", "produce"}}) == 1);
+  for (const auto& s : one) {  // every series left is the topic's; no connection or shard series
+    if (s.name.rfind("rill_partition_", 0) == 0 || s.name.rfind("rill_group_", 0) == 0) {
+      BOOST_TEST(s.labels.at("topic") == "1", s.name);
+    } else if (s.name.rfind("rill_actor_", 0) == 0) {
+      BOOST_TEST(s.labels.at("name").rfind("0/1/", 0) == 0, s.name);
+    } else {
+      BOOST_TEST(s.name.rfind("rill_connection_", 0) != 0, s.name);
+      BOOST_TEST(s.name.rfind("rill_shard_", 0) != 0, s.name);
+    }
+  }
+  // Topic 0 (three partitions, above the limit) stays summed; bad queries are refused.
+  const auto t0 = parse_prometheus(http(proc.http_address(), "GET", "/metrics?stream=0&topic=0").body);
+  BOOST_TEST(value_of(t0, "rill_partition_high_watermark", {{"stream", "0"}, {"topic", "0"}}) == 6);
+  BOOST_TEST(http(proc.http_address(), "GET", "/metrics?stream=0&topic=x").status == 400);
+  BOOST_TEST(http(proc.http_address(), "GET", "/metrics?detail=1").status == 400);
+  BOOST_TEST(http(proc.http_address(), "GET", "/metrics?stream=0").status == 400);
+  BOOST_TEST(http(proc.http_address(), "GET", "/metrics?stream=0&topic=99999").status == 400);
 }
