@@ -546,9 +546,11 @@ task<expected<void>> partition_log::recover() {
   for (const auto& s : segments_) {
     last_timestamp_ = std::max(last_timestamp_, s->max_timestamp);
   }
-  if (log_end_.value() > 0) {
+  {
+    // Epochs that start past the end (their batches were cut off) go; one that starts exactly at the end stays: a
+    // set_leader_epoch() with nothing appended since is as durable as its return said.
     epoch_history trimmed = epochs_;
-    trimmed.truncate_after(log_end_ - 1);
+    trimmed.truncate_after(log_end_);
     if (trimmed.entries() != epochs_.entries()) {
       RILL_CO_TRY_VOID(co_await write_file_atomic(engine_, dir_, epoch_history::file_name, trimmed.encode()));
       epochs_ = std::move(trimmed);

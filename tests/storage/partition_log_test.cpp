@@ -408,6 +408,24 @@ BOOST_AUTO_TEST_CASE(a_failed_fsync_fences_the_partition_until_reopened) {
   BOOST_TEST(after->base_offset == f.log->log_end() - 1);
 }
 
+BOOST_AUTO_TEST_CASE(a_leader_epoch_set_with_nothing_appended_after_survives_a_reopen) {
+  sim_log_fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.run_checked(f.log->set_leader_epoch(epoch_t(1))));
+  RILL_REQUIRE_OK(f.append(make_batch("e1", 3)));
+  RILL_REQUIRE_OK(f.run_checked(f.log->set_leader_epoch(epoch_t(2))));  // starts at 3, nothing appended yet
+  f.reopen();
+  BOOST_TEST(f.log->leader_epoch().value() == 2);
+  BOOST_REQUIRE(f.log->epochs().latest().has_value());
+  BOOST_TEST(f.log->epochs().latest()->start_offset.value() == 3);
+  // On an empty log too.
+  sim_log_fixture empty(2);
+  empty.open();
+  RILL_REQUIRE_OK(empty.run_checked(empty.log->set_leader_epoch(epoch_t(5))));
+  empty.reopen();
+  BOOST_TEST(empty.log->leader_epoch().value() == 5);
+}
+
 BOOST_AUTO_TEST_CASE(leader_epochs_are_stamped_persisted_and_queried) {
   sim_log_fixture f;
   f.open();
