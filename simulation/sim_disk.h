@@ -87,6 +87,9 @@ class sim_disk final : public io::engine {
   // Unsynced write/truncate operations pending on the file at path (0 when fully durable).
   [[nodiscard]] std::size_t unsynced_ops(const std::string& path) const;
   [[nodiscard]] std::uint64_t used_bytes() const noexcept { return used_bytes_; }
+  // Descriptors open now, and the most open at once since the disk was made (descriptor limits: file_cache.h).
+  [[nodiscard]] std::size_t open_fds() const noexcept { return fds_.size(); }
+  [[nodiscard]] std::size_t open_fds_max() const noexcept { return open_fds_max_; }
   [[nodiscard]] std::uint64_t now_ns() const noexcept { return now_ns_; }
 
   struct node;
@@ -124,6 +127,7 @@ class sim_disk final : public io::engine {
   std::shared_ptr<node> root_;
   std::map<int, std::shared_ptr<node>> fds_;
   int next_fd_ = 3;
+  std::size_t open_fds_max_ = 0;
   std::uint64_t mutating_ops_ = 0;
   std::optional<std::uint64_t> stop_at_;
   bool stopped_ = false;
