@@ -34,6 +34,7 @@ file_cache_stats file_cache::stats() const noexcept {
 void file_cache::check() const {
   RILL_ASSERT(held_max_ >= held_);
   RILL_ASSERT(lru_.size() <= held_, "{} evictable entries, {} descriptors held", lru_.size(), held_);
+  RILL_ASSERT(closing_ <= held_, "{} closes in flight, {} descriptors held", closing_, held_);
 }
 
 file_cache::entry& file_cache::add(std::string path, std::uint32_t reopen_flags) {
@@ -84,29 +85,55 @@ void file_cache::unpin(entry& en) noexcept {
   RILL_ASSERT(en.pins > 0, "unpinning {} with no pin", en.path);
   --en.pins;
   refresh(en);
+  maybe_trim();
+}
+
+task<void> file_cache::evict_one(io::engine& e) {
+  RILL_ASSERT(!lru_.empty());
+  entry* victim = lru_.front();
+  RILL_ASSERT(evictable(*victim), "{} in the LRU but not evictable", victim->path);
+  lru_.pop_front();
+  victim->in_lru = false;
+  const int fd = std::exchange(victim->fd, -1);
+  std::string path = victim->path;
+  ++evictions_;
+  ++closing_;
+  if (victim->orphan) {
+    erase(*victim);
+  }
+  // held_ still counts the descriptor until the close has run: the kernel holds it until then.
+  auto closed = co_await close_file(e, fd, std::move(path));
+  (void)closed;  // a clean, unpinned file: a failing close loses nothing (its data was synced or never written)
+  RILL_ASSERT(held_ > 0);
+  RILL_ASSERT(closing_ > 0);
+  --held_;
+  --closing_;
 }
 
 task<void> file_cache::make_room(io::engine& e) {
   while (held_ >= files_max_ && !lru_.empty()) {
-    entry* victim = lru_.front();
-    RILL_ASSERT(evictable(*victim), "{} in the LRU but not evictable", victim->path);
-    lru_.pop_front();
-    victim->in_lru = false;
-    const int fd = std::exchange(victim->fd, -1);
-    std::string path = victim->path;
-    ++evictions_;
-    if (victim->orphan) {
-      erase(*victim);
-    }
-    // held_ still counts the descriptor until the close has run: the kernel holds it until then.
-    auto closed = co_await close_file(e, fd, std::move(path));
-    (void)closed;  // a clean, unpinned file: a failing close loses nothing (its data was synced or never written)
-    RILL_ASSERT(held_ > 0);
-    --held_;
+    co_await evict_one(e);
   }
   if (held_ >= files_max_) {
     ++over_limit_opens_;  // every descriptor is pinned, unsynced or retired: go over rather than wait
   }
+}
+
+void file_cache::maybe_trim() {
+  if (reclaim_ == nullptr || trimming_ || lru_.empty() || held_ - closing_ <= files_max_) {
+    return;
+  }
+  trimming_ = true;
+  spawn(trim(), [] {});
+}
+
+task<void> file_cache::trim() {
+  RILL_ASSERT(trimming_);
+  while (!lru_.empty() && held_ - closing_ > files_max_) {
+    co_await evict_one(*reclaim_);
+  }
+  trimming_ = false;
+  check();
 }
 
 task<expected<void>> file_cache::open_entry(io::engine& e, entry& en, std::uint32_t flags) {
@@ -135,17 +162,7 @@ task<expected<void>> file_cache::open_entry(io::engine& e, entry& en, std::uint3
 task<std::uint64_t> file_cache::evict_all(io::engine& e) {
   std::uint64_t closed = 0;
   while (!lru_.empty()) {
-    entry* victim = lru_.front();
-    lru_.pop_front();
-    victim->in_lru = false;
-    const int fd = std::exchange(victim->fd, -1);
-    std::string path = victim->path;
-    ++evictions_;
-    if (victim->orphan) {
-      erase(*victim);
-    }
-    (void)co_await close_file(e, fd, std::move(path));
-    --held_;
+    co_await evict_one(e);
     ++closed;
   }
   check();
@@ -178,6 +195,7 @@ cached_file::~cached_file() {
   }
   entry_->orphan = true;  // the cache closes it when it next needs room (no engine to close it with here)
   cache_->refresh(*entry_);
+  cache_->maybe_trim();
 }
 
 const std::string& cached_file::path() const noexcept {
@@ -240,6 +258,7 @@ void cached_file::mark_synced() noexcept {
   RILL_ASSERT(entry_ != nullptr);
   entry_->unsynced = false;
   cache_->refresh(*entry_);
+  cache_->maybe_trim();
 }
 
 void cached_file::forbid_reopen() noexcept {

@@ -14,7 +14,10 @@
 // - held_ counts the descriptors the cache's entries hold, including those being opened or closed; the kernel never
 //   has more of them open than held_.
 // - held_ <= files_max_, except when every held descriptor is pinned, unsynced or retired: then an open goes over
-//   the limit (over_limit_opens counts it) instead of waiting, because the holder may be the one waiting.
+//   the limit (over_limit_opens counts it) instead of waiting, because the holder may be the one waiting. Once such
+//   descriptors become evictable again, the reclaim engine (if set) closes them down to the limit at once; without
+//   one, the next opens do (a burst of opens, e.g. thousands of partitions recovering at once, must not leave the
+//   shard over its limit until the next open).
 // - The cache closes a descriptor only when its entry is evictable: open, no pin, no unsynced write, reopenable.
 //   The LRU list holds exactly the evictable entries, least recently used first.
 // - A file is reopened only by the path and flags it was registered with, and never after forbid_reopen() (its path
@@ -68,6 +71,10 @@ class file_cache {
 
   // Closes every evictable descriptor (tests; a shard going idle). Returns how many it closed.
   task<std::uint64_t> evict_all(io::engine& e);
+  // The engine that closes descriptors beyond the limit when nothing opens (the shard's own ring; the simulated
+  // disk in tests). It must outlive the cache and be driven on the cache's thread; a close it has in flight when
+  // the cache is destroyed must never complete (the shard is gone by then). Null: only opens make room.
+  void set_reclaim_engine(io::engine* e) noexcept { reclaim_ = e; }
 
  private:
   friend class cached_file;
@@ -97,6 +104,12 @@ class file_cache {
   task<void> make_room(io::engine& e);
   // Opens `en` with `flags`, within the limit. `en.fd` is set on success.
   task<expected<void>> open_entry(io::engine& e, entry& en, std::uint32_t flags);
+  // Pops the least recently used evictable entry and closes its descriptor through `e` (held_ counts it until the
+  // close has run).
+  task<void> evict_one(io::engine& e);
+  // Over the limit with something evictable: start trim() on the reclaim engine.
+  void maybe_trim();
+  task<void> trim();
   void check() const;
 
   std::uint64_t files_max_;
@@ -105,6 +118,9 @@ class file_cache {
   std::uint64_t opens_ = 0;
   std::uint64_t evictions_ = 0;
   std::uint64_t over_limit_opens_ = 0;
+  std::uint64_t closing_ = 0;  // evictions whose close has not run yet (counted in held_)
+  io::engine* reclaim_ = nullptr;
+  bool trimming_ = false;
   std::list<entry> entries_;
   std::list<entry*> lru_;  // evictable entries, least recently used first
 };

@@ -27,6 +27,7 @@ struct many_logs {
     options.config.segment_bytes = 1024 * 1024;
     options.config.preallocate_bytes = 0;
     options.files = &cache;
+    cache.set_reclaim_engine(&disk);
     logs.resize(count);
   }
   ~many_logs() {
