@@ -58,18 +58,25 @@ task<expected<superblock_store::opened>> superblock_store::open(io::engine& e, f
   out.store.engine_ = &e;
   out.store.dir_ = dir;
   const bool created_any = (!a.exists || !b.exists) && create;
+  // On a failure below, what was opened is closed before the error is returned (the store goes with it).
+  expected<void> made;
   if (a.exists) {
     out.store.a_.attach(files, path_a, 0);
   } else if (create) {
-    RILL_CO_TRY_VOID(co_await out.store.a_.create(e, files, path_a, io::open_create, 0));
+    made = co_await out.store.a_.create(e, files, path_a, io::open_create, 0);
   }
-  if (b.exists) {
+  if (made && b.exists) {
     out.store.b_.attach(files, path_b, 0);
-  } else if (create) {
-    RILL_CO_TRY_VOID(co_await out.store.b_.create(e, files, path_b, io::open_create, 0));
+  } else if (made && create) {
+    made = co_await out.store.b_.create(e, files, path_b, io::open_create, 0);
   }
-  if (created_any) {
-    RILL_CO_TRY_VOID(co_await sync_dir(e, dir));
+  if (made && created_any) {
+    made = co_await sync_dir(e, dir);
+  }
+  if (!made) {
+    (void)co_await out.store.a_.close(e);
+    (void)co_await out.store.b_.close(e);
+    co_return unexpected(std::move(made).error());
   }
   if (a.state && b.state) {
     out.found = true;
