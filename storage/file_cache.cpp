@@ -13,10 +13,10 @@ file_cache::file_cache(std::uint64_t files_max) : files_max_(files_max) {
 }
 
 file_cache::~file_cache() {
-  // Entries left here belong to owners that never closed (a process going down): their descriptors die with it.
-  for (auto& en : entries_) {
-    RILL_ASSERT(en.pins == 0, "file_cache destroyed while {} is pinned", en.path);
-  }
+  // Entries left here belong to owners that never closed, or to I/O that will never complete (a process going down
+  // with coroutines suspended for good): their descriptors die with the process. Nothing is asserted about them, so
+  // that a shard torn down at exit does not abort.
+  RILL_ASSERT(lru_.size() <= held_);
 }
 
 file_cache_stats file_cache::stats() const noexcept {

@@ -30,7 +30,8 @@
 // engine of the coroutine that needed the room; that is safe because a descriptor is process-wide and no I/O is in
 // flight on an evictable one.
 //
-// Lifetime: the cache outlives every cached_file attached to it and every file_pin.
+// Lifetime: the cache outlives every cached_file attached to it and every file_pin (at exit, a shard may go with
+// pins still held by coroutines that will never resume: the destructor tolerates that).
 #include <cstdint>
 #include <list>
 #include <string>
