@@ -209,8 +209,8 @@ void cached_file::attach(file_cache& cache, std::string path, std::uint32_t reop
   entry_ = &cache.add(std::move(path), reopen_flags);
 }
 
-task<expected<void>> cached_file::create(io::engine& e, file_cache& cache, std::string path,
-                                         std::uint32_t first_flags, std::uint32_t reopen_flags) {
+task<expected<void>> cached_file::create(io::engine& e, file_cache& cache, std::string path, std::uint32_t first_flags,
+                                         std::uint32_t reopen_flags) {
   attach(cache, std::move(path), reopen_flags);
   file_cache::entry& en = *entry_;
   auto opened = co_await cache.open_entry(e, en, first_flags);

@@ -259,8 +259,7 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
     std::byte* chunk = out.bytes.data() + used;
     // The descriptor is held for this one read only: between reads (and between polls) the cache may close it.
     RILL_CO_TRY(file, co_await seg.log_file.pin(log.engine_));
-    RILL_CO_TRY(got,
-                co_await read_at(log.engine_, file.fd(), pos, std::span<std::byte>(chunk, want), seg.log_path()));
+    RILL_CO_TRY(got, co_await read_at(log.engine_, file.fd(), pos, std::span<std::byte>(chunk, want), seg.log_path()));
     file.release();
     if (got < batch_format::length_prefix_bytes) {
       co_return make_unexpected(errc::corrupt_data, fmt::format("{}: {} bytes at byte {}, the segment says {}",

@@ -788,10 +788,10 @@ task<expected<void>> partition_log::roll() {
 task<expected<std::shared_ptr<segment>>> partition_log::create_segment(offset_t base) {
   auto seg = std::make_shared<segment>(dir_, base, limits::index_interval_bytes);
   // Created with O_EXCL (a fresh file) and O_TRUNC; reopened later without either, so a reopen is the same file.
-  RILL_CO_TRY_VOID(co_await seg->log_file.create(engine_, files_, seg->log_path(),
-                                                 io::open_create | io::open_exclusive, 0));
-  auto index = co_await seg->index_file.create(engine_, files_, seg->index_path(),
-                                               io::open_create | io::open_truncate, io::open_create);
+  RILL_CO_TRY_VOID(
+      co_await seg->log_file.create(engine_, files_, seg->log_path(), io::open_create | io::open_exclusive, 0));
+  auto index = co_await seg->index_file.create(engine_, files_, seg->index_path(), io::open_create | io::open_truncate,
+                                               io::open_create);
   if (!index) {
     (void)co_await seg->log_file.close(engine_);
     co_return unexpected(std::move(index).error());

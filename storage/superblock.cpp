@@ -49,7 +49,7 @@ task<expected<copy>> open_copy(io::engine& e, std::string path, bool create) {
 }  // namespace
 
 task<expected<superblock_store::opened>> superblock_store::open(io::engine& e, file_cache& files, std::string dir,
-                                                               bool create) {
+                                                                bool create) {
   const std::string path_a = join_path(dir, sf::name_a);
   const std::string path_b = join_path(dir, sf::name_b);
   RILL_CO_TRY(a, co_await open_copy(e, path_a, false));

@@ -274,8 +274,7 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
   family(out, "rill_storage_open_file_evictions_total", "counter",
          "Idle storage files the shard closed to stay under limits.open_files_max (reopened when next used).");
   for (const auto& s : shards) {
-    out += fmt::format("rill_storage_open_file_evictions_total{{shard=\"{}\"}} {}\n", s.index,
-                       s.open_file_evictions);
+    out += fmt::format("rill_storage_open_file_evictions_total{{shard=\"{}\"}} {}\n", s.index, s.open_file_evictions);
   }
   family(out, "rill_process_uptime_seconds", "gauge", "Time since rilld started.");
   out += fmt::format("rill_process_uptime_seconds {}\n", static_cast<double>(process.uptime_ms) / 1000.0);

@@ -26,11 +26,11 @@ struct shard_stats {
   std::atomic<std::uint64_t> timers_fired{0};
   std::atomic<std::uint64_t> run_queue_length{0};
   // Refreshed by the shard's thread at every dequeue (for the monitoring listener).
-  std::atomic<std::uint64_t> submissions{0};        // io_uring submissions
-  std::atomic<std::uint64_t> in_flight{0};          // io_uring operations not yet completed
-  std::atomic<std::uint64_t> pool_cached_bytes{0};  // buffer pool: freed buffers kept for reuse
-  std::atomic<std::uint64_t> pool_outstanding{0};   // buffer pool: buffers handed out
-  std::atomic<std::uint64_t> open_files{0};         // file cache: descriptors held
+  std::atomic<std::uint64_t> submissions{0};          // io_uring submissions
+  std::atomic<std::uint64_t> in_flight{0};            // io_uring operations not yet completed
+  std::atomic<std::uint64_t> pool_cached_bytes{0};    // buffer pool: freed buffers kept for reuse
+  std::atomic<std::uint64_t> pool_outstanding{0};     // buffer pool: buffers handed out
+  std::atomic<std::uint64_t> open_files{0};           // file cache: descriptors held
   std::atomic<std::uint64_t> open_file_evictions{0};  // file cache: descriptors closed to make room
 };
 

@@ -226,7 +226,8 @@ void segment_read(benchmark::State& state) {
     auto r = io::run_task(e, log->read(req));
     benchmark::DoNotOptimize(r);
   }
-  state.counters["opens"] = benchmark::Counter(static_cast<double>(files.stats().opens), benchmark::Counter::kAvgIterations);
+  state.counters["opens"] =
+      benchmark::Counter(static_cast<double>(files.stats().opens), benchmark::Counter::kAvgIterations);
   (void)io::run_task(e, log->close());
   log.reset();
   std::filesystem::remove_all(dir);

@@ -23,7 +23,8 @@ void drain(sim_disk& disk) {
 
 // `count` partition logs in one directory tree on one simulated disk, sharing `cache`.
 struct many_logs {
-  many_logs(std::size_t count, std::uint64_t files_max, std::uint64_t seed = 7) : disk(seed, {}, &clk), cache(files_max) {
+  many_logs(std::size_t count, std::uint64_t files_max, std::uint64_t seed = 7)
+      : disk(seed, {}, &clk), cache(files_max) {
     options.config.segment_bytes = 1024 * 1024;
     options.config.preallocate_bytes = 0;
     options.files = &cache;
@@ -210,8 +211,8 @@ BOOST_AUTO_TEST_CASE(data_reads_back_intact_after_eviction_reopen_and_restart) {
     BOOST_REQUIRE(got.size() == static_cast<std::size_t>(batches) * 10);
     for (int b = 0; b < batches; ++b) {
       for (int r = 0; r < 10; ++r) {
-        BOOST_REQUIRE(got[static_cast<std::size_t>(b) * 10 + static_cast<std::size_t>(r)].rfind(value_for(p, b, r), 0) ==
-                      0u);
+        BOOST_REQUIRE(
+            got[static_cast<std::size_t>(b) * 10 + static_cast<std::size_t>(r)].rfind(value_for(p, b, r), 0) == 0u);
       }
     }
   };
