@@ -226,6 +226,8 @@ net::http_response monitoring(const std::string& method, const std::string& targ
     shards[i].in_flight = st.in_flight.load(std::memory_order_relaxed);
     shards[i].pool_cached_bytes = st.pool_cached_bytes.load(std::memory_order_relaxed);
     shards[i].pool_outstanding = st.pool_outstanding.load(std::memory_order_relaxed);
+    shards[i].open_files = st.open_files.load(std::memory_order_relaxed);
+    shards[i].open_file_evictions = st.open_file_evictions.load(std::memory_order_relaxed);
     shards[i].timers_fired = st.timers_fired.load(std::memory_order_relaxed);
     shards[i].sleeps = st.sleeps.load(std::memory_order_relaxed);
     shards[i].wakes_sent = st.wakes_sent.load(std::memory_order_relaxed);
@@ -434,6 +436,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   ro.cpus = cpus;
   ro.pin = p->config.pin_cores;
   ro.max_throughput = p->config.max_throughput;
+  ro.open_files_max = p->config.limits.open_files_max;
   timing_enabled().store(p->config.actor_metrics);
   p->rt = std::make_unique<runtime>(ro);
 

@@ -103,6 +103,7 @@ void partition_actor::recover() {
 
 partition_actor::behavior_type partition_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
+  options_.files = &current_shard()->files();  // the home shard's descriptors, shared by its partitions
   ++operations_;
   rill::spawn(
       partition_state::open(*io_, current_shard()->pool(), *services_->clk, *services_->reporter, id_.dir, options_),

@@ -15,7 +15,7 @@
 namespace rill::config {
 
 std::uint64_t descriptors_needed(const server_config& c) noexcept {
-  return c.connections_max + c.limits.partitions_max * partition_descriptors + descriptors_reserved;
+  return c.connections_max + c.limits.open_files_max + descriptors_reserved;
 }
 
 expected<void> check_descriptor_budget(const server_config& c, std::uint64_t descriptors_limit) {
@@ -23,12 +23,11 @@ expected<void> check_descriptor_budget(const server_config& c, std::uint64_t des
   if (needed > descriptors_limit) {
     return unexpected(
         make_error_code(errc::out_of_range),
-        fmt::format("descriptors: network.connections_max = {} plus limits.partitions_max = {} partitions x {} "
-                    "descriptors plus {} reserved need {} descriptors, but this process may open {} "
-                    "(RLIMIT_NOFILE, raised to its hard limit): lower network.connections_max or "
-                    "limits.partitions_max, or raise the hard limit (ulimit -Hn, systemd LimitNOFILE=)",
-                    c.connections_max, c.limits.partitions_max, partition_descriptors, descriptors_reserved, needed,
-                    descriptors_limit));
+        fmt::format("descriptors: network.connections_max = {} plus limits.open_files_max = {} plus {} reserved "
+                    "need {} descriptors, but this process may open {} (RLIMIT_NOFILE, raised to its hard limit): "
+                    "lower network.connections_max or limits.open_files_max, or raise the hard limit (ulimit -Hn, "
+                    "systemd LimitNOFILE=)",
+                    c.connections_max, c.limits.open_files_max, descriptors_reserved, needed, descriptors_limit));
   }
   return {};
 }

@@ -1,15 +1,17 @@
 #pragma once
 // descriptor_budget: the file descriptors rilld's configured limits imply, and the process limit they must fit.
 // At start rilld raises its soft RLIMIT_NOFILE to the hard limit (logging both), then refuses to start when
-// network.connections_max plus the descriptors limits.partitions_max partitions hold (plus a fixed reserve) exceed
-// it: a node that would run out of descriptors under load refuses up front, naming the keys and the figures, rather
-// than fail later with "Too many open files" in the middle of a write (issue 13).
+// network.connections_max plus limits.open_files_max (plus a fixed reserve) exceed it: a node that would run out of
+// descriptors under load refuses up front, naming the keys and the figures, rather than fail later with "Too many
+// open files" in the middle of a write (issue 13).
 //
-// What is counted: one descriptor per connection; partition_descriptors per partition (its active segment's .log
-// and .index, its superblock pair); descriptors_reserved for everything else (listeners, the metadata journal and
+// What is counted: one descriptor per connection; limits.open_files_max for the partitions' storage files (each
+// shard's file_cache keeps its share, closing idle files beyond it: an idle partition holds none, whatever the
+// number of its segments); descriptors_reserved for everything else (listeners, the metadata journal and
 // superblock, io_uring rings and eventfds per shard, HTTP connections, consumer offset files being replaced, the
-// group actors' files while they write). Not counted: a partition's sealed segments keep their .log open (one
-// descriptor each), so a partition with many segments holds more.
+// group actors' files while they write). Not counted: storage files with I/O in flight or unsynced writes, which the
+// caches never close, beyond the limit (a burst of writes to more partitions than the limit, under a relaxed
+// durability policy); partition_descriptors is what one written partition holds at most besides sealed segments.
 #include <cstdint>
 
 #include "base/expected.h"

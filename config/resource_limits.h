@@ -16,8 +16,13 @@ struct resource_limits {
   std::uint64_t streams_max = 1'000;
   std::uint64_t topics_per_stream_max = 1'000;
   std::uint64_t partitions_per_topic_max = 1'000;
-  // Partitions of every topic together. Each holds about partition_descriptors descriptors open (descriptor_budget.h).
+  // Partitions of every topic together. An idle one holds no descriptor: their files count against open_files_max.
   std::uint64_t partitions_max = 1'000;
+  // Storage files (segment .log/.index/.meta, superblock copies) held open by every partition together, split
+  // evenly between the shards; the least recently used idle ones are closed beyond it and reopened when next used
+  // (storage/file_cache.h). Files with I/O in flight or writes not yet synced are never closed, so the count can go
+  // past the limit by those (rill_storage_open_files shows it).
+  std::uint64_t open_files_max = 4'000;
   std::uint64_t groups_per_topic_max = 100;
   std::uint64_t groups_max = 10'000;  // consumer groups of every topic together
   std::uint64_t consumers_per_partition_max = 1'000;
@@ -31,6 +36,8 @@ inline constexpr std::uint64_t partitions_limit = 1'000'000;
 inline constexpr std::uint64_t groups_per_topic_limit = 1'024;
 inline constexpr std::uint64_t groups_limit = 1'000'000;
 inline constexpr std::uint64_t consumers_per_partition_limit = 1'000'000;
+inline constexpr std::uint64_t open_files_min = 16;  // one shard's share must let a roll open its files
+inline constexpr std::uint64_t open_files_limit = 10'000'000;
 
 static_assert(resource_limits{}.streams_max <= streams_limit);
 static_assert(resource_limits{}.topics_per_stream_max <= topics_per_stream_limit);
@@ -38,5 +45,7 @@ static_assert(resource_limits{}.partitions_per_topic_max <= partitions_per_topic
 static_assert(resource_limits{}.partitions_per_topic_max <= resource_limits{}.partitions_max,
               "a topic of the most partitions a topic may have fits the node's default");
 static_assert(resource_limits{}.groups_per_topic_max <= groups_per_topic_limit);
+static_assert(resource_limits{}.open_files_max >= open_files_min);
+static_assert(resource_limits{}.open_files_max <= open_files_limit);
 
 }  // namespace rill::config

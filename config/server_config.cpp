@@ -269,10 +269,15 @@ const std::vector<key_spec>& registry() {
                                "Partitions of one topic (at creation and after partitions add).",
                                &resource_limits::partitions_per_topic_max));
     k.push_back(limits_integer("limits.partitions_max", 1, partitions_limit,
-                               "Partitions of every topic on this node together; each holds about 4 descriptors open "
-                               "(rilld refuses to start when these and network.connections_max exceed its "
-                               "descriptor limit).",
+                               "Partitions of every topic on this node together (an idle one holds no descriptor; "
+                               "the open files of all count against limits.open_files_max).",
                                &resource_limits::partitions_max));
+    k.push_back(limits_integer("limits.open_files_max", open_files_min, open_files_limit,
+                               "Storage files (segments, superblocks) held open by every partition together, split "
+                               "evenly between the shards; the least recently used idle ones are closed beyond it "
+                               "and reopened when next used (rilld refuses to start when this and "
+                               "network.connections_max exceed its descriptor limit).",
+                               &resource_limits::open_files_max));
     k.push_back(limits_integer("limits.groups_per_topic_max", 1, groups_per_topic_limit,
                                "Consumer groups of one topic.", &resource_limits::groups_per_topic_max));
     k.push_back(limits_integer("limits.groups_max", 1, groups_limit,

@@ -15,6 +15,7 @@ namespace rill::simulation {
 namespace {
 constexpr const char* dir = "/partition";
 constexpr std::uint64_t offered_ahead_max = 4096;  // prepares kept beyond the chain's tip
+constexpr std::uint64_t open_files_max = 3;        // descriptors of the mirror's log (file_cache.h)
 
 // Runs a task to completion on the disk (startup and shutdown only).
 template <class T>
@@ -63,7 +64,10 @@ void partition_mirror::open(const consensus::checkpoint_ref& checkpoint) {
   RILL_ASSERT(!log_);
   auto made = run(disk_, storage::make_dirs(disk_, dir));
   RILL_ASSERT(made.has_value(), "{}", made.error().message());
-  auto opened = run(disk_, storage::partition_log::open(disk_, pool_, clk_, reporter_, dir, log_options()));
+  files_ = std::make_unique<storage::file_cache>(open_files_max);
+  auto options = log_options();
+  options.files = files_.get();
+  auto opened = run(disk_, storage::partition_log::open(disk_, pool_, clk_, reporter_, dir, options));
   RILL_ASSERT(opened.has_value(), "partition log: {}", opened.error().message());
   log_ = std::move(*opened);
   ++generation_;
@@ -368,6 +372,8 @@ void partition_mirror::abandon() {
   auto closed = run(disk_, log_->close());
   (void)closed;  // the disk is halted: it fails, and the log is done with
   log_.reset();
+  RILL_ASSERT(files_->open_count() == 0, "the closed log left {} descriptors", files_->open_count());
+  files_.reset();
   ++generation_;
   busy_ = false;
   chain_.clear();

@@ -30,6 +30,7 @@
 #include "base/clock.h"
 #include "consensus/replica.h"
 #include "simulation/sim_disk.h"
+#include "storage/file_cache.h"
 #include "storage/partition_log.h"
 
 namespace rill::simulation {
@@ -83,6 +84,10 @@ class partition_mirror {
   storage::buffer_pool& pool_;
   const clock& clk_;
   storage::log_reporter& reporter_;
+  // The log's descriptors, under a limit far below what it holds (superblocks, segments, index, metadata), so every
+  // run closes and reopens files between its appends, reads, rolls and truncations. One per open(): a crash closes
+  // every descriptor on the disk.
+  std::unique_ptr<storage::file_cache> files_;
   std::unique_ptr<storage::partition_log> log_;
   bool busy_ = false;
   std::uint64_t committed_op_ = 0;            // the chain's committed base

@@ -373,6 +373,7 @@ std::int64_t sim_disk::do_open(io::request& r) {
   }
   const int fd = next_fd_++;
   fds_.emplace(fd, std::move(target));
+  open_fds_max_ = std::max(open_fds_max_, fds_.size());
   return fd;
 }
 

@@ -101,6 +101,9 @@ class sim_disk final : public io::engine {
   [[nodiscard]] std::uint64_t free_bytes() const noexcept {
     return faults_.capacity_bytes > used_bytes_ ? faults_.capacity_bytes - used_bytes_ : 0;
   }
+  // Descriptors open now, and the most open at once since the disk was made (descriptor limits: file_cache.h).
+  [[nodiscard]] std::size_t open_fds() const noexcept { return fds_.size(); }
+  [[nodiscard]] std::size_t open_fds_max() const noexcept { return open_fds_max_; }
   [[nodiscard]] std::uint64_t now_ns() const noexcept { return now_ns_; }
 
   struct node;
@@ -142,6 +145,7 @@ class sim_disk final : public io::engine {
   std::shared_ptr<node> root_;
   std::map<int, std::shared_ptr<node>> fds_;
   int next_fd_ = 3;
+  std::size_t open_fds_max_ = 0;
   std::uint64_t mutating_ops_ = 0;
   std::optional<std::uint64_t> stop_at_;
   bool stopped_ = false;

@@ -6,6 +6,9 @@
 // - A read returns at least one batch when one is visible at its position, even if it exceeds max_bytes.
 // - While a cursor is inside a segment it holds a pin (segment::readers), so retention deletes the files only after
 //   it has moved on; the bytes it reads are the ones the segment had when it was removed.
+// - A read holds the segment's descriptor (a file_pin) only while its positional read is in flight; between reads
+//   the shard's file_cache may close it, and the next read reopens it by path. A segment that truncation dropped is
+//   never reopened (its path may name a new file): a descriptor still open stays open for the readers inside it.
 #include <algorithm>
 #include <cstring>
 
@@ -54,7 +57,7 @@ task<expected<std::uint64_t>> partition_log::position_for(segment& seg, offset_t
   // The floor index entry; the caller scans forward from it (at most one index interval plus one batch).
   const auto rel = offset - seg.base_offset;
   RILL_ASSERT(rel >= 0);
-  RILL_ASSERT(seg.log_fd >= 0);
+  RILL_ASSERT(seg.log_file.attached());
   const auto entry = seg.index.floor(static_cast<std::uint32_t>(std::min<std::int64_t>(rel, UINT32_MAX)));
   co_return entry ? std::uint64_t{entry->position} : std::uint64_t{0};
 }
@@ -78,8 +81,12 @@ task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(time
     std::optional<offset_t> found;
     bool past_bound = false;
     expected<void> failed;
-    while (pos < s->size) {
-      auto got = co_await read_at(engine_, s->log_fd, pos, head, s->log_path());
+    auto file = co_await s->log_file.pin(engine_);  // the descriptor, reopened if the cache had closed it
+    if (!file) {
+      failed = unexpected(file.error());
+    }
+    while (file && pos < s->size) {
+      auto got = co_await read_at(engine_, file->fd(), pos, head, s->log_path());
       if (!got || *got < head.size()) {
         failed = got ? expected<void>(make_unexpected(
                            errc::corrupt_data, fmt::format("{}: short batch header at byte {}", s->log_path(), pos)))
@@ -102,6 +109,9 @@ task<expected<std::optional<offset_t>>> partition_log::offset_for_timestamp(time
         break;
       }
       pos += *size;
+    }
+    if (file) {
+      file->release();  // the descriptor before the segment
     }
     unpin(*s);
     if (!failed) {
@@ -247,7 +257,10 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
       out.bytes = std::move(bigger);
     }
     std::byte* chunk = out.bytes.data() + used;
-    RILL_CO_TRY(got, co_await read_at(log.engine_, seg.log_fd, pos, std::span<std::byte>(chunk, want), seg.log_path()));
+    // The descriptor is held for this one read only: between reads (and between polls) the cache may close it.
+    RILL_CO_TRY(file, co_await seg.log_file.pin(log.engine_));
+    RILL_CO_TRY(got, co_await read_at(log.engine_, file.fd(), pos, std::span<std::byte>(chunk, want), seg.log_path()));
+    file.release();
     if (got < batch_format::length_prefix_bytes) {
       co_return make_unexpected(errc::corrupt_data, fmt::format("{}: {} bytes at byte {}, the segment says {}",
                                                                 seg.log_path(), got, pos, seg.size));

@@ -80,25 +80,24 @@ offset_t partition_log::recovery_cut() const noexcept {
 }
 
 task<expected<void>> partition_log::open_segment_files(segment& seg, bool has_meta) {
-  RILL_ASSERT(seg.log_fd < 0);
-  RILL_ASSERT(seg.index_fd < 0);
-  RILL_ASSERT(seg.meta_fd < 0);
-  RILL_CO_TRY(log_fd, co_await open_file(engine_, seg.log_path(), 0, 0600));
-  seg.log_fd = log_fd;
-  RILL_CO_TRY(index_fd, co_await open_file(engine_, seg.index_path(), io::open_create, 0600));
-  seg.index_fd = index_fd;
+  RILL_ASSERT(!seg.log_file.attached());
+  RILL_ASSERT(!seg.index_file.attached());
+  RILL_ASSERT(!seg.meta_file.attached());
+  // Opened now (so a missing or unreadable file fails the open), then left to the cache like every other.
+  RILL_CO_TRY_VOID(co_await seg.log_file.create(engine_, files_, seg.log_path(), 0, 0));
+  RILL_CO_TRY_VOID(co_await seg.index_file.create(engine_, files_, seg.index_path(), io::open_create, io::open_create));
   if (has_meta) {
-    RILL_CO_TRY(meta_fd, co_await open_file(engine_, seg.meta_path(), 0, 0600));
-    seg.meta_fd = meta_fd;
+    RILL_CO_TRY_VOID(co_await seg.meta_file.create(engine_, files_, seg.meta_path(), 0, 0));
   }
   co_return expected<void>{};
 }
 
 task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok) {
   ok = false;
-  RILL_ASSERT(seg.log_fd >= 0);
+  RILL_ASSERT(seg.log_file.attached());
   RILL_ASSERT(!seg.sealed);
-  RILL_CO_TRY(size, co_await size_of_file(engine_, seg.log_fd, seg.log_path()));
+  RILL_CO_TRY(log, co_await seg.log_file.pin(engine_));
+  RILL_CO_TRY(size, co_await size_of_file(engine_, log.fd(), seg.log_path()));
   const std::uint64_t index_bytes_max = (size / batch_format::header_bytes + 2) * segment_index_format::entry_bytes;
   auto index_bytes = co_await read_whole_file(engine_, seg.index_path(), index_bytes_max);
   if (!index_bytes || !index_bytes->has_value()) {
@@ -127,7 +126,7 @@ task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok)
     std::uint64_t pos = from;
     std::array<std::byte, batch_format::length_prefix_bytes> prefix{};
     do {
-      RILL_CO_TRY(got, co_await read_at(engine_, seg.log_fd, pos, prefix, seg.log_path()));
+      RILL_CO_TRY(got, co_await read_at(engine_, log.fd(), pos, prefix, seg.log_path()));
       if (got < prefix.size()) {
         problem = fmt::format("truncated batch at byte {}", pos);
         co_return pos;
@@ -139,7 +138,7 @@ task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok)
       }
       pooled_buffer buf = pool_.acquire(*bsize);
       RILL_CO_TRY(all,
-                  co_await read_at(engine_, seg.log_fd, pos, std::span<std::byte>(buf.data(), *bsize), seg.log_path()));
+                  co_await read_at(engine_, log.fd(), pos, std::span<std::byte>(buf.data(), *bsize), seg.log_path()));
       auto v = batch_view::validate(std::span<const std::byte>(buf.data(), all), stored_limits_);
       if (!v) {
         problem = fmt::format("batch at byte {}: {}", pos, v.error().message());
@@ -190,10 +189,11 @@ task<expected<void>> partition_log::recover_segment_fast(segment& seg, bool& ok)
 
 task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, offset_t committed_hint) {
   // Returns true when the segment ended cleanly (or its tail was cut), false when its rest was skipped (@H).
-  RILL_ASSERT(seg.log_fd >= 0);
+  RILL_ASSERT(seg.log_file.attached());
   RILL_ASSERT(!seg.sealed);
   RILL_ASSERT(committed_hint.value() >= 0);
-  RILL_CO_TRY(file_size, co_await size_of_file(engine_, seg.log_fd, seg.log_path()));
+  RILL_CO_TRY(log, co_await seg.log_file.pin(engine_));
+  RILL_CO_TRY(file_size, co_await size_of_file(engine_, log.fd(), seg.log_path()));
   const offset_t stop_at = recovery_cut();
   seg.index.clear();
   seg.batches = 0;
@@ -205,7 +205,7 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
   pooled_buffer buf = pool_.acquire(std::max<std::uint64_t>(options_.config.read_window_bytes, 1024 * 1024));
   while (pos < file_size && problem.empty() && !truncation) {
     const std::uint64_t n = std::min<std::uint64_t>(buf.capacity(), file_size - pos);
-    RILL_CO_TRY(got, co_await read_at(engine_, seg.log_fd, pos, std::span<std::byte>(buf.data(), n), seg.log_path()));
+    RILL_CO_TRY(got, co_await read_at(engine_, log.fd(), pos, std::span<std::byte>(buf.data(), n), seg.log_path()));
     std::uint64_t q = 0;
     while (q + batch_format::length_prefix_bytes <= got) {
       auto size = batch_view::size_from_prefix(std::span<const std::byte>(buf.data() + q, got - q),
@@ -261,7 +261,7 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
   if (pos >= file_size) {
     // What a scan accepts becomes visible: it must be on disk first (the previous process may have died with it
     // still in the page cache, written but never synced).
-    RILL_CO_TRY_VOID(co_await datasync_file(engine_, seg.log_fd, seg.log_path()));
+    RILL_CO_TRY_VOID(co_await sync_file(seg.log_file));
     seg.synced_size = pos;
     co_return true;
   }
@@ -269,12 +269,12 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
   bool zeros = true;
   for (std::uint64_t at = pos; at < file_size && zeros;) {
     const std::uint64_t n = std::min<std::uint64_t>(buf.capacity(), file_size - at);
-    RILL_CO_TRY(got, co_await read_at(engine_, seg.log_fd, at, std::span<std::byte>(buf.data(), n), seg.log_path()));
+    RILL_CO_TRY(got, co_await read_at(engine_, log.fd(), at, std::span<std::byte>(buf.data(), n), seg.log_path()));
     zeros = all_zero(std::span<const std::byte>(buf.data(), got));
     at += std::max<std::uint64_t>(got, 1);
   }
   if (!is_last && !zeros && !truncation) {
-    RILL_CO_TRY_VOID(co_await datasync_file(engine_, seg.log_fd, seg.log_path()));
+    RILL_CO_TRY_VOID(co_await sync_file(seg.log_file));
     seg.synced_size = pos;
     reporter_.corruption(seg.log_path(), pos, problem,
                          fmt::format("skipped the rest of this segment ({} bytes); offsets continue at the next "
@@ -292,33 +292,34 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
                                    pos, problem));
     }
   }
-  RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.log_fd, pos, seg.log_path()));
-  RILL_CO_TRY_VOID(co_await datasync_file(engine_, seg.log_fd, seg.log_path()));
+  RILL_CO_TRY_VOID(co_await truncate_cached(seg.log_file, pos));
+  RILL_CO_TRY_VOID(co_await sync_file(seg.log_file));
   seg.file_size = pos;
   seg.synced_size = pos;
   co_return true;
 }
 
 task<expected<void>> partition_log::rebuild_index_file(segment& seg) {
-  RILL_ASSERT(seg.index_fd >= 0);
+  RILL_ASSERT(seg.index_file.attached());
   RILL_ASSERT(seg.synced_size == seg.size, "an index is sealed only over synced batches");
   const auto bytes = seg.index.encode_sealed();
-  RILL_CO_TRY_VOID(co_await write_all(engine_, seg.index_fd, 0, bytes, seg.index_path()));
-  RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.index_fd, bytes.size(), seg.index_path()));
-  co_return co_await datasync_file(engine_, seg.index_fd, seg.index_path());
+  RILL_CO_TRY_VOID(co_await write_cached(seg.index_file, bytes));
+  RILL_CO_TRY_VOID(co_await truncate_cached(seg.index_file, bytes.size()));
+  co_return co_await sync_file(seg.index_file);
 }
 
 task<expected<void>> partition_log::load_metas(segment& seg) {
   RILL_ASSERT(seg.metas.empty());
   RILL_ASSERT(seg.base_offset <= seg.next_offset);
-  if (seg.meta_fd < 0) {
+  if (!seg.meta_file.attached()) {
     co_return expected<void>{};
   }
   const std::uint64_t bytes_max = (seg.size / batch_format::header_bytes + 1) * meta_entry_format::entry_bytes;
-  RILL_CO_TRY(size, co_await size_of_file(engine_, seg.meta_fd, seg.meta_path()));
+  RILL_CO_TRY(meta, co_await seg.meta_file.pin(engine_));
+  RILL_CO_TRY(size, co_await size_of_file(engine_, meta.fd(), seg.meta_path()));
   const std::uint64_t n = std::min(size, bytes_max) / meta_entry_format::entry_bytes;
   std::vector<std::byte> bytes(n * meta_entry_format::entry_bytes);
-  RILL_CO_TRY(got, co_await read_at(engine_, seg.meta_fd, 0, bytes, seg.meta_path()));
+  RILL_CO_TRY(got, co_await read_at(engine_, meta.fd(), 0, bytes, seg.meta_path()));
   seg.metas.clear();
   for (std::uint64_t i = 0; i < got / meta_entry_format::entry_bytes; ++i) {
     const auto m = decode_meta_entry(std::span<const std::byte, meta_entry_format::entry_bytes>(
@@ -340,8 +341,8 @@ task<expected<void>> partition_log::load_metas(segment& seg) {
   if (keep != size) {
     reporter_.notice(fmt::format("{}: kept {} metadata entries, cut {} bytes after them", seg.meta_path(),
                                  seg.metas.size(), size - keep));
-    RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.meta_fd, keep, seg.meta_path()));
-    RILL_CO_TRY_VOID(co_await datasync_file(engine_, seg.meta_fd, seg.meta_path()));
+    RILL_CO_TRY_VOID(co_await truncate_cached(seg.meta_file, keep));
+    RILL_CO_TRY_VOID(co_await sync_file(seg.meta_file));
   }
   seg.metas_written = seg.metas.size();
   co_return expected<void>{};
@@ -396,7 +397,7 @@ task<expected<void>> partition_log::recover() {
     }
   }
 
-  RILL_CO_TRY(sb, co_await superblock_store::open(engine_, dir_, options_.create));
+  RILL_CO_TRY(sb, co_await superblock_store::open(engine_, files_, dir_, options_.create));
   superblock_ = std::move(sb.store);
   if (!sb.found && found.empty() && !options_.create) {
     co_return make_unexpected(errc::not_found, "no partition in " + dir_);
@@ -500,12 +501,8 @@ task<expected<void>> partition_log::recover() {
     RILL_CO_TRY_VOID(co_await load_metas(*seg));
     if (!last) {
       seg->sealed = true;
-      RILL_CO_TRY_VOID(co_await close_file(engine_, seg->index_fd, seg->index_path()));
-      seg->index_fd = -1;
-      if (seg->meta_fd >= 0) {
-        RILL_CO_TRY_VOID(co_await close_file(engine_, seg->meta_fd, seg->meta_path()));
-        seg->meta_fd = -1;
-      }
+      RILL_CO_TRY_VOID(co_await seg->index_file.close(engine_));
+      RILL_CO_TRY_VOID(co_await seg->meta_file.close(engine_));
     }
   }
 
@@ -516,10 +513,12 @@ task<expected<void>> partition_log::recover() {
   }
   std::shared_ptr<segment> active = segments_.back();
   // The active segment's index lives in memory (rebuilt by the scan above); its file stays empty until the seal.
-  RILL_CO_TRY_VOID(co_await truncate_file(engine_, active->index_fd, 0, active->index_path()));
-  if (active->meta_fd < 0 && !active->metas.empty()) {
-    RILL_CO_TRY(fd, co_await open_file(engine_, active->meta_path(), io::open_create, 0600));
-    active->meta_fd = fd;
+  // Not synced, and not marked unsynced: recovery never trusts the last segment's index file (@E, @F), so losing
+  // this cut to a crash or to a close by the cache loses nothing.
+  RILL_CO_TRY_VOID(co_await truncate_cached(active->index_file, 0, false));
+  if (!active->meta_file.attached() && !active->metas.empty()) {
+    RILL_CO_TRY_VOID(
+        co_await active->meta_file.create(engine_, files_, active->meta_path(), io::open_create, io::open_create));
   }
   log_end_ = active->next_offset;
   if (log_end_ < floor_next) {

@@ -60,22 +60,26 @@ task<expected<void>> partition_log::delete_segment_files(segment& seg) {
   const std::uint64_t step = options_.config.delete_step_bytes;
   RILL_ASSERT(step > 0);
   expected<void> result;
-  if (seg.log_fd >= 0) {
+  // A truncated segment's files are unlinked already: shrink one only while its descriptor is still open (a closed
+  // one is never reopened, its path may name a new file). A retention-removed one is reopened if the cache closed it.
+  const bool shrink = seg.log_file.attached() && (seg.log_file.is_open() || !seg.files_unlinked);
+  if (shrink && seg.file_size > step) {
+    auto file = co_await seg.log_file.pin(engine_);
     std::uint64_t size = seg.file_size;
-    while (size > step) {
+    while (file && size > step) {
       size -= step;
-      auto t = co_await truncate_file(engine_, seg.log_fd, size, seg.log_path());
+      auto t = co_await truncate_file(engine_, file->fd(), size, seg.log_path());
       if (!t) {
         result = std::move(t);
         break;
       }
     }
-  }
-  for (int* fd : {&seg.log_fd, &seg.index_fd, &seg.meta_fd}) {
-    if (*fd >= 0) {
-      (void)co_await close_file(engine_, *fd, seg.log_path());
-      *fd = -1;
+    if (!file) {
+      result = unexpected(std::move(file).error());
     }
+  }
+  for (cached_file* f : {&seg.log_file, &seg.index_file, &seg.meta_file}) {
+    (void)co_await f->close(engine_);  // the files go next: a close error loses nothing
   }
   if (!seg.files_unlinked) {
     for (const auto& path : {seg.log_path(), seg.index_path(), seg.meta_path()}) {

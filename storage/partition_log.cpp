@@ -36,7 +36,14 @@ static_assert(limits::batch_bytes_limit < limits::segment_bytes_limit, "a batch 
 
 partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock& clk, log_reporter& reporter,
                              std::string dir, log_options options)
-    : engine_(engine), pool_(pool), clock_(clk), reporter_(reporter), dir_(std::move(dir)), options_(options) {
+    : engine_(engine),
+      own_files_(options.files == nullptr ? std::make_unique<file_cache>(file_cache::files_unlimited) : nullptr),
+      files_(options.files != nullptr ? *options.files : *own_files_),
+      pool_(pool),
+      clock_(clk),
+      reporter_(reporter),
+      dir_(std::move(dir)),
+      options_(options) {
   producer_limits_.batch_bytes_max = options_.config.max_message_bytes;
   producer_limits_.dense_offsets = true;
   producer_limits_.producer_fields = true;
@@ -440,12 +447,14 @@ task<expected<void>> partition_log::write_group_batches(append_group& g) {
   // Under sync-before-ack without metadata, the write and its fdatasync go down together (one kernel round trip
   // instead of two). Metadata must be written between them, so that case keeps separate steps.
   const bool fused = options_.config.durability == config::durability_mode::sync_before_ack && !g.has_metas;
+  RILL_CO_TRY(log, co_await active.log_file.pin(engine_));
+  active.log_file.mark_unsynced();  // until an fdatasync covers the group, the cache must not close the file
   if (!fused) {
-    co_return co_await writev_all(engine_, active.log_fd, g.position, iov, active.log_path());
+    co_return co_await writev_all(engine_, log.fd(), g.position, iov, active.log_path());
   }
   io::awaitable op(engine_);
   op.op = io::opcode::writev_datasync;
-  op.fd = active.log_fd;
+  op.fd = log.fd();
   op.offset = g.position;
   op.iov = iov.data();
   op.iov_count = static_cast<unsigned>(iov.size());
@@ -457,7 +466,7 @@ task<expected<void>> partition_log::write_group_batches(append_group& g) {
   if (static_cast<std::uint64_t>(op.result) < g.bytes) {
     // A short write (rare): finish it the ordinary way; the sync follows in sync_group.
     const auto rest = iovecs_after(iov, static_cast<std::uint64_t>(op.result));
-    co_return co_await writev_all(engine_, active.log_fd, g.position + static_cast<std::uint64_t>(op.result), rest,
+    co_return co_await writev_all(engine_, log.fd(), g.position + static_cast<std::uint64_t>(op.result), rest,
                                   active.log_path());
   }
   if (op.sync_result < 0) {
@@ -465,6 +474,7 @@ task<expected<void>> partition_log::write_group_batches(append_group& g) {
     co_return unexpected(io_error(static_cast<int>(op.sync_result), "fdatasync " + active.log_path()));
   }
   g.synced = true;
+  active.log_file.mark_synced();
   co_return expected<void>{};
 }
 
@@ -477,15 +487,17 @@ task<expected<void>> partition_log::write_group_metas(append_group& g) {
       active.metas.push_back(meta_entry{w->infos[i].base, w->metas[i]});
     }
   }
-  if (active.meta_fd < 0) {
-    RILL_CO_TRY(fd, co_await open_file(engine_, active.meta_path(), io::open_create, 0600));
-    active.meta_fd = fd;
+  if (!active.meta_file.attached()) {
+    RILL_CO_TRY_VOID(
+        co_await active.meta_file.create(engine_, files_, active.meta_path(), io::open_create, io::open_create));
     RILL_CO_TRY_VOID(co_await sync_dir(engine_, dir_));
   }
   RILL_ASSERT(active.metas_written <= active.metas.size());
   const auto out = encode_meta_entries(std::span<const meta_entry>(active.metas).subspan(active.metas_written));
-  RILL_CO_TRY_VOID(co_await write_all(engine_, active.meta_fd, active.metas_written * meta_entry_format::entry_bytes,
-                                      out, active.meta_path()));
+  RILL_CO_TRY(meta, co_await active.meta_file.pin(engine_));
+  active.meta_file.mark_unsynced();
+  RILL_CO_TRY_VOID(co_await write_all(engine_, meta.fd(), active.metas_written * meta_entry_format::entry_bytes, out,
+                                      active.meta_path()));
   active.metas_written = active.metas.size();
   co_return expected<void>{};
 }
@@ -497,12 +509,9 @@ task<expected<void>> partition_log::sync_group(append_group& g) {
   // the replicated partition's owner cuts such a tail (simulation/partition_mirror.cpp).
   RILL_ASSERT(!g.synced);
   segment& active = *g.active;
-  expected<void> synced;
-  if (active.meta_fd >= 0) {
-    synced = co_await datasync_file(engine_, active.meta_fd, active.meta_path());
-  }
+  expected<void> synced = co_await sync_file(active.meta_file);
   if (synced) {
-    synced = co_await datasync_file(engine_, active.log_fd, active.log_path());
+    synced = co_await sync_file(active.log_file);
   }
   if (!synced) {
     g.sync_failed = true;
@@ -517,15 +526,16 @@ task<void> partition_log::undo_group(append_group& g, const rill::error& e) {
   if (g.sync_failed) {
     fence(e);  // after a failed fsync nothing unsynced can be trusted; cut what we can below, then refuse writes
   }
-  auto cut = co_await truncate_file(engine_, active.log_fd, g.position, active.log_path());
+  // Each cut is marked unsynced until its fdatasync succeeds: a file whose cut did not reach the disk stays open
+  // (and the log fenced) until close().
+  auto cut = co_await truncate_cached(active.log_file, g.position);
   if (cut) {
-    cut = co_await datasync_file(engine_, active.log_fd, active.log_path());
+    cut = co_await sync_file(active.log_file);
   }
-  if (cut && active.meta_fd >= 0 && g.has_metas) {
-    cut = co_await truncate_file(engine_, active.meta_fd, g.metas_before * meta_entry_format::entry_bytes,
-                                 active.meta_path());
+  if (cut && active.meta_file.attached() && g.has_metas) {
+    cut = co_await truncate_cached(active.meta_file, g.metas_before * meta_entry_format::entry_bytes);
     if (cut) {
-      cut = co_await datasync_file(engine_, active.meta_fd, active.meta_path());
+      cut = co_await sync_file(active.meta_file);
     }
   }
   if (!cut) {
@@ -613,19 +623,16 @@ task<expected<void>> partition_log::sync_log() {
   if (synced_end_ >= target) {
     co_return expected<void>{};
   }
-  expected<void> synced;  // metadata before batches, as in write_group
-  if (active->meta_fd >= 0) {
-    synced = co_await datasync_file(engine_, active->meta_fd, active->meta_path());
-  }
+  expected<void> synced = co_await sync_file(active->meta_file);  // metadata before batches, as in write_group
   if (synced) {
-    synced = co_await datasync_file(engine_, active->log_fd, active->log_path());
+    synced = co_await sync_file(active->log_file);
   }
   if (!synced) {
     fence(synced.error());
     // Nothing after the last good sync can be trusted (the kernel may have dropped those pages): cut it, so that
     // recovery does not find it and make it visible. If the cut fails too, recovery sees those bytes.
     if (active->synced_size < active->size) {
-      auto cut = co_await truncate_file(engine_, active->log_fd, active->synced_size, active->log_path());
+      auto cut = co_await truncate_cached(active->log_file, active->synced_size);
       if (cut) {
         active->size = active->synced_size;
         active->file_size = active->synced_size;
@@ -665,7 +672,10 @@ task<expected<void>> partition_log::maybe_preallocate(segment& seg) {
   if (seg.file_size >= target || target - seg.file_size < std::min(step, target - seg.size)) {
     co_return expected<void>{};
   }
-  auto z = co_await write_zeros(engine_, seg.log_fd, seg.file_size, target - seg.file_size, seg.log_path());
+  // Zeros past the logical end do not make the file unsynced: they are never data (recovery accepts a batch only at
+  // the next expected offset), so losing them to a close loses nothing; the next group's fdatasync covers them.
+  RILL_CO_TRY(log, co_await seg.log_file.pin(engine_));
+  auto z = co_await write_zeros(engine_, log.fd(), seg.file_size, target - seg.file_size, seg.log_path());
   if (!z) {
     // Not fatal: zeros past the logical end are never read as data; stop preallocating this segment.
     reporter_.notice("preallocation stopped for " + seg.log_path() + ": " + z.error().message());
@@ -674,6 +684,30 @@ task<expected<void>> partition_log::maybe_preallocate(segment& seg) {
   }
   seg.file_size = target;
   co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::sync_file(cached_file& f) {
+  if (!f.attached()) {
+    co_return expected<void>{};  // no such file (a segment without metadata)
+  }
+  RILL_CO_TRY(p, co_await f.pin(engine_));
+  RILL_CO_TRY_VOID(co_await datasync_file(engine_, p.fd(), f.path()));
+  f.mark_synced();
+  co_return expected<void>{};
+}
+
+task<expected<void>> partition_log::truncate_cached(cached_file& f, std::uint64_t length, bool must_sync) {
+  RILL_CO_TRY(p, co_await f.pin(engine_));
+  if (must_sync) {
+    f.mark_unsynced();
+  }
+  co_return co_await truncate_file(engine_, p.fd(), length, f.path());
+}
+
+task<expected<void>> partition_log::write_cached(cached_file& f, std::span<const std::byte> data) {
+  RILL_CO_TRY(p, co_await f.pin(engine_));
+  f.mark_unsynced();
+  co_return co_await write_all(engine_, p.fd(), 0, data, f.path());
 }
 
 task<expected<void>> partition_log::persist_superblock() {
@@ -691,7 +725,7 @@ task<expected<void>> partition_log::persist_superblock() {
 task<expected<void>> partition_log::seal(segment& seg) {
   RILL_ASSERT(!seg.sealed);
   if (seg.file_size > seg.size) {
-    auto trimmed = co_await truncate_file(engine_, seg.log_fd, seg.size, seg.log_path());
+    auto trimmed = co_await truncate_cached(seg.log_file, seg.size);
     if (!trimmed) {
       fence(trimmed.error());
       co_return trimmed;
@@ -700,18 +734,18 @@ task<expected<void>> partition_log::seal(segment& seg) {
   }
   // The whole index with its seal entry, replacing whatever the file had.
   const auto index_bytes = seg.index.encode_sealed();
-  auto w = co_await write_all(engine_, seg.index_fd, 0, index_bytes, seg.index_path());
+  auto w = co_await write_cached(seg.index_file, index_bytes);
   if (w) {
-    w = co_await truncate_file(engine_, seg.index_fd, index_bytes.size(), seg.index_path());
+    w = co_await truncate_cached(seg.index_file, index_bytes.size());
   }
   if (w) {
-    w = co_await datasync_file(engine_, seg.index_fd, seg.index_path());
-  }
-  if (w && seg.meta_fd >= 0) {
-    w = co_await datasync_file(engine_, seg.meta_fd, seg.meta_path());  // metadata before batches
+    w = co_await sync_file(seg.index_file);
   }
   if (w) {
-    w = co_await datasync_file(engine_, seg.log_fd, seg.log_path());
+    w = co_await sync_file(seg.meta_file);  // metadata before batches
+  }
+  if (w) {
+    w = co_await sync_file(seg.log_file);
   }
   if (!w) {
     fence(w.error());
@@ -723,12 +757,9 @@ task<expected<void>> partition_log::seal(segment& seg) {
   }
   seg.sealed = true;
   seg.synced_size = seg.size;
-  (void)co_await close_file(engine_, seg.index_fd, seg.index_path());
-  seg.index_fd = -1;
-  if (seg.meta_fd >= 0) {
-    (void)co_await close_file(engine_, seg.meta_fd, seg.meta_path());
-    seg.meta_fd = -1;
-  }
+  // A sealed segment's index and metadata live in memory: their files leave the cache (synced just above).
+  (void)co_await seg.index_file.close(engine_);
+  (void)co_await seg.meta_file.close(engine_);
   co_return expected<void>{};
 }
 
@@ -756,18 +787,19 @@ task<expected<void>> partition_log::roll() {
 
 task<expected<std::shared_ptr<segment>>> partition_log::create_segment(offset_t base) {
   auto seg = std::make_shared<segment>(dir_, base, limits::index_interval_bytes);
-  RILL_CO_TRY(log_fd, co_await open_file(engine_, seg->log_path(), io::open_create | io::open_exclusive, 0600));
-  seg->log_fd = log_fd;
-  auto index_fd = co_await open_file(engine_, seg->index_path(), io::open_create | io::open_truncate, 0600);
-  if (!index_fd) {
-    (void)co_await close_file(engine_, log_fd, seg->log_path());
-    co_return unexpected(std::move(index_fd).error());
+  // Created with O_EXCL (a fresh file) and O_TRUNC; reopened later without either, so a reopen is the same file.
+  RILL_CO_TRY_VOID(
+      co_await seg->log_file.create(engine_, files_, seg->log_path(), io::open_create | io::open_exclusive, 0));
+  auto index = co_await seg->index_file.create(engine_, files_, seg->index_path(), io::open_create | io::open_truncate,
+                                               io::open_create);
+  if (!index) {
+    (void)co_await seg->log_file.close(engine_);
+    co_return unexpected(std::move(index).error());
   }
-  seg->index_fd = *index_fd;
   auto synced = co_await sync_dir(engine_, dir_);
   if (!synced) {
-    (void)co_await close_file(engine_, seg->log_fd, seg->log_path());
-    (void)co_await close_file(engine_, seg->index_fd, seg->index_path());
+    (void)co_await seg->log_file.close(engine_);
+    (void)co_await seg->index_file.close(engine_);
     (void)co_await unlink_file(engine_, seg->log_path(), true);
     (void)co_await unlink_file(engine_, seg->index_path(), true);
     co_return unexpected(std::move(synced).error());
@@ -852,8 +884,9 @@ task<expected<partition_log::truncate_plan>> partition_log::plan_truncate(offset
     timestamp_ms_t max_ts = entry ? entry->max_timestamp : timestamp_ms_t(-1);
     std::array<std::byte, batch_format::header_bytes> head{};
     bool found = false;
+    RILL_CO_TRY(log, co_await seg->log_file.pin(engine_));
     while (pos < seg->size) {
-      RILL_CO_TRY(got, co_await read_at(engine_, seg->log_fd, pos, head, seg->log_path()));
+      RILL_CO_TRY(got, co_await read_at(engine_, log.fd(), pos, head, seg->log_path()));
       if (got < head.size()) {
         break;
       }
@@ -895,6 +928,13 @@ task<expected<void>> partition_log::drop_segments_after(const truncate_plan& pla
     std::shared_ptr<segment> gone = segments_.back();
     segments_.pop_back();
     RILL_ASSERT(gone->base_offset > plan.new_end);
+    // Its paths may name new files soon (a segment created again at the same base): a descriptor still open stays
+    // open for the readers inside it until the deleter closes it, and a closed one is never reopened.
+    for (cached_file* f : {&gone->log_file, &gone->index_file, &gone->meta_file}) {
+      if (f->attached()) {
+        f->forbid_reopen();
+      }
+    }
     for (const auto& path : {gone->log_path(), gone->index_path(), gone->meta_path()}) {
       RILL_CO_TRY_VOID(co_await unlink_file(engine_, path, true));
     }
@@ -909,7 +949,7 @@ task<expected<void>> partition_log::drop_segments_after(const truncate_plan& pla
 
 task<expected<void>> partition_log::cut_segment(const truncate_plan& plan) {
   segment& seg = *plan.seg;
-  RILL_CO_TRY_VOID(co_await truncate_file(engine_, seg.log_fd, plan.cut, seg.log_path()));
+  RILL_CO_TRY_VOID(co_await truncate_cached(seg.log_file, plan.cut));
   seg.index.truncate(static_cast<std::uint32_t>(plan.cut), static_cast<std::uint32_t>(plan.cut));
   seg.size = plan.cut;
   seg.file_size = plan.cut;
@@ -919,12 +959,13 @@ task<expected<void>> partition_log::cut_segment(const truncate_plan& plan) {
     // The kept segment becomes the active one again: reopen its index for writing. (A failure from here on fences
     // the log like every other: the active segment would stay sealed, and a later roll would seal it again. The
     // VSR simulator found that.)
-    RILL_CO_TRY(fd, co_await open_file(engine_, seg.index_path(), io::open_create, 0600));
-    seg.index_fd = fd;
+    RILL_CO_TRY_VOID(
+        co_await seg.index_file.create(engine_, files_, seg.index_path(), io::open_create, io::open_create));
     seg.sealed = false;
   }
   // Active again: its index lives in memory until the next seal; the file must not keep a stale seal entry.
-  co_return co_await truncate_file(engine_, seg.index_fd, 0, seg.index_path());
+  // Not synced (nor marked unsynced): the segment is now the last, whose index file recovery never trusts.
+  co_return co_await truncate_cached(seg.index_file, 0, false);
 }
 
 task<expected<void>> partition_log::cut_segment_metas(const truncate_plan& plan) {
@@ -936,17 +977,15 @@ task<expected<void>> partition_log::cut_segment_metas(const truncate_plan& plan)
     co_return expected<void>{};
   }
   seg.metas_written = seg.metas.size();
-  if (seg.meta_fd < 0) {
-    RILL_CO_TRY(fd, co_await open_file(engine_, seg.meta_path(), io::open_create, 0600));
-    seg.meta_fd = fd;
+  if (!seg.meta_file.attached()) {
+    RILL_CO_TRY_VOID(co_await seg.meta_file.create(engine_, files_, seg.meta_path(), io::open_create, io::open_create));
   }
-  RILL_CO_TRY_VOID(
-      co_await truncate_file(engine_, seg.meta_fd, seg.metas.size() * meta_entry_format::entry_bytes, seg.meta_path()));
-  co_return co_await datasync_file(engine_, seg.meta_fd, seg.meta_path());
+  RILL_CO_TRY_VOID(co_await truncate_cached(seg.meta_file, seg.metas.size() * meta_entry_format::entry_bytes));
+  co_return co_await sync_file(seg.meta_file);
 }
 
 task<expected<void>> partition_log::sync_cut(const truncate_plan& plan) {
-  RILL_CO_TRY_VOID(co_await datasync_file(engine_, plan.seg->log_fd, plan.seg->log_path()));
+  RILL_CO_TRY_VOID(co_await sync_file(plan.seg->log_file));
   co_return co_await sync_dir(engine_, dir_);
 }
 
@@ -1102,11 +1141,8 @@ task<expected<void>> partition_log::close() {
     RILL_ASSERT(s->readers == 0, "closing {} with a reader in segment {}", dir_, s->base_offset.value());
   }
   auto close_segment = [this](segment& s) -> task<void> {
-    for (int* fd : {&s.log_fd, &s.index_fd, &s.meta_fd}) {
-      if (*fd >= 0) {
-        (void)co_await close_file(engine_, *fd, s.log_path());
-        *fd = -1;
-      }
+    for (cached_file* f : {&s.log_file, &s.index_file, &s.meta_file}) {
+      (void)co_await f->close(engine_);
     }
   };
   for (auto& s : segments_) {
@@ -1142,8 +1178,8 @@ void partition_log::check_active() const {
   const segment& active = *segments_.back();
   RILL_ASSERT(!active.sealed, "the active segment {} is sealed", active.base_offset.value());
   RILL_ASSERT(!active.deleting);
-  RILL_ASSERT(active.log_fd >= 0);
-  RILL_ASSERT(active.index_fd >= 0);
+  RILL_ASSERT(active.log_file.attached());
+  RILL_ASSERT(active.index_file.attached());
   RILL_ASSERT(active.next_offset == log_end_, "active segment ends at {}, log end {}", active.next_offset.value(),
               log_end_.value());
   RILL_ASSERT(active.base_offset <= log_end_);
@@ -1211,8 +1247,10 @@ void partition_log::check_segments() const {
     const segment& after = *segments_[i + 1];
     RILL_ASSERT(s.sealed, "segment {} is not the active one but is unsealed", s.base_offset.value());
     RILL_ASSERT(s.synced_size == s.size);
-    RILL_ASSERT(s.index_fd < 0);
-    RILL_ASSERT(s.meta_fd < 0);
+    RILL_ASSERT(!s.index_file.attached());
+    RILL_ASSERT(!s.meta_file.attached());
+    RILL_ASSERT(s.log_file.attached());
+    RILL_ASSERT(!s.log_file.unsynced(), "sealed segment {} has unsynced writes", s.base_offset.value());
     // Ordered and not overlapping (a gap is possible: recovery reports lost offsets and continues after them).
     RILL_ASSERT(s.base_offset < after.base_offset, "segments {} and {} out of order", s.base_offset.value(),
                 after.base_offset.value());

@@ -45,6 +45,7 @@
 #include "config/log_config.h"
 #include "storage/buffer_pool.h"
 #include "storage/epoch_file.h"
+#include "storage/file_cache.h"
 #include "storage/io/engine.h"
 #include "storage/record_batch.h"
 #include "storage/segment.h"
@@ -98,6 +99,10 @@ struct log_options {
   // Recovery scans every segment in full and rebuilds its index, instead of trusting sealed segments that verify
   // (for a suspicious disk, and to measure what the fast path saves).
   bool scan_all_segments = false;
+  // The open descriptors of this log's files are kept by `files` (one per shard in rilld, shared by its partitions;
+  // it outlives the log) under its limit: an idle partition holds none. Null: the log keeps a cache of its own with
+  // no limit (every file stays open while the log is, as before issue 13).
+  file_cache* files = nullptr;
   // Entries of the partition directory that belong to the log's owner, not to the log (the partition actor's
   // "offsets" directory): recovery leaves them alone and does not report them. Any other name it does not know is
   // reported as unknown (and left alone too).
@@ -310,6 +315,14 @@ class partition_log {
   // only after a write, never at creation or open: an idle partition holds no zeros.
   task<expected<void>> maybe_preallocate(segment& seg);
   task<expected<void>> persist_superblock();
+  // I/O on a segment's cached file (file_cache.h), each under a pin for its duration. Writes and truncations mark
+  // the file unsynced before they are issued; sync_file marks it synced once its fdatasync succeeded (a detached
+  // file has nothing to sync). While unsynced, the cache never closes it, so a failed fdatasync is seen here.
+  task<expected<void>> sync_file(cached_file& f);
+  // must_sync = false: a cut that need not survive a crash (an active segment's index file, which recovery
+  // rebuilds): the file stays evictable.
+  task<expected<void>> truncate_cached(cached_file& f, std::uint64_t length, bool must_sync = true);
+  task<expected<void>> write_cached(cached_file& f, std::span<const std::byte> data);  // at byte 0
   void fail_pending(const rill::error& e);
   void fence(const rill::error& e);
   void advance_commit();
@@ -362,6 +375,8 @@ class partition_log {
   task<expected<void>> delete_segment_files(segment& seg);
 
   io::engine& engine_;
+  std::unique_ptr<file_cache> own_files_;  // when options.files is null; declared before every cached_file
+  file_cache& files_;
   buffer_pool& pool_;
   const clock& clock_;
   log_reporter& reporter_;

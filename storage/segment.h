@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/strong.h"
+#include "storage/file_cache.h"
 #include "storage/meta_entry.h"
 #include "storage/segment_index.h"
 
@@ -45,9 +46,11 @@ struct segment {
   std::chrono::nanoseconds first_append_mono{-1};  // monotonic time of the first append (segment_ms rolls)
   bool sealed = false;
 
-  int log_fd = -1;
-  int index_fd = -1;
-  int meta_fd = -1;
+  // Through the shard's file_cache (file_cache.h): closed while idle, reopened by path when next used. Detached
+  // (no file) when the segment has none: a sealed segment's index and metadata, which live in memory.
+  cached_file log_file;
+  cached_file index_file;
+  cached_file meta_file;
 
   segment_index index;
 

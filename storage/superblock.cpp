@@ -14,7 +14,7 @@ namespace sf = superblock_format;
 
 namespace {
 struct copy {
-  int fd = -1;
+  bool exists = false;
   std::optional<superblock_state> state;
 };
 
@@ -31,13 +31,16 @@ task<expected<copy>> open_copy(io::engine& e, std::string path, bool create) {
   if (rc < 0) {
     co_return unexpected(io_error(static_cast<int>(rc), "open " + path));
   }
-  c.fd = static_cast<int>(rc);
+  c.exists = true;
+  const int fd = static_cast<int>(rc);
   std::array<std::byte, sf::bytes> buf{};
-  auto got = co_await read_at(e, c.fd, 0, buf, path);
+  auto got = co_await read_at(e, fd, 0, buf, path);
+  // Closed at once: the store reopens the copy through the cache when it writes it.
+  auto closed = co_await close_file(e, fd, path);
   if (!got) {
-    (void)co_await close_file(e, c.fd, path);
     co_return unexpected(std::move(got).error());
   }
+  RILL_CO_TRY_VOID(std::move(closed));
   if (*got == sf::bytes) {
     c.state = decode_superblock(buf.data());
   }
@@ -45,7 +48,8 @@ task<expected<copy>> open_copy(io::engine& e, std::string path, bool create) {
 }
 }  // namespace
 
-task<expected<superblock_store::opened>> superblock_store::open(io::engine& e, std::string dir, bool create) {
+task<expected<superblock_store::opened>> superblock_store::open(io::engine& e, file_cache& files, std::string dir,
+                                                                bool create) {
   const std::string path_a = join_path(dir, sf::name_a);
   const std::string path_b = join_path(dir, sf::name_b);
   RILL_CO_TRY(a, co_await open_copy(e, path_a, false));
@@ -53,20 +57,27 @@ task<expected<superblock_store::opened>> superblock_store::open(io::engine& e, s
   opened out;
   out.store.engine_ = &e;
   out.store.dir_ = dir;
-  const bool created_any = (a.fd < 0 || b.fd < 0) && create;
-  if (a.fd < 0 && create) {
-    RILL_CO_TRY(fd, co_await open_file(e, path_a, io::open_create, 0600));
-    a.fd = fd;
+  const bool created_any = (!a.exists || !b.exists) && create;
+  // On a failure below, what was opened is closed before the error is returned (the store goes with it).
+  expected<void> made;
+  if (a.exists) {
+    out.store.a_.attach(files, path_a, 0);
+  } else if (create) {
+    made = co_await out.store.a_.create(e, files, path_a, io::open_create, 0);
   }
-  if (b.fd < 0 && create) {
-    RILL_CO_TRY(fd, co_await open_file(e, path_b, io::open_create, 0600));
-    b.fd = fd;
+  if (made && b.exists) {
+    out.store.b_.attach(files, path_b, 0);
+  } else if (made && create) {
+    made = co_await out.store.b_.create(e, files, path_b, io::open_create, 0);
   }
-  if (created_any) {
-    RILL_CO_TRY_VOID(co_await sync_dir(e, dir));
+  if (made && created_any) {
+    made = co_await sync_dir(e, dir);
   }
-  out.store.fd_a_ = a.fd;
-  out.store.fd_b_ = b.fd;
+  if (!made) {
+    (void)co_await out.store.a_.close(e);
+    (void)co_await out.store.b_.close(e);
+    co_return unexpected(std::move(made).error());
+  }
   if (a.state && b.state) {
     out.found = true;
     out.store.state_ = a.state->sequence >= b.state->sequence ? *a.state : *b.state;
@@ -85,21 +96,28 @@ task<expected<void>> superblock_store::write(superblock_state next) {
   }
   next.sequence = state_.sequence + 1;
   const bool to_a = next.sequence % 2 == 1;
-  const int fd = to_a ? fd_a_ : fd_b_;
+  cached_file& file = to_a ? a_ : b_;
   const std::string path = join_path(dir_, to_a ? sf::name_a : sf::name_b);
-  if (fd < 0) {
+  if (!file.attached()) {
     co_return make_unexpected(errc::not_found, path + " is not open");
   }
   std::array<std::byte, sf::bytes> buf{};
   encode_superblock(next, buf.data());
-  auto w = co_await write_all(*engine_, fd, 0, buf, path);
+  auto pinned = co_await file.pin(*engine_);
+  if (!pinned) {
+    failed_ = true;  // nothing was written; but the sequence must not be reused with another copy's content
+    co_return unexpected(std::move(pinned).error());
+  }
+  file.mark_unsynced();
+  auto w = co_await write_all(*engine_, pinned->fd(), 0, buf, path);
   if (w) {
-    w = co_await datasync_file(*engine_, fd, path);
+    w = co_await datasync_file(*engine_, pinned->fd(), path);
   }
   if (!w) {
-    failed_ = true;
+    failed_ = true;  // stays unsynced: the cache keeps it open until close()
     co_return w;
   }
+  file.mark_synced();
   state_ = next;
   co_return expected<void>{};
 }
@@ -111,13 +129,13 @@ task<expected<void>> superblock_store::initialize(superblock_state s) {
 
 task<expected<void>> superblock_store::close() {
   expected<void> result;
-  for (int* fd : {&fd_a_, &fd_b_}) {
-    if (*fd >= 0) {
-      auto c = co_await close_file(*engine_, *fd, dir_ + "/superblock");
-      if (!c && result) {
-        result = std::move(c);
-      }
-      *fd = -1;
+  if (engine_ == nullptr) {
+    co_return result;  // never opened
+  }
+  for (cached_file* f : {&a_, &b_}) {
+    auto c = co_await f->close(*engine_);
+    if (!c && result) {
+      result = std::move(c);
     }
   }
   co_return result;

@@ -6,6 +6,9 @@
 //   being overwritten; a crash mid-write leaves the previous state readable.
 // - write() returns only after the copy is fdatasynced; the in-memory state changes only on success.
 // - Sequences only grow. A failed write leaves the store unusable for writes (the partition fences itself).
+// - Both copies are cached files (file_cache.h): closed while the partition is idle, reopened for the next write.
+//   A copy is unsynced only between a write and its fdatasync; one whose write or sync failed stays open (and the
+//   store failed) until close().
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,6 +16,7 @@
 #include "base/expected.h"
 #include "base/strong.h"
 #include "base/task.h"
+#include "storage/file_cache.h"
 #include "storage/io/engine.h"
 
 namespace rill::storage {
@@ -41,7 +45,9 @@ class superblock_store {
   struct opened;
   // Opens (creating them if `create` and both are missing) the two copies in `dir` and picks the newest valid one.
   // `found` is false when no valid copy existed (fresh partition, or both copies damaged: the caller decides).
-  static task<expected<opened>> open(io::engine& e, std::string dir, bool create);
+  // The copies' descriptors are kept by `files`, which outlives the store. While open() reads the copies it holds
+  // up to one descriptor of its own at a time, outside the cache's count.
+  static task<expected<opened>> open(io::engine& e, file_cache& files, std::string dir, bool create);
 
   [[nodiscard]] const superblock_state& current() const noexcept { return state_; }
   // Persists `next` (its sequence is assigned here) to the older copy and fdatasyncs it.
@@ -53,8 +59,8 @@ class superblock_store {
  private:
   io::engine* engine_ = nullptr;
   std::string dir_;
-  int fd_a_ = -1;
-  int fd_b_ = -1;
+  cached_file a_;
+  cached_file b_;
   superblock_state state_;
   bool failed_ = false;
 };

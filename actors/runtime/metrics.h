@@ -175,6 +175,8 @@ struct shard_sample {
   std::uint64_t timers_fired = 0;
   std::uint64_t sleeps = 0;
   std::uint64_t wakes_sent = 0;
+  std::uint64_t open_files = 0;           // storage descriptors the shard's file cache holds
+  std::uint64_t open_file_evictions = 0;  // closed by it to make room
 };
 
 struct process_sample {

@@ -525,6 +525,17 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
       out += fmt::format("{}{{shard=\"{}\"}} {}\n", f.name, s.index, f.value(s));
     }
   }
+  // Storage descriptors (storage/file_cache.h): each shard's cache of open segment and superblock files.
+  family(out, "rill_storage_open_files", "gauge",
+         "Storage file descriptors the shard holds open (segments, superblocks), under limits.open_files_max.");
+  for (const auto& s : shards) {
+    out += fmt::format("rill_storage_open_files{{shard=\"{}\"}} {}\n", s.index, s.open_files);
+  }
+  family(out, "rill_storage_open_file_evictions_total", "counter",
+         "Idle storage files the shard closed to stay under limits.open_files_max (reopened when next used).");
+  for (const auto& s : shards) {
+    out += fmt::format("rill_storage_open_file_evictions_total{{shard=\"{}\"}} {}\n", s.index, s.open_file_evictions);
+  }
   family(out, "rill_process_uptime_seconds", "gauge", "Time since rilld started.");
   out += fmt::format("rill_process_uptime_seconds {}\n", static_cast<double>(process.uptime_ms) / 1000.0);
   family(out, "rill_process_resident_memory_bytes", "gauge", "Resident memory of rilld.");

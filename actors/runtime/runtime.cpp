@@ -1,5 +1,7 @@
 #include "actors/runtime/runtime.h"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "actors/runtime/shard_policy.hpp"
@@ -12,6 +14,15 @@ shard_set*& pending_shard_set() noexcept {
   return set;
 }
 
+namespace {
+std::uint64_t open_files_per_shard(const runtime_options& o) {
+  if (o.open_files_max == 0) {
+    return storage::file_cache::files_unlimited;
+  }
+  return std::max<std::uint64_t>(1, o.open_files_max / o.cpus.size());
+}
+}  // namespace
+
 struct runtime::impl {
   shard_set shards;
   caf::actor_system_config config;
@@ -21,7 +32,7 @@ struct runtime::impl {
 runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
   RILL_ASSERT(!options.cpus.empty(), "a runtime needs at least one shard");
   for (std::size_t i = 0; i < options.cpus.size(); ++i) {
-    impl_->shards.shards.push_back(std::make_unique<shard>(i, options.cpus[i]));
+    impl_->shards.shards.push_back(std::make_unique<shard>(i, options.cpus[i], open_files_per_shard(options)));
   }
   impl_->shards.pin = options.pin;
   impl_->config.set("scheduler.max-threads", options.cpus.size());

@@ -19,6 +19,9 @@ struct runtime_options {
   std::vector<config::cpu_info> cpus;  // one shard per entry, in order
   bool pin = true;                     // bind each shard thread to its CPU and memory node
   std::size_t max_throughput = 64;     // messages per actor run before the shard checks I/O and other actors
+  // limits.open_files_max: storage descriptors of every shard together; each shard keeps an equal share (at least
+  // one). 0: no limit.
+  std::uint64_t open_files_max = 0;
 };
 
 class runtime {

@@ -55,6 +55,7 @@ void shard::start_on_this_thread(bool pin) {
   auto e = storage::io::uring_engine::create(256);
   RILL_ASSERT(e.has_value(), "shard {}: io_uring: {}", index_, e ? std::string() : e.error().message());
   engine_ = std::move(*e);
+  files_.set_reclaim_engine(engine_.get());  // closes what a burst of opens left over the limit
   set_current_shard(this);
 }
 

@@ -132,6 +132,8 @@ struct shard_policy : caf::policy::unprofiled {
       s.stats().in_flight.store(s.ring().in_flight(), std::memory_order_relaxed);
       s.stats().pool_cached_bytes.store(s.pool().cached_bytes(), std::memory_order_relaxed);
       s.stats().pool_outstanding.store(s.pool().outstanding(), std::memory_order_relaxed);
+      s.stats().open_files.store(s.files().open_count(), std::memory_order_relaxed);
+      s.stats().open_file_evictions.store(s.files().stats().evictions, std::memory_order_relaxed);
       if (caf::resumable* job = try_pop(self)) {
         s.stats().jobs_run.fetch_add(1, std::memory_order_relaxed);
         return job;

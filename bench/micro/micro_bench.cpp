@@ -8,11 +8,17 @@
 //   frame_decode      next_frame_size + parse_request + parsing the protobuf header
 //   metrics_render    render_prometheus of a node of N partitions, one series each or aggregated (synthetic
 //                     samples: tests/actors/synthetic_samples.h); the counter page_bytes is the /metrics page's size
+//   segment_read      a 1-batch read of a sealed segment through the io_uring engine, on a real file in $TMPDIR
+//                     (page cache warm): cold=1 has the shard's file cache close the file first, so the read pays
+//                     the reopen (storage/file_cache.h), cold=0 finds it open
 // Run: build/bench/rill-micro [--benchmark_filter=REGEX]. Figures are per operation; bytes_per_second counts the
 // batch or frame bytes.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,6 +27,10 @@
 #include "net/frame.h"
 #include "net/proto/rill.pb.h"
 #include "storage/crc32c.h"
+#include "storage/file_cache.h"
+#include "storage/io/run.h"
+#include "storage/io/uring_engine.h"
+#include "storage/partition_log.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
 #include "storage/segment_index.h"
@@ -204,5 +214,52 @@ BENCHMARK(metrics_render)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+void segment_read(benchmark::State& state) {
+  const bool cold = state.range(0) != 0;
+  auto ring = io::uring_engine::create();
+  if (!ring) {
+    state.SkipWithError(ring.error().message().c_str());
+    return;
+  }
+  io::engine& e = **ring;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/rill-micro-" + std::to_string(::getpid());
+  system_clock_source clk;
+  buffer_pool pool;
+  collecting_reporter reporter;
+  file_cache files(16);
+  log_options options;
+  options.files = &files;
+  options.config.segment_bytes = 1024 * 1024;
+  options.config.preallocate_bytes = 0;
+  auto opened = io::run_task(e, partition_log::open(e, pool, clk, reporter, dir, options));
+  if (!opened || !*opened) {
+    state.SkipWithError("cannot open a partition log in $TMPDIR");
+    return;
+  }
+  auto log = std::move(**opened);
+  for (int i = 0; i < 80; ++i) {  // ~1.6 MiB: the first segment is sealed
+    (void)io::run_task(e, log->append(producer_batch(20, 1000)));
+  }
+  read_request req;
+  req.offset = offset_t(100);
+  req.max_bytes = 1;
+  for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      (void)io::run_task(e, files.evict_all(e));
+      state.ResumeTiming();
+    }
+    auto r = io::run_task(e, log->read(req));
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["opens"] =
+      benchmark::Counter(static_cast<double>(files.stats().opens), benchmark::Counter::kAvgIterations);
+  (void)io::run_task(e, log->close());
+  log.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(segment_read)->ArgName("cold")->Arg(0)->Arg(1)->UseRealTime();
 
 BENCHMARK_MAIN();

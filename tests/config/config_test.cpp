@@ -227,7 +227,7 @@ BOOST_AUTO_TEST_CASE(this_machine_topology_is_detected) {
 
 BOOST_AUTO_TEST_CASE(limits_keys_are_ranged_and_the_descriptor_budget_names_its_keys) {
   config_builder b;
-  RILL_REQUIRE_OK(b.load_toml("[limits]\npartitions_max = 2000\nstreams_max = 5\n", "file"));
+  RILL_REQUIRE_OK(b.load_toml("[limits]\npartitions_max = 2000\nstreams_max = 5\nopen_files_max = 3000\n", "file"));
   auto c = b.build();
   RILL_REQUIRE_OK(c);
   BOOST_TEST(c->limits.partitions_max == 2000u);
@@ -237,16 +237,21 @@ BOOST_AUTO_TEST_CASE(limits_keys_are_ranged_and_the_descriptor_budget_names_its_
   BOOST_REQUIRE(!too_many.has_value());
   BOOST_TEST(too_many.error().detail().find("[1, 4096]") != std::string::npos, too_many.error().detail());
   BOOST_TEST(!b.set("limits.partitions_per_topic_max", "0", "--set").has_value());
+  BOOST_TEST(c->limits.open_files_max == 3000u);
+  auto too_few = b.set("limits.open_files_max", "15", "--set");
+  BOOST_REQUIRE(!too_few.has_value());
+  BOOST_TEST(too_few.error().detail().find("limits.open_files_max") != std::string::npos, too_few.error().detail());
+  BOOST_TEST(too_few.error().detail().find("[16, 10000000]") != std::string::npos, too_few.error().detail());
 
-  // 10,000 connections + 2,000 partitions x 4 + the reserve.
-  const std::uint64_t needed = 10'000 + 2'000 * partition_descriptors + descriptors_reserved;
+  // 10,000 connections + 3,000 storage files (whatever the partitions: idle ones hold none) + the reserve.
+  const std::uint64_t needed = 10'000 + 3'000 + descriptors_reserved;
   BOOST_TEST(descriptors_needed(*c) == needed);
   RILL_REQUIRE_OK(check_descriptor_budget(*c, needed));
   auto refused = check_descriptor_budget(*c, needed - 1);
   BOOST_REQUIRE(!refused.has_value());
   const std::string why = refused.error().detail();
   BOOST_TEST(why.find("network.connections_max = 10000") != std::string::npos, why);
-  BOOST_TEST(why.find("limits.partitions_max = 2000") != std::string::npos, why);
+  BOOST_TEST(why.find("limits.open_files_max = 3000") != std::string::npos, why);
   BOOST_TEST(why.find(std::to_string(needed - 1)) != std::string::npos, why);
   // Raising the soft limit to the hard one.
   auto raised = raise_descriptor_limit();

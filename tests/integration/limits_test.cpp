@@ -50,6 +50,17 @@ std::size_t open_descriptors(pid_t pid) {
   }
   return n;
 }
+
+// The descriptors of `pid` once they are at most `bound` (partitions still opening, files still being closed), or
+// what it holds at the deadline.
+std::size_t descriptors_settled_at_most(pid_t pid, std::size_t bound) {
+  std::size_t n = open_descriptors(pid);
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       n > bound && std::chrono::steady_clock::now() < deadline; n = open_descriptors(pid)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return n;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(limits_suite)
@@ -115,13 +126,72 @@ BOOST_AUTO_TEST_CASE(limits_are_configured_and_named_in_refusals) {
 // rilld raises its soft descriptor limit and refuses limits that cannot fit it, naming the keys and the budget.
 BOOST_AUTO_TEST_CASE(limits_beyond_the_descriptor_limit_stop_startup) {
   temp_data_dir dir;
-  rilld_process bad(dir.path() + "/d", {"--set", "limits.partitions_max=1000000"});
+  rilld_process bad(dir.path() + "/d", {"--set", "limits.open_files_max=10000000"});
   BOOST_TEST(!bad.start().has_value());
-  BOOST_TEST(bad.log().find("limits.partitions_max = 1000000") != std::string::npos, bad.log());
+  BOOST_TEST(bad.log().find("limits.open_files_max = 10000000") != std::string::npos, bad.log());
   BOOST_TEST(bad.log().find("network.connections_max") != std::string::npos);
   rilld_process good(dir.path() + "/e");
   BOOST_REQUIRE(good.start().has_value());
   BOOST_TEST(good.log().find("rilld: descriptors: soft limit") != std::string::npos, good.log());
+}
+
+// Issue 13: a partition that is neither written nor read holds no descriptor. 2,000 partitions (each with two
+// superblock copies and a segment's .log and .index: 8,000 files) under limits.open_files_max = 200: once their
+// opens have settled the server holds at most that many more descriptors than it did with none, and still serves a
+// produce and a poll on every partition, in turn, and after a restart.
+BOOST_AUTO_TEST_CASE(two_thousand_idle_partitions_hold_fewer_descriptors_than_the_limit) {
+  const std::uint64_t files_max = 200;
+  const std::uint32_t partitions = 2'000;
+  limits_server s({"--set", "limits.open_files_max=" + std::to_string(files_max), "--set",
+                   "limits.partitions_per_topic_max=2000", "--set", "limits.partitions_max=2000"});
+  RILL_REQUIRE_OK(s.cli->create_stream("s"));
+  const std::size_t fds_before = open_descriptors(s.proc.pid());
+  proto::TopicConfig many;
+  many.set_partitions(partitions);
+  RILL_REQUIRE_OK(s.cli->create_topic(by_name("s"), "many", many));
+  RILL_REQUIRE_OK(s.cli->ping());
+  const std::size_t bound = fds_before + files_max;
+  const std::size_t fds_created = descriptors_settled_at_most(s.proc.pid(), bound);
+  BOOST_TEST_MESSAGE("descriptors: " << fds_before << " before, " << fds_created << " with " << partitions
+                                     << " partitions");
+  BOOST_TEST(fds_created <= bound);
+  // Every partition takes a produce and gives it back to a poll, in turn.
+  for (std::uint32_t p = 0; p < partitions; ++p) {
+    auto produced = s.cli->produce(by_name("s"), by_name("many"), p, one_batch("v" + std::to_string(p)));
+    BOOST_REQUIRE_MESSAGE(produced.has_value(),
+                          "partition " << p << ": " << (produced ? std::string() : produced.error().message()));
+  }
+  auto poll_first = [&](std::uint32_t p) {
+    proto::PollRequest req;
+    *req.mutable_stream() = by_name("s");
+    *req.mutable_topic() = by_name("many");
+    req.set_partition_id(p);
+    req.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
+    auto polled = s.cli->poll(req);
+    BOOST_REQUIRE_MESSAGE(polled.has_value(),
+                          "partition " << p << ": " << (polled ? std::string() : polled.error().message()));
+    return std::move(*polled);
+  };
+  for (std::uint32_t p = 0; p < partitions; ++p) {
+    const auto polled = poll_first(p);
+    BOOST_REQUIRE_MESSAGE(!polled.batches.empty(), "partition " << p);
+    BOOST_TEST(polled.header.high_watermark() == 1u);
+  }
+  const std::size_t fds_served = descriptors_settled_at_most(s.proc.pid(), bound);
+  BOOST_TEST_MESSAGE("descriptors after a produce and a poll on each: " << fds_served);
+  BOOST_TEST(fds_served <= bound);
+  // Recovery of all of them goes through the caches too; each is polled again (its files reopened) after it.
+  s.restart();
+  for (std::uint32_t p = 0; p < partitions; ++p) {
+    const auto polled = poll_first(p);
+    BOOST_REQUIRE_MESSAGE(!polled.batches.empty(), "partition " << p << " after the restart");
+    BOOST_TEST(polled.header.high_watermark() == 1u);
+  }
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("many"), partitions - 1, one_batch("after")));
+  BOOST_TEST(poll_first(partitions - 1).header.high_watermark() == 2u);
+  const std::size_t fds_restarted = descriptors_settled_at_most(s.proc.pid(), bound);
+  BOOST_TEST_MESSAGE("descriptors after a restart and a poll on each: " << fds_restarted);
+  BOOST_TEST(fds_restarted <= bound);
 }
 
 // Issue 13 point 10: a reused id starts empty. The next topic id of a new stream is 0; what a deleted topic 0 left

@@ -253,6 +253,14 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   BOOST_TEST(value_of(all, "rill_actor_mailbox_depth", partition) == 0);
   BOOST_TEST(value_of(all, "rill_actor_busy_seconds_total", partition) > 0);
   BOOST_TEST(value_of(all, "rill_connections", {}) == 1);
+  // Storage descriptors (storage/file_cache.h): the shards' caches hold the partition's files, under the limit.
+  double open_files = 0;
+  for (const auto& smp : all) {
+    open_files += smp.name == "rill_storage_open_files" ? smp.value : 0;
+  }
+  BOOST_TEST(open_files >= 1);
+  BOOST_TEST(open_files <= 4000);
+  BOOST_TEST(value_of(all, "rill_storage_open_file_evictions_total", {{"shard", "0"}}) >= 0);
   BOOST_TEST(value_of(all, "rill_process_resident_memory_bytes", {}) > 1e6);
   BOOST_TEST(value_of(all, "rill_process_open_fds", {}) > 3);
   BOOST_TEST(value_of(all, "rill_shard_jobs_total", {{"shard", "0"}}) > 0);
