@@ -193,6 +193,27 @@ net::http_response debug_stall(const std::string& query, const routing& routes, 
   return net::http_response{200, "text/plain; charset=utf-8", "stalled\n"};
 }
 
+// POST /debug/fail-syncs?stream=S&topic=T&partition=P&n=N: the partition's next N fdatasyncs report EIO.
+net::http_response debug_fail_syncs(const std::string& query, const routing& routes) {
+  const std::string usage = "usage: POST /debug/fail-syncs?stream=S&topic=T&partition=P&n=N (ids, 1 <= N <= 1000)\n";
+  auto parsed = debug_args(query, usage);
+  if (auto* refused = std::get_if<net::http_response>(&parsed)) {
+    return std::move(*refused);
+  }
+  auto& args = std::get<std::map<std::string, std::uint64_t>>(parsed);
+  if (!args.contains("n") || args["n"] < 1 || args["n"] > 1000) {
+    return net::http_response{400, "text/plain; charset=utf-8", usage};
+  }
+  auto actor =
+      routes.current()->partition(static_cast<std::uint32_t>(args["stream"]), static_cast<std::uint32_t>(args["topic"]),
+                                  static_cast<std::uint32_t>(args["partition"]));
+  if (!actor) {
+    return net::http_response{404, "text/plain; charset=utf-8", "no such partition\n"};
+  }
+  caf::anon_send(actor, fail_syncs_atom::value, static_cast<std::uint32_t>(args["n"]));
+  return net::http_response{200, "text/plain; charset=utf-8", "the next syncs fail\n"};
+}
+
 net::http_response monitoring(const std::string& method, const std::string& target, runtime& rt,
                               std::chrono::steady_clock::time_point started,
                               const std::atomic<std::uint32_t>& connections, const routing& routes,
@@ -203,8 +224,11 @@ net::http_response monitoring(const std::string& method, const std::string& targ
       return debug_stall(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes,
                          path == "/debug/stall");
     }
+    if (failure_injection && path == "/debug/fail-syncs") {
+      return debug_fail_syncs(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes);
+    }
     return net::http_response{405, "text/plain; charset=utf-8",
-                              failure_injection ? "POST serves /debug/stall and /debug/unstall only\n"
+                              failure_injection ? "POST serves /debug/stall, /debug/unstall and /debug/fail-syncs only\n"
                                                 : "POST serves nothing (debug.failure_injection is off)\n"};
   }
   if (path == "/healthz") {

@@ -10,9 +10,11 @@
 // - Waiters wait for non-decreasing versions and run in that order, each exactly once.
 // - Once fenced, nothing more is written and every waiter, queued or new, runs with the fence's error.
 // - A refused write (the disk was full: the file kept its old content) fails the waiters it would have satisfied
-//   and fences nothing; no write starts again until the state changes once more (no retry loop on a full disk).
-//   Those changes stay in the state and become durable with the next write that works: a refused reply means
-//   "maybe applied", as a timeout does.
+//   and fences nothing. A write starts again only for someone waiting (a new waiter, or one that waits for a change
+//   made during the refused write), so a full disk costs one write attempt per request, never a retry loop, and a
+//   group whose writes were refused works again with the first request once there is room. The refused changes
+//   stay in the state and become durable with the next write that works: a refused reply means "maybe applied",
+//   as a timeout does.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -45,7 +47,7 @@ class durable_versions {
   // The version to write now, or nullopt: a write is in flight, nothing changed since the last, or fenced. The
   // write is in flight from here until write_done().
   std::optional<std::uint64_t> start_write() noexcept {
-    if (writing_ || fence_ || durable_ >= version_ || refused_ == version_) {
+    if (writing_ || fence_ || durable_ >= version_ || (refused_ == version_ && waiting_.empty())) {
       return std::nullopt;
     }
     writing_ = true;

@@ -119,6 +119,7 @@ void group_actor::persist() {
                       fmt::format("group {}: the disk is full, its state was not written: {}", id_.name,
                                   r.error().message()));
                   versions_.write_refused(written, r.error());
+                  persist();  // only for a waiter that wants a change made meanwhile: one attempt, no loop
                   maybe_quit();
                   return;
                 }

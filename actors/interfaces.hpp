@@ -35,7 +35,9 @@ using partition_actor_hdl = caf::typed_actor<
     // Failure injection (debug.failure_injection): handles nothing else for the given milliseconds. No reply.
     caf::reacts_to<stall_atom, std::uint32_t>,
     // Failure injection: ends the stall now, if there is one (what waited is then handled in order). No reply.
-    caf::reacts_to<unstall_atom>>;
+    caf::reacts_to<unstall_atom>,
+    // Failure injection: the log's next N fdatasyncs report EIO (the partition fences, then recovers). No reply.
+    caf::reacts_to<fail_syncs_atom, std::uint32_t>>;
 
 // A poll by a group member: the group checks the member, resolves NEXT to the group's offset, asks the partition
 // and checks ownership again when the data comes back.

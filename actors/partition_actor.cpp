@@ -62,9 +62,75 @@ void partition_actor::answer_recovering(waiter_id id) {
   answered.promise.deliver(poll_reply{refusal(), nullptr});
 }
 
+void partition_actor::watch_log() {
+  // Parked long polls look again whenever more becomes visible (after a produce's sync, or a periodic one); a fence
+  // (from a produce, or from a sync nobody waits for) schedules the recovery.
+  state_->log().on_committed([this] { after_append(); });
+  state_->log().on_fenced([this] { publish_gauges(); });
+}
+
+void partition_actor::install(std::unique_ptr<partition_state> state) {
+  state_ = std::move(state);
+  open_error_.reset();
+  state_->set_consumers_max(services_->consumers_per_partition_max);
+  watch_log();
+  publish_gauges();
+  schedule_tick();
+  schedule_retention();
+}
+
+void partition_actor::recovery_done() {
+  --operations_;
+  recovery_running_ = false;
+  recovering_ = false;
+  if (finish_deferred_) {
+    auto [rp, destroy] = *finish_deferred_;
+    finish_deferred_.reset();
+    run_finish(rp, destroy);
+  }
+}
+
+void partition_actor::reopen() {
+  // The partition could not open (its files could not be created or recovered: a full disk, a failing device): try
+  // again, backing off like a recovery.
+  recovery_running_ = true;
+  ++operations_;
+  rill::spawn(
+      partition_state::open(*io_, current_shard()->pool(), *services_->clk, *services_->reporter, id_.dir, options_),
+      [this](expected<std::unique_ptr<partition_state>> r) {
+        if (r) {
+          if (closing_) {
+            state_ = std::move(*r);  // the deferred close closes it
+          } else {
+            install(std::move(*r));
+            services_->reporter->notice(fmt::format("partition {}: opened", id_.dir));
+          }
+        } else {
+          open_error_ = r.error();
+          services_->reporter->notice(fmt::format("partition {}: cannot open (next try in {} ms): {}", id_.dir,
+                                                  recovery_delay_.count(), r.error().message()));
+          recovery_delay_ = std::min(recovery_delay_ * 2, recovery_delay_max);
+        }
+        const bool closing = closing_;
+        recovery_done();
+        if (!closing && !state_) {
+          schedule_recovery();
+        }
+      });
+}
+
 void partition_actor::recover() {
   recovery_scheduled_ = false;
-  if (!state_ || closing_ || !state_->fencing()) {
+  if (closing_ || recovery_running_) {
+    return;
+  }
+  if (!state_) {
+    if (open_error_) {
+      reopen();
+    }
+    return;
+  }
+  if (!state_->fencing()) {
     return;
   }
   if (operations_ > 0) {
@@ -80,20 +146,22 @@ void partition_actor::recover() {
   for (auto id : polls_.woken(offset_t(INT64_MAX))) {
     answer_recovering(id);  // parked polls: the log they wait on closes; their clients retry
   }
+  recovery_running_ = true;
   ++operations_;
   rill::spawn(state_->recover_log(), [this](expected<void> r) {
-    --operations_;
-    recovering_ = false;
     if (r) {
-      recovery_delay_ = recovery_delay_min;
-      state_->log().on_committed([this] { after_append(); });
+      watch_log();
     } else {
       services_->reporter->notice(fmt::format("partition {}: recovery from a storage failure failed (next try in {} "
                                               "ms): {}",
                                               id_.dir, recovery_delay_.count(), r.error().message()));
-      recovery_delay_ = std::min(recovery_delay_ * 2, recovery_delay_max);
     }
-    if (closing_) {
+    // The delay grows with every recovery, and falls back only once a produce succeeds: a disk that fences the
+    // partition again at once (delayed allocation on a full disk) is not recovered in a tight loop.
+    recovery_delay_ = std::min(recovery_delay_ * 2, recovery_delay_max);
+    const bool closing = closing_;
+    recovery_done();
+    if (closing) {
       return;
     }
     publish_gauges();  // schedules the next try while still fenced
@@ -119,15 +187,11 @@ partition_actor::behavior_type partition_actor::make_behavior() {
 void partition_actor::opened(expected<std::unique_ptr<partition_state>> r) {
   if (!r) {
     open_error_ = r.error();
-    services_->reporter->notice(fmt::format("partition {}: cannot open: {}", id_.dir, r.error().message()));
+    services_->reporter->notice(fmt::format("partition {}: cannot open (next try in {} ms): {}", id_.dir,
+                                            recovery_delay_.count(), r.error().message()));
+    schedule_recovery();
   } else {
-    state_ = std::move(*r);
-    state_->set_consumers_max(services_->consumers_per_partition_max);
-    // Parked long polls look again whenever more becomes visible (after a produce's sync, or a periodic one).
-    state_->log().on_committed([this] { after_append(); });
-    publish_gauges();
-    schedule_tick();
-    schedule_retention();
+    install(std::move(*r));
   }
   set_default_handler(caf::print_and_drop);
   become(serving());
@@ -235,6 +299,17 @@ caf::result<outcome> partition_actor::finish(bool destroy) {
     w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
   }
   polls_.check_invariants();
+  if (recovery_running_) {
+    // A recovery or reopen is inside the partition's files: the close waits for it (recovery_done runs it).
+    RILL_ASSERT(!finish_deferred_, "partition {}: a second close while one waits", id_.dir);
+    finish_deferred_.emplace(rp, destroy);
+    return rp;
+  }
+  run_finish(rp, destroy);
+  return rp;
+}
+
+void partition_actor::run_finish(caf::typed_response_promise<outcome> rp, bool destroy) {
   ++operations_;
   auto job = [](partition_actor* self, bool remove) -> task<expected<void>> {
     if (self->state_) {
@@ -252,7 +327,6 @@ caf::result<outcome> partition_actor::finish(bool destroy) {
     rp.deliver(r ? outcome{} : outcome::of(r.error()));
     quit();
   });
-  return rp;
 }
 
 partition_actor::behavior_type partition_actor::serving() {
@@ -270,6 +344,8 @@ partition_actor::behavior_type partition_actor::serving() {
           published_->produce.record(std::chrono::steady_clock::now() - arrived);
           if (!r) {
             bump(published_->produce_errors);
+          } else {
+            recovery_delay_ = recovery_delay_min;  // the partition works: a later fence is recovered quickly again
           }
           rp.deliver(r ? produce_reply{outcome{}, std::move(r->base_offsets), r->timestamp.value()}
                        : produce_reply{outcome::of(r.error()), {}, -1});
@@ -371,6 +447,11 @@ partition_actor::behavior_type partition_actor::serving() {
                                            }}});
       },
       [this](recover_atom) { recover(); },
+      [this](fail_syncs_atom, std::uint32_t n) {
+        if (state_) {
+          state_->log().inject_sync_failures(n);
+        }
+      },
       [](unstall_atom) {
         // Nothing is stalled: nothing to end.
       },

@@ -88,8 +88,16 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   // recovery_delay_min and then backing off to recovery_delay_max while the cause (a full disk, a failing device)
   // is still there. While it runs, produces, polls and offset stores are refused as unavailable (retriable).
   void schedule_recovery();
+  // A recover_atom: a fenced log is recovered, a partition that could not open is opened again.
   void recover();
+  void reopen();
   void answer_recovering(waiter_id id);
+  // The open state becomes the actor's (callbacks, gauges, timers), after the first open or a reopen.
+  void install(std::unique_ptr<partition_state> state);
+  void watch_log();
+  // A recovery or reopen ended: a close that arrived meanwhile runs now.
+  void recovery_done();
+  void run_finish(caf::typed_response_promise<outcome> rp, bool destroy);
   // Closes the log (and removes its directory when `destroy`), answering parked polls first; then quits.
   caf::result<outcome> finish(bool destroy);
   // Why a produce or poll is refused: the log did not open, or it is closing.
@@ -111,7 +119,9 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   static constexpr std::chrono::milliseconds recovery_delay_max{10'000};
   std::chrono::milliseconds recovery_delay_ = recovery_delay_min;
   bool recovery_scheduled_ = false;
-  bool recovering_ = false;
+  bool recovering_ = false;        // requests are refused: a recovery waits for the log to be idle, or runs
+  bool recovery_running_ = false;  // recover_log() or a reopen is in flight
+  std::optional<std::pair<caf::typed_response_promise<outcome>, bool>> finish_deferred_;  // a close (destroy?) waiting for it
   std::uint64_t stalls_ = 0;  // stalls begun: a timer's unstall ends only the stall it was set for
 };
 

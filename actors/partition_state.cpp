@@ -461,7 +461,7 @@ std::optional<rill::error> partition_state::fencing() const {
 }
 
 task<expected<void>> partition_state::recover_log() {
-  RILL_ASSERT(log_->fenced(), "recover_log() of {}, which is not fenced", dir_);
+  RILL_ASSERT(fencing_ || log_->fenced(), "recover_log() of {}, which is not fenced", dir_);
   if (!fencing_) {
     fencing_ = *log_->fencing_error();
   }
@@ -475,11 +475,14 @@ task<expected<void>> partition_state::recover_log() {
   RILL_ASSERT(log->log_end() <= std::max(trusted, log->log_start()),
               "{}: recovery kept offsets up to {} above the trusted end {}", dir_, log->log_end().value(),
               trusted.value());
-  // The new log keeps the old one's commit callback: the caller installs it again.
+  // The new log has no callbacks: the caller installs them again.
   log_ = std::move(log);
   written_.clear();
   accepted_.clear();
-  RILL_CO_TRY_VOID(co_await rebuild_producers());
+  if (auto rebuilt = co_await rebuild_producers(); !rebuilt) {
+    (void)co_await log_->close();  // closed and still fenced (fencing_), as after a failed reopen: try again later
+    co_return unexpected(std::move(rebuilt).error());
+  }
   reporter_.notice(fmt::format("{}: recovered from a storage failure ({}); the log ends at {} (it had reached {}; "
                                "nothing above the synced end was kept)",
                                dir_, fencing_->message(), log_->log_end().value(), end_before.value()));

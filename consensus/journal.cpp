@@ -78,7 +78,11 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
   if (current == 0 && create) {
     // Sized and reserved whole at creation (never sparse), so a full disk never fails a journal write or its sync.
     RILL_CO_TRY_VOID(co_await storage::truncate_file(e, fd, size, path));
-    RILL_CO_TRY_VOID(co_await storage::reserve_file(e, fd, 0, size, path));
+    RILL_CO_TRY(reserved, co_await storage::reserve_file(e, fd, 0, size, path));
+    if (!reserved) {
+      // No fallocate here: the new file is all zeros, so writing them is the reservation.
+      RILL_CO_TRY_VOID(co_await storage::write_zeros(e, fd, 0, size, path));
+    }
     RILL_CO_TRY_VOID(co_await storage::datasync_file(e, fd, path));
     RILL_CO_TRY_VOID(co_await storage::sync_dir(e, dir));
     co_return j;  // all zero: nothing to recover
@@ -87,8 +91,8 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
     co_return make_unexpected(errc::invalid_argument, fmt::format("{} is {} bytes; {} slots of {} bytes need {}", path,
                                                                   current, o.slot_count, o.message_size_max, size));
   }
-  // A journal created sparse (by a build before the reservation) gets its blocks now; with the disk full it stays
-  // sparse (as it was) and is reserved at a later open: not a reason to refuse the start.
+  // A journal created sparse (by a build before the reservation) gets its blocks now; with the disk full, or no
+  // fallocate, it stays as it was (never zero-filled: it holds data): not a reason to refuse the start.
   (void)co_await storage::reserve_file(e, fd, 0, size, path);
   // The header ring, whole.
   std::vector<std::byte> headers(o.slot_count * header::encoded_size);

@@ -40,8 +40,9 @@ task<void> snapshot_file::reserve(std::uint64_t bytes) {
     co_return;
   }
   for (std::uint8_t slot = 0; slot <= 1; ++slot) {
-    if (!co_await storage::reserve_file(*engine_, fd_, slot * bytes_max_, bytes, path_)) {
-      co_return;  // the disk is full: what was reserved before stays reserved
+    auto r = co_await storage::reserve_file(*engine_, fd_, slot * bytes_max_, bytes, path_);
+    if (!r || !*r) {
+      co_return;  // the disk is full, or no fallocate: what was reserved before stays (never zeros over a checkpoint)
     }
   }
   reserved_ = bytes;

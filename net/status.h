@@ -51,7 +51,8 @@ enum class status : std::uint16_t {
   // The server.
   storage_error = 200,     // an I/O error (the message has the file and errno)
   partition_fenced = 201,  // a storage failure fences the partition: writes fail until it recovers (by itself)
-  disk_full = 202,         // the disk is full: nothing of the request was written; retry once space is freed
+  disk_full = 202,         // the disk is full: the request was not written (a consumer group's change may stay
+                           // applied in memory and be written later); retry once space is freed
   internal_error = 255,
 };
 

@@ -576,7 +576,9 @@ void sim_disk::crash_file(node& f) {
   if (f.unsynced.empty()) {
     return;
   }
-  // Back to the durable content...
+  // Allocation survives the crash (fallocate's reservations, blocks of what was written): the content goes back
+  // below, the blocks are put back after it.
+  const std::vector<std::uint8_t> blocks = f.blocks;
   for (auto it = f.unsynced.rbegin(); it != f.unsynced.rend(); ++it) {
     const auto& c = *it;
     const std::uint64_t need = c.offset + c.old_bytes.size();
@@ -617,6 +619,16 @@ void sim_disk::crash_file(node& f) {
     }
   }
   f.unsynced.clear();
+  std::uint64_t before = 0;
+  for (auto b : f.blocks) {
+    before += b == node::allocated ? 1 : 0;
+  }
+  std::uint64_t after = 0;
+  for (auto b : blocks) {
+    after += b == node::allocated ? 1 : 0;
+  }
+  f.blocks = blocks;
+  used_bytes_ = used_bytes_ - before * block_bytes + after * block_bytes;
 }
 
 void sim_disk::crash_dir(node& dir) {

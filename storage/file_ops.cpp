@@ -326,7 +326,7 @@ task<expected<void>> remove_tree(io::engine& e, std::string path, std::uint64_t 
   co_return co_await sync_dir(e, parent_path(path));
 }
 
-task<expected<void>> reserve_file(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path) {
+task<expected<bool>> reserve_file(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path) {
   RILL_ASSERT(length > 0);
   io::awaitable r(e);
   r.op = io::opcode::reserve;
@@ -334,14 +334,14 @@ task<expected<void>> reserve_file(io::engine& e, int fd, std::uint64_t offset, s
   r.offset = offset;
   r.length = length;
   const std::int64_t rc = co_await r;
-  if (rc == -EOPNOTSUPP) {
-    co_return co_await write_zeros(e, fd, offset, length, path);
+  if (rc == -EOPNOTSUPP || rc == -EINVAL) {
+    co_return false;
   }
   if (rc < 0) {
     co_return unexpected(io_error(static_cast<int>(rc), "reserve " + std::to_string(length) + " bytes at byte " +
                                                             std::to_string(offset) + " of " + path));
   }
-  co_return expected<void>{};
+  co_return true;
 }
 
 task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path) {

@@ -45,10 +45,12 @@ task<expected<void>> make_dirs(io::engine& e, std::string path);
 // unlinked, the directories removed bottom-up and the parent synced. Missing `path` is not an error.
 task<expected<void>> remove_tree(io::engine& e, std::string path, std::uint64_t step_bytes);
 
-// Allocates the blocks of [offset, offset + length) of the file (fallocate, keeping its size), so writes there
-// never fail for space, nor does their fdatasync under delayed allocation. Where the file system has no fallocate,
-// writes zeros instead (which extends the file to offset + length). Errors: no_space (nothing reserved), io_error.
-task<expected<void>> reserve_file(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path);
+// Allocates the blocks of [offset, offset + length) of the file (fallocate, keeping its size and its content), so
+// writes there never fail for space, nor does their fdatasync under delayed allocation. Returns false, reserving
+// nothing, where the file system or the kernel cannot (EOPNOTSUPP: ZFS before 2.2, NFSv3, FUSE; EINVAL: a kernel
+// without io_uring's fallocate); the caller decides whether writing zeros is safe there (it never is over data).
+// Errors: no_space (nothing reserved), io_error.
+task<expected<bool>> reserve_file(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path);
 
 // Writes `length` zero bytes at `offset` in chunks (preallocation by writing).
 task<expected<void>> write_zeros(io::engine& e, int fd, std::uint64_t offset, std::uint64_t length, std::string path);

@@ -72,6 +72,9 @@ void partition_log::fence(const rill::error& e) {
   if (!fenced_) {
     fenced_ = rill::error(make_error_code(errc::fenced), "partition " + dir_ + ": " + e.message());
     reporter_.notice("fenced " + dir_ + ": " + e.message());
+    if (on_fenced_) {
+      on_fenced_();
+    }
   }
 }
 
@@ -469,6 +472,10 @@ task<expected<void>> partition_log::write_group_batches(append_group& g) {
     co_return co_await writev_all(engine_, log.fd(), g.position + static_cast<std::uint64_t>(op.result), rest,
                                   active.log_path());
   }
+  if (op.sync_result == 0 && injected_sync_failures_ > 0) {
+    --injected_sync_failures_;
+    op.sync_result = -EIO;  // failure injection (inject_sync_failures)
+  }
   if (op.sync_result < 0) {
     g.sync_failed = true;
     co_return unexpected(io_error(static_cast<int>(op.sync_result), "fdatasync " + active.log_path()));
@@ -692,6 +699,10 @@ task<expected<void>> partition_log::sync_file(cached_file& f) {
   }
   RILL_CO_TRY(p, co_await f.pin(engine_));
   RILL_CO_TRY_VOID(co_await datasync_file(engine_, p.fd(), f.path()));
+  if (injected_sync_failures_ > 0) {
+    --injected_sync_failures_;  // failure injection: the sync ran, the log is told it failed (nothing trusted)
+    co_return unexpected(io_error(-EIO, "fdatasync " + f.path() + " (injected)"));
+  }
   f.mark_synced();
   co_return expected<void>{};
 }
@@ -1110,6 +1121,9 @@ std::optional<std::chrono::nanoseconds> partition_log::roll_due() const {
 
 std::optional<std::chrono::nanoseconds> partition_log::next_deadline() const {
   std::optional<std::chrono::nanoseconds> d;
+  if (closing_ || closed_ || fenced_) {
+    return d;  // tick() does nothing then: a deadline would only make its caller spin
+  }
   if (sync_due_ && synced_end_ < log_end_) {
     d = *sync_due_;
   }

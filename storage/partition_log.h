@@ -197,6 +197,11 @@ class partition_log {
   // Called (on the log's thread, from inside its own work) each time committed moves forward: long polls wait on
   // it. It must not call back into the log synchronously (spawning a read is fine).
   void on_committed(std::function<void()> callback) { on_committed_ = std::move(callback); }
+  // Failure injection (rilld's debug.failure_injection, tests): the next `n` fdatasyncs of the log's files report
+  // EIO (after running: what a failing device does), which fences the log as a real failure would.
+  void inject_sync_failures(std::uint32_t n) noexcept { injected_sync_failures_ += n; }
+  // Called (the same way) once, when the log becomes fenced: also by a sync nobody waits for (relaxed durability).
+  void on_fenced(std::function<void()> callback) { on_fenced_ = std::move(callback); }
 
   // Makes `epoch` the leader epoch stamped on future appends, starting at log_end(); persisted in leader-epochs
   // before it returns. Epochs must increase.
@@ -412,6 +417,8 @@ class partition_log {
   bool closed_ = false;
   log_stats stats_;
   std::function<void()> on_committed_;
+  std::function<void()> on_fenced_;
+  std::uint32_t injected_sync_failures_ = 0;
 };
 
 // A read position that survives between reads: it keeps the segment it is in pinned, so a segment that retention

@@ -104,27 +104,37 @@ BOOST_AUTO_TEST_CASE(a_failed_write_fences_every_waiter_queued_or_new) {
   BOOST_TEST(v.waiting() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(a_refused_write_fails_its_waiters_fences_nothing_and_waits_for_the_next_change) {
+BOOST_AUTO_TEST_CASE(a_refused_write_fails_its_waiters_fences_nothing_and_retries_only_for_a_waiter) {
   durable_versions v;
   waiters_log l;
+  const rill::error full(make_error_code(net::status::disk_full), "full");
   v.changed();
   v.wait(l.waiter("a"));
   const auto w = v.start_write();
   BOOST_REQUIRE(w.has_value());
   v.changed();
   v.wait(l.waiter("b"));  // waits for a change the refused write does not carry
-  v.write_refused(*w, rill::error(make_error_code(net::status::disk_full), "full"));
+  v.write_refused(*w, full);
   BOOST_TEST((l.ran == std::vector<std::string>{"a:full"}));
   BOOST_TEST(!v.fenced().has_value());
   BOOST_TEST(v.durable() == 0u);
-  BOOST_TEST(!v.start_write().has_value());  // no retry loop on a full disk: the next change writes again
-  v.changed();
+  // b still waits: a write starts again for it, and is refused again: b fails too.
+  const auto retry = v.start_write();
+  BOOST_REQUIRE(retry.has_value());
+  BOOST_TEST(*retry == 2u);
+  v.write_refused(*retry, full);
+  BOOST_TEST((l.ran == std::vector<std::string>{"a:full", "b:full"}));
+  // Nobody waits: no write starts (no retry loop on a full disk)...
+  BOOST_TEST(!v.start_write().has_value());
+  // ...until a request waits, with no change of its own (a heartbeat): the room is back, the write works.
+  v.wait(l.waiter("c"));
   const auto again = v.start_write();
   BOOST_REQUIRE(again.has_value());
-  BOOST_TEST(*again == 3u);
+  BOOST_TEST(*again == 2u);
   v.write_done(*again, std::nullopt);
-  BOOST_TEST((l.ran == std::vector<std::string>{"a:full", "b"}));
-  BOOST_TEST(v.durable() == 3u);
+  BOOST_TEST((l.ran == std::vector<std::string>{"a:full", "b:full", "c"}));
+  BOOST_TEST(v.durable() == 2u);
+  BOOST_TEST(v.waiting() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_fence_before_any_write_answers_with_its_error) {

@@ -80,6 +80,17 @@ bool mount_small_tmpfs(const std::string& dir, std::uint64_t bytes, std::string&
   return true;
 }
 
+// Takes what is left of the file system at `path` with a file of its own (to the last byte: no page left).
+void take_the_rest(const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  const std::string chunk(4096, 'f');
+  while (f.write(chunk.data(), static_cast<std::streamsize>(chunk.size())) && f.flush()) {
+  }
+  f.clear();
+  while (f.put('f') && f.flush()) {
+  }
+}
+
 // Produces `batch` to partition 0 until the disk refuses one; returns how many were acknowledged.
 std::uint64_t fill(client& c, const std::string& topic, const std::vector<std::byte>& batch, rill::error& refusal) {
   for (std::uint64_t n = 0; n < 10'000; ++n) {
@@ -150,6 +161,7 @@ BOOST_AUTO_TEST_CASE(a_full_disk_refuses_writes_keeps_metadata_deletes_frees_and
   RILL_REQUIRE_OK(c->create_topic(by_name("s"), "keep", one));
   const auto batch = batch_of("v", 64, 4000);  // about 256 KiB
   RILL_REQUIRE_OK(c->produce(by_name("s"), by_name("keep"), 0, batch));
+  RILL_REQUIRE_OK(c->create_group(by_name("s"), by_name("keep"), "g"));
 
   // 1. The disk fills: a clear error, nothing acknowledged lost, reads go on.
   rill::error refusal;
@@ -158,7 +170,11 @@ BOOST_AUTO_TEST_CASE(a_full_disk_refuses_writes_keeps_metadata_deletes_frees_and
   BOOST_TEST(acknowledged > 10u);
   BOOST_TEST((status_of(refusal) == status::disk_full));
   BOOST_TEST(refusal.message().find("disk is full") != std::string::npos, refusal.message());
-  BOOST_TEST(records_in(*c, "big") == acknowledged * 64);
+  BOOST_TEST(refusal.message().find(data) == std::string::npos, "no server path: " << refusal.message());
+  // To the last page: small batches until even they are refused.
+  const std::uint64_t small = fill(*c, "big", batch_of("w", 1, 1000), refusal);
+  BOOST_TEST((status_of(refusal) == status::disk_full));
+  BOOST_TEST(records_in(*c, "big") == acknowledged * 64 + small);
   // Another partition fits into its preallocated zeros for a while, then is refused the same way.
   const std::uint64_t kept_before = 1 + fill(*c, "keep", batch, refusal);
   BOOST_TEST((status_of(refusal) == status::disk_full));
@@ -168,17 +184,30 @@ BOOST_AUTO_TEST_CASE(a_full_disk_refuses_writes_keeps_metadata_deletes_frees_and
   RILL_REQUIRE_OK(c->create_stream("meta"));
   RILL_REQUIRE_OK(c->update_stream(by_name("meta"), "renamed"));
   RILL_REQUIRE_OK(c->delete_stream(by_name("renamed")));
-  auto group = c->create_group(by_name("s"), by_name("keep"), "g");
-  BOOST_TEST_MESSAGE("group create on the full disk: " << (group ? std::string("ok") : group.error().message()));
-  RILL_REQUIRE_OK(c->delete_group(by_name("s"), by_name("keep"), by_name("g")));
+  // A consumer group's state file cannot be written: the join is refused (disk_full), the group is not fenced.
+  take_the_rest(mount + "/filler");
+  BOOST_TEST(free_bytes(mount) == 0u);
+  auto refused_join = c->join_group(by_name("s"), by_name("keep"), by_name("g"));
+  BOOST_TEST_MESSAGE("join on the full disk: " << (refused_join ? std::string("ok") : refused_join.error().message()));
+  BOOST_TEST(!refused_join.has_value());
+  if (!refused_join) {
+    BOOST_TEST((status_of(refused_join.error()) == status::disk_full));
+  }
 
   // 3. A delete works and frees its space at once; writes resume by themselves.
+  std::filesystem::remove(mount + "/filler");
   const std::uint64_t free_before = free_bytes(mount);
   RILL_REQUIRE_OK(c->delete_topic(by_name("s"), by_name("big")));
   const std::uint64_t free_after = free_bytes(mount);
   BOOST_TEST(free_after > free_before + acknowledged * batch.size() / 2,
              "free " << free_before << " -> " << free_after);
   RILL_REQUIRE_OK(c->produce(by_name("s"), by_name("keep"), 0, batch));
+  // The group works again with the first request once there is room.
+  auto joined = c->join_group(by_name("s"), by_name("keep"), by_name("g"));
+  RILL_REQUIRE_OK(joined);
+  RILL_REQUIRE_OK(c->heartbeat_group(by_name("s"), by_name("keep"), by_name("g"), joined->member_id()));
+  RILL_REQUIRE_OK(c->leave_group(by_name("s"), by_name("keep"), by_name("g"), joined->member_id()));
+  RILL_REQUIRE_OK(c->delete_group(by_name("s"), by_name("keep"), by_name("g")));
 
   // 4. Full again, then a restart on the full disk: it starts, serves what was acknowledged, and a delete frees.
   const std::uint64_t kept = kept_before + 1 + fill(*c, "keep", batch, refusal);

@@ -620,3 +620,72 @@ BOOST_AUTO_TEST_CASE(partitions_beyond_the_series_limit_are_summed_per_topic) {
   BOOST_TEST(http(proc.http_address(), "GET", "/metrics?stream=0").status == 400);
   BOOST_TEST(http(proc.http_address(), "GET", "/metrics?stream=0&topic=99999").status == 400);
 }
+
+// A storage failure fences a partition (here: an fdatasync that reports EIO, by failure injection): the produce
+// fails, and the partition recovers by itself, without a restart, trusting nothing above what it had synced; it then
+// takes writes again, and describe and /metrics say what happened.
+BOOST_AUTO_TEST_CASE(a_fenced_partition_recovers_by_itself_and_says_so) {
+  temp_data_dir dir;
+  rilld_process p(dir.path() + "/d", {"--set", "debug.failure_injection=true"});
+  BOOST_REQUIRE_MESSAGE(p.start().has_value(), p.log());
+  client_options o;
+  o.server = p.address();
+  auto c = client::connect(o);
+  RILL_REQUIRE_OK(c);
+  RILL_REQUIRE_OK((*c)->create_stream("s"));
+  proto::TopicConfig one;
+  one.set_partitions(1);
+  RILL_REQUIRE_OK((*c)->create_topic(by_name("s"), "t", one));
+  auto batch = [](const std::string& v) {
+    storage::batch_builder b;
+    b.add("k", v);
+    return *b.build();
+  };
+  for (int i = 0; i < 3; ++i) {
+    RILL_REQUIRE_OK((*c)->produce(by_name("s"), by_name("t"), 0, batch("before-" + std::to_string(i))));
+  }
+  BOOST_TEST(http(p.http_address(), "POST", "/debug/fail-syncs?stream=0&topic=0&partition=0&n=1").status == 200);
+  BOOST_TEST(http(p.http_address(), "POST", "/debug/fail-syncs?stream=0&topic=0&partition=0").status == 400);
+  auto failed = (*c)->produce(by_name("s"), by_name("t"), 0, batch("lost"));
+  BOOST_REQUIRE(!failed.has_value());
+  const auto st = static_cast<status>(failed.error().code().value());
+  BOOST_TEST((st == status::partition_fenced || st == status::storage_error), failed.error().message());
+  // Recovered by itself: waited for (the first try comes 200 ms after the fence), with a guard against hanging.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  proto::PartitionInfo info;
+  for (;;) {
+    auto t = (*c)->get_topic(by_name("s"), by_name("t"));
+    RILL_REQUIRE_OK(t);
+    info = t->partitions(0);
+    if (info.recoveries() >= 1 && info.fenced().empty()) {
+      break;
+    }
+    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "no recovery within 60 s:\n" << p.log());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  BOOST_TEST(info.recoveries() == 1u);
+  BOOST_TEST(info.high_watermark() == 3u);  // the produce whose sync failed was never visible, and is gone
+  RILL_REQUIRE_OK((*c)->produce(by_name("s"), by_name("t"), 0, batch("after")));
+  proto::PollRequest req;
+  *req.mutable_stream() = by_name("s");
+  *req.mutable_topic() = by_name("t");
+  req.set_partition_id(0);
+  req.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
+  req.set_max_records(100);
+  auto polled = (*c)->poll(req);
+  RILL_REQUIRE_OK(polled);
+  auto records = decode_records(0, polled->batches);
+  RILL_REQUIRE_OK(records);
+  BOOST_REQUIRE(records->size() == 4u);
+  BOOST_TEST(*records->at(2).value == "before-2");
+  BOOST_TEST(*records->at(3).value == "after");
+  BOOST_TEST(records->at(3).offset == 3);
+  const auto metrics = http(p.http_address(), "GET", "/metrics").body;
+  BOOST_TEST(metrics.find("rill_partition_recoveries_total{stream=\"0\",topic=\"0\",partition=\"0\"} 1") !=
+                 std::string::npos,
+             metrics.substr(0, 2000));
+  BOOST_TEST(metrics.find("rill_partition_fenced{stream=\"0\",topic=\"0\",partition=\"0\"} 0") != std::string::npos);
+  BOOST_TEST(p.log().find("recovered from a storage failure") != std::string::npos, p.log());
+  c->reset();
+  BOOST_TEST(p.stop() == 0);
+}
