@@ -329,46 +329,40 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
       sample(out, "rill_partitions", s.labels, s.partitions);
     }
   }
-  struct gauge {
+  // Every gauge and counter of a partition, in page order (histograms follow).
+  struct number_family {
     const char* name;
+    const char* type;
     const char* help;
     std::int64_t (*value)(const partition_sample&);
   };
-  static const gauge partition_gauges[] = {
-      {"rill_partition_log_start_offset", "First offset still in the log.",
+  static const number_family partition_numbers[] = {
+      {"rill_partition_log_start_offset", "gauge", "First offset still in the log.",
        [](const partition_sample& p) { return p.log_start; }},
-      {"rill_partition_high_watermark", "Offset below which records are committed (visible to consumers).",
+      {"rill_partition_high_watermark", "gauge", "Offset below which records are committed (visible to consumers).",
        [](const partition_sample& p) { return p.high_watermark; }},
-      {"rill_partition_log_end_offset", "Offset the next record gets.",
+      {"rill_partition_log_end_offset", "gauge", "Offset the next record gets.",
        [](const partition_sample& p) { return p.log_end; }},
-      {"rill_partition_segments", "Segment files of the log.",
+      {"rill_partition_segments", "gauge", "Segment files of the log.",
        [](const partition_sample& p) { return static_cast<std::int64_t>(p.segments); }},
-      {"rill_partition_bytes", "Bytes of the log's segments.",
+      {"rill_partition_bytes", "gauge", "Bytes of the log's segments.",
        [](const partition_sample& p) { return static_cast<std::int64_t>(p.bytes); }},
+      {"rill_partition_produce_errors_total", "counter", "Produce requests the partition refused or failed.",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.produce_errors); }},
+      {"rill_partition_fenced", "gauge",
+       "1 while a storage failure (a failed fdatasync, a write that could not be cut back) fences the partition: "
+       "writes fail until it recovers by itself (aggregated: how many of the partitions are fenced).",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.fenced); }},
+      {"rill_partition_recoveries_total", "counter", "Recoveries of the partition from a fence.",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.recoveries); }},
+      {"rill_partition_retention_runs_total", "counter", "Retention passes over the partition.",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.retention_runs); }},
   };
-  for (const auto& g : partition_gauges) {
-    family(out, g.name, "gauge", g.help);
+  for (const auto& f : partition_numbers) {
+    family(out, f.name, f.type, f.help);
     for (const auto& s : partition_rows) {
-      sample(out, g.name, s.labels, g.value(s.total));
+      sample(out, f.name, s.labels, f.value(s.total));
     }
-  }
-  family(out, "rill_partition_produce_errors_total", "counter", "Produce requests the partition refused or failed.");
-  for (const auto& s : partition_rows) {
-    sample(out, "rill_partition_produce_errors_total", s.labels, s.total.produce_errors);
-  }
-  family(out, "rill_partition_fenced", "gauge",
-         "1 while a storage failure (a failed fdatasync, a write that could not be cut back) fences the partition: "
-         "writes fail until it recovers by itself (aggregated: how many of the partitions are fenced).");
-  for (const auto& s : partition_rows) {
-    sample(out, "rill_partition_fenced", s.labels, s.total.fenced);
-  }
-  family(out, "rill_partition_recoveries_total", "counter", "Recoveries of the partition from a fence.");
-  for (const auto& s : partition_rows) {
-    sample(out, "rill_partition_recoveries_total", s.labels, s.total.recoveries);
-  }
-  family(out, "rill_partition_retention_runs_total", "counter", "Retention passes over the partition.");
-  for (const auto& s : partition_rows) {
-    sample(out, "rill_partition_retention_runs_total", s.labels, s.total.retention_runs);
   }
   family(out, "rill_partition_produce_seconds", "histogram",
          "A produce request at the partition, from its arrival to its acknowledgement.");
