@@ -80,7 +80,9 @@ void print_topic(const proto::TopicInfo& t) {
   for (const auto& p : t.partitions()) {
     fmt::print("  partition {}: offsets [{}, {}) ({} messages), {} bytes in {} segments{}{}\n", p.id(), p.log_start(),
                p.high_watermark(), p.high_watermark() - p.log_start(), p.bytes(), p.segments(),
-               p.recoveries() > 0 ? fmt::format(", recovered {} times from a storage failure", p.recoveries()) : "",
+               p.recoveries() == 0   ? std::string()
+               : p.recoveries() == 1 ? std::string(", recovered once from a storage failure")
+                                     : fmt::format(", recovered {} times from storage failures", p.recoveries()),
                p.fenced().empty() ? "" : "\n    FENCED: " + p.fenced());
   }
 }
