@@ -228,8 +228,9 @@ net::http_response monitoring(const std::string& method, const std::string& targ
       return debug_fail_syncs(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes);
     }
     return net::http_response{405, "text/plain; charset=utf-8",
-                              failure_injection ? "POST serves /debug/stall, /debug/unstall and /debug/fail-syncs only\n"
-                                                : "POST serves nothing (debug.failure_injection is off)\n"};
+                              failure_injection
+                                  ? "POST serves /debug/stall, /debug/unstall and /debug/fail-syncs only\n"
+                                  : "POST serves nothing (debug.failure_injection is off)\n"};
   }
   if (path == "/healthz") {
     return net::http_response{200, "text/plain; charset=utf-8", "ok\n"};
@@ -527,10 +528,10 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     const auto* routes = &p->routes;
     const bool injection = p->config.failure_injection;
     const series_limits limits{p->config.partition_series_max, p->config.actor_series_max};
-    p->http->serve([rt, started, connections, routes, injection, limits](const std::string& method,
-                                                                         const std::string& t) {
-      return monitoring(method, t, *rt, started, *connections, *routes, injection, limits);
-    });
+    p->http->serve(
+        [rt, started, connections, routes, injection, limits](const std::string& method, const std::string& t) {
+          return monitoring(method, t, *rt, started, *connections, *routes, injection, limits);
+        });
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));
 }

@@ -115,9 +115,8 @@ void group_actor::persist() {
                 if (!r && r.error().code() == storage::errc::no_space) {
                   // The temp file could not be written (or renamed): the state file holds what it held. Refused,
                   // not fenced: the group goes on once there is room.
-                  services_->reporter->notice(
-                      fmt::format("group {}: the disk is full, its state was not written: {}", id_.name,
-                                  r.error().message()));
+                  services_->reporter->notice(fmt::format("group {}: the disk is full, its state was not written: {}",
+                                                          id_.name, r.error().message()));
                   versions_.write_refused(written, r.error());
                   persist();  // only for a waiter that wants a change made meanwhile: one attempt, no loop
                   maybe_quit();

@@ -30,8 +30,8 @@ using group_poll_atom = caf::atom_constant<caf::atom("gpoll")>;
 using disconnect_atom = caf::atom_constant<caf::atom("disconn")>;
 using resize_atom = caf::atom_constant<caf::atom("resize")>;
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
-using stall_atom = caf::atom_constant<caf::atom("stall")>;      // failure injection: handle nothing for a while
-using unstall_atom = caf::atom_constant<caf::atom("unstall")>;  // ends a stall (its time is over, or asked to)
+using stall_atom = caf::atom_constant<caf::atom("stall")>;           // failure injection: handle nothing for a while
+using unstall_atom = caf::atom_constant<caf::atom("unstall")>;       // ends a stall (its time is over, or asked to)
 using fail_syncs_atom = caf::atom_constant<caf::atom("failsyncs")>;  // failure injection: fdatasyncs report EIO
 
 // The outcome of a request to an actor: a status (ok or the error) and its message.

@@ -152,9 +152,10 @@ void partition_actor::recover() {
     if (r) {
       watch_log();
     } else {
-      services_->reporter->notice(fmt::format("partition {}: recovery from a storage failure failed (next try in {} "
-                                              "ms): {}",
-                                              id_.dir, recovery_delay_.count(), r.error().message()));
+      services_->reporter->notice(
+          fmt::format("partition {}: recovery from a storage failure failed (next try in {} "
+                      "ms): {}",
+                      id_.dir, recovery_delay_.count(), r.error().message()));
     }
     // The delay grows with every recovery, and falls back only once a produce succeeds: a disk that fences the
     // partition again at once (delayed allocation on a full disk) is not recovered in a tight loop.

@@ -121,7 +121,8 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   bool recovery_scheduled_ = false;
   bool recovering_ = false;        // requests are refused: a recovery waits for the log to be idle, or runs
   bool recovery_running_ = false;  // recover_log() or a reopen is in flight
-  std::optional<std::pair<caf::typed_response_promise<outcome>, bool>> finish_deferred_;  // a close (destroy?) waiting for it
+  std::optional<std::pair<caf::typed_response_promise<outcome>, bool>>
+      finish_deferred_;       // a close (destroy?) waiting for it
   std::uint64_t stalls_ = 0;  // stalls begun: a timer's unstall ends only the stall it was set for
 };
 

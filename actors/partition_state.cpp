@@ -358,8 +358,8 @@ proto::PartitionInfo partition_state::info(std::uint32_t partition_id) const {
     // error is the errno's ("No space left on device"); the server's log has the whole message.
     const std::string& m = f->message();
     const auto at = m.rfind(": ");
-    out.set_fenced("a storage failure: " + (at == std::string::npos ? std::string("see the server's log")
-                                                                    : m.substr(at + 2)));
+    out.set_fenced("a storage failure: " +
+                   (at == std::string::npos ? std::string("see the server's log") : m.substr(at + 2)));
   }
   out.set_recoveries(recoveries_);
   return out;
@@ -483,9 +483,10 @@ task<expected<void>> partition_state::recover_log() {
     (void)co_await log_->close();  // closed and still fenced (fencing_), as after a failed reopen: try again later
     co_return unexpected(std::move(rebuilt).error());
   }
-  reporter_.notice(fmt::format("{}: recovered from a storage failure ({}); the log ends at {} (it had reached {}; "
-                               "nothing above the synced end was kept)",
-                               dir_, fencing_->message(), log_->log_end().value(), end_before.value()));
+  reporter_.notice(
+      fmt::format("{}: recovered from a storage failure ({}); the log ends at {} (it had reached {}; "
+                  "nothing above the synced end was kept)",
+                  dir_, fencing_->message(), log_->log_end().value(), end_before.value()));
   fencing_.reset();
   ++recoveries_;
   co_return expected<void>{};

@@ -87,7 +87,6 @@ class partition_state {
   void set_consumers_max(std::uint64_t consumers_max) noexcept { consumers_max_ = consumers_max; }
 
   storage::partition_log& log() noexcept { return *log_; }
-  [[nodiscard]] const storage::partition_log& log() const noexcept { return *log_; }
   // Requires log().fenced() and nothing of the log in flight. Errors: those of partition_log::open.
   task<expected<void>> recover_log();
   // The error that fenced the log, while it is fenced (also while a recovery is failing); recoveries that worked.
@@ -109,7 +108,12 @@ class partition_state {
 
   partition_state(storage::io::engine& engine, storage::buffer_pool& pool, const clock& clk,
                   storage::log_reporter& reporter, std::string dir, storage::log_options options)
-      : engine_(engine), pool_(pool), clk_(clk), reporter_(reporter), dir_(std::move(dir)), options_(std::move(options)) {}
+      : engine_(engine),
+        pool_(pool),
+        clk_(clk),
+        reporter_(reporter),
+        dir_(std::move(dir)),
+        options_(std::move(options)) {}
   task<expected<void>> rebuild_producers();
   task<expected<void>> load_consumer_offsets();
   void record(std::map<std::int64_t, producer>& table, std::int64_t id, std::int16_t epoch, std::int32_t first,

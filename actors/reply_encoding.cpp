@@ -38,9 +38,10 @@ client_error client_error_of(net::status st, const std::string& message, const s
           "detail)",
           true};
     case net::status::disk_full:
-      return {"the server's disk is full: the request was not written; retry once space is freed (a delete frees it "
-              "at once; the server's log names the file)",
-              true};
+      return {
+          "the server's disk is full: the request was not written; retry once space is freed (a delete frees it "
+          "at once; the server's log names the file)",
+          true};
     case net::status::internal_error:
       return {"internal error (the server's log has the detail)", true};
     default:

@@ -111,7 +111,7 @@ std::vector<actor_sample> metrics_registry::snapshot() const {
       s.partition = partition_sample{
           p->stream_id,      p->topic_id,       p->partition_id, load(p->log_start),      load(p->high_watermark),
           load(p->log_end),  load(p->segments), load(p->bytes),  load(p->produce_errors), load(p->retention_runs),
-          p->produce.read(), p->write.read(),   p->sync.read(), load(p->fenced),          load(p->recoveries)};
+          p->produce.read(), p->write.read(),   p->sync.read(),  load(p->fenced),         load(p->recoveries)};
     }
     if (const auto* c = e.connection.get()) {
       s.connection = connection_sample{load(c->requests), load(c->errors), load(c->bytes_in), load(c->bytes_out),

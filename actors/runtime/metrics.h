@@ -75,9 +75,9 @@ struct partition_metrics {
   std::atomic<std::uint64_t> retention_runs{0};
   std::atomic<std::uint64_t> fenced{0};      // gauge: 1 while a storage failure fences the partition
   std::atomic<std::uint64_t> recoveries{0};  // recoveries from a fence
-  latency_histogram produce;  // a produce request, from when the partition handles it to its reply
-  latency_histogram write;    // a group of appends written (and synced, under sync_before_ack)
-  latency_histogram sync;     // an fdatasync of a relaxed durability policy
+  latency_histogram produce;                 // a produce request, from when the partition handles it to its reply
+  latency_histogram write;                   // a group of appends written (and synced, under sync_before_ack)
+  latency_histogram sync;                    // an fdatasync of a relaxed durability policy
 };
 
 // What a connection actor publishes.
