@@ -22,6 +22,7 @@ void configure_relaxed(sim_log_fixture& f, config::durability_mode mode) {
   f.options.config.sync_every_ms = 3'600'000;  // an hour: never reached here
   f.options.config.sync_every_records = 1'000'000;
   f.options.config.segment_ms = 0;  // no age rolls: no deadline at all
+  f.disk.faults().sync_covers_only_submitted = true;
 }
 
 // Appends a few batches one at a time; each is acknowledged before its sync; all become visible by driving the

@@ -97,7 +97,8 @@ void check_after_recovery(sim_log_fixture& f, const observed& o, std::uint64_t c
         continue;
       }
       auto it = present.find(offset);
-      BOOST_TEST_REQUIRE((it != present.end()), "acknowledged offset " << offset << " lost");
+      BOOST_TEST_REQUIRE((it != present.end()), (o.relaxed ? "visible" : "acknowledged")
+                                                    << " offset " << offset << " lost");
       BOOST_TEST(it->second.rfind(value, 0) == 0, "offset " << offset);
     }
     // What is there was submitted, in order, at dense offsets.
@@ -134,6 +135,9 @@ void configure(sim_log_fixture& f, bool with_retention, config::durability_mode 
   f.options.config.durability = mode;
   f.options.config.sync_every_ms = 3'600'000;
   f.options.config.sync_every_records = 1'000'000;
+  // A sync covers only what was written before it went down: what a background sync running beside the writer
+  // gets from a real disk.
+  f.disk.faults().sync_covers_only_submitted = true;
   if (with_retention) {
     // 3 MiB segments deleted in 1 MiB steps: a crash can land between two shrink steps.
     f.options.config.segment_bytes = 3 * 1024 * 1024;
