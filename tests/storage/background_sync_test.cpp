@@ -64,6 +64,41 @@ std::uint64_t appends_become_visible(config::durability_mode mode) {
   return visible_after_ns;
 }
 
+void replicated_waves(std::uint64_t seed) {
+  // A replica's appends carry metadata (.meta files, synced before the batches); rolls seal and close those files
+  // while the background sync may be syncing them: the roll must wait for it.
+  // Latencies from 1 us to 2 ms: a sync of the background loop is sometimes still in flight at a seal.
+  sim_disk_faults faults;
+  faults.latency_ns_min = 1'000;
+  faults.latency_ns_max = 2'000'000;
+  sim_log_fixture f(seed, faults);
+  configure_relaxed(f, config::durability_mode::every_ms);
+  f.options.auto_commit = false;
+  f.open();
+  std::int64_t base = 0;
+  int acked = 0;
+  int failed = 0;
+  for (int wave = 0; wave < 80; ++wave) {
+    for (int j = 0; j < 3; ++j) {
+      std::vector<batch_meta> metas(2);
+      metas[0].payload[0] = std::byte{1};
+      auto bytes = primary_batches(base, 2, 10, 1, "p");
+      base += 20;
+      spawn(f.log->append_replicated(std::move(bytes), std::move(metas)),
+            [&](expected<append_result> r) { r ? ++acked : ++failed; });
+    }
+    io::run_until(f.disk, [&] { return acked + failed == (wave + 1) * 3; });
+    f.log->check_invariants();
+  }
+  BOOST_TEST(failed == 0);
+  drain(f);
+  f.log->check_invariants();
+  BOOST_TEST(f.log->segment_bases().size() >= 3u);
+  BOOST_TEST(f.log->synced_end() == f.log->log_end());
+  BOOST_TEST(f.log->log_end().value() == base);
+  BOOST_TEST(f.log->meta_for(offset_t(base - 20)).has_value());
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(background_sync_suite)
@@ -117,6 +152,16 @@ BOOST_AUTO_TEST_CASE(appends_during_background_syncs_and_rolls_all_become_visibl
   BOOST_TEST(f.log->stats().syncs < 120u);
   f.reopen();
   BOOST_TEST(f.read_all() == all);
+}
+
+BOOST_AUTO_TEST_CASE(replicated_appends_with_metadata_sync_beside_rolls) {
+  // A replica's appends carry metadata (.meta files, synced before the batches); rolls seal and close those files
+  // while the background sync may be syncing them: the roll must wait for it.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      replicated_waves(seed);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_truncation_during_a_background_sync_is_not_undone_by_it) {
