@@ -13,8 +13,10 @@ namespace rill::config {
 
 // When an append is acknowledged, and when data becomes visible to consumers.
 //   sync_before_ack (default): acknowledged after the fdatasync that covers it (group commit).
-//   every_records:  acknowledged once written to the file; fdatasync after every `sync_every_records` records.
+//   every_records:  acknowledged once written to the file; at most `sync_every_records` records unsynced.
 //   every_ms:       acknowledged once written; fdatasync at least every `sync_every_ms` milliseconds.
+// Under both relaxed modes a background fdatasync runs back to back while written data is unsynced, so data becomes
+// visible within about one fdatasync; the two bounds limit what a power loss can take, not what consumers wait for.
 // On a single node consumers see only synced data under every mode, so no offset a consumer saw is reused after a
 // power loss.
 enum class durability_mode : std::uint8_t { sync_before_ack, every_records, every_ms };

@@ -196,8 +196,9 @@ const std::vector<key_spec>& registry() {
     k.push_back(
         key_spec{"storage.durability",
                  kind::choice,
-                 "When an append is acknowledged: after the fsync that covers it, or once written with an "
-                 "fsync every N records or T ms (consumers see only synced data either way).",
+                 "When an append is acknowledged: after the fsync that covers it, or once written (relaxed: a "
+                 "background fsync runs back to back while data is unsynced, so consumers, who see only synced data "
+                 "either way, wait about one fsync; N records / T ms bound what a power loss can take).",
                  0,
                  0,
                  {"sync_before_ack", "every_records", "every_ms"},
@@ -210,9 +211,12 @@ const std::vector<key_spec>& registry() {
                  },
                  [](const server_config& c) { return config_value{std::string(to_string(c.storage.durability))}; }});
     k.push_back(storage_integer("storage.sync_every_records", 1, 1'000'000'000,
-                                "Under durability = every_records: fsync after this many records.",
+                                "Under durability = every_records: at most this many records unsynced (what a power loss can "
+                                "take); visibility does not wait for it.",
                                 &log_config::sync_every_records));
-    k.push_back(storage_integer("storage.sync_every_ms", 1, 3'600'000, "Under durability = every_ms: fsync this often.",
+    k.push_back(storage_integer("storage.sync_every_ms", 1, 3'600'000,
+                                "Under durability = every_ms: fsync at least this often (what a power loss can take); "
+                                "visibility does not wait for it.",
                                 &log_config::sync_every_ms));
     k.push_back(storage_integer("storage.flush_bytes_max", 4 * kib, limits::flush_bytes_limit,
                                 "Most bytes one group commit writes with one vectored write.",

@@ -62,6 +62,7 @@ struct sim_disk::node {
   std::vector<std::byte> data;
   std::vector<std::uint8_t> blocks;  // block_state of each block_bytes block (missing at the end: holes)
   std::vector<change> unsynced;
+  std::uint64_t changes_made = 0;  // content changes ever pushed to unsynced
   std::map<std::string, std::shared_ptr<node>> entries;
   std::map<std::string, std::shared_ptr<node>> durable_entries;
 };
@@ -116,6 +117,11 @@ sim_disk::~sim_disk() {
 void sim_disk::submit(io::request& r) {
   RILL_ASSERT(r.on_complete != nullptr);
   const std::uint64_t latency = rng_.between(faults_.latency_ns_min, faults_.latency_ns_max);
+  if (faults_.sync_covers_only_submitted && (r.op == io::opcode::fdatasync || r.op == io::opcode::fsync)) {
+    if (node* n = file_for_fd(r.fd); n != nullptr && !n->is_dir) {
+      sync_snapshots_[&r] = n->changes_made;
+    }
+  }
   queue_.push(pending{now_ns_ + latency, seq_++, &r});
 }
 
@@ -136,7 +142,12 @@ std::size_t sim_disk::poll(bool wait) {
     io::request* r = queue_.top().r;
     queue_.pop();
     polling_ = true;
+    if (auto it = sync_snapshots_.find(r); it != sync_snapshots_.end()) {
+      sync_snapshot_ = it->second;
+      sync_snapshots_.erase(it);
+    }
     apply(*r);
+    sync_snapshot_.reset();
     polling_ = false;
     ++n;
     io::complete(*r);
@@ -400,6 +411,7 @@ std::int64_t sim_disk::do_write(node& n, std::uint64_t offset, const std::vector
     std::memcpy(n.data.data() + offset, data.data(), data.size());
   }
   n.unsynced.push_back(std::move(c));
+  ++n.changes_made;
   return static_cast<std::int64_t>(data.size());
 }
 
@@ -415,6 +427,7 @@ std::int64_t sim_disk::do_truncate(node& n, std::uint64_t size) {
   }
   n.resize(size);
   n.unsynced.push_back(std::move(c));
+  ++n.changes_made;
   return 0;
 }
 
@@ -492,6 +505,13 @@ std::int64_t sim_disk::do_sync(int fd) {
   }
   if (n->is_dir) {
     n->durable_entries = n->entries;
+  } else if (sync_snapshot_) {
+    // Only what was applied before the sync was submitted: the changes since stay unsynced (their undo records are
+    // relative to the state before them, which is now durable).
+    RILL_ASSERT(*sync_snapshot_ <= n->changes_made);
+    const auto since =
+        static_cast<std::size_t>(std::min<std::uint64_t>(n->changes_made - *sync_snapshot_, n->unsynced.size()));
+    n->unsynced.erase(n->unsynced.begin(), n->unsynced.end() - static_cast<std::ptrdiff_t>(since));
   } else {
     n->unsynced.clear();
   }

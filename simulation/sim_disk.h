@@ -24,6 +24,7 @@
 //   ENOSPC and changes nothing (tmpfs; ext4 without delayed allocation). With delayed_allocation (ext4's default),
 //   a write never fails for space: its new blocks are allocated at the file's next fdatasync/fsync, which fails
 //   with ENOSPC (nothing becomes durable) while they do not fit.
+// - sync_covers_only_submitted: a file sync covers only what was applied when it was submitted (see the field).
 // - fail_stop_after(n): the n-th mutating operation from now, and every operation after it, fails with EIO and has
 //   no effect: the point where the machine lost power. Crash tests enumerate n over a whole workload.
 #include <array>
@@ -54,6 +55,10 @@ struct sim_disk_faults {
   std::uint32_t crash_torn_ppm = 300'000;
   std::uint64_t capacity_bytes = UINT64_MAX;
   bool delayed_allocation = false;
+  // An fdatasync/fsync of a file makes durable only the changes applied before it was submitted (a real one may
+  // miss writes that complete while it runs); false: every change applied before it completes. For code that syncs
+  // beside its own writes (the background sync of relaxed durability).
+  bool sync_covers_only_submitted = false;
 };
 
 class sim_disk final : public io::engine {
@@ -124,6 +129,7 @@ class sim_disk final : public io::engine {
   // Allocates the holes among blocks [first, end) of n (delayed: marks them for allocation at the next sync);
   // false, changing nothing, when they do not fit.
   bool allocate(node& n, std::uint64_t first, std::uint64_t end, bool delayed);
+  // sync_snapshot_ set: only the changes made before that count of the file's changes become durable.
   std::int64_t do_sync(int fd);
   std::int64_t do_rename(const std::string& from, const std::string& to);
   std::int64_t do_unlink(const std::string& path, bool dir);
@@ -153,6 +159,9 @@ class sim_disk final : public io::engine {
   std::uint64_t delayed_bytes_ = 0;
   bool polling_ = false;
   std::array<std::uint64_t, static_cast<std::size_t>(io::opcode::cancel) + 1> op_counts_{};
+  // sync_covers_only_submitted: each file sync in flight -> its file's change count when it was submitted.
+  std::map<const io::request*, std::uint64_t> sync_snapshots_;
+  std::optional<std::uint64_t> sync_snapshot_;  // the one of the sync being applied
 
   friend struct node;
 };

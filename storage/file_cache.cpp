@@ -251,7 +251,21 @@ void cached_file::mark_unsynced() noexcept {
   RILL_ASSERT(entry_->fd >= 0, "mark_unsynced() of closed {}", entry_->path);
   RILL_ASSERT(entry_->pins > 0, "mark_unsynced() of {} without a pin", entry_->path);
   entry_->unsynced = true;
+  ++entry_->writes_marked;
   cache_->refresh(*entry_);
+}
+
+std::uint64_t cached_file::writes_marked() const noexcept {
+  RILL_ASSERT(entry_ != nullptr);
+  return entry_->writes_marked;
+}
+
+void cached_file::mark_synced_if(std::uint64_t writes) noexcept {
+  RILL_ASSERT(entry_ != nullptr);
+  RILL_ASSERT(writes <= entry_->writes_marked);
+  if (writes == entry_->writes_marked) {
+    mark_synced();
+  }
 }
 
 void cached_file::mark_synced() noexcept {

@@ -86,6 +86,7 @@ class file_cache {
     int fd = -1;
     std::uint32_t pins = 0;
     bool unsynced = false;
+    std::uint64_t writes_marked = 0;
     bool reopen_forbidden = false;
     bool opening = false;
     bool orphan = false;  // its cached_file is gone
@@ -152,6 +153,11 @@ class cached_file {
   void mark_unsynced() noexcept;
   // An fdatasync covering every write so far succeeded (or what was unsynced is gone: cut and synced).
   void mark_synced() noexcept;
+  // Writes marked so far (mark_unsynced calls): a sync that ran concurrently with writes marks the file synced only
+  // if this did not change while it ran (mark_synced_if).
+  [[nodiscard]] std::uint64_t writes_marked() const noexcept;
+  // mark_synced() if no write was marked since writes_marked() returned `writes`.
+  void mark_synced_if(std::uint64_t writes) noexcept;
   // The path was unlinked (or is about to be): the descriptor, if open, stays open until close(); if closed, it is
   // never reopened.
   void forbid_reopen() noexcept;

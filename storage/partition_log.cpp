@@ -5,8 +5,14 @@
 // - log_start_ <= committed_ <= log_end_; synced_end_ <= log_end_; under auto commit committed_ == synced_end_
 //   (up to retention moving log_start_ past it, which cannot happen: retention only removes committed segments).
 // - Only the active segment (segments_.back()) is written; every other live segment is sealed.
-// - Only the writer (writer_loop and the work it runs) changes segments_, log_end_, synced_end_ or the superblock
-//   after open(); it runs one item at a time.
+// - Only the writer (writer_loop and the work it runs) changes segments_, log_end_ or the superblock after open();
+//   it runs one item at a time. synced_end_ (and the active segment's synced_size, and committed_ under auto
+//   commit) are also raised by the background sync (relaxed durability), concurrently with the writer, and only
+//   raised: each raise is to the end and size the active segment had when an fdatasync of its meta then log file
+//   was issued (bytes whose writes had completed, so covered), and only if no truncation ran meanwhile and the log
+//   is not fenced. Rolls and truncations hold the background sync off (and wait for its sync in flight), so it
+//   never sees the segment table change under it nor holds a pin on a file they close. Hence a consumer still sees
+//   only synced data: nothing it saw can vanish, and no offset it saw is reused, after a power loss.
 // - Offsets and log-append timestamps are assigned at write time, in queue order, so an append that fails (and
 //   everything queued behind it) never leaves an offset that a later append could reuse after being seen.
 // - An append completes only once: with its result, or with the error that stopped it.
@@ -52,6 +58,7 @@ partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock&
   stored_limits_.check_records = false;
   writer_idle_.set();
   deleter_idle_.set();
+  background_sync_idle_.set();
 }
 
 partition_log::~partition_log() {
@@ -223,7 +230,12 @@ task<expected<void>> partition_log::set_leader_epoch(epoch_t epoch) {
 }
 
 task<expected<void>> partition_log::truncate_after(offset_t last_kept) {
-  return run_exclusive([this, last_kept]() { return do_truncate_after(last_kept); });
+  return run_exclusive([this, last_kept]() -> task<expected<void>> {
+    co_await hold_background_sync();
+    auto r = co_await do_truncate_after(last_kept);
+    release_background_sync();
+    co_return r;
+  });
 }
 
 task<expected<retention_result>> partition_log::enforce_retention() {
@@ -356,6 +368,7 @@ task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) 
   g.has_metas = std::any_of(g.items.begin(), g.items.end(), [](const auto& w) { return !w->metas.empty(); });
   g.metas_before = g.active->metas.size();
   pending_bytes_ -= g.bytes;
+  group_in_flight_ = true;  // until apply_group or the end of undo_group (sync_file)
 
   // Every step below must succeed before the group counts: until then log_end_, the segment and the index describe
   // the file as it was, and a failure cuts the file back to that (and syncs the cut) before the error is returned.
@@ -552,6 +565,7 @@ task<void> partition_log::undo_group(append_group& g, const rill::error& e) {
   }
   active.metas.resize(g.metas_before);
   active.metas_written = std::min(active.metas_written, g.metas_before);
+  group_in_flight_ = false;
   fail_group(g, e);
   fail_pending(e);
 }
@@ -579,6 +593,7 @@ void partition_log::apply_group(append_group& g) {
   active.file_size = std::max(active.file_size, active.size);
   active.next_offset = g.next;
   log_end_ = g.next;
+  group_in_flight_ = false;
   last_timestamp_ = g.now;
   stats_.appends += g.items.size();
   if (g.synced) {
@@ -596,9 +611,6 @@ task<void> partition_log::finish_group(append_group& g) {
   // Relaxed policies: the sync deadline is set before the appends complete, so whoever they wake (the partition
   // actor scheduling its ticks) already sees it.
   if (mode != config::durability_mode::sync_before_ack) {
-    for (const auto& w : g.items) {
-      unsynced_records_ += w->records;
-    }
     if (mode == config::durability_mode::every_ms && !sync_due_) {
       sync_due_ = clock_.monotonic() + std::chrono::milliseconds(options_.config.sync_every_ms);
     }
@@ -607,7 +619,13 @@ task<void> partition_log::finish_group(append_group& g) {
   for (std::size_t i = 0; i < g.items.size(); ++i) {
     g.items[i]->append_done->complete(g.results[i]);
   }
-  if (mode == config::durability_mode::every_records && unsynced_records_ >= options_.config.sync_every_records) {
+  // Acknowledged; now make them visible: the background sync covers them within about one fdatasync.
+  kick_background_sync();
+  // The bound on what a power loss can take, even if the background sync is slow. Unsynced data counted in
+  // offsets (= records for leader appends), as log_end_ - synced_end_, which stays right while the background
+  // sync raises synced_end_.
+  if (mode == config::durability_mode::every_records &&
+      log_end_ - synced_end_ >= static_cast<std::int64_t>(options_.config.sync_every_records)) {
     (void)co_await sync_log();  // a failure fences the partition; the appends were already acknowledged
   }
   if (committed_ - superblock_.current().committed >=
@@ -662,9 +680,78 @@ task<expected<void>> partition_log::sync_log() {
 void partition_log::mark_synced(offset_t target) {
   synced_end_ = std::max(synced_end_, target);
   segments_.back()->synced_size = segments_.back()->size;
-  unsynced_records_ = 0;
   sync_due_.reset();
   advance_commit();
+}
+
+void partition_log::kick_background_sync() {
+  if (!options_.background_sync || options_.config.durability == config::durability_mode::sync_before_ack) {
+    return;
+  }
+  if (background_sync_running_ || background_sync_holds_ > 0 || closing_ || closed_ || fenced_ ||
+      synced_end_ >= log_end_) {
+    return;
+  }
+  background_sync_running_ = true;
+  background_sync_idle_.reset();
+  spawn(background_sync_loop(), [] {});
+}
+
+task<void> partition_log::background_sync_loop() {
+  RILL_ASSERT(background_sync_running_);
+  while (!closing_ && !closed_ && !fenced_ && background_sync_holds_ == 0 && synced_end_ < log_end_) {
+    // What this sync covers: the active segment as it is now. Its size and end were set by apply_group after the
+    // group's writes completed, so an fdatasync issued from here covers them (and their metadata, synced first).
+    std::shared_ptr<segment> seg = segments_.back();
+    const std::uint64_t size = seg->size;
+    const offset_t end = seg->next_offset;
+    const std::uint64_t truncations = truncations_;
+    if (synced_end_ < seg->base_offset || end <= synced_end_) {
+      break;  // something below the segment is unsynced, or nothing in it is: the writer's own syncs handle it
+    }
+    const auto started = clock_.monotonic();
+    expected<void> synced = co_await sync_file(seg->meta_file, true);  // metadata before batches
+    if (synced) {
+      synced = co_await sync_file(seg->log_file, true);
+    }
+    if (!synced) {
+      // After a failed fsync nothing unsynced can be trusted. No cut here (the writer may be inside a group on this
+      // file): the owner reopens the log with trusted_end = synced_end(), which cuts it (partition_state).
+      fence(synced.error());
+      break;
+    }
+    if (fenced_ || closed_ || truncations_ != truncations || segments_.back() != seg) {
+      continue;  // the capture is stale: raise nothing (the loop condition decides whether to go on)
+    }
+    ++stats_.syncs;
+    RILL_ASSERT(size <= seg->size, "segment {} shrank under a background sync", seg->base_offset.value());
+    RILL_ASSERT(end <= log_end_);
+    seg->synced_size = std::max(seg->synced_size, size);
+    synced_end_ = std::max(synced_end_, end);
+    if (synced_end_ >= log_end_) {
+      sync_due_.reset();
+    }
+    if (options_.observer != nullptr) {
+      options_.observer->synced(clock_.monotonic() - started);
+    }
+    advance_commit();
+    check_order();  // only the order: the writer may be between the awaits of a step
+  }
+  background_sync_running_ = false;
+  background_sync_idle_.set();
+}
+
+task<void> partition_log::hold_background_sync() {
+  ++background_sync_holds_;
+  while (background_sync_running_) {
+    co_await background_sync_idle_.wait();
+  }
+}
+
+void partition_log::release_background_sync() {
+  RILL_ASSERT(background_sync_holds_ > 0);
+  --background_sync_holds_;
+  kick_background_sync();
 }
 
 task<expected<void>> partition_log::maybe_preallocate(segment& seg) {
@@ -693,17 +780,24 @@ task<expected<void>> partition_log::maybe_preallocate(segment& seg) {
   co_return expected<void>{};
 }
 
-task<expected<void>> partition_log::sync_file(cached_file& f) {
+task<expected<void>> partition_log::sync_file(cached_file& f, bool from_background) {
   if (!f.attached()) {
     co_return expected<void>{};  // no such file (a segment without metadata)
   }
   RILL_CO_TRY(p, co_await f.pin(engine_));
+  // The writer's own writes are complete whenever it syncs. The background sync runs beside the writer: a write
+  // issued before this fdatasync goes down but completing after it is not covered, so the file stays marked
+  // unsynced (not evictable) unless no group was in flight now and no write is marked while the sync runs.
+  const std::uint64_t writes = f.writes_marked();
+  const bool covers_every_write = !from_background || !group_in_flight_;
   RILL_CO_TRY_VOID(co_await datasync_file(engine_, p.fd(), f.path()));
   if (injected_sync_failures_ > 0) {
     --injected_sync_failures_;  // failure injection: the sync ran, the log is told it failed (nothing trusted)
     co_return unexpected(io_error(-EIO, "fdatasync " + f.path() + " (injected)"));
   }
-  f.mark_synced();
+  if (covers_every_write) {
+    f.mark_synced_if(writes);
+  }
   co_return expected<void>{};
 }
 
@@ -775,6 +869,13 @@ task<expected<void>> partition_log::seal(segment& seg) {
 }
 
 task<expected<void>> partition_log::roll() {
+  co_await hold_background_sync();  // the seal closes the active segment's meta and index files
+  auto rolled = co_await do_roll();
+  release_background_sync();
+  co_return rolled;
+}
+
+task<expected<void>> partition_log::do_roll() {
   if (fenced_) {
     co_return unexpected(*fenced_);  // (a roll queued before a failure: the active segment may be sealed)
   }
@@ -1140,6 +1241,9 @@ task<expected<void>> partition_log::close() {
   closing_ = true;  // from here no new work is queued and the deleter does not restart
   while (writer_running_) {
     co_await writer_idle_.wait();
+  }
+  while (background_sync_running_) {
+    co_await background_sync_idle_.wait();  // it stops after its sync in flight (closing_)
   }
   expected<void> result;
   if (!fenced_ && !segments_.empty()) {

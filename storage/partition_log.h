@@ -12,7 +12,11 @@
 // Durability (log_config::durability):
 //   sync_before_ack  append() completes after the fdatasync that covers it. Group commit: appends that arrive while
 //                    a flush is in flight form the next flush: one vectored write, one fdatasync for all of them.
-//   every_records / every_ms: append() completes once written; an fdatasync follows every N records / T ms.
+//   every_records / every_ms: append() completes once written. While written data is unsynced, a background sync
+//                    runs fdatasyncs of the active segment back to back (group commit without the producer waiting),
+//                    so relaxed data becomes visible within about one fdatasync. The N records / T ms bound what a
+//                    power loss can take: the writer also syncs once N records / T ms are unsynced, even if the
+//                    background sync is slow. Consumers see only synced data under every mode.
 //
 // Failures: a batch that does not validate is refused whole (nothing of the request is written). A failed write is
 // cut off the file (ftruncate to the last good end) before the error is returned, and every append queued behind it
@@ -24,7 +28,9 @@
 //
 // Concurrency: single-threaded. Every call must come from the thread that drives the io::engine; coroutines resume
 // from that engine's poll(). All mutations (appends, rolls, truncation, retention decisions, epoch changes) run one
-// at a time on an internal writer; reads run concurrently with them and pin the segments they read.
+// at a time on an internal writer; reads run concurrently with them and pin the segments they read. Under relaxed
+// durability the background sync runs concurrently with the writer too: it only syncs the active segment's files
+// and raises synced_end (and committed under auto commit); rolls and truncations wait for it and hold it off.
 //
 // Lifetime: open() -> use -> close() (waits for queued work, persists the superblock, closes files) -> destroy.
 // Every read_result and log_cursor must be released before close().
@@ -110,6 +116,10 @@ struct log_options {
   // >= 0: recovery trusts no batch at or above this offset (it cuts them, as an interrupted truncation): the synced
   // end of a fenced log reopened in-process. Must be a batch boundary the log had synced (synced_end()).
   offset_t trusted_end{-1};
+  // Relaxed durability: sync written data in the background, back to back, so it becomes visible within about one
+  // fdatasync. false: only the every_records / every_ms bounds sync (rill-bench --sync none; tests that need
+  // written data to stay unsynced).
+  bool background_sync = true;
 };
 
 struct append_result {
@@ -314,7 +324,17 @@ class partition_log {
   task<void> finish_group(append_group& g);
   task<expected<void>> sync_log();
   void mark_synced(offset_t target);
+  // Relaxed durability: starts the background sync if written data is unsynced and nothing holds it off.
+  void kick_background_sync();
+  // Syncs the active segment back to back while unsynced data remains; raises synced_end_ to what each sync
+  // covered. A failure fences the log (the owner recovers it with trusted_end = synced_end()).
+  task<void> background_sync_loop();
+  // Rolls and truncations close, cut and replace the active segment's files: they stop the background sync and
+  // wait until its fdatasync in flight (and the pin it holds) is done, and start it again when they end.
+  task<void> hold_background_sync();
+  void release_background_sync();
   task<expected<void>> roll();
+  task<expected<void>> do_roll();
   task<expected<void>> seal(segment& seg);
   // Keeps `seg` (the active segment, just written) pre-written with zeros preallocate_bytes ahead of its end. Called
   // only after a write, never at creation or open: an idle partition holds no zeros.
@@ -323,7 +343,9 @@ class partition_log {
   // I/O on a segment's cached file (file_cache.h), each under a pin for its duration. Writes and truncations mark
   // the file unsynced before they are issued; sync_file marks it synced once its fdatasync succeeded (a detached
   // file has nothing to sync). While unsynced, the cache never closes it, so a failed fdatasync is seen here.
-  task<expected<void>> sync_file(cached_file& f);
+  // from_background: the background sync, concurrent with the writer's writes: the file is marked synced only if no
+  // write was issued before the fdatasync went down (none in flight, none since).
+  task<expected<void>> sync_file(cached_file& f, bool from_background = false);
   // must_sync = false: a cut that need not survive a crash (an active segment's index file, which recovery
   // rebuilds): the file stays evictable.
   task<expected<void>> truncate_cached(cached_file& f, std::uint64_t length, bool must_sync = true);
@@ -401,7 +423,6 @@ class partition_log {
   offset_t synced_end_{0};
   offset_t committed_{0};
   timestamp_ms_t last_timestamp_{-1};
-  std::uint64_t unsynced_records_ = 0;
   std::optional<std::chrono::nanoseconds> sync_due_;
 
   std::deque<std::unique_ptr<work>> queue_;
@@ -409,8 +430,14 @@ class partition_log {
   bool writer_running_ = false;
   bool roll_queued_ = false;  // tick() queued an age roll that has not run yet
   bool deleter_running_ = false;
+  bool background_sync_running_ = false;
+  std::uint32_t background_sync_holds_ = 0;  // rolls and truncations in progress (hold_background_sync)
+  // The writer is inside a group, from its first write to apply_group or the end of undo_group: a write to the
+  // active segment's files may be in flight.
+  bool group_in_flight_ = false;
   async_event writer_idle_;
   async_event deleter_idle_;
+  async_event background_sync_idle_;
   std::optional<rill::error> fenced_;
   bool closing_ = false;
   std::uint64_t truncations_ = 0;  // truncate_after calls so far (cursors revalidate their positions)

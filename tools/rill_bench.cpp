@@ -134,6 +134,7 @@ int run_storage(const storage_args& a) {
   } else if (a.sync == "none") {
     opts.config.durability = config::durability_mode::every_records;
     opts.config.sync_every_records = 1'000'000'000;
+    opts.background_sync = false;  // none: no fdatasync at all
   } else {
     fmt::print(stderr, "rill-bench: --sync must be every-batch or none, not {}\n", a.sync);
     return 2;
@@ -253,6 +254,7 @@ int run_produce_data(const std::string& dir, std::uint64_t bytes, std::uint64_t 
   log_options opts;
   opts.config.durability = config::durability_mode::every_records;
   opts.config.sync_every_records = 1'000'000'000;
+  opts.background_sync = false;
   opts.config.segment_bytes = segment_bytes;
   opts.config.max_message_bytes = 4 * 1024 * 1024;
   auto log_or = drive(engine, partition_log::open(engine, env.pool, env.clk, env.reporter, dir, opts));

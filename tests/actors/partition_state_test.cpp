@@ -114,6 +114,33 @@ BOOST_AUTO_TEST_CASE(a_fenced_partition_recovers_in_place_and_says_so_meanwhile)
   BOOST_TEST(dup->base_offsets == (std::vector<std::int64_t>{0}));
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_background_sync_of_relaxed_data_fences_and_recovery_keeps_only_synced_data) {
+  fixture f;
+  f.options.config.durability = config::durability_mode::every_ms;
+  f.options.config.sync_every_ms = 3'600'000;  // only the background sync runs
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(7, 0, 0, 3, "a")));
+  storage::io::run_until(f.disk, [] { return false; });
+  BOOST_TEST(f.state->log().committed().value() == 3);
+  // Acknowledged at write; the background sync that follows fails and fences the log.
+  f.disk.faults().sync_error_ppm = 1'000'000;
+  RILL_REQUIRE_OK(f.produce(producer_batch(7, 0, 3, 2, "b")));
+  storage::io::run_until(f.disk, [] { return false; });
+  BOOST_REQUIRE(f.state->fencing().has_value());
+  BOOST_TEST(f.state->log().committed().value() == 3);  // nobody saw "b"
+  BOOST_TEST((f.status(f.produce(producer_batch(7, 0, 5, 1, "c"))) == net::status::partition_fenced));
+  f.disk.faults().sync_error_ppm = 0;
+  RILL_REQUIRE_OK(run(f.disk, f.state->recover_log()));
+  BOOST_TEST(!f.state->fencing().has_value());
+  BOOST_TEST(f.state->log().log_end().value() == 3);  // "b" was never synced: cut
+  // The producer's retry of "b" (its acknowledgement did not promise durability) is taken where the log ended.
+  auto retried = f.produce(producer_batch(7, 0, 3, 2, "b"));
+  RILL_REQUIRE_OK(retried);
+  BOOST_TEST(retried->base_offsets == (std::vector<std::int64_t>{3}));
+  storage::io::run_until(f.disk, [] { return false; });
+  BOOST_TEST(f.state->log().committed().value() == 5);
+}
+
 BOOST_AUTO_TEST_CASE(retries_are_answered_with_their_original_offsets) {
   fixture f;
   f.open();

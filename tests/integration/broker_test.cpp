@@ -241,7 +241,8 @@ BOOST_AUTO_TEST_CASE(a_long_poll_is_woken_by_a_produce) {
   RILL_REQUIRE_OK(r);
   BOOST_TEST(produced.load());
   BOOST_TEST(r->header.records() == 1u);
-  // Under a relaxed durability, data becomes visible at the periodic sync: that wakes a parked poll too.
+  // Under a relaxed durability, data becomes visible at its background sync (about one fdatasync, not the 200 ms
+  // interval): that wakes a parked poll too.
   proto::TopicConfig relaxed;
   relaxed.set_durability(proto::DURABILITY_EVERY_MS);
   relaxed.set_sync_every_ms(200);
