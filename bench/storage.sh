@@ -4,8 +4,7 @@
 #   bench/storage.sh [BUILD_DIR]            (default build dir: build)
 #
 # Environment: BENCH_DIR (scratch directory, default /tmp/rill-bench), RUNS (pairs per comparison, default 5),
-# BATCHES (default 3000), RECOVERY_BYTES (default 1 GiB), ONLY=unsynced (just the no-sync comparisons, with the
-# engine's writer thread on and off: issue 14).
+# BATCHES (default 3000), RECOVERY_BYTES (default 1 GiB).
 #
 # Every comparison runs rill and fio alternately RUNS times and reports the median of each and the median of the
 # pairwise ratios (these machines are noisy: ratios measured side by side are what to quote, not absolute digits).
@@ -34,9 +33,9 @@ batch_bytes=$("$rill_bench" storage --dir "$bench_dir/probe" --record-size $reco
   --batches 1 --sync none --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["batch_bytes"])')
 total_bytes=$((batch_bytes * batches))
 
-rill_run() {  # sync inflight [preallocate bytes [write thread on|off]] -> MB/s
+rill_run() {  # sync inflight [preallocate bytes] -> MB/s
   "$rill_bench" storage --dir "$bench_dir/rill" --record-size $record_size --batch-records $batch_records \
-    --batches "$batches" --sync "$1" --inflight "$2" --preallocate-bytes "${3:-0}" --write-thread "${4:-on}" --json |
+    --batches "$batches" --sync "$1" --inflight "$2" --preallocate-bytes "${3:-0}" --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["append_mb_per_s"])'
 }
 fio_run() {  # extra fio flags -> MB/s
@@ -68,31 +67,6 @@ compare() {  # label, rill sync, rill inflight, fio args...
   done
   printf '%s\n' "${pairs[@]}" | summarize "$label"
 }
-
-compare_write_thread() {  # inflight: no sync, writer thread on and off against fio buffered, interleaved
-  local on=() off=()
-  for _ in $(seq "$runs"); do
-    local f a b
-    f=$(fio_run --end_fsync=1)
-    a=$(rill_run none "$1" 0 on)
-    b=$(rill_run none "$1" 0 off)
-    on+=("$a $f")
-    off+=("$b $f")
-  done
-  printf '%s\n' "${on[@]}" | summarize "no sync, $1 in flight, writer thread vs fio buffered --end_fsync=1"
-  printf '%s\n' "${off[@]}" | summarize "no sync, $1 in flight, io_uring writes vs fio buffered --end_fsync=1"
-}
-
-if [ "${ONLY:-}" = unsynced ]; then
-  echo "batch: $batch_records records x $record_size B = $batch_bytes bytes; $batches batches; $runs runs each"
-  echo
-  echo "| comparison | rill MB/s (median) | fio MB/s (median) | rill/fio (median, min-max) |"
-  echo "|---|---|---|---|"
-  compare_write_thread 1
-  compare_write_thread 8
-  rm -rf "$bench_dir"
-  exit 0
-fi
 
 compare_preallocation() {  # label, inflight: rill with 8 MiB preallocation (A) against none (B)
   local pairs=()

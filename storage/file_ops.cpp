@@ -1,7 +1,5 @@
 #include "storage/file_ops.h"
 
-#include <utility>
-
 #include <cerrno>
 #include <vector>
 
@@ -128,7 +126,7 @@ task<expected<void>> write_all(io::engine& e, int fd, std::uint64_t offset, std:
 }
 
 task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std::span<const ::iovec> iov,
-                                std::string path, io::submit_hook* submitted) {
+                                std::string path) {
   std::uint64_t total = 0;
   for (const auto& v : iov) {
     total += v.iov_len;
@@ -143,7 +141,6 @@ task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std
     r.offset = offset + put;
     r.iov = current.data();
     r.iov_count = static_cast<unsigned>(current.size());
-    r.after_submit = std::exchange(submitted, nullptr);
     const std::int64_t rc = co_await r;
     if (rc < 0) {
       if (rc == -EINTR || rc == -EAGAIN) {

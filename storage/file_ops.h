@@ -26,9 +26,8 @@ task<expected<std::size_t>> read_at(io::engine& e, int fd, std::uint64_t offset,
 task<expected<void>> write_all(io::engine& e, int fd, std::uint64_t offset, std::span<const std::byte> data,
                                std::string path);
 // Writes every iovec in order starting at `offset` (one writev, continued if short). `iov` is not modified.
-// `submitted`: run once, right after the first writev is submitted (io::awaitable::after_submit).
 task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std::span<const ::iovec> iov,
-                                std::string path, io::submit_hook* submitted = nullptr);
+                                std::string path);
 task<expected<void>> datasync_file(io::engine& e, int fd, std::string path);
 task<expected<void>> truncate_file(io::engine& e, int fd, std::uint64_t length, std::string path);
 task<expected<std::uint64_t>> size_of_file(io::engine& e, int fd, std::string path);

@@ -285,14 +285,12 @@ bool partition_log::needs_roll(const segment& active, std::uint64_t bytes) const
 task<void> partition_log::writer_loop() {
   while (!queue_.empty()) {
     if (fenced_) {
-      run_acks_due();
       fail_pending(*fenced_);
       break;
     }
     if (queue_.front()->is_append()) {
       const segment& active = *segments_.back();
       if (needs_roll(active, queue_.front()->bytes.size())) {
-        run_acks_due();
         auto rolled = co_await roll();
         if (!rolled) {
           fail_pending(rolled.error());
@@ -316,7 +314,6 @@ task<void> partition_log::writer_loop() {
       co_await write_group(std::move(group));
       continue;
     }
-    run_acks_due();
     auto w = std::move(queue_.front());
     queue_.pop_front();
     expected<void> r;
@@ -329,7 +326,6 @@ task<void> partition_log::writer_loop() {
       w->void_done->complete(std::move(r));
     }
   }
-  run_acks_due();
   writer_running_ = false;
   writer_idle_.set();
 }
@@ -340,21 +336,7 @@ void partition_log::fail_group(append_group& g, const rill::error& e) {
   }
 }
 
-void partition_log::run_acks_due() {
-  // Completing resumes the appends' awaiters, which may append again (acks_due_ is not touched by that: only
-  // finish_group fills it, and only the writer runs finish_group).
-  auto due = std::exchange(acks_due_, {});
-  for (auto& [done, result] : due) {
-    done->complete(result);
-  }
-}
-
 task<void> partition_log::write_group(std::vector<std::unique_ptr<work>> items) {
-  co_await write_group_steps(std::move(items));
-  run_acks_due();  // a failure before the write was submitted (or a fused write) ran no hook
-}
-
-task<void> partition_log::write_group_steps(std::vector<std::unique_ptr<work>> items) {
   RILL_ASSERT(!items.empty());
   RILL_ASSERT(items.size() <= limits::flush_iovecs_max);
   append_group g;
@@ -484,9 +466,7 @@ task<expected<void>> partition_log::write_group_batches(append_group& g) {
   RILL_CO_TRY(log, co_await active.log_file.pin(engine_));
   active.log_file.mark_unsynced();  // until an fdatasync covers the group, the cache must not close the file
   if (!fused) {
-    // The previous group's deferred acknowledgements run once this write is on its way (finish_group).
-    acks_hook hook(*this);
-    co_return co_await writev_all(engine_, log.fd(), g.position, iov, active.log_path(), &hook);
+    co_return co_await writev_all(engine_, log.fd(), g.position, iov, active.log_path());
   }
   io::awaitable op(engine_);
   op.op = io::opcode::writev_datasync;
@@ -636,17 +616,8 @@ task<void> partition_log::finish_group(append_group& g) {
     }
   }
   RILL_ASSERT(g.results.size() == g.items.size());
-  // Relaxed durability with more appends queued: the acknowledgements wait until the next group's write has been
-  // submitted (acks_hook), so whatever they wake (a producer preparing its next batch) overlaps that write instead
-  // of delaying it. They never wait longer: writer_loop and write_group run them before anything else.
-  const bool defer = mode != config::durability_mode::sync_before_ack && !queue_.empty() && queue_.front()->is_append();
-  RILL_ASSERT(acks_due_.empty());
   for (std::size_t i = 0; i < g.items.size(); ++i) {
-    if (defer) {
-      acks_due_.emplace_back(g.items[i]->append_done, g.results[i]);
-    } else {
-      g.items[i]->append_done->complete(g.results[i]);
-    }
+    g.items[i]->append_done->complete(g.results[i]);
   }
   // Acknowledged; now make them visible: the background sync covers them within about one fdatasync.
   kick_background_sync();

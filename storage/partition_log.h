@@ -175,9 +175,6 @@ struct log_stats {
 
 class log_cursor;
 
-template <class T>
-struct completion;  // partition_log_internal.h
-
 class partition_log {
  public:
   // Opens (creating if options.create) the partition in `dir` and runs recovery (docs/storage.md, Recovery).
@@ -325,14 +322,6 @@ class partition_log {
   void apply_group(append_group& g);
   // Completes the group's appends, then the follow-ups: a relaxed sync that is due, the superblock, preallocation.
   task<void> finish_group(append_group& g);
-  task<void> write_group_steps(std::vector<std::unique_ptr<work>> items);
-  // Completes the acknowledgements finish_group deferred (relaxed durability, more appends queued).
-  void run_acks_due();
-  struct acks_hook final : io::submit_hook {
-    explicit acks_hook(partition_log& l) noexcept : log(l) {}
-    void run() override { log.run_acks_due(); }
-    partition_log& log;
-  };
   task<expected<void>> sync_log();
   void mark_synced(offset_t target);
   // Relaxed durability: starts the background sync if written data is unsynced and nothing holds it off.
@@ -437,8 +426,6 @@ class partition_log {
   std::optional<std::chrono::nanoseconds> sync_due_;
 
   std::deque<std::unique_ptr<work>> queue_;
-  // Acknowledgements of the last group, held until the next group's write is submitted (finish_group).
-  std::vector<std::pair<completion<expected<append_result>>*, append_result>> acks_due_;
   std::uint64_t pending_bytes_ = 0;
   bool writer_running_ = false;
   bool roll_queued_ = false;  // tick() queued an age roll that has not run yet

@@ -76,8 +76,8 @@ T drive(io::engine& e, task<T> t) {
 // What every benchmark needs around one partition log: an io_uring engine, the system clock, a buffer pool and a
 // reporter that prints to stderr. Declared in this order so that the pool outlives the log's buffers.
 struct bench_env {
-  explicit bench_env(bool write_thread = true) {
-    auto e = io::uring_engine::create(256, true, write_thread);
+  bench_env() {
+    auto e = io::uring_engine::create(256);
     if (!e) {
       die("io_uring", e.error());
     }
@@ -114,7 +114,6 @@ struct storage_args {
   int inflight = 1;
   std::uint64_t segment_bytes = 1ull << 30;
   std::uint64_t preallocate_bytes = 0;
-  std::string write_thread = "on";
   bool json = false;
 };
 
@@ -122,7 +121,7 @@ int run_storage(const storage_args& a) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::remove_all(a.dir, ec);
-  bench_env env(a.write_thread == "on");
+  bench_env env;
   auto& engine = *env.engine;
   log_options opts;
   opts.config.segment_bytes = a.segment_bytes;
@@ -232,12 +231,10 @@ int run_storage(const storage_args& a) {
         "{{\"bench\":\"storage\",\"sync\":\"{}\",\"record_size\":{},\"batch_records\":{},\"batches\":{},"
         "\"inflight\":{},\"batch_bytes\":{},\"append_records_per_s\":{:.0f},\"append_mb_per_s\":{:.2f},"
         "\"append_latency_us_p50\":{:.1f},\"append_latency_us_p99\":{:.1f},\"append_latency_us_p999\":{:.1f},"
-        "\"syncs\":{},\"flushes\":{},\"read_records_per_s\":{:.0f},\"read_mb_per_s\":{:.2f},"
-        "\"write_thread\":{},\"thread_writes\":{},\"thread_write_wakeups\":{}}}\n",
+        "\"syncs\":{},\"flushes\":{},\"read_records_per_s\":{:.0f},\"read_mb_per_s\":{:.2f}}}\n",
         a.sync, a.record_size, a.batch_records, a.batches, a.inflight, bytes_per_batch, records / append_s,
         mb / append_s, p50, p99, p999, stats.syncs, stats.flushes, static_cast<double>(read_records) / read_s,
-        static_cast<double>(read_bytes) / 1e6 / read_s, engine.write_thread(), engine.thread_writes(),
-        engine.thread_write_wakeups());
+        static_cast<double>(read_bytes) / 1e6 / read_s);
   } else {
     fmt::print("append: {:.0f} records/s, {:.2f} MB/s ({} batches of {} bytes, sync {}, {} in flight)\n",
                records / append_s, mb / append_s, a.batches, bytes_per_batch, a.sync, a.inflight);
@@ -320,10 +317,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   storage->add_option("--segment-bytes", sa.segment_bytes, "segment size");
   storage->add_option("--preallocate-bytes", sa.preallocate_bytes, "pre-write zeros this far ahead (sync every-batch)");
-  storage
-      ->add_option("--write-thread", sa.write_thread,
-                   "on: buffered writes on the engine's writer thread (pwritev); off: as io_uring SQEs")
-      ->check(CLI::IsMember({"on", "off"}));
   storage->add_flag("--json", sa.json, "print one JSON object");
 
   std::string rdir;

@@ -140,20 +140,9 @@ class engine {
   [[nodiscard]] virtual const char* name() const = 0;
 };
 
-// Work to run once a request is submitted, while its coroutine waits (awaitable::after_submit).
-class submit_hook {
- public:
-  virtual ~submit_hook() = default;
-  virtual void run() = 0;
-};
-
 // A request that resumes a coroutine when it completes: `co_await` it to submit and get the result.
 class awaitable : public request {
  public:
-  // Runs right after the submit, with the coroutine suspended: e.g. acknowledgements that should not delay the
-  // write they follow (partition_log's deferred acks).
-  submit_hook* after_submit = nullptr;
-
   explicit awaitable(engine& e) noexcept : engine_(&e) {}
   awaitable(awaitable&& other) noexcept = default;
 
@@ -162,10 +151,6 @@ class awaitable : public request {
     handle_ = h;
     on_complete = &resume;
     engine_->submit(*this);
-    if (after_submit != nullptr) {
-      after_submit->run();  // the awaiting coroutine is suspended: this may resume others (never it: no inline
-                            // completions)
-    }
   }
   std::int64_t await_resume() const noexcept { return result; }
 

@@ -1,10 +1,7 @@
 // Invariants
 // - in_flight_ counts requests between submit() and the end of their completion callback.
-// - A request is in exactly one of: pending_ (not yet an SQE), the ring, an offload's queue, running on its thread,
-//   an offload's done list.
-// - The eventfd poll is armed whenever an offloaded request is outstanding.
-// - Only buffered writes go to the writer thread, and only with write_thread_; writev_datasync always stays in the
-//   ring (its write and sync are linked there).
+// - A request is in exactly one of: pending_ (not yet an SQE), the ring, helper_queue_, helper_done_.
+// - The eventfd poll is armed whenever a helper request is outstanding.
 #include "storage/io/uring_engine.h"
 
 #include <fcntl.h>
@@ -33,7 +30,7 @@ constexpr int op_ftruncate = 55;
 
 }  // namespace
 
-expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries, bool probe_opcodes, bool write_thread) {
+expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries, bool probe_opcodes) {
   std::unique_ptr<uring_engine> e(new uring_engine());
   const int rc = io_uring_queue_init(entries, &e->ring_, 0);
   if (rc < 0) {
@@ -47,7 +44,6 @@ expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries, b
     e->native_unlink_ = io_uring_opcode_supported(probe, IORING_OP_UNLINKAT);
     io_uring_free_probe(probe);
   }
-  e->write_thread_ = write_thread;
   e->eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (e->eventfd_ < 0) {
     return unexpected(io_error(-errno, "eventfd"));
@@ -57,8 +53,14 @@ expected<std::unique_ptr<uring_engine>> uring_engine::create(unsigned entries, b
 
 uring_engine::~uring_engine() {
   RILL_ASSERT(in_flight_ == 0, "uring_engine destroyed with {} requests in flight", in_flight_);
-  stop(helper_);
-  stop(writer_);
+  if (helper_.joinable()) {
+    {
+      std::lock_guard lock(helper_mutex_);
+      helper_stop_ = true;
+    }
+    helper_cv_.notify_one();
+    helper_.join();
+  }
   if (ring_ready_) {
     // An armed eventfd poll may still sit in the ring; exiting the ring cancels it.
     io_uring_queue_exit(&ring_);
@@ -91,11 +93,13 @@ void uring_engine::submit(request& r) {
   RILL_ASSERT(r.on_complete != nullptr);
   ++in_flight_;
   if (needs_helper(r)) {
-    hand_over(helper_, r);
-    return;
-  }
-  if (write_thread_ && (r.op == opcode::write || r.op == opcode::writev)) {
-    hand_over(writer_, r);
+    start_helper();
+    ++helper_outstanding_;
+    {
+      std::lock_guard lock(helper_mutex_);
+      helper_queue_.push_back(&r);
+    }
+    helper_cv_.notify_one();
     return;
   }
   pending_.push_back(&r);
@@ -201,69 +205,33 @@ void uring_engine::arm_eventfd() {
   eventfd_armed_ = true;
 }
 
-void uring_engine::hand_over(offload& o, request& r) {
-  if (!o.thread.joinable()) {
-    o.thread = std::thread([this, &o] { offload_main(o); });
+void uring_engine::start_helper() {
+  if (helper_.joinable()) {
+    return;
   }
-  ++o.outstanding;
-  bool idle = false;
-  {
-    std::lock_guard lock(o.mutex);
-    idle = o.queue.empty();
-    o.queue.push_back(&r);
-  }
-  if (idle) {
-    o.cv.notify_one();  // a busy thread takes the rest of the queue when it is done: no wake-up needed
-  }
+  helper_ = std::thread([this] { helper_main(); });
 }
 
-void uring_engine::offload_main(offload& o) {
-  std::vector<request*> batch;
+void uring_engine::helper_main() {
   for (;;) {
+    request* r = nullptr;
     {
-      std::unique_lock lock(o.mutex);
-      o.cv.wait(lock, [&o] { return o.stop || !o.queue.empty(); });
-      if (o.queue.empty()) {
+      std::unique_lock lock(helper_mutex_);
+      helper_cv_.wait(lock, [this] { return helper_stop_ || !helper_queue_.empty(); });
+      if (helper_queue_.empty()) {
         return;  // stopping, and nothing left
       }
-      batch.swap(o.queue);
-      ++o.wakeups;
+      r = helper_queue_.front();
+      helper_queue_.pop_front();
     }
-    for (request* r : batch) {
-      execute_blocking(*r);
-    }
+    execute_blocking(*r);
     {
-      std::lock_guard lock(o.mutex);
-      o.done.insert(o.done.end(), batch.begin(), batch.end());
+      std::lock_guard lock(helper_mutex_);
+      helper_done_.push_back(r);
     }
-    batch.clear();
     const std::uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(eventfd_, &one, sizeof one);
   }
-}
-
-void uring_engine::collect(offload& o, std::vector<request*>& done) {
-  if (o.outstanding == 0) {
-    return;
-  }
-  std::lock_guard lock(o.mutex);
-  done.insert(done.end(), o.done.begin(), o.done.end());
-  RILL_ASSERT(o.done.size() <= o.outstanding);
-  o.outstanding -= o.done.size();
-  o.executed += o.done.size();
-  o.done.clear();
-}
-
-void uring_engine::stop(offload& o) {
-  if (!o.thread.joinable()) {
-    return;
-  }
-  {
-    std::lock_guard lock(o.mutex);
-    o.stop = true;
-  }
-  o.cv.notify_one();
-  o.thread.join();
 }
 
 std::size_t uring_engine::reap(std::vector<request*>& done) {
@@ -292,8 +260,14 @@ std::size_t uring_engine::reap(std::vector<request*>& done) {
     // Reset the counter before collecting, so a completion posted after this read re-triggers the poll.
     [[maybe_unused]] const ssize_t rd = ::read(eventfd_, &eventfd_value_, sizeof eventfd_value_);
   }
-  collect(helper_, done);
-  collect(writer_, done);
+  if (helper_outstanding_ > 0) {
+    std::lock_guard lock(helper_mutex_);
+    for (request* r : helper_done_) {
+      done.push_back(r);
+    }
+    helper_outstanding_ -= helper_done_.size();
+    helper_done_.clear();
+  }
   return done.size() - before;
 }
 
@@ -340,7 +314,7 @@ std::size_t uring_engine::poll(bool wait) {
     // Reap first: a stale eventfd completion (its helper result already collected) clears eventfd_armed_ here, so
     // the poll is re-armed below before we sleep, and a helper completion can always wake us.
     reap(done);
-    if (offloaded() > 0) {
+    if (helper_outstanding_ > 0) {
       arm_eventfd();
     }
     const bool block = wait && done.empty() && in_flight_ > 0;
