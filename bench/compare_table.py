@@ -61,7 +61,7 @@ systems = {"durable": ["rill", "redis"], "relaxed": ["rill", "nats", "redis"]}
 setting = {
     ("rill", "durable"): "sync before ack (fdatasync, group commit)",
     ("redis", "durable"): "appendfsync always",
-    ("rill", "relaxed"): "fdatasync every 1 s",
+    ("rill", "relaxed"): "ack at write, background fdatasync (at most 1 s unsynced)",
     ("nats", "relaxed"): "JetStream default (fsync every 2 min)",
     ("redis", "relaxed"): "appendfsync everysec",
 }

@@ -7,8 +7,9 @@
 // strategy, check every batch's CRC as a client must, and walk its records without copying them.
 //
 // Durability: --sync before-ack creates the topic with DURABILITY_SYNC_BEFORE_ACK (acknowledged after the fdatasync
-// that covers the batch); --sync none with DURABILITY_EVERY_MS and sync_every_ms 1000 (an fdatasync each second,
-// like Redis's appendfsync everysec; consumers see a batch once it is synced, so end-to-end latency includes it).
+// that covers the batch); --sync none with DURABILITY_EVERY_MS and sync_every_ms 1000 (acknowledged once written;
+// at most a second unsynced, like Redis's appendfsync everysec; a background fdatasync runs back to back while data
+// is unsynced, and consumers see a batch once it is synced, so end-to-end latency includes about one fdatasync).
 #include <memory>
 
 #include "tools/load/load.h"
