@@ -94,6 +94,7 @@ for size in sizes:
               "| consume msg/s | MB/s | of loopback |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         figures = {}
+        syncs = {}
         for cls, names in systems.items():
             disk = limits.get(("disk_sync", size)) if cls == "durable" else buffered
             for name in names:
@@ -108,12 +109,24 @@ for size in sizes:
                     "c": med(cons, "consume", "msgs_per_s"),
                     "cmb": med(cons, "consume", "mb_per_s"),
                 }
+                logs = [row["log"] for row in prod if row.get("log", {}).get("fdatasyncs")]
+                if logs:
+                    syncs[(cls, name)] = (
+                        statistics.median(l["records"] / l["fdatasyncs"] for l in logs),
+                        statistics.median(l["fdatasyncs"] / l["seconds"] for l in logs if l["seconds"] > 0)
+                        if any(l["seconds"] > 0 for l in logs) else None)
                 figures[(cls, name)] = f
                 print(f"| {cls} | {name} | {setting[(name, cls)]} | {fmt_rate(f['p'])} | {fmt_mb(f['pmb'])} "
                       f"| {fmt_frac(f['pmb'], disk)} | {fmt_us(f['p50'])} | {fmt_us(f['p99'])} "
                       f"| {fmt_us(f['p999'])} | {fmt_rate(f['c'])} | {fmt_mb(f['cmb'])} "
                       f"| {fmt_frac(f['cmb'], loopback)} |")
         print()
+        for (cls, name), (per_sync, per_s) in sorted(syncs.items()):
+            rate = "-" if per_s is None else f"{per_s:,.0f}"
+            print(f"- {name} {cls} produce: {per_sync:,.0f} records per fdatasync, {rate} fdatasyncs/s "
+                  f"(its /metrics, sampled every 0.25 s)")
+        if syncs:
+            print()
         print("| ratio, matching durability | produce msg/s | p99 (peer / rill: above 1, rill is faster) "
               "| consume msg/s |")
         print("|---|---|---|---|")
