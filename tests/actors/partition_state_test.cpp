@@ -38,6 +38,11 @@ std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::b
   return a;
 }
 
+// As the router hands them over: validated (a good batch; the produce tests check refusals through fixture::produce).
+storage::validated_batches validated(std::vector<std::byte> b) {
+  return storage::validated_batches::validate(std::move(b), limits::batch_bytes_limit).value();
+}
+
 struct fixture {
   explicit fixture(std::uint64_t seed = 3, simulation::sim_disk_faults faults = {}) : disk(seed, faults, &clk) {
     options.config.segment_bytes = 1 << 20;
@@ -57,7 +62,12 @@ struct fixture {
       (void)run(disk, state->close());
     }
   }
-  expected<produce_result> produce(std::vector<std::byte> b) { return run(disk, state->produce(std::move(b))); }
+  // As a client's produce arrives: validated by the router (against the log's limit), then the partition's checks.
+  expected<produce_result> produce(std::vector<std::byte> b) {
+    RILL_TRY(validated, storage::validated_batches::validate(std::span<const std::byte>(b),
+                                                             options.config.max_message_bytes));
+    return run(disk, state->produce(std::move(validated)));
+  }
   net::status status(const expected<produce_result>& r) {
     return r ? net::status::ok : net::status_of(r.error().code());
   }
@@ -563,7 +573,7 @@ BOOST_AUTO_TEST_CASE(acknowledged_produces_survive_a_crash_at_every_step_and_ret
       int done = 0;
       for (std::size_t j = i; j < i + 3 && j < plan.size(); ++j) {
         const auto& p = plan[j];
-        spawn(f.state->produce(producer_batch(p.pid, 0, p.seq, 2, p.tag)),
+        spawn(f.state->produce(validated(producer_batch(p.pid, 0, p.seq, 2, p.tag))),
               [&acked, &done, tag = p.tag](expected<produce_result> r) {
                 ++done;
                 if (r) {
