@@ -8,7 +8,9 @@
 // as soon as every received byte is framed. A partly received frame keeps its buffer (it is data buffered), and the
 // next receive goes straight into it. Replies are held only while queued. A frame larger than a window gets a buffer
 // of its whole size as soon as its length prefix is in (bounded by frame_bytes_max): its bytes are copied at most
-// once, when the buffer grows, and only those of its first receive; receives for it stop at its end.
+// once, when the buffer grows, and only those of its first receive; receives for it stop at its end. After a large
+// frame, the next receive guesses that the next frame is as large (a buffer of its size; it still reads one window):
+// large frames of one size arriving back to back are then not copied at all.
 //
 // Invariants
 // - At most one read (a wait for readability or a receive) and one send are pending; the received bytes are not
@@ -147,6 +149,7 @@ class connection_state {
   std::size_t recv_at_ = 0;                 // where the pending receive writes in in_
   std::size_t consumed_ = 0;                // bytes of in_ framed since end_recv
   std::uint64_t copied_bytes_ = 0;          // copied_bytes()
+  std::size_t frame_bytes_last_ = 0;        // the size of the last frame framed: the next receive's guess
   std::deque<std::vector<std::byte>> out_;  // replies waiting to be sent; front is being sent
   std::size_t out_sent_ = 0;                // bytes of out_.front() already sent
   std::uint64_t out_bytes_ = 0;
