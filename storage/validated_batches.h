@@ -33,9 +33,9 @@ batch_limits producer_batch_limits(std::uint64_t batch_bytes_max);
 struct validated_batch {
   std::size_t position = 0;  // its first byte in bytes()
   std::uint32_t size = 0;
-  std::uint32_t records = 0;       // records_count, >= 1; also the offsets it takes (dense: last_offset_delta + 1)
-  std::uint32_t crc_tail = 0;      // CRC-32C of [producer_id_at, end): for stamp_batch
-  std::int64_t producer_id = -1;   // -1: not idempotent (epoch and sequence are -1 too), else >= 0
+  std::uint32_t records = 0;      // records_count, >= 1; also the offsets it takes (dense: last_offset_delta + 1)
+  std::uint32_t crc_tail = 0;     // CRC-32C of [producer_id_at, end): for stamp_batch
+  std::int64_t producer_id = -1;  // -1: not idempotent (epoch and sequence are -1 too), else >= 0
   std::int16_t producer_epoch = -1;
   std::int32_t base_sequence = -1;
 };

@@ -14,9 +14,9 @@
 #include "actors/partition_actor.hpp"
 #include "actors/runtime/shard.h"
 #include "base/random.h"
+#include "simulation/sim_disk.h"
 #include "storage/record_batch_builder.h"
 #include "storage/validated_batches.h"
-#include "simulation/sim_disk.h"
 #include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 

@@ -331,8 +331,8 @@ BOOST_AUTO_TEST_CASE(a_large_frame_is_copied_at_most_once_and_only_its_first_rec
   l.frame_bytes_max = 64 << 20;
   l.inflight_requests_max = 1'000'000;
   l.inflight_bytes_max = 1ull << 40;
-  for (const std::size_t size : {std::size_t{100'000}, std::size_t{1} << 20, std::size_t{10} << 20,
-                                 (std::size_t{16} << 20) - 100}) {
+  for (const std::size_t size :
+       {std::size_t{100'000}, std::size_t{1} << 20, std::size_t{10} << 20, (std::size_t{16} << 20) - 100}) {
     BOOST_TEST_CONTEXT("frame of " << size << " bytes") {
       connection_state c(l, pool);
       auto big = ping_frame(1, size);

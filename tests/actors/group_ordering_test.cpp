@@ -23,9 +23,9 @@
 #include "actors/runtime/shard.h"
 #include "base/random.h"
 #include "net/frame.h"
+#include "simulation/sim_disk.h"
 #include "storage/record_batch_builder.h"
 #include "storage/validated_batches.h"
-#include "simulation/sim_disk.h"
 #include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 

@@ -64,8 +64,8 @@ struct fixture {
   }
   // As a client's produce arrives: validated by the router (against the log's limit), then the partition's checks.
   expected<produce_result> produce(std::vector<std::byte> b) {
-    RILL_TRY(validated, storage::validated_batches::validate(std::span<const std::byte>(b),
-                                                             options.config.max_message_bytes));
+    RILL_TRY(validated,
+             storage::validated_batches::validate(std::span<const std::byte>(b), options.config.max_message_bytes));
     return run(disk, state->produce(std::move(validated)));
   }
   net::status status(const expected<produce_result>& r) {

@@ -6,16 +6,16 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/core.h>
 #include "actors/reply_encoding.h"
 #include "actors/request_router.h"
-#include <fmt/core.h>
 
 #include "base/endian.h"
 #include "net/frame.h"
 #include "storage/crc32c.h"
 #include "storage/record_batch_builder.h"
-#include "tests/storage/tampered_batch.h"
 #include "tests/actors/orders_catalogue.h"
+#include "tests/storage/tampered_batch.h"
 
 using namespace rill;
 using namespace rill::actors;
