@@ -89,9 +89,9 @@ void route_one(const net::request_view& req, std::uint64_t conn, connection& c) 
       const auto& v = *produce->batches;
       v.check_invariants();
       for (const auto& b : v.batches()) {
-        const auto view = storage::batch_view::trusted(v.bytes().subspan(b.position, b.size));
-        RILL_ASSERT(view.producer_id() == b.producer_id);
-        RILL_ASSERT(view.records_count() == static_cast<std::int32_t>(b.records));
+        const auto header = storage::batch_view::trusted(v.bytes().subspan(b.position, b.size));
+        RILL_ASSERT(header.producer_id() == b.producer_id);
+        RILL_ASSERT(header.records_count() == static_cast<std::int32_t>(b.records));
         if (b.producer_id >= 0) {
           RILL_ASSERT(b.producer_epoch >= 0);
           RILL_ASSERT(b.base_sequence >= 0);
