@@ -72,6 +72,7 @@ void connection_actor::on_poll(std::int64_t result) {
 
 void connection_actor::publish_buffer() {
   published_->recv_buffer_bytes.store(state_->recv_buffer_bytes(), std::memory_order_relaxed);
+  published_->recv_copied_bytes.store(state_->copied_bytes(), std::memory_order_relaxed);
 }
 
 void connection_actor::on_recv(std::int64_t result) {
@@ -109,6 +110,13 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
         } else if constexpr (std::is_same_v<D, reply_frame>) {
           reply(std::move(d.frame), p.bytes);
         } else {
+          if constexpr (std::is_same_v<D, to_partition>) {
+            if (const auto* produce = std::get_if<produce_call>(&d.call)) {
+              // The router validated the batches in the receive buffer and copied them once, into their write buffer.
+              bump(published_->produce_bytes, req.batches.size());
+              bump(published_->produce_copied_bytes, produce->batches->bytes().size());
+            }
+          }
           forward(p, *table, std::move(d));
         }
       },

@@ -66,7 +66,7 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   void start_recv();
   void on_poll(std::int64_t result);
   void on_recv(std::int64_t result);
-  void publish_buffer();  // the receive buffer held, for the metrics
+  void publish_buffer();  // the receive buffer held and the bytes it copied, for the metrics
   void dispatch(const net::request_view& req, std::uint32_t bytes);
   void forward(pending p, const routing_table& table, to_partition&& d);
   void forward(pending p, const routing_table& table, to_group&& d);

@@ -38,18 +38,31 @@ std::optional<connection_state::read_op> connection_state::begin_read() {
     polling_ = true;
     return read_op{true, {}};
   }
-  // The buffer holds at least a window; more when a large frame is known to be coming (up to a window's maximum
-  // beyond what is buffered).
+  // The buffer holds at least a window, and the whole frame once a larger one is known to be coming: it grows once
+  // per frame (copying what was buffered: at most the first window), never again as the frame's bytes arrive. A
+  // receive for a large frame stops at its end, so that no start of the next frame is left to move afterwards.
   std::size_t need = recv_window_min;
+  std::size_t frame_rest = recv_window_max;
   if (in_size_ >= net::length_bytes) {
     const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data())} + net::length_bytes;
     RILL_ASSERT(frame > in_size_, "a whole frame of {} bytes was left unframed", frame);
     RILL_ASSERT(frame <= limits_.frame_bytes_max, "a frame of {} bytes over the limit was not refused", frame);
-    need = std::max<std::uint64_t>(need, std::min<std::uint64_t>(frame, in_size_ + recv_window_max));
+    need = std::max<std::uint64_t>(need, frame);
+    if (frame > recv_window_min) {
+      frame_rest = static_cast<std::size_t>(frame - in_size_);
+    }
+  } else if (in_size_ == 0 && frame_bytes_last_ > recv_window_min) {
+    // A frame starts here, most likely one like the last (a producer's batches are much alike): a buffer of that
+    // size, so that the frame's first window need not be copied into a grown one. The receive still reads one window:
+    // a guess that is wrong costs what it would have cost without it (at most that window is moved once).
+    RILL_ASSERT(frame_bytes_last_ <= limits_.frame_bytes_max);
+    need = frame_bytes_last_;
+    frame_rest = recv_window_min;
   }
   reserve_in(need);
   RILL_ASSERT(in_.capacity() > in_size_);
-  const std::size_t want = std::min(in_.capacity() - in_size_, recv_window_max);
+  const std::size_t want = std::min({in_.capacity() - in_size_, recv_window_max, frame_rest});
+  RILL_ASSERT(want > 0);
   recv_at_ = in_size_;
   recv_pending_ = true;
   readable_ = false;
@@ -64,6 +77,7 @@ void connection_state::reserve_in(std::size_t bytes) {
   RILL_ASSERT(bigger.capacity() >= bytes);
   if (in_size_ > 0) {
     std::memcpy(bigger.data(), in_.data(), in_size_);
+    copied_bytes_ += in_size_;
   }
   in_ = std::move(bigger);  // the smaller buffer goes back to the pool
 }
@@ -121,6 +135,7 @@ std::variant<std::monostate, connection_state::request, connection_state::frame_
     return frame_error{correlation_of(frame), net::status::malformed_frame, req.error().detail()};
   }
   const auto bytes = static_cast<std::uint32_t>(frame.size());
+  frame_bytes_last_ = frame.size();
   ++inflight_requests_;
   inflight_bytes_ += bytes;
   return request{*req, bytes};
@@ -134,13 +149,26 @@ void connection_state::framing_done() {
     in_size_ = 0;
     in_.release();  // every byte framed: the buffer goes back to the pool until bytes wait again
   } else {
-    if (in_.capacity() > recv_window_min && rest <= recv_window_min / 2) {
-      // A large buffer (grown for a large frame) holding the start of a small one: keep a window, not the large one.
-      auto smaller = pool_->acquire(recv_window_min);
-      std::memcpy(smaller.data(), in_.data() + consumed_, rest);
-      in_ = std::move(smaller);
+    // The next frame's start stays. Its buffer: a window, or the frame's whole size once its length is in (as
+    // begin_read would make it), so that it is moved once, not moved here and then again when the buffer grows.
+    std::size_t need = recv_window_min;
+    if (rest >= net::length_bytes) {
+      const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data() + consumed_)} + net::length_bytes;
+      RILL_ASSERT(frame > rest, "a whole frame of {} bytes was left unframed", frame);
+      RILL_ASSERT(frame <= limits_.frame_bytes_max, "a frame of {} bytes over the limit was not refused", frame);
+      need = std::max<std::uint64_t>(need, frame);
+    }
+    // A large buffer (grown for a large frame) holding the start of a small one: keep a window, not the large one.
+    const bool shrink = in_.capacity() > recv_window_min && rest <= recv_window_min / 2 && need <= recv_window_min;
+    if (in_.capacity() < need || shrink) {
+      auto other = pool_->acquire(need);
+      RILL_ASSERT(other.capacity() >= need);
+      std::memcpy(other.data(), in_.data() + consumed_, rest);
+      copied_bytes_ += rest;
+      in_ = std::move(other);
     } else if (consumed_ > 0) {
       std::memmove(in_.data(), in_.data() + consumed_, rest);
+      copied_bytes_ += rest;
     }
     in_size_ = rest;
   }

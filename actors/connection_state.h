@@ -6,7 +6,11 @@
 // Memory: an idle connection holds no receive buffer. With nothing buffered, a read is first a wait for readability
 // (no buffer); only once bytes are waiting does a receive take a buffer from the shard's pool, and the buffer goes back
 // as soon as every received byte is framed. A partly received frame keeps its buffer (it is data buffered), and the
-// next receive goes straight into it. Replies are held only while queued.
+// next receive goes straight into it. Replies are held only while queued. A frame larger than a window gets a buffer
+// of its whole size as soon as its length prefix is in (bounded by frame_bytes_max): its bytes are copied at most
+// once, when the buffer grows, and only those of its first receive; receives for it stop at its end. After a large
+// frame, the next receive guesses that the next frame is as large (a buffer of its size; it still reads one window):
+// large frames of one size arriving back to back are then not copied at all.
 //
 // Invariants
 // - At most one read (a wait for readability or a receive) and one send are pending; the received bytes are not
@@ -39,7 +43,8 @@ class connection_state {
     std::uint64_t inflight_bytes_max = 64 << 20;
     std::uint64_t frame_bytes_max = 16 << 20;
   };
-  // A receive buffer holds at least this much, and a receive reads at most recv_window_max even for a larger frame.
+  // A receive buffer holds at least this much (a frame's whole size once a larger frame's length is known), and a
+  // receive reads at most recv_window_max even for a larger frame.
   static constexpr std::size_t recv_window_min = 64 * 1024;
   static constexpr std::size_t recv_window_max = 4 * 1024 * 1024;
   static_assert(recv_window_min <= recv_window_max);
@@ -113,6 +118,9 @@ class connection_state {
   // The receive buffer held (its capacity; 0 when none) and the received bytes not yet framed.
   [[nodiscard]] std::size_t recv_buffer_bytes() const noexcept { return in_.capacity(); }
   [[nodiscard]] std::size_t buffered_bytes() const noexcept { return in_size_; }
+  // Received bytes copied so far when the receive buffer grew (at most once per frame: the bytes of its first
+  // receive) or kept the start of the next frame (moved to the front, or into a smaller buffer).
+  [[nodiscard]] std::uint64_t copied_bytes() const noexcept { return copied_bytes_; }
   // The receive buffer, given up for good: the kernel may still write into it (the actor is terminated with a
   // receive pending), so it is neither reused nor freed (buffer_pool's abandon).
   void abandon_recv_buffer() noexcept { in_.abandon(); }
@@ -140,6 +148,8 @@ class connection_state {
   std::size_t in_size_ = 0;
   std::size_t recv_at_ = 0;                 // where the pending receive writes in in_
   std::size_t consumed_ = 0;                // bytes of in_ framed since end_recv
+  std::uint64_t copied_bytes_ = 0;          // copied_bytes()
+  std::size_t frame_bytes_last_ = 0;        // the size of the last frame framed: the next receive's guess
   std::deque<std::vector<std::byte>> out_;  // replies waiting to be sent; front is being sent
   std::size_t out_sent_ = 0;                // bytes of out_.front() already sent
   std::uint64_t out_bytes_ = 0;

@@ -10,6 +10,7 @@
 #include "net/proto/rill.pb.h"
 #include "net/status.h"
 #include "storage/partition_log.h"
+#include "storage/validated_batches.h"
 
 namespace rill::actors {
 
@@ -42,8 +43,9 @@ struct outcome {
   static outcome of(const rill::error& e) { return outcome{net::status_of(e.code()), e.detail()}; }
 };
 
+// Batches the request router validated in the connection's receive buffer and copied once (the write buffer).
 struct produce_msg {
-  std::shared_ptr<std::vector<std::byte>> batches;
+  std::shared_ptr<storage::validated_batches> batches;
 };
 struct produce_reply {
   outcome result;

@@ -340,6 +340,7 @@ partition_actor::behavior_type partition_actor::serving() {
         auto rp = make_response_promise<produce_reply>();
         ++operations_;
         const auto arrived = std::chrono::steady_clock::now();
+        RILL_ASSERT(msg.batches != nullptr);
         rill::spawn(state_->produce(std::move(*msg.batches)), [this, rp, arrived](expected<produce_result> r) mutable {
           --operations_;
           published_->produce.record(std::chrono::steady_clock::now() - arrived);

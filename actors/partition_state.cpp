@@ -90,46 +90,6 @@ rill::unexpected fail(net::status s, std::string message) {
   return rill::unexpected(make_error_code(s), std::move(message));
 }
 
-struct batch_header {
-  std::int64_t producer_id;
-  std::int16_t producer_epoch;
-  std::int32_t base_sequence;
-  std::int32_t offset_count;
-  std::int32_t records;
-  std::size_t position;
-  std::size_t size;
-};
-
-// Splits a produce request into its batches' headers and checks what the producer table relies on: the header
-// fields (check_producer_fields: attributes, producer id / epoch / sequence) and a dense offset count. The log
-// validates everything (CRC, records) again at append; these checks come first so that nothing of a bad batch
-// reaches the producer table, and so a corrupted header may be refused for its fields rather than for its CRC.
-expected<std::vector<batch_header>> headers_of(std::span<const std::byte> bytes, std::uint64_t batch_bytes_max) {
-  std::vector<batch_header> out;
-  std::size_t pos = 0;
-  while (pos < bytes.size()) {
-    RILL_TRY(size, storage::batch_view::size_from_prefix(bytes.subspan(pos), batch_bytes_max));
-    if (size > bytes.size() - pos || size < storage::batch_format::header_bytes) {
-      return unexpected(make_error_code(net::status::invalid_batch),
-                        fmt::format("batch {} (byte {}): truncated", out.size(), pos));
-    }
-    const auto v = storage::batch_view::trusted(bytes.subspan(pos, size));
-    if (auto checked = storage::check_producer_fields(v); !checked) {
-      return unexpected(rill::error(checked.error().code(),
-                                    fmt::format("batch {} (byte {}): {}", out.size(), pos, checked.error().detail())));
-    }
-    const std::int32_t records = v.records_count();
-    if (records < 1 || v.last_offset_delta() != records - 1) {
-      return unexpected(make_error_code(net::status::invalid_batch),
-                        fmt::format("batch {} (byte {}): a producer batch needs records and last_offset_delta = "
-                                    "records_count - 1 (records_count {}, last_offset_delta {})",
-                                    out.size(), pos, records, v.last_offset_delta()));
-    }
-    out.push_back(batch_header{v.producer_id(), v.producer_epoch(), v.base_sequence(), records, records, pos, size});
-    pos += size;
-  }
-  return out;
-}
 }  // namespace
 
 expected<void> check_consumer_name(const std::string& name) {
@@ -191,14 +151,14 @@ task<expected<void>> partition_state::rebuild_producers() {
   co_return expected<void>{};
 }
 
-task<expected<produce_result>> partition_state::produce(std::vector<std::byte> batches) {
+task<expected<produce_result>> partition_state::produce(storage::validated_batches batches) {
   if (fencing_) {
     co_return unexpected(*fencing_);  // a recovery is failing: the log is closed
   }
-  RILL_CO_TRY(headers, headers_of(batches, limits::batch_bytes_limit));
-  if (headers.empty()) {
-    co_return fail(net::status::invalid_batch, "a produce request needs at least one batch");
-  }
+  batches.check_invariants();
+  // As validated: the producer fields passed their batch's CRC. A copy of the list (not of the bytes): the batches
+  // move to the log below.
+  const std::vector<storage::validated_batch> headers = batches.batches();
   // Idempotence: every batch of the request is either a retry of a recent one, or the next in sequence.
   produce_result result;
   result.base_offsets.assign(headers.size(), -1);
@@ -222,9 +182,9 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
       fresh.push_back(i);
       continue;
     }
-    RILL_ASSERT(h.producer_epoch >= 0, "headers_of checked the epoch");
-    RILL_ASSERT(h.base_sequence >= 0, "headers_of checked the sequence");
-    const std::int32_t last = storage::last_sequence_of(h.base_sequence, h.offset_count);
+    RILL_ASSERT(h.producer_epoch >= 0, "validate checked the epoch");
+    RILL_ASSERT(h.base_sequence >= 0, "validate checked the sequence");
+    const std::int32_t last = storage::last_sequence_of(h.base_sequence, static_cast<std::int32_t>(h.records));
     auto it = accepted_.find(h.producer_id);
     if (it == accepted_.end() && h.base_sequence != 0) {
       co_return refuse(net::status::unknown_producer_id,
@@ -285,15 +245,9 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
     result.duplicate = true;
     co_return result;
   }
-  std::vector<std::byte> to_append;
-  if (fresh.size() == headers.size()) {
-    to_append = std::move(batches);
-  } else {
-    for (std::size_t i : fresh) {
-      to_append.insert(to_append.end(), batches.begin() + static_cast<std::ptrdiff_t>(headers[i].position),
-                       batches.begin() + static_cast<std::ptrdiff_t>(headers[i].position + headers[i].size));
-    }
-  }
+  // All fresh: the request's bytes as they are. Some retries: the fresh batches copied out (the only second copy).
+  const bool all_fresh = fresh.size() == headers.size();
+  storage::validated_batches to_append = all_fresh ? std::move(batches) : batches.subset(fresh);
   auto appended = co_await log_->append(std::move(to_append));
   if (!appended) {
     // Back to what is really written, for every producer this request (and those queued with it) touched.
@@ -312,7 +266,7 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
     const auto& h = headers[i];
     result.base_offsets[i] = offset;
     if (h.producer_id >= 0) {
-      const std::int32_t last = storage::last_sequence_of(h.base_sequence, h.offset_count);
+      const std::int32_t last = storage::last_sequence_of(h.base_sequence, static_cast<std::int32_t>(h.records));
       record(written_, h.producer_id, h.producer_epoch, h.base_sequence, last, offset);
       // Fill in the offset of the accepted entry recorded before the append.
       for (auto& b : accepted_[h.producer_id].recent) {
@@ -321,7 +275,7 @@ task<expected<produce_result>> partition_state::produce(std::vector<std::byte> b
         }
       }
     }
-    offset += h.offset_count;
+    offset += h.records;
   }
   result.timestamp = appended->timestamp;
   co_return result;

@@ -4,12 +4,12 @@
 //
 // Produce checks, in this order, before anything of the request is recorded or written (a refused request writes
 // nothing, not even its good batches):
-//   1. per batch, on its header alone (headers_of): length, then storage::check_producer_fields (no transactional
-//      or control attribute bit: unsupported_attributes; producer id, epoch and base sequence all -1, or id, epoch
-//      and sequence all >= 0: invalid_producer_fields), then records_count >= 1 with dense offset deltas
-//      (invalid_batch);
+//   1. every batch was validated once, in full, where it arrived (storage::validated_batches, made by the request
+//      router in the connection's receive buffer: length and limit, CRC-32C, codec, check_producer_fields, dense
+//      offsets, records): the producer fields used below passed their batch's CRC;
 //   2. per idempotent batch, against the producer table (below);
-//   3. the log validates every batch in full (CRC, codec, records) at append (partition_log::append).
+//   3. the log appends without validating again (partition_log::append(validated_batches)), checking only the
+//      batch sizes against its own max_message_bytes.
 //
 // Idempotent producers: a batch with producer_id >= 0 carries its producer epoch and base sequence. Per producer
 // the state keeps the epoch, the last sequence and the last five batches: a retried batch (same sequences) is
@@ -48,6 +48,7 @@
 #include "base/task.h"
 #include "net/proto/rill.pb.h"
 #include "storage/partition_log.h"
+#include "storage/validated_batches.h"
 
 namespace rill::actors {
 
@@ -65,10 +66,10 @@ class partition_state {
                                                                const clock& clk, storage::log_reporter& reporter,
                                                                std::string dir, storage::log_options options);
 
-  // Validates, checks idempotence, appends. Errors: those of partition_log::append, plus (net::status codes)
-  // invalid_batch, unsupported_attributes, invalid_producer_fields, unknown_producer_id, sequence_gap,
+  // Checks idempotence on the validated batches' producer fields, appends. Errors: those of
+  // partition_log::append(validated_batches), plus (net::status codes) unknown_producer_id, sequence_gap,
   // producer_fenced, duplicate_sequence, and overloaded for a retry of a batch still being written.
-  task<expected<produce_result>> produce(std::vector<std::byte> batches);
+  task<expected<produce_result>> produce(storage::validated_batches batches);
 
   task<expected<storage::read_result>> read(storage::read_request request) { return log_->read(request); }
   // One read for a poll, from where read_request_for (long_poll.h) puts it (`resume_at`: a group's position); when

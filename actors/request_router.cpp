@@ -8,6 +8,7 @@
 
 #include "actors/reply_encoding.h"
 #include "base/assert.h"
+#include "config/limits.h"
 
 namespace rill::actors {
 namespace {
@@ -67,6 +68,15 @@ class resolver {
     return partition_key{found.stream->id, found.topic->id, chosen};
   }
 
+  // The largest batch the topic takes (its max_message_bytes; a view without one: the absolute limit, and the
+  // partition's log checks its own). Call after partition() found the topic.
+  std::uint64_t batch_bytes_max(const proto::Identifier& s, const proto::Identifier& t) const {
+    auto found = find(s, t);
+    RILL_ASSERT(found.has_value(), "the topic was found a moment ago");
+    const auto& c = found->topic->config;
+    return c.has_max_message_bytes() ? c.max_message_bytes() : limits::batch_bytes_limit;
+  }
+
   expected<group_key> group(const proto::Identifier& s, const proto::Identifier& t, const proto::Identifier& g) const {
     RILL_TRY(found, find(s, t));
     RILL_TRY(group, metadata_view::find_group(*found.topic, g));
@@ -113,8 +123,13 @@ route_decision produce(const net::request_view& req, resolver& r) {
   if (!target) {
     return error_of(target.error());
   }
-  auto batches = std::make_shared<std::vector<std::byte>>(req.batches.begin(), req.batches.end());
-  return to_partition{*target, produce_call{std::move(batches)}};
+  // Validated in place (the connection's receive buffer), then copied once. The log checks its own size limit again
+  // (cheap): the topic's configuration may have changed since this view.
+  auto validated = storage::validated_batches::validate(req.batches, r.batch_bytes_max(h.stream(), h.topic()));
+  if (!validated) {
+    return error_of(validated.error());
+  }
+  return to_partition{*target, produce_call{std::make_shared<storage::validated_batches>(std::move(*validated))}};
 }
 
 route_decision poll(const net::request_view& req, resolver& r) {

@@ -6,6 +6,9 @@
 // connection actor looks the actor handles up and sends; the replies are encoded by actors/reply_encoding.h.
 //
 // Every error a request can get before it reaches another actor is decided here, with the message the client sees.
+// A produce's batches are validated here, in the connection's receive buffer, once and in full
+// (storage::validated_batches, against the topic's max_message_bytes): a bad batch is answered now, with the status
+// the partition used to give it, and only good batches are copied, once, into the buffer the log writes.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,6 +21,7 @@
 #include "net/frame.h"
 #include "net/proto/rill.pb.h"
 #include "net/status.h"
+#include "storage/validated_batches.h"
 
 namespace rill::actors {
 
@@ -54,9 +58,9 @@ struct reply_frame {
   std::vector<std::byte> frame;
 };
 
-// To the partition's actor: append these batches.
+// To the partition's actor: append these batches, validated in the request's own bytes and copied once.
 struct produce_call {
-  std::shared_ptr<std::vector<std::byte>> batches;
+  std::shared_ptr<storage::validated_batches> batches;
 };
 // To the partition's actor, or, for a group member, through its group's actor (which checks ownership).
 struct poll_call {

@@ -50,9 +50,7 @@ partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock&
       reporter_(reporter),
       dir_(std::move(dir)),
       options_(options) {
-  producer_limits_.batch_bytes_max = options_.config.max_message_bytes;
-  producer_limits_.dense_offsets = true;
-  producer_limits_.producer_fields = true;
+  producer_limits_ = producer_batch_limits(options_.config.max_message_bytes);
   stored_limits_.batch_bytes_max =
       std::max<std::uint64_t>(options_.config.max_message_bytes, limits::batch_bytes_limit);
   stored_limits_.check_records = false;
@@ -117,34 +115,43 @@ void partition_log::enqueue(std::unique_ptr<work> w) {
 
 task<expected<append_result>> partition_log::append(std::vector<std::byte> batches) {
   RILL_CO_TRY_VOID(check_writable());
-  if (batches.empty()) {
-    co_return make_unexpected(errc::invalid_batch, "empty produce request: no batch");
+  RILL_CO_TRY(validated, validated_batches::validate(std::move(batches), producer_limits_.batch_bytes_max));
+  co_return co_await append(std::move(validated));
+}
+
+task<expected<append_result>> partition_log::append(validated_batches batches) {
+  RILL_CO_TRY_VOID(check_writable());
+  batches.check_invariants();  // O(batches): sizes add up (no CRC: validate() checked them)
+  // This log's own size limit: the batches may have been validated against another (the topic's, as the router saw
+  // it, while the log's configuration changed), so a batch over this log's limit is refused here, as validate()
+  // would.
+  for (std::size_t i = 0; i < batches.batches().size(); ++i) {
+    const auto& b = batches.batches()[i];
+    if (b.size > producer_limits_.batch_bytes_max) {
+      co_return make_unexpected(errc::batch_too_large,
+                                fmt::format("batch {} (byte {} of the request): batch of {} bytes exceeds the limit of "
+                                            "{} bytes",
+                                            i, b.position, b.size, producer_limits_.batch_bytes_max));
+    }
   }
-  if (pending_bytes_ + batches.size() > options_.config.pending_bytes_max) {
+  if (pending_bytes_ + batches.bytes().size() > options_.config.pending_bytes_max) {
     co_return make_unexpected(errc::overloaded, fmt::format("{} bytes pending in {} (limit {})", pending_bytes_, dir_,
                                                             options_.config.pending_bytes_max));
   }
+  auto parts = std::move(batches).release();
   auto w = std::make_unique<work>();
   w->k = work::kind::append;
-  std::size_t pos = 0;
-  while (pos < batches.size()) {
-    std::uint32_t crc_tail = 0;
-    auto v = batch_view::validate(std::span<const std::byte>(batches).subspan(pos), producer_limits_, &crc_tail);
-    if (!v) {
-      auto e = std::move(v).error();
-      co_return unexpected(rill::error(
-          e.code(), fmt::format("batch {} (byte {} of the request): {}", w->infos.size(), pos, e.detail())));
-    }
+  w->infos.reserve(parts.batches.size());
+  for (const auto& b : parts.batches) {
     batch_info info;
-    info.size = static_cast<std::uint32_t>(v->size());
-    info.offset_count = static_cast<std::uint32_t>(v->last_offset_delta()) + 1;
-    info.records = static_cast<std::uint32_t>(v->records_count());
-    info.crc_tail = crc_tail;
+    info.size = b.size;
+    info.offset_count = b.records;  // producer batches are dense: last_offset_delta + 1 == records_count
+    info.records = b.records;
+    info.crc_tail = b.crc_tail;
     w->infos.push_back(info);
-    w->records += info.records;
-    pos += v->size();
   }
-  w->bytes = std::move(batches);
+  w->records = parts.records;
+  w->bytes = std::move(parts.bytes);
   completion<expected<append_result>> done;
   w->append_done = &done;
   enqueue(std::move(w));

@@ -56,6 +56,7 @@
 #include "storage/record_batch.h"
 #include "storage/segment.h"
 #include "storage/superblock.h"
+#include "storage/validated_batches.h"
 
 namespace rill::storage {
 
@@ -186,10 +187,17 @@ class partition_log {
   partition_log(const partition_log&) = delete;
   partition_log& operator=(const partition_log&) = delete;
 
-  // Leader path: validates every batch in `batches` (one or more, back to back) as producer batches, assigns
-  // offsets and the log-append time, stamps the current leader epoch, and appends. Completes per the durability
-  // policy. Errors: invalid_batch, crc_mismatch, batch_too_large, unsupported_compression (nothing written);
-  // overloaded (retriable); io_error/no_space (nothing of it remains); fenced; closed.
+  // Leader path: appends batches validated as producer batches (validated_batches.h: each was validated once, where
+  // it arrived), assigns offsets and the log-append time, and stamps the current leader epoch (from each batch's
+  // crc_tail: no second pass over the bytes). Completes per the durability policy. The batches are not validated
+  // again; only their sizes are checked against this log's max_message_bytes (the caller may have validated them
+  // against another limit). Errors: batch_too_large (nothing written); overloaded (retriable); io_error/no_space
+  // (nothing of it remains); fenced; closed.
+  task<expected<append_result>> append(validated_batches batches);
+  // The same for raw bytes (tools, tests, the simulator): validates every batch in `batches` (one or more, back to
+  // back) with producer_batch_limits(max_message_bytes), in place, then appends them as above. Errors: those of
+  // validated_batches::validate (invalid_batch, crc_mismatch, batch_too_large, unsupported_compression,
+  // unsupported_attributes, invalid_producer_fields; nothing written), then those of append(validated_batches).
   task<expected<append_result>> append(std::vector<std::byte> batches);
 
   // Replica path: appends batches whose offsets, timestamps and epochs were assigned elsewhere, byte for byte. The

@@ -115,8 +115,9 @@ class batch_view {
   std::span<const std::byte> bytes_;
 };
 
-// The header checks of a batch a client produces, on its header fields alone (O(1), nothing allocated; the view may
-// be trusted() bytes whose CRC is not checked yet). Kafka's rules for a non-transactional producer:
+// The header checks of a batch a client produces, on its header fields alone (O(1), nothing allocated). The produce
+// path runs them inside validate(), after the CRC (storage/validated_batches.h), so that no field of a corrupted
+// header is believed. Kafka's rules for a non-transactional producer:
 // - attributes: neither transactional (bit 4) nor control (bit 5): rill has no transactions, and control batches
 //   are written only by a broker. Error: errc::unsupported_attributes.
 // - producer_id -1 (not idempotent): producer_epoch and base_sequence must be -1 too; producer_id >= 0

@@ -114,8 +114,14 @@ std::vector<actor_sample> metrics_registry::snapshot() const {
           p->produce.read(), p->write.read(),   p->sync.read(),  load(p->fenced),         load(p->recoveries)};
     }
     if (const auto* c = e.connection.get()) {
-      s.connection = connection_sample{load(c->requests), load(c->errors), load(c->bytes_in), load(c->bytes_out),
-                                       load(c->recv_buffer_bytes)};
+      s.connection = connection_sample{load(c->requests),
+                                       load(c->errors),
+                                       load(c->bytes_in),
+                                       load(c->bytes_out),
+                                       load(c->recv_buffer_bytes),
+                                       load(c->produce_bytes),
+                                       load(c->produce_copied_bytes),
+                                       load(c->recv_copied_bytes)};
     }
     if (const auto* g = e.group.get()) {
       group_sample gs{g->stream_id,        g->topic_id,         g->name, load(g->members),

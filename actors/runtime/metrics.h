@@ -87,6 +87,10 @@ struct connection_metrics {
   std::atomic<std::uint64_t> bytes_in{0};
   std::atomic<std::uint64_t> bytes_out{0};
   std::atomic<std::uint64_t> recv_buffer_bytes{0};  // gauge: the pooled receive buffer held (0 while idle)
+  // Copies per produced byte: (produce_copied_bytes + recv_copied_bytes) / produce_bytes on a produce-only load.
+  std::atomic<std::uint64_t> produce_bytes{0};         // batch bytes of produce requests routed to a partition
+  std::atomic<std::uint64_t> produce_copied_bytes{0};  // of them, copied out of the receive buffer (the router's copy)
+  std::atomic<std::uint64_t> recv_copied_bytes{0};     // received bytes moved between or within receive buffers
 };
 
 // What a group actor publishes. Committed offsets change only on commits (not a hot path): under a mutex.
@@ -129,6 +133,9 @@ struct connection_sample {
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
   std::uint64_t recv_buffer_bytes = 0;
+  std::uint64_t produce_bytes = 0;
+  std::uint64_t produce_copied_bytes = 0;
+  std::uint64_t recv_copied_bytes = 0;
 };
 
 struct group_sample {

@@ -397,6 +397,9 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
       c.bytes_in += a.connection->bytes_in;
       c.bytes_out += a.connection->bytes_out;
       c.recv_buffer_bytes += a.connection->recv_buffer_bytes;
+      c.produce_bytes += a.connection->produce_bytes;
+      c.produce_copied_bytes += a.connection->produce_copied_bytes;
+      c.recv_copied_bytes += a.connection->recv_copied_bytes;
     }
     for (const auto& [shard, c] : per_shard) {
       connection_rows.emplace_back(fmt::format(R"(shard="{}")", shard), c);
@@ -416,6 +419,14 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
        [](const connection_sample& c) { return c.bytes_in; }},
       {"rill_connection_sent_bytes_total", "Reply bytes queued to the client.",
        [](const connection_sample& c) { return c.bytes_out; }},
+      {"rill_connection_produce_bytes_total", "Batch bytes of produce requests routed to a partition.",
+       [](const connection_sample& c) { return c.produce_bytes; }},
+      {"rill_connection_produce_copied_bytes_total",
+       "Produced batch bytes copied out of the receive buffer (once, after validation).",
+       [](const connection_sample& c) { return c.produce_copied_bytes; }},
+      {"rill_connection_receive_copied_bytes_total",
+       "Received bytes copied when the receive buffer grew for a large frame or was compacted.",
+       [](const connection_sample& c) { return c.recv_copied_bytes; }},
   };
   for (const auto& c : connection_counters) {
     family(out, c.name, "counter", c.help);

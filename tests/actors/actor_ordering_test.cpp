@@ -14,8 +14,9 @@
 #include "actors/partition_actor.hpp"
 #include "actors/runtime/shard.h"
 #include "base/random.h"
-#include "storage/record_batch_builder.h"
 #include "simulation/sim_disk.h"
+#include "storage/record_batch_builder.h"
+#include "storage/validated_batches.h"
 #include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 
@@ -47,7 +48,8 @@ caf::behavior producer_behavior(caf::event_based_actor* self, partition_actor_hd
                                 history* h) {
   for (int i = 0; i < count; ++i) {
     self->request(partition, caf::infinite, produce_atom::value,
-                  produce_msg{std::make_shared<std::vector<std::byte>>(batch(producer, i))})
+                  produce_msg{std::make_shared<storage::validated_batches>(
+                      storage::validated_batches::validate(batch(producer, i), limits::batch_bytes_limit).value())})
         .then([h, producer, i](produce_reply& r) {
           h->events.push_back(event{producer, i, r.base_offsets.empty() ? -1 : r.base_offsets[0], r.result.st});
         });

@@ -323,6 +323,66 @@ BOOST_AUTO_TEST_CASE(an_idle_connection_holds_no_buffer_and_a_partial_frame_keep
   BOOST_TEST((c.next_step(false) == connection_state::step::wait));  // 21 requests still being answered
 }
 
+// Copies of received bytes (copied_bytes): a frame larger than a window gets a buffer of its size once its length is
+// in, so only its first receive is copied (when the buffer grows), however large it is; its receives stop at its
+// end, so the next frame's start is not moved afterwards. Pipelined small frames move only a cut-short last frame.
+BOOST_AUTO_TEST_CASE(a_large_frame_is_copied_at_most_once_and_only_its_first_receive) {
+  connection_state::limits l;
+  l.frame_bytes_max = 64 << 20;
+  l.inflight_requests_max = 1'000'000;
+  l.inflight_bytes_max = 1ull << 40;
+  for (const std::size_t size :
+       {std::size_t{100'000}, std::size_t{1} << 20, std::size_t{10} << 20, (std::size_t{16} << 20) - 100}) {
+    BOOST_TEST_CONTEXT("frame of " << size << " bytes") {
+      connection_state c(l, pool);
+      auto big = ping_frame(1, size);
+      auto small = ping_frame(2, 100);
+      std::vector<std::byte> bytes = big;
+      bytes.insert(bytes.end(), small.begin(), small.end());
+      bytes.insert(bytes.end(), big.begin(), big.end());  // and another large one behind it
+      BOOST_TEST(deliver(c, bytes).size() == 3u);
+      // Each large frame: what of it its first receive brought (a window; the second's shares its window with the
+      // small frame), copied once into the frame's buffer; nothing else.
+      BOOST_TEST(c.copied_bytes() == 2 * connection_state::recv_window_min - small.size());
+      BOOST_TEST(pool.outstanding() == 0u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(large_frames_of_one_size_back_to_back_are_copied_only_for_the_first) {
+  connection_state::limits l;
+  l.inflight_requests_max = 1'000'000;
+  l.inflight_bytes_max = 1ull << 40;
+  connection_state c(l, pool);
+  std::vector<std::byte> bytes;
+  for (std::uint32_t i = 0; i < 20; ++i) {
+    auto f = ping_frame(i, 300'000);
+    bytes.insert(bytes.end(), f.begin(), f.end());
+  }
+  BOOST_TEST(deliver(c, bytes).size() == 20u);
+  // The first frame's first window, when its buffer grew; every later frame gets a buffer of its size at once.
+  BOOST_TEST(c.copied_bytes() == connection_state::recv_window_min);
+  BOOST_TEST(pool.outstanding() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(pipelined_small_frames_copy_only_the_start_of_a_frame_cut_short) {
+  connection_state::limits l;
+  l.inflight_requests_max = 1'000'000;
+  l.inflight_bytes_max = 1ull << 40;
+  connection_state c(l, pool);
+  std::vector<std::byte> bytes;
+  std::size_t frames = 0;
+  while (bytes.size() < (std::size_t{8} << 20)) {
+    auto f = ping_frame(static_cast<std::uint32_t>(frames++), 10'000);
+    bytes.insert(bytes.end(), f.begin(), f.end());
+  }
+  BOOST_TEST(deliver(c, bytes).size() == frames);
+  // At most one frame's start moved per receive of a window.
+  const double per_byte = static_cast<double>(c.copied_bytes()) / static_cast<double>(bytes.size());
+  BOOST_TEST_MESSAGE("10 kB frames: " << per_byte << " bytes copied per byte received");
+  BOOST_TEST(c.copied_bytes() <= bytes.size() / connection_state::recv_window_min * 10'100);
+}
+
 BOOST_AUTO_TEST_CASE(a_large_frame_grows_the_buffer_and_gives_it_back) {
   connection_state::limits l;
   l.frame_bytes_max = 64 << 20;

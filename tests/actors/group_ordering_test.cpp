@@ -23,8 +23,9 @@
 #include "actors/runtime/shard.h"
 #include "base/random.h"
 #include "net/frame.h"
-#include "storage/record_batch_builder.h"
 #include "simulation/sim_disk.h"
+#include "storage/record_batch_builder.h"
+#include "storage/validated_batches.h"
 #include "tests/actors/coordinated.h"
 #include "tests/test_util.h"
 
@@ -116,7 +117,8 @@ run_result run(std::uint64_t seed, int rounds) {
     for (int b = 0; b < 3; ++b) {
       act([&, p](caf::event_based_actor* self) {
         self->request(parts[p], caf::infinite, produce_atom::value,
-                      produce_msg{std::make_shared<std::vector<std::byte>>(batch(4))})
+                      produce_msg{std::make_shared<storage::validated_batches>(
+                          storage::validated_batches::validate(batch(4), limits::batch_bytes_limit).value())})
             .then([](produce_reply& r) { BOOST_TEST(r.result.ok()); });
       });
     }

@@ -1,6 +1,6 @@
 #pragma once
 // The small catalogue the router's tests and the request fuzzer route against: stream 3 'orders' with topic 5 'eu'
-// (4 partitions, group 7 'billing') and topic 6 'us' (1 partition).
+// (4 partitions, group 7 'billing', batches up to 1 MiB) and topic 6 'us' (1 partition).
 #include "actors/metadata_state.h"
 
 namespace rill::testing {
@@ -14,6 +14,7 @@ inline actors::metadata_view orders_catalogue() {
   eu.id = 5;
   eu.name = "eu";
   eu.config.set_partitions(4);
+  eu.config.set_max_message_bytes(1 << 20);  // 'us' has none: the router then applies the absolute limit
   actors::group_meta g;
   g.id = 7;
   g.name = "billing";

@@ -18,6 +18,10 @@ std::vector<std::byte> batch_of(int records) {
   }
   return *b.build();
 }
+// As the router hands a produce to the partition.
+storage::validated_batches validated_batch_of(int records) {
+  return storage::validated_batches::validate(batch_of(records), limits::batch_bytes_limit).value();
+}
 
 proto::PollRequest next_for(const std::string& consumer, bool auto_commit) {
   proto::PollRequest r;
@@ -40,8 +44,8 @@ BOOST_AUTO_TEST_CASE(polls_read_from_the_stored_offset_and_auto_commit_what_they
   auto opened = run(disk, partition_state::open(disk, pool, clk, reporter, "/p", options));
   RILL_REQUIRE_OK(opened);
   auto& state = **opened;
-  RILL_REQUIRE_OK(run(disk, state.produce(batch_of(3))));
-  RILL_REQUIRE_OK(run(disk, state.produce(batch_of(2))));
+  RILL_REQUIRE_OK(run(disk, state.produce(validated_batch_of(3))));
+  RILL_REQUIRE_OK(run(disk, state.produce(validated_batch_of(2))));
   const auto info = state.info(4);
   BOOST_TEST(info.id() == 4u);
   BOOST_TEST(info.log_end() == 5u);

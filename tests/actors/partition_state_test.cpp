@@ -38,6 +38,11 @@ std::vector<std::byte> concat(std::vector<std::byte> a, const std::vector<std::b
   return a;
 }
 
+// As the router hands them over: validated (a good batch; the produce tests check refusals through fixture::produce).
+storage::validated_batches validated(std::vector<std::byte> b) {
+  return storage::validated_batches::validate(std::move(b), limits::batch_bytes_limit).value();
+}
+
 struct fixture {
   explicit fixture(std::uint64_t seed = 3, simulation::sim_disk_faults faults = {}) : disk(seed, faults, &clk) {
     options.config.segment_bytes = 1 << 20;
@@ -57,7 +62,12 @@ struct fixture {
       (void)run(disk, state->close());
     }
   }
-  expected<produce_result> produce(std::vector<std::byte> b) { return run(disk, state->produce(std::move(b))); }
+  // As a client's produce arrives: validated by the router (against the log's limit), then the partition's checks.
+  expected<produce_result> produce(std::vector<std::byte> b) {
+    RILL_TRY(validated,
+             storage::validated_batches::validate(std::span<const std::byte>(b), options.config.max_message_bytes));
+    return run(disk, state->produce(std::move(validated)));
+  }
   net::status status(const expected<produce_result>& r) {
     return r ? net::status::ok : net::status_of(r.error().code());
   }
@@ -227,6 +237,28 @@ BOOST_AUTO_TEST_CASE(every_hostile_producer_batch_is_refused_with_its_own_status
   // And after a restart the log holds only the accepted batches.
   f.reopen();
   BOOST_TEST(f.state->log().log_end().value() == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_forged_producer_header_with_a_bad_crc_is_refused_and_leaves_nothing_in_the_producer_table) {
+  fixture f;
+  f.open();
+  RILL_REQUIRE_OK(f.produce(producer_batch(4, 0, 0, 2, "a")));  // producer 4 at sequence 1
+  // Producer 4's next sequence, and a new producer 9 at 0, written over plain batches whose CRC no longer matches:
+  // refused for the CRC (the fields are only read from a batch that passed it), and nothing is recorded.
+  const auto forged_next = storage::testing::with_forged_producer(producer_batch(-1, -1, -1, 1, "x"), 4, 0, 2);
+  const auto forged_new = storage::testing::with_forged_producer(producer_batch(-1, -1, -1, 1, "y"), 9, 0, 0);
+  for (const auto& forged : {forged_next, forged_new, concat(producer_batch(4, 0, 2, 1, "good"), forged_new)}) {
+    auto r = f.produce(forged);
+    BOOST_TEST((f.status(r) == net::status::crc_mismatch));
+    BOOST_TEST(f.state->log().log_end().value() == 2);
+  }
+  // Producer 9 is unknown (a batch at sequence 1 is not taken as its next), and producer 4 goes on at 2 (its
+  // sequence 2 was not taken by the forged batch, nor by the good batch refused with it).
+  BOOST_TEST((f.status(f.produce(producer_batch(9, 0, 1, 1, "n"))) == net::status::unknown_producer_id));
+  auto next = f.produce(producer_batch(4, 0, 2, 1, "b"));
+  RILL_REQUIRE_OK(next);
+  BOOST_TEST(!next->duplicate);
+  BOOST_TEST(next->base_offsets == (std::vector<std::int64_t>{2}));
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_producer_must_start_at_zero_and_a_new_epoch_too) {
@@ -563,7 +595,7 @@ BOOST_AUTO_TEST_CASE(acknowledged_produces_survive_a_crash_at_every_step_and_ret
       int done = 0;
       for (std::size_t j = i; j < i + 3 && j < plan.size(); ++j) {
         const auto& p = plan[j];
-        spawn(f.state->produce(producer_batch(p.pid, 0, p.seq, 2, p.tag)),
+        spawn(f.state->produce(validated(producer_batch(p.pid, 0, p.seq, 2, p.tag))),
               [&acked, &done, tag = p.tag](expected<produce_result> r) {
                 ++done;
                 if (r) {

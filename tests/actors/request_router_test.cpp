@@ -6,10 +6,16 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/core.h>
 #include "actors/reply_encoding.h"
 #include "actors/request_router.h"
+
+#include "base/endian.h"
 #include "net/frame.h"
+#include "storage/crc32c.h"
+#include "storage/record_batch_builder.h"
 #include "tests/actors/orders_catalogue.h"
+#include "tests/storage/tampered_batch.h"
 
 using namespace rill;
 using namespace rill::actors;
@@ -89,7 +95,12 @@ proto::ProduceRequest produce_to(const std::string& stream, const std::string& t
   return h;
 }
 
-const std::vector<std::byte> one_batch(70, std::byte{1});
+std::vector<std::byte> a_batch(const std::string& value = "v") {
+  storage::batch_builder b;
+  b.add("k", value);
+  return *b.build();
+}
+const std::vector<std::byte> one_batch = a_batch();
 
 std::uint32_t chosen_partition(const route_decision& d) {
   const auto* p = std::get_if<to_partition>(&d);
@@ -162,9 +173,72 @@ BOOST_AUTO_TEST_CASE(produce_goes_to_the_partition_with_its_batches) {
   BOOST_TEST(p->partition.partition_id == 2u);
   const auto* call = std::get_if<produce_call>(&p->call);
   BOOST_REQUIRE(call != nullptr);
-  BOOST_TEST((*call->batches == one_batch));
+  BOOST_REQUIRE(call->batches != nullptr);
+  BOOST_TEST((std::vector<std::byte>(call->batches->bytes().begin(), call->batches->bytes().end()) == one_batch));
+  BOOST_TEST(call->batches->batches().size() == 1u);
   check_error(f.route(net::api::produce, produce_to("orders", "eu", 2)), net::status::invalid_batch,
               "a produce request carries at least one batch");
+}
+
+// The router validates a produce's batches in the request's bytes, each once and in full, and answers a bad one
+// itself with the status the partition used to give it; only a request whose batches all pass is copied (once).
+BOOST_AUTO_TEST_CASE(produce_batches_are_validated_in_place_and_a_bad_one_is_answered_at_once) {
+  namespace bf = storage::batch_format;
+  fixture f;
+  auto route_eu = [&](const std::vector<std::byte>& batches) {
+    return f.route(net::api::produce, produce_to("orders", "eu", 0), batches);
+  };
+  auto refused = [](const route_decision& d) -> const reply_error& {
+    const auto* e = std::get_if<reply_error>(&d);
+    BOOST_REQUIRE(e != nullptr);
+    return *e;
+  };
+  // A flipped record byte: the CRC.
+  auto flipped = one_batch;
+  flipped.back() ^= std::byte{1};
+  const auto crc = refused(route_eu(flipped));
+  BOOST_TEST(static_cast<int>(crc.st) == static_cast<int>(net::status::crc_mismatch));
+  BOOST_TEST(crc.message.starts_with("batch 0 (byte 0 of the request): "), crc.message);
+  // A producer id written over a plain batch, its CRC left alone: refused for the CRC, not for the fields (which
+  // are never looked at before the CRC passed).
+  auto forged = one_batch;
+  store_be<std::int64_t>(forged.data() + bf::producer_id_at, 42);
+  BOOST_TEST(static_cast<int>(refused(route_eu(forged)).st) == static_cast<int>(net::status::crc_mismatch));
+  // The same fields with the CRC recomputed: now the fields.
+  store_be<std::uint32_t>(forged.data() + bf::crc_at,
+                          storage::crc32c(forged.data() + bf::attributes_at, forged.size() - bf::attributes_at));
+  const auto fields = refused(route_eu(forged));
+  BOOST_TEST(static_cast<int>(fields.st) == static_cast<int>(net::status::invalid_producer_fields));
+  BOOST_TEST(fields.message.find("producer_id 42 with producer_epoch -1") != std::string::npos, fields.message);
+  // The second batch bad: the whole request refused, naming it and its byte.
+  auto two = one_batch;
+  two.insert(two.end(), flipped.begin(), flipped.end());
+  const auto second = refused(route_eu(two));
+  BOOST_TEST(second.message.starts_with(fmt::format("batch 1 (byte {} of the request): ", one_batch.size())),
+             second.message);
+  // Truncated.
+  const auto cut = refused(route_eu(std::vector<std::byte>(one_batch.begin(), one_batch.end() - 1)));
+  BOOST_TEST(static_cast<int>(cut.st) == static_cast<int>(net::status::invalid_batch));
+  BOOST_TEST(cut.message.find("truncated") != std::string::npos, cut.message);
+  // The topic's max_message_bytes ('eu': 1 MiB); a topic without one in the view gets the absolute limit (its log
+  // checks its own).
+  const auto large = a_batch(std::string((1 << 20) + 100, 'x'));
+  const auto over = refused(route_eu(large));
+  BOOST_TEST(static_cast<int>(over.st) == static_cast<int>(net::status::batch_too_large));
+  BOOST_TEST(over.message.find("exceeds the limit of 1048576 bytes") != std::string::npos, over.message);
+  auto us = f.route(net::api::produce, produce_to("orders", "us", 0), large);
+  BOOST_TEST(std::holds_alternative<to_partition>(us));
+  // Two good batches: one request, both listed with their producer fields.
+  auto good = one_batch;
+  good.insert(good.end(), one_batch.begin(), one_batch.end());
+  auto d = route_eu(good);
+  const auto* p = std::get_if<to_partition>(&d);
+  BOOST_REQUIRE(p != nullptr);
+  const auto& call = std::get<produce_call>(p->call);
+  BOOST_REQUIRE(call.batches->batches().size() == 2u);
+  BOOST_TEST(call.batches->batches()[1].position == one_batch.size());
+  BOOST_TEST(call.batches->batches()[1].producer_id == -1);
+  BOOST_TEST(call.batches->bytes().size() == good.size());
 }
 
 BOOST_AUTO_TEST_CASE(balanced_produces_go_round_robin) {

@@ -113,6 +113,9 @@ inline std::vector<actors::actor_sample> synthetic_actors(const synthetic_node& 
     s.bytes_in = 10'000 + c;
     s.bytes_out = 20'000 + c;
     s.recv_buffer_bytes = c % 2 ? 65'536 : 0;
+    s.produce_bytes = 30'000 + c;
+    s.produce_copied_bytes = 30'000 + c;
+    s.recv_copied_bytes = c % 5;
     a.connection = s;
     out.push_back(std::move(a));
   }

@@ -18,6 +18,7 @@
 #include "actors/group_handlers.h"
 #include "actors/metadata_handlers.h"
 #include "actors/request_router.h"
+#include "base/assert.h"
 #include "base/clock.h"
 #include "config/log_config.h"
 #include "net/frame.h"
@@ -84,22 +85,21 @@ void route_one(const net::request_view& req, std::uint64_t conn, connection& c) 
     state.check_invariants();
   } else if (const auto* to_part = std::get_if<to_partition>(&d)) {
     if (const auto* produce = std::get_if<produce_call>(&to_part->call)) {
-      storage::batch_limits limits;
-      limits.dense_offsets = true;
-      limits.uncompressed_bytes_max = 1 << 20;
-      limits.producer_fields = true;  // a client's batch, as the log's produce path validates it
-      std::span<const std::byte> rest(*produce->batches);
-      while (!rest.empty()) {
-        // What partition_state checks first, on the header alone (before the CRC), then the whole validation.
-        if (auto size = storage::batch_view::size_from_prefix(rest, limits.batch_bytes_max);
-            size && *size <= rest.size()) {
-          (void)storage::check_producer_fields(storage::batch_view::trusted(rest.first(*size)));
+      // The router validated every batch (validated_batches): what the partition and the log then rely on holds.
+      const auto& v = *produce->batches;
+      v.check_invariants();
+      for (const auto& b : v.batches()) {
+        const auto header = storage::batch_view::trusted(v.bytes().subspan(b.position, b.size));
+        RILL_ASSERT(header.producer_id() == b.producer_id);
+        RILL_ASSERT(header.records_count() == static_cast<std::int32_t>(b.records));
+        if (b.producer_id >= 0) {
+          RILL_ASSERT(b.producer_epoch >= 0);
+          RILL_ASSERT(b.base_sequence >= 0);
+        } else {
+          RILL_ASSERT(b.producer_id == -1);
+          RILL_ASSERT(b.producer_epoch == -1);
+          RILL_ASSERT(b.base_sequence == -1);
         }
-        auto v = storage::batch_view::validate(rest, limits, nullptr);
-        if (!v) {
-          break;
-        }
-        rest = rest.subspan(v->size());
       }
     }
   } else if (const auto* err = std::get_if<reply_error>(&d)) {

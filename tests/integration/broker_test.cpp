@@ -762,6 +762,10 @@ BOOST_AUTO_TEST_CASE(hostile_producer_batches_are_refused_each_with_its_status_a
       {"id -1 with a sequence", producer_batch(-1, -1, 3, "bad"), status::invalid_producer_fields,
        "producer_id -1 (not idempotent) with base_sequence 3"},
       {"a sequence gap", producer_batch(11, 0, 7, "bad"), status::sequence_gap, "sequence 7 after 0 (expected 1)"},
+      // Producer 11's next sequence forged over a plain batch (CRC not fixed): the CRC refuses it before the
+      // producer table sees its fields, so producer 11 still goes on at 1 below.
+      {"a forged producer header", storage::testing::with_forged_producer(producer_batch(-1, -1, -1, "bad"), 11, 0, 1),
+       status::crc_mismatch, "stored crc"},
   };
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.what) {

@@ -218,10 +218,13 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   tc.set_partitions(1);
   BOOST_REQUIRE((*c)->create_topic(by_name("s"), "t", tc).has_value());
   constexpr int produces = 25;
+  std::uint64_t produced_bytes = 0;
   for (int i = 0; i < produces; ++i) {
     storage::batch_builder b;
     b.add("k", "value " + std::to_string(i));
-    BOOST_REQUIRE((*c)->produce(by_name("s"), by_name("t"), 0, *b.build()).has_value());
+    const auto batch = *b.build();
+    produced_bytes += batch.size();
+    BOOST_REQUIRE((*c)->produce(by_name("s"), by_name("t"), 0, batch).has_value());
   }
 
   // A group that committed 10 of the 25: its lag is 15.
@@ -289,6 +292,11 @@ BOOST_AUTO_TEST_CASE(metrics_parse_and_count_what_a_client_sent) {
   BOOST_TEST(value_of(all, "rill_connection_errors_total", {}) == 0);
   BOOST_TEST(value_of(all, "rill_connection_received_bytes_total", {}) > 0);
   BOOST_TEST(value_of(all, "rill_connection_sent_bytes_total", {}) > 0);
+  // Copies per produced byte: the router's one copy of each validated batch; small requests sent one at a time are
+  // never moved inside the receive buffer.
+  BOOST_TEST(value_of(all, "rill_connection_produce_bytes_total", {}) == static_cast<double>(produced_bytes));
+  BOOST_TEST(value_of(all, "rill_connection_produce_copied_bytes_total", {}) == static_cast<double>(produced_bytes));
+  BOOST_TEST(value_of(all, "rill_connection_receive_copied_bytes_total", {}) == 0);
   // The client's connection is named by its address and counts its requests' replies from the partition.
   const auto client_conn =
       value_of(all, "rill_actor_handling_seconds_count", {{"kind", "connection"}, {"type", "reply"}});
@@ -599,7 +607,8 @@ BOOST_AUTO_TEST_CASE(partitions_beyond_the_series_limit_are_summed_per_topic) {
   const auto one = parse_prometheus(detail.body);
   promtool_accepts(dir.path(), detail.body);
   BOOST_TEST(value_of(one, "rill_metrics_partition_series_aggregated", {{"level", "partition"}}) == 0);
-  BOOST_TEST(value_of(one, "rill_partition_high_watermark", {{"stream", "0"}, {"topic", "1"}, {"partition", "0"}}) == 1);
+  BOOST_TEST(value_of(one, "rill_partition_high_watermark", {{"stream", "0"}, {"topic", "1"}, {"partition", "0"}}) ==
+             1);
   BOOST_TEST(value_of(one, "rill_actor_handling_seconds_count",
                       {{"kind", "partition"}, {"name", "0/1/0"}, {"type", "produce"}}) == 1);
   for (const auto& s : one) {  // every series left is the topic's; no connection or shard series
@@ -681,9 +690,9 @@ BOOST_AUTO_TEST_CASE(a_fenced_partition_recovers_by_itself_and_says_so) {
   BOOST_TEST(*records->at(3).value == "after");
   BOOST_TEST(records->at(3).offset == 3);
   const auto metrics = http(p.http_address(), "GET", "/metrics").body;
-  BOOST_TEST(metrics.find("rill_partition_recoveries_total{stream=\"0\",topic=\"0\",partition=\"0\"} 1") !=
-                 std::string::npos,
-             metrics.substr(0, 2000));
+  BOOST_TEST(
+      metrics.find("rill_partition_recoveries_total{stream=\"0\",topic=\"0\",partition=\"0\"} 1") != std::string::npos,
+      metrics.substr(0, 2000));
   BOOST_TEST(metrics.find("rill_partition_fenced{stream=\"0\",topic=\"0\",partition=\"0\"} 0") != std::string::npos);
   BOOST_TEST(p.log().find("recovered from a storage failure") != std::string::npos, p.log());
   c->reset();

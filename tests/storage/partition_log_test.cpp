@@ -264,7 +264,7 @@ BOOST_AUTO_TEST_CASE(every_ms_durability_syncs_when_the_deadline_passes) {
   sim_log_fixture f;
   f.options.config.durability = config::durability_mode::every_ms;
   f.options.config.sync_every_ms = 50;
-  f.options.config.segment_ms = 0;  // no age rolls: the only deadline is the sync
+  f.options.config.segment_ms = 0;    // no age rolls: the only deadline is the sync
   f.options.background_sync = false;  // the bound alone
   f.open();
   RILL_REQUIRE_OK(f.append(make_batch("m", 3)));
@@ -299,6 +299,40 @@ BOOST_AUTO_TEST_CASE(restart_finds_everything_and_continues_offsets) {
   BOOST_TEST(a->base_offset.value() == 1200);
   auto all = f.read_all();
   BOOST_TEST(all.size() == 1202u);
+}
+
+// append(validated_batches) does not validate again, but the log's own max_message_bytes still applies: batches
+// validated against a larger limit (a router with an older view of the topic) are refused whole, before anything is
+// queued; within the limit they are written as validated, stamped from their crc_tail.
+BOOST_AUTO_TEST_CASE(validated_batches_are_appended_as_they_are_and_the_logs_own_size_limit_still_applies) {
+  sim_log_fixture f;
+  f.options.config.max_message_bytes = 4096;
+  f.open();
+  auto small = make_batch("s", 2);
+  auto big = make_batch("big", 10, 1000);
+  BOOST_REQUIRE(big.size() > 4096u);
+  std::vector<std::byte> both = small;
+  both.insert(both.end(), big.begin(), big.end());
+  auto validated = validated_batches::validate(std::span<const std::byte>(both), std::uint64_t{1} << 20);
+  RILL_REQUIRE_OK(validated);
+  auto refused = run(f.disk, f.log->append(std::move(*validated)));
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST((refused.error().code() == errc::batch_too_large));
+  BOOST_TEST(refused.error().detail().find("batch 1 (byte " + std::to_string(small.size())) != std::string::npos,
+             refused.error().detail());
+  BOOST_TEST(f.log->log_end().value() == 0);
+  auto fits = validated_batches::validate(std::span<const std::byte>(small), std::uint64_t{1} << 20);
+  RILL_REQUIRE_OK(fits);
+  auto a = run(f.disk, f.log->append(std::move(*fits)));
+  RILL_REQUIRE_OK(a);
+  BOOST_TEST(a->base_offset.value() == 0);
+  f.log->check_invariants();
+  // What was written reads back and validates as a stored batch (its CRC re-derived when it was stamped).
+  auto all = f.read_all();
+  BOOST_TEST(all.size() == 2u);
+  auto stored = f.read_at(0);
+  RILL_REQUIRE_OK(stored);
+  RILL_REQUIRE_OK(batch_view::validate(stored->bytes.span(), batch_limits{}));
 }
 
 BOOST_AUTO_TEST_CASE(invalid_batches_are_refused_whole_and_nothing_is_written) {

@@ -20,4 +20,15 @@ inline std::vector<std::byte> with_attributes(std::vector<std::byte> batch, std:
   return batch;
 }
 
+// `batch` with its producer id, epoch and base sequence overwritten and its CRC left as it was: a header corrupted
+// on the way (or forged), which only the CRC can tell.
+inline std::vector<std::byte> with_forged_producer(std::vector<std::byte> batch, std::int64_t id, std::int16_t epoch,
+                                                   std::int32_t sequence) {
+  namespace bf = batch_format;
+  store_be<std::int64_t>(batch.data() + bf::producer_id_at, id);
+  store_be<std::int16_t>(batch.data() + bf::producer_epoch_at, epoch);
+  store_be<std::int32_t>(batch.data() + bf::base_sequence_at, sequence);
+  return batch;
+}
+
 }  // namespace rill::storage::testing
