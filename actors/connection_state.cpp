@@ -38,16 +38,20 @@ std::optional<connection_state::read_op> connection_state::begin_read() {
     polling_ = true;
     return read_op{true, {}};
   }
-  // The buffer holds at least a window, and the whole frame once a larger one is known to be coming: it grows once
-  // per frame (copying what was buffered: at most the first window), never again as the frame's bytes arrive. A
-  // receive for a large frame stops at its end, so that no start of the next frame is left to move afterwards.
+  // The buffer holds at least a window, and the whole frame once a larger one is coming and a window of it is in:
+  // it grows once per frame (copying what was buffered: the first window), never again as the frame's bytes
+  // arrive. Not before a window is in: a length prefix alone (a slow or hostile sender) pins a window, not up to
+  // frame_bytes_max. A receive for a large frame stops at its end, so that no start of the next frame is left to
+  // move afterwards.
   std::size_t need = recv_window_min;
   std::size_t frame_rest = recv_window_max;
   if (in_size_ >= net::length_bytes) {
     const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data())} + net::length_bytes;
     RILL_ASSERT(frame > in_size_, "a whole frame of {} bytes was left unframed", frame);
     RILL_ASSERT(frame <= limits_.frame_bytes_max, "a frame of {} bytes over the limit was not refused", frame);
-    need = std::max<std::uint64_t>(need, frame);
+    if (in_size_ >= recv_window_min) {
+      need = std::max<std::uint64_t>(need, frame);
+    }
     if (frame > recv_window_min) {
       frame_rest = static_cast<std::size_t>(frame - in_size_);
     }
@@ -149,10 +153,10 @@ void connection_state::framing_done() {
     in_size_ = 0;
     in_.release();  // every byte framed: the buffer goes back to the pool until bytes wait again
   } else {
-    // The next frame's start stays. Its buffer: a window, or the frame's whole size once its length is in (as
+    // The next frame's start stays. Its buffer: a window, or the frame's whole size once a window of it is in (as
     // begin_read would make it), so that it is moved once, not moved here and then again when the buffer grows.
     std::size_t need = recv_window_min;
-    if (rest >= net::length_bytes) {
+    if (rest >= net::length_bytes && rest >= recv_window_min) {
       const std::uint64_t frame = std::uint64_t{load_be<std::uint32_t>(in_.data() + consumed_)} + net::length_bytes;
       RILL_ASSERT(frame > rest, "a whole frame of {} bytes was left unframed", frame);
       RILL_ASSERT(frame <= limits_.frame_bytes_max, "a frame of {} bytes over the limit was not refused", frame);

@@ -7,8 +7,9 @@
 // (no buffer); only once bytes are waiting does a receive take a buffer from the shard's pool, and the buffer goes back
 // as soon as every received byte is framed. A partly received frame keeps its buffer (it is data buffered), and the
 // next receive goes straight into it. Replies are held only while queued. A frame larger than a window gets a buffer
-// of its whole size as soon as its length prefix is in (bounded by frame_bytes_max): its bytes are copied at most
-// once, when the buffer grows, and only those of its first receive; receives for it stop at its end. After a large
+// of its whole size (bounded by frame_bytes_max) once a window of it is in, not on its length prefix alone (a slow
+// sender pins a window): its bytes are copied at most once, when the buffer grows, and only its first window;
+// receives for it stop at its end. After a large
 // frame, the next receive guesses that the next frame is as large (a buffer of its size; it still reads one window):
 // large frames of one size arriving back to back are then not copied at all.
 //

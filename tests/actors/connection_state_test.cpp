@@ -114,7 +114,8 @@ BOOST_AUTO_TEST_CASE(the_receive_window_grows_for_a_large_frame) {
   BOOST_REQUIRE(buffer.has_value());
   BOOST_TEST(buffer->size() == connection_state::recv_window_min);
   BOOST_TEST(!c.begin_read().has_value());  // one receive at a time
-  // The first bytes announce a 10 MiB frame: the next receive asks for the rest, up to the window's maximum.
+  // The first bytes announce a 10 MiB frame: the next receive fills the window first (a length alone does not make
+  // the buffer grow), and once a window of the frame is in, it asks for the rest, up to the window's maximum.
   auto big = ping_frame(5, 10 << 20);
   std::memcpy(buffer->data(), big.data(), 100);
   BOOST_REQUIRE(c.end_recv(100));
@@ -126,7 +127,16 @@ BOOST_AUTO_TEST_CASE(the_receive_window_grows_for_a_large_frame) {
   buffer = recv_buffer(c);
   c.check_invariants();
   BOOST_REQUIRE(buffer.has_value());
+  BOOST_TEST(buffer->size() == connection_state::recv_window_min - 100);
+  std::memcpy(buffer->data(), big.data() + 100, buffer->size());
+  BOOST_REQUIRE(c.end_recv(static_cast<std::int64_t>(buffer->size())));
+  BOOST_TEST(std::holds_alternative<std::monostate>(c.next_frame()));
+  c.framing_done();
+  buffer = recv_buffer(c);
+  c.check_invariants();
+  BOOST_REQUIRE(buffer.has_value());
   BOOST_TEST(buffer->size() == connection_state::recv_window_max);
+  BOOST_TEST(c.recv_buffer_bytes() >= big.size());  // the whole frame's buffer, grown once
 }
 
 BOOST_AUTO_TEST_CASE(an_oversized_frame_is_refused_and_the_connection_closes_after_its_reply) {
@@ -407,6 +417,35 @@ BOOST_AUTO_TEST_CASE(a_large_frame_grows_the_buffer_and_gives_it_back) {
   BOOST_TEST(!c.end_recv(0));
   c.check_invariants();
   BOOST_TEST(pool.outstanding() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_length_prefix_alone_pins_a_window_not_the_frame) {
+  // A slow or hostile sender that sends only the length of a 16 MiB frame (or a frame and the next one's length)
+  // holds one window of buffer, not 16 MiB; the whole frame's buffer comes once a window of it is in.
+  connection_state::limits l;
+  l.frame_bytes_max = 16 << 20;
+  connection_state c(l, pool);
+  auto big = ping_frame(7, (16 << 20) - 64);
+  BOOST_TEST(deliver(c, std::span<const std::byte>(big).first(net::length_bytes)).empty());
+  auto next = recv_buffer(c);
+  BOOST_REQUIRE(next.has_value());
+  BOOST_TEST(c.recv_buffer_bytes() == connection_state::recv_window_min);
+  c.end_recv(0);  // the peer gives up
+  BOOST_TEST(pool.outstanding() == 0u);
+
+  connection_state d(l, pool);
+  auto small = ping_frame(8);
+  std::vector<std::byte> bytes = small;
+  bytes.insert(bytes.end(), big.begin(), big.begin() + net::length_bytes);
+  BOOST_TEST(deliver(d, bytes).size() == 1u);
+  BOOST_TEST(d.buffered_bytes() == net::length_bytes);
+  BOOST_TEST(d.recv_buffer_bytes() <= connection_state::recv_window_min);
+  // Once a window of the frame is in, its buffer is the frame's size, and the rest arrives without another copy.
+  const auto copied = d.copied_bytes();
+  const auto got = deliver(d, std::span<const std::byte>(big).subspan(net::length_bytes));
+  BOOST_REQUIRE(got.size() == 1u);
+  BOOST_TEST(got[0].bytes == big.size());
+  BOOST_TEST(d.copied_bytes() - copied <= connection_state::recv_window_min);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
