@@ -13,9 +13,6 @@ using namespace rill::storage::testing;
 
 namespace {
 
-void drain(sim_log_fixture& f) {
-  io::run_until(f.disk, [] { return false; });
-}
 
 void configure_relaxed(sim_log_fixture& f, config::durability_mode mode) {
   f.options.config.durability = mode;

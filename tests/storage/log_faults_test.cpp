@@ -21,9 +21,6 @@ using namespace rill::storage;
 using namespace rill::storage::testing;
 
 namespace {
-void drain(sim_log_fixture& f) {
-  io::run_until(f.disk, [] { return false; });
-}
 
 // The process dies: the disk stops, the log's pending operations fail, its descriptors go, the page cache stays.
 void kill_process(sim_log_fixture& f) {

@@ -173,4 +173,9 @@ struct sim_log_fixture {
   std::unique_ptr<partition_log> log;
 };
 
+// Runs the simulated disk until nothing is in flight (every pending completion has run).
+inline void drain(sim_log_fixture& f) {
+  io::run_until(f.disk, [] { return false; });
+}
+
 }  // namespace rill::storage::testing

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# bench/produce_perf.sh [BUILD_DIR] [before-ack|none]: where rilld's time goes under produce load.
+#
+# Starts rilld (BUILD_DIR, default build) on a scratch directory, runs `rill-bench produce` against it (PRODUCERS
+# producers and partitions, default 4; SIZE bytes, default 1024; BATCH, default 100; DURATION s, default 10) with
+# the given --sync (default before-ack), records rilld with `perf record -g` meanwhile, and prints the produce figures
+# and the 25 symbols with the most samples of their own (perf report --no-children), then the share of samples in
+# the kernel. Needs perf and a kernel that lets root profile (perf_event_paranoid).
+set -euo pipefail
+build=${1:-build}
+sync=${2:-before-ack}
+producers=${PRODUCERS:-4}
+size=${SIZE:-1024}
+batch=${BATCH:-100}
+duration=${DURATION:-10}
+scratch=$(mktemp -d)
+command -v perf >/dev/null || { echo "produce_perf: perf is missing" >&2; exit 2; }
+"$build/tools/rilld" --data-dir "$scratch/rill" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --set runtime.pin_cores=false \
+  >"$scratch/rilld.log" 2>&1 &
+rilld=$!
+trap 'kill -TERM $rilld 2>/dev/null || true; wait $rilld 2>/dev/null || true; rm -rf "$scratch"' EXIT
+for _ in $(seq 200); do
+  [ -f "$scratch/rill/runtime/current_config.toml" ] && break
+  sleep 0.05
+done
+addr=$(sed -n "s/^tcp_address = ['\"]\(.*\)['\"]$/\1/p" "$scratch/rill/runtime/current_config.toml")
+[ -n "$addr" ] || { echo "produce_perf: rilld did not start; see $scratch/rilld.log" >&2; exit 1; }
+perf record -q -g -o "$scratch/perf.data" -p "$rilld" -- sleep "$((duration + 1))" >/dev/null 2>&1 &
+perf_pid=$!
+"$build/tools/rill-bench" produce --server "$addr" --producers "$producers" --partitions "$producers" \
+  --message-size "$size" --batch "$batch" --duration "$duration" --sync "$sync" --json |
+  python3 -c 'import json,sys; j=json.load(sys.stdin); p=j["produce"]; print(f"produce: {p[\"msgs_per_s\"]:,.0f} msg/s, {p[\"mb_per_s\"]:.1f} MB/s, p99 {p[\"latency_us\"][\"p99\"]:.0f} us")'
+wait "$perf_pid" || true
+perf report -i "$scratch/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
+  grep -E '^ +[0-9.]+%' | head -25
+perf report -i "$scratch/perf.data" --no-children --sort dso --stdio -g none 2>/dev/null |
+  grep -E '^ +[0-9.]+%' | head -6
