@@ -29,7 +29,7 @@ perf record -q -g -o "$scratch/perf.data" -p "$rilld" -- sleep "$((duration + 1)
 perf_pid=$!
 "$build/tools/rill-bench" produce --server "$addr" --producers "$producers" --partitions "$producers" \
   --message-size "$size" --batch "$batch" --duration "$duration" --sync "$sync" --json |
-  python3 -c 'import json,sys; j=json.load(sys.stdin); p=j["produce"]; print(f"produce: {p[\"msgs_per_s\"]:,.0f} msg/s, {p[\"mb_per_s\"]:.1f} MB/s, p99 {p[\"latency_us\"][\"p99\"]:.0f} us")'
+  python3 -c 'import json,sys; p=json.load(sys.stdin)["produce"]; print("produce: {:,.0f} msg/s, {:.1f} MB/s, p99 {:.0f} us".format(p["msgs_per_s"], p["mb_per_s"], p["latency_us"]["p99"]))'
 wait "$perf_pid" || true
 perf report -i "$scratch/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
   grep -E '^ +[0-9.]+%' | head -25
