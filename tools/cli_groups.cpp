@@ -1,6 +1,9 @@
 // rill CLI: consumer groups (see cli_groups.h).
 #include "tools/cli_groups.h"
 
+#include <boost/archive/iterators/base64_from_binary.hpp>
+#include <boost/archive/iterators/transform_width.hpp>
+#include <boost/locale/encoding_utf.hpp>
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -82,17 +85,42 @@ void print_group(const proto::GroupInfo& g, bool details) {
 
 }  // namespace
 
+namespace {
+bool valid_utf8(std::string_view s) {
+  try {
+    (void)boost::locale::conv::utf_to_utf<char>(s.data(), s.data() + s.size(), boost::locale::conv::stop);
+    return true;
+  } catch (const boost::locale::conv::conversion_error&) {
+    return false;
+  }
+}
+
+std::string base64(std::string_view s) {
+  using namespace boost::archive::iterators;
+  using encoder = base64_from_binary<transform_width<const char*, 6, 8>>;
+  std::string out(encoder(s.data()), encoder(s.data() + s.size()));
+  out.append((3 - s.size() % 3) % 3, '=');
+  return out;
+}
+
+json bytes_json(const std::optional<std::string>& bytes) {
+  if (!bytes) {
+    return nullptr;
+  }
+  if (valid_utf8(*bytes)) {
+    return *bytes;
+  }
+  return json{{"base64", base64(*bytes)}};
+}
+}  // namespace
+
 json record_json(const net::record& rec) {
   json h = json::object();
   for (const auto& [k, v] : rec.headers) {
-    h[k] = v ? json(*v) : json(nullptr);
+    h[valid_utf8(k) ? k : "base64:" + base64(k)] = bytes_json(v);
   }
-  return json{{"partition", rec.partition},
-              {"offset", rec.offset},
-              {"timestamp", rec.timestamp_ms},
-              {"key", rec.key ? json(*rec.key) : json(nullptr)},
-              {"headers", h},
-              {"value", rec.value ? json(*rec.value) : json(nullptr)}};
+  return json{{"partition", rec.partition}, {"offset", rec.offset}, {"timestamp", rec.timestamp_ms},
+              {"key", bytes_json(rec.key)}, {"headers", h},         {"value", bytes_json(rec.value)}};
 }
 
 int report(const rill::error& e) {

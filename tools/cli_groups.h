@@ -12,7 +12,10 @@ namespace rill::cli {
 // Prints a failed call; returns the exit status (1 the server refused, 3 the server could not be reached).
 int report(const rill::error& e);
 
-// A consumed record as `consume --json` prints it: partition, offset, timestamp, key, headers, value.
+// A consumed record as `consume --json` prints it: partition, offset, timestamp, key, headers, value. A message
+// carries bytes: a key, header value or value is a JSON string when it is valid UTF-8, else an object
+// {"base64": "<its bytes in base64>"} (a header name that is not UTF-8: "base64:<its bytes>"); null when absent.
+// Never throws on any bytes.
 nlohmann::json record_json(const net::record& rec);
 
 struct group_consume_args {

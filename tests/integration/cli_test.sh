@@ -39,6 +39,15 @@ echo "$acks" | grep -q '"partition":1' || fail "partition in acks: $acks"
 [ "$(r consume shop orders --partition 1 --from offset:1 --count 1)" = "two" ] || fail "from offset"
 [ "$(r consume shop orders --partition 1 --from last)" = "three" ] || fail "from last: the last message"
 r --json consume shop orders --partition 1 --count 1 | grep -q '"headers":{"source":"cli"}' || fail "json consume"
+# A message carries bytes: a value that is not UTF-8 comes out of --json as base64, and the messages around it too.
+r topic create shop bytes --partitions 1 >/dev/null || fail "topic create bytes"
+printf 'plain\n\xff\xfe\x00x\nafter\n' | r produce shop bytes --partition 0 >/dev/null || fail "produce bytes"
+out=$(r --json consume shop bytes --partition 0) || fail "json consume of bytes exited $?"
+[ "$(echo "$out" | wc -l)" -eq 3 ] || fail "three records expected: $out"
+echo "$out" | sed -n 1p | grep -q '"value":"plain"' || fail "plain value: $out"
+echo "$out" | sed -n 2p | grep -q '"value":{"base64":"//4AeA=="}' || fail "base64 value: $out"
+echo "$out" | sed -n 3p | grep -q '"value":"after"' || fail "value after the bytes: $out"
+r topic delete shop bytes >/dev/null || fail "topic delete bytes"
 # A named consumer resumes where it stopped.
 [ "$(r consume shop orders --partition 1 --consumer app --from next --count 2)" = "$(printf 'one\ntwo')" ] ||
   fail "consumer first read"
