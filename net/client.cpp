@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include <fmt/core.h>
@@ -129,7 +130,10 @@ expected<void> client::reconnect() {
   }
   ::freeaddrinfo(res);
   if (fd_ < 0) {
-    return net_error(errc::connect_failed, fmt::format("{}: {}", options_.server, last));
+    const bool refused = last == std::strerror(ECONNREFUSED);
+    return net_error(errc::connect_failed,
+                     fmt::format("{}: {}{}", options_.server, last,
+                                 refused ? " (is rilld running? --server takes its network.tcp_address)" : ""));
   }
   return {};
 }
@@ -162,6 +166,14 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
     auto size = next_frame_size(in, reply_prefix_bytes, options_.max_frame_bytes);
     if (!size) {
       disconnect();
+      static constexpr std::string_view http = "HTTP/";
+      if (in.size() >= http.size() && std::memcmp(in.data(), http.data(), http.size()) == 0) {
+        // "HTTP" read as a length is a frame of about 1.2 GB: say what happened instead.
+        return net_error(errc::malformed_frame,
+                         fmt::format("{} answered in HTTP: that is rilld's HTTP listener (network.http_address); "
+                                     "--server takes its client listener (network.tcp_address)",
+                                     options_.server));
+      }
       return unexpected(std::move(size).error());
     }
     if (size->has_value()) {

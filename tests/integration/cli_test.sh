@@ -93,6 +93,11 @@ set +e
 "$rill" --server 127.0.0.1:1 ping 2>"$dir/err"; rc=$?
 set -e
 [ $rc -eq 3 ] || fail "unreachable server should exit 3, got $rc"
+grep -q "is rilld running" "$dir/err" || fail "a refused connection gives a hint: $(cat "$dir/err")"
+set +e
+"$rill" --server "$haddr" ping 2>"$dir/err"; rc=$?
+set -e
+[ $rc -eq 3 ] && grep -q "answered in HTTP" "$dir/err" || fail "the HTTP port named as such (rc $rc): $(cat "$dir/err")"
 # Restart: everything is where it was.
 kill -TERM "$pid"; wait "$pid"; pid=
 start
