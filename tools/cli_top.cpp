@@ -1,13 +1,19 @@
 // rill top (see cli_top.h): samples /api/shards and /api/actors, prints rates between two samples.
 #include "tools/cli_top.h"
 
+#include <poll.h>
+#include <termios.h>
+#include <unistd.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include <chrono>
 #include <csignal>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include <fmt/core.h>
@@ -23,6 +29,58 @@ volatile std::sig_atomic_t g_stop = 0;
 extern "C" void on_top_signal(int) {
   g_stop = 1;
 }
+
+// While top runs on a terminal: keys are read one at a time, unechoed, so that `q` quits; the terminal's settings
+// are restored when this goes (a normal exit, or the loop ending after SIGINT / SIGTERM).
+class keys {
+ public:
+  keys() {
+    if (::isatty(STDIN_FILENO) == 1 && ::tcgetattr(STDIN_FILENO, &saved_) == 0) {
+      termios raw = saved_;
+      raw.c_lflag &= static_cast<tcflag_t>(~(ICANON | ECHO));
+      raw.c_cc[VMIN] = 0;
+      raw.c_cc[VTIME] = 0;
+      active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+    }
+  }
+  ~keys() {
+    if (active_) {
+      ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+    }
+  }
+  keys(const keys&) = delete;
+  keys& operator=(const keys&) = delete;
+
+  // Waits up to `wait`; true once `q` (or Q) was typed.
+  bool quit_within(std::chrono::milliseconds wait) const {
+    if (!active_) {
+      std::this_thread::sleep_for(wait);
+      return false;
+    }
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return false;
+      }
+      pollfd p{STDIN_FILENO, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+        continue;  // a signal (the loop checks g_stop) or the time is up
+      }
+      char c = 0;
+      if (::read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q')) {
+        return true;
+      }
+      if (g_stop != 0) {
+        return false;
+      }
+    }
+  }
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
 
 // GET `target` from `address` ("host:port"); the body, or an error message in `error`.
 std::string get(const std::string& address, const std::string& target, std::string& error) {
@@ -151,8 +209,16 @@ int top(const top_args& args) {
     fmt::print(stderr, "rill: {}\n", error);
     return 3;
   }
+  std::optional<keys> k;  // a live view reads `q` from the terminal; --once leaves the terminal alone
+  if (!args.once) {
+    k.emplace();
+  }
   while (g_stop == 0) {
-    std::this_thread::sleep_for(args.interval);
+    if (!k) {
+      std::this_thread::sleep_for(args.interval);
+    } else if (k->quit_within(args.interval)) {
+      break;
+    }
     sample now;
     if (!take(args.http, now, error)) {
       fmt::print(stderr, "rill: {}\n", error);

@@ -73,6 +73,14 @@ r consume shop orders --group billing --partition 1 2>/dev/null; rc=$?
 set -e
 [ $rc -eq 2 ] || fail "--group with --partition is bad usage (rc $rc)"
 # rill top: one view of the shards and the busiest actors, from the monitoring listener.
+# On a terminal (a pseudo-terminal from script(1)), the live view quits on q: it exits 0 instead of timing out.
+if command -v script >/dev/null; then
+  set +e
+  (sleep 1; printf q; sleep 3) | timeout 8 script -qec "$rill top --http $haddr --interval-ms 200" /dev/null >/dev/null
+  rc=$?
+  set -e
+  [ $rc -eq 0 ] || fail "rill top should quit on q, got $rc"
+fi
 view=$("$rill" top --http "$haddr" --once --interval-ms 200)
 echo "$view" | grep -q "^SHARD" || fail "top shards: $view"
 echo "$view" | grep -q "^partition " || fail "top actors: $view"
