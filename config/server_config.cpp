@@ -210,10 +210,11 @@ const std::vector<key_spec>& registry() {
                                                                : durability_mode::sync_before_ack;
                  },
                  [](const server_config& c) { return config_value{std::string(to_string(c.storage.durability))}; }});
-    k.push_back(storage_integer("storage.sync_every_records", 1, 1'000'000'000,
-                                "Under durability = every_records: at most this many records unsynced (what a power loss can "
-                                "take); visibility does not wait for it.",
-                                &log_config::sync_every_records));
+    k.push_back(
+        storage_integer("storage.sync_every_records", 1, 1'000'000'000,
+                        "Under durability = every_records: at most this many records unsynced (what a power loss can "
+                        "take); visibility does not wait for it.",
+                        &log_config::sync_every_records));
     k.push_back(storage_integer("storage.sync_every_ms", 1, 3'600'000,
                                 "Under durability = every_ms: fsync at least this often (what a power loss can take); "
                                 "visibility does not wait for it.",

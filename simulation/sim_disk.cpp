@@ -391,8 +391,8 @@ std::int64_t sim_disk::do_open(io::request& r) {
 std::int64_t sim_disk::do_write(node& n, std::uint64_t offset, const std::vector<std::byte>& data) {
   const std::uint64_t end = offset + data.size();
   const std::uint64_t size = n.data.size();
-  if (!data.empty() && !allocate(n, offset / block_bytes, (end + block_bytes - 1) / block_bytes,
-                                 faults_.delayed_allocation)) {
+  if (!data.empty() &&
+      !allocate(n, offset / block_bytes, (end + block_bytes - 1) / block_bytes, faults_.delayed_allocation)) {
     return -ENOSPC;
   }
   node::change c;

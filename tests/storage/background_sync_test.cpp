@@ -13,7 +13,6 @@ using namespace rill::storage::testing;
 
 namespace {
 
-
 void configure_relaxed(sim_log_fixture& f, config::durability_mode mode) {
   f.options.config.durability = mode;
   f.options.config.sync_every_ms = 3'600'000;  // an hour: never reached here

@@ -182,7 +182,8 @@ class rill_system final : public system_driver {
     return fmt::format("rill: {}; one produce request of {} messages in flight per producer; compression {}",
                        o_.sync == "before-ack"
                            ? "topic durability sync_before_ack (acknowledged after the fdatasync covering the batch)"
-                           : "topic durability every_ms 1000 (acknowledged at write; background fdatasync; consumers see synced data only)",
+                           : "topic durability every_ms 1000 (acknowledged at write; background fdatasync; consumers "
+                             "see synced data only)",
                        o_.batch, o_.compression);
   }
 
