@@ -50,7 +50,6 @@ partition_log::partition_log(io::engine& engine, buffer_pool& pool, const clock&
       reporter_(reporter),
       dir_(std::move(dir)),
       options_(options) {
-  producer_limits_ = producer_batch_limits(options_.config.max_message_bytes);
   stored_limits_.batch_bytes_max =
       std::max<std::uint64_t>(options_.config.max_message_bytes, limits::batch_bytes_limit);
   stored_limits_.check_records = false;
@@ -115,7 +114,7 @@ void partition_log::enqueue(std::unique_ptr<work> w) {
 
 task<expected<append_result>> partition_log::append(std::vector<std::byte> batches) {
   RILL_CO_TRY_VOID(check_writable());
-  RILL_CO_TRY(validated, validated_batches::validate(std::move(batches), producer_limits_.batch_bytes_max));
+  RILL_CO_TRY(validated, validated_batches::validate(std::move(batches), options_.config.max_message_bytes));
   co_return co_await append(std::move(validated));
 }
 
@@ -127,11 +126,11 @@ task<expected<append_result>> partition_log::append(validated_batches batches) {
   // would.
   for (std::size_t i = 0; i < batches.batches().size(); ++i) {
     const auto& b = batches.batches()[i];
-    if (b.size > producer_limits_.batch_bytes_max) {
+    if (b.size > options_.config.max_message_bytes) {
       co_return make_unexpected(errc::batch_too_large,
                                 fmt::format("batch {} (byte {} of the request): batch of {} bytes exceeds the limit of "
                                             "{} bytes",
-                                            i, b.position, b.size, producer_limits_.batch_bytes_max));
+                                            i, b.position, b.size, options_.config.max_message_bytes));
     }
   }
   if (pending_bytes_ + batches.bytes().size() > options_.config.pending_bytes_max) {

@@ -417,7 +417,6 @@ class partition_log {
   log_reporter& reporter_;
   std::string dir_;
   log_options options_;
-  batch_limits producer_limits_;
   batch_limits stored_limits_;
 
   std::vector<std::shared_ptr<segment>> segments_;  // ordered by base offset; back() is the active segment
