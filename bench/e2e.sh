@@ -17,6 +17,7 @@ batch=${BATCH:-100}
 duration=${DURATION:-10}
 runs=${RUNS:-3}
 scratch=${SCRATCH:-$(mktemp -d)}
+. "$(dirname "$0")/rilld_start.sh"
 for b in "$@"; do
   for tool in "$b/tools/rilld" "$b/tools/rill-bench"; do
     [ -x "$tool" ] || { echo "e2e: $tool is missing; build first" >&2; exit 1; }
@@ -34,17 +35,9 @@ trap cleanup EXIT
 addrs=()
 i=0
 for b in "$@"; do
-  dir="$scratch/rill-$i"
-  "$b/tools/rilld" --data-dir "$dir" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --set runtime.pin_cores=false \
-    >"$scratch/rilld-$i.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 200); do
-    [ -f "$dir/runtime/current_config.toml" ] && break
-    sleep 0.05
-  done
-  a=$(sed -n "s/^tcp_address = ['\"]\(.*\)['\"]$/\1/p" "$dir/runtime/current_config.toml")
-  [ -n "$a" ] || { echo "e2e: rilld of $b did not start; see $scratch/rilld-$i.log" >&2; exit 1; }
-  addrs+=("$a")
+  start_rilld "$b/tools/rilld" "$scratch/rill-$i" "$scratch/rilld-$i.log" || { pids+=("$rilld_pid"); exit 1; }
+  pids+=("$rilld_pid")
+  addrs+=("$rilld_tcp")
   i=$((i + 1))
 done
 

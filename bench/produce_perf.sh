@@ -15,16 +15,12 @@ batch=${BATCH:-100}
 duration=${DURATION:-10}
 scratch=$(mktemp -d)
 command -v perf >/dev/null || { echo "produce_perf: perf is missing" >&2; exit 2; }
-"$build/tools/rilld" --data-dir "$scratch/rill" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --set runtime.pin_cores=false \
-  >"$scratch/rilld.log" 2>&1 &
-rilld=$!
-trap 'kill -TERM $rilld 2>/dev/null || true; wait $rilld 2>/dev/null || true; rm -rf "$scratch"' EXIT
-for _ in $(seq 200); do
-  [ -f "$scratch/rill/runtime/current_config.toml" ] && break
-  sleep 0.05
-done
-addr=$(sed -n "s/^tcp_address = ['\"]\(.*\)['\"]$/\1/p" "$scratch/rill/runtime/current_config.toml")
-[ -n "$addr" ] || { echo "produce_perf: rilld did not start; see $scratch/rilld.log" >&2; exit 1; }
+. "$(dirname "$0")/rilld_start.sh"
+rilld_pid=
+trap '[ -n "$rilld_pid" ] && { kill -TERM $rilld_pid 2>/dev/null; wait $rilld_pid 2>/dev/null; }; rm -rf "$scratch"' EXIT
+start_rilld "$build/tools/rilld" "$scratch/rill" "$scratch/rilld.log" || exit 1
+rilld=$rilld_pid
+addr=$rilld_tcp
 perf record -q -g -o "$scratch/perf.data" -p "$rilld" -- sleep "$((duration + 1))" >/dev/null 2>&1 &
 perf_pid=$!
 "$build/tools/rill-bench" produce --server "$addr" --producers "$producers" --partitions "$producers" \
