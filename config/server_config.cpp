@@ -290,10 +290,11 @@ const std::vector<key_spec>& registry() {
     k.push_back(limits_integer("limits.consumers_per_partition_max", 1, consumers_per_partition_limit,
                                "Named consumers that store offsets in one partition (one file each).",
                                &resource_limits::consumers_per_partition_max));
-    // Environment names must be unique.
-    std::set<std::string> envs;
+    // Environment names must be unique, and none may be one of the rill CLI's own variables.
+    std::set<std::string> envs(client_environment_names.begin(), client_environment_names.end());
     for (const auto& key : k) {
-      RILL_ASSERT(envs.insert(env_name(key.name)).second, "two keys map to {}", env_name(key.name));
+      RILL_ASSERT(envs.insert(env_name(key.name)).second, "{} is taken (by another key or the rill CLI)",
+                  env_name(key.name));
     }
     // Last: the rendered file groups keys by section, in this order.
     k.push_back(key_spec{"debug.failure_injection",
@@ -518,6 +519,10 @@ expected<void> config_builder::load_environment(const std::vector<std::string>& 
     }
     const auto eq = entry.find('=');
     const std::string name = entry.substr(0, eq);
+    if (std::find(client_environment_names.begin(), client_environment_names.end(), name) !=
+        client_environment_names.end()) {
+      continue;  // the CLI's, exported in the same shell
+    }
     const std::string value = eq == std::string::npos ? std::string() : entry.substr(eq + 1);
     const key_spec* found = nullptr;
     for (const auto& k : registry()) {

@@ -3,6 +3,7 @@
 //   defaults < TOML file < RILL_* environment variables < command-line flags
 // An unknown key or a bad value stops startup with an error that names the key, the value, where it came from and
 // what is allowed. docs/operations.md lists every key (generated from describe_keys()).
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -16,6 +17,10 @@
 #include "config/resource_limits.h"
 
 namespace rill::config {
+
+// The rill CLI's environment variables (tools/cli_context.h): rilld ignores them, and no key may map to one.
+inline constexpr std::array<std::string_view, 4> client_environment_names = {"RILL_SERVER", "RILL_HTTP", "RILL_CONTEXT",
+                                                                             "RILL_CLI_CONFIG"};
 
 enum class log_level : std::uint8_t { trace, debug, info, warn, error, off };
 
@@ -79,6 +84,8 @@ class config_builder {
   expected<void> load_toml(std::string_view text, const std::string& origin);
   expected<void> load_toml_file(const std::string& path);
   // Every RILL_* variable of `environment` ("NAME=value" strings, as in environ).
+  // RILL_* variables are keys (RILL_NETWORK_TCP_ADDRESS); an unknown one is an error, except the rill CLI's own
+  // (client_environment_names), which a shell may export for both programs.
   expected<void> load_environment(const std::vector<std::string>& environment);
   // One key from a flag or an override, e.g. set("network.tcp_address", "0.0.0.0:9420", "--tcp").
   expected<void> set(std::string_view key, std::string_view value, const std::string& origin);

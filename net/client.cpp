@@ -91,13 +91,45 @@ void client::disconnect() {
 
 expected<void> client::reconnect() {
   disconnect();
-  RILL_TRY(addr, config::parse_address(options_.server));
+  // A server list "a:1,b:2": the first that accepts, starting from the one that answered last, so that a client
+  // that lost its server tries the others before it comes back to it.
+  std::vector<std::string> servers;
+  for (std::size_t at = 0; at <= options_.server.size();) {
+    const auto comma = std::min(options_.server.find(',', at), options_.server.size());
+    if (comma > at) {
+      servers.push_back(options_.server.substr(at, comma - at));
+    }
+    at = comma + 1;
+  }
+  if (servers.empty()) {
+    return net_error(errc::connect_failed, "no server given");
+  }
+  std::string failures;
+  bool refused_any = false;
+  for (std::size_t i = 0; i < servers.size(); ++i) {
+    const std::size_t k = (server_index_ + i) % servers.size();
+    auto r = connect_one(servers[k]);
+    if (r) {
+      server_index_ = k;
+      current_server_ = servers[k];
+      return {};
+    }
+    refused_any = refused_any || r.error().detail().find(std::strerror(ECONNREFUSED)) != std::string::npos;
+    failures += (failures.empty() ? "" : "; ") + r.error().detail();
+  }
+  return net_error(
+      errc::connect_failed,
+      fmt::format("{}{}", failures, refused_any ? " (is rilld running? --server takes its network.tcp_address)" : ""));
+}
+
+expected<void> client::connect_one(const std::string& server) {
+  RILL_TRY(addr, config::parse_address(server));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   if (const int rc = ::getaddrinfo(addr.host.c_str(), std::to_string(addr.port).c_str(), &hints, &res); rc != 0) {
-    return net_error(errc::connect_failed, fmt::format("{}: {}", options_.server, ::gai_strerror(rc)));
+    return net_error(errc::connect_failed, fmt::format("{}: {}", server, ::gai_strerror(rc)));
   }
   std::string last = "no address";
   const auto deadline = std::chrono::steady_clock::now() + options_.connect_timeout;
@@ -130,10 +162,7 @@ expected<void> client::reconnect() {
   }
   ::freeaddrinfo(res);
   if (fd_ < 0) {
-    const bool refused = last == std::strerror(ECONNREFUSED);
-    return net_error(errc::connect_failed,
-                     fmt::format("{}: {}{}", options_.server, last,
-                                 refused ? " (is rilld running? --server takes its network.tcp_address)" : ""));
+    return net_error(errc::connect_failed, fmt::format("{}: {}", server, last));
   }
   return {};
 }
@@ -151,13 +180,13 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       if (!wait_fd(fd_, POLLOUT, deadline)) {
         disconnect();
-        return net_error(errc::timed_out, fmt::format("sending {} to {}", to_string(a), options_.server));
+        return net_error(errc::timed_out, fmt::format("sending {} to {}", to_string(a), current_server_));
       }
     } else {
       const std::string why = std::strerror(errno);
       disconnect();
       return net_error(errc::connection_closed,
-                       fmt::format("sending {} to {}: {}", to_string(a), options_.server, why));
+                       fmt::format("sending {} to {}: {}", to_string(a), current_server_, why));
     }
   }
   const std::uint32_t want_correlation = load_be<std::uint32_t>(frame.data() + 4);
@@ -172,7 +201,7 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
         return net_error(errc::malformed_frame,
                          fmt::format("{} answered in HTTP: that is rilld's HTTP listener (network.http_address); "
                                      "--server takes its client listener (network.tcp_address)",
-                                     options_.server));
+                                     current_server_));
       }
       return unexpected(std::move(size).error());
     }
@@ -205,13 +234,13 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
       if (!wait_fd(fd_, POLLIN, deadline)) {
         disconnect();
         return net_error(errc::timed_out,
-                         fmt::format("waiting for the reply to {} from {}", to_string(a), options_.server));
+                         fmt::format("waiting for the reply to {} from {}", to_string(a), current_server_));
       }
       continue;
     }
     disconnect();
     return net_error(errc::connection_closed,
-                     fmt::format("{} closed the connection during {}", options_.server, to_string(a)));
+                     fmt::format("{} closed the connection during {}", current_server_, to_string(a)));
   }
 }
 

@@ -32,6 +32,8 @@
 namespace rill::net {
 
 struct client_options {
+  // One server "HOST:PORT" or a list "a:9420,b:9420": a connection goes to the first that accepts, starting from the
+  // one that answered last.
   std::string server = "127.0.0.1:9420";
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds request_timeout{60'000};
@@ -59,6 +61,9 @@ class client {
   // One request and its reply, with retries for retriable failures. A non-ok status is returned as an error whose
   // code is the status and whose detail is the server's message.
   expected<reply> call(api a, const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {});
+
+  // The server of the list this client is (or was last) connected to.
+  [[nodiscard]] const std::string& server() const noexcept { return current_server_; }
 
   expected<proto::PingReply> ping();
   expected<proto::StatsReply> stats();
@@ -128,10 +133,13 @@ class client {
  private:
   explicit client(client_options o) : options_(std::move(o)) {}
   expected<void> reconnect();
+  expected<void> connect_one(const std::string& server);
   expected<reply> call_once(api a, std::span<const std::byte> frame);
   void disconnect();
 
   client_options options_;
+  std::size_t server_index_ = 0;  // in options_.server's list: the one connected (or tried first next time)
+  std::string current_server_;
   int fd_ = -1;
   std::uint32_t next_correlation_ = 1;
 };

@@ -12,6 +12,7 @@
 
 #include "net/errc.h"
 #include "net/group_consumer.h"
+#include "tools/cli_output.h"
 
 namespace rill::cli {
 namespace {
@@ -52,35 +53,62 @@ json group_json(const proto::GroupInfo& g) {
           {"partitions", parts}};
 }
 
-void print_group(const proto::GroupInfo& g, bool details) {
+std::uint64_t group_lag(const proto::GroupInfo& g) {
   std::uint64_t lag = 0;
   for (const auto& p : g.partitions()) {
     lag += p.lag();
   }
-  fmt::print("group {} (id {}): {}, session {} ms, generation {}, {} members, {}, lag {}\n", g.name(), g.id(),
-             g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range", g.session_timeout_ms(),
-             g.generation(), g.members_size(), g.stable() ? "stable" : "rebalancing", lag);
-  if (!details) {
+  return lag;
+}
+
+std::string partition_list(const google::protobuf::RepeatedField<std::uint32_t>& ps) {
+  std::string out;
+  for (auto p : ps) {
+    out += (out.empty() ? "" : ",") + std::to_string(p);
+  }
+  return out.empty() ? "-" : out;
+}
+
+// One group for people: a summary line, then its members and partitions as tables.
+void print_group(const proto::GroupInfo& g) {
+  fmt::print("group {} (id {}): {}, {} members, generation {}, {}, lag {}; {} assignment, session timeout {}\n",
+             g.name(), g.id(), g.stable() ? "stable" : "rebalancing", g.members_size(), g.generation(),
+             g.partitions_size() == 1 ? "1 partition" : fmt::format("{} partitions", g.partitions_size()),
+             grouped(group_lag(g)), g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range",
+             human_duration_ms(g.session_timeout_ms()));
+  if (g.members_size() > 0) {
+    table members({"MEMBER", "PARTITIONS", "RELEASING", "SESSION LEFT>"});
+    for (const auto& m : g.members()) {
+      members.add({m.member_id(), partition_list(m.owned()), partition_list(m.revoking()),
+                   human_duration_ms(m.session_left_ms())});
+    }
+    members.print(2);
+  }
+  table parts({"PARTITION>", "OWNER", "COMMITTED>", "END>", "LAG>"});
+  for (const auto& p : g.partitions()) {
+    std::string owner = p.has_owner() ? p.owner() : "-";
+    if (p.has_target() && (!p.has_owner() || p.target() != p.owner())) {
+      owner += " -> " + p.target();
+    }
+    parts.add({std::to_string(p.partition_id()), owner, p.has_committed() ? std::to_string(p.committed()) : "-",
+               std::to_string(p.high_watermark()), grouped(p.lag())});
+  }
+  parts.print(2);
+}
+
+void print_groups(const std::vector<proto::GroupInfo>& groups, const std::string& stream, const std::string& topic) {
+  if (groups.empty()) {
+    fmt::print("no consumer groups on {}/{} (create one: rill group create {} {} NAME)\n", stream, topic, stream,
+               topic);
     return;
   }
-  for (const auto& m : g.members()) {
-    std::string owned;
-    for (auto p : m.owned()) {
-      owned += (owned.empty() ? "" : ",") + std::to_string(p);
-    }
-    std::string revoking;
-    for (auto p : m.revoking()) {
-      revoking += (revoking.empty() ? "" : ",") + std::to_string(p);
-    }
-    fmt::print("  member {}: partitions [{}]{}, session ends in {} ms\n", m.member_id(), owned,
-               revoking.empty() ? "" : fmt::format(" (releasing [{}])", revoking), m.session_left_ms());
+  table t({"GROUP", "ID>", "STATE", "MEMBERS>", "GENERATION>", "LAG>", "STRATEGY"});
+  for (const auto& g : groups) {
+    t.add({g.name(), std::to_string(g.id()), g.stable() ? "stable" : "rebalancing", std::to_string(g.members_size()),
+           std::to_string(g.generation()), grouped(group_lag(g)),
+           g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range"});
   }
-  for (const auto& p : g.partitions()) {
-    fmt::print("  partition {}: owner {}{}, committed {}, high watermark {}, lag {}\n", p.partition_id(),
-               p.has_owner() ? p.owner() : "-",
-               p.has_target() && (!p.has_owner() || p.target() != p.owner()) ? " -> " + p.target() : "",
-               p.has_committed() ? std::to_string(p.committed()) : "-", p.high_watermark(), p.lag());
-  }
+  t.print();
 }
 
 }  // namespace
@@ -121,12 +149,6 @@ json record_json(const net::record& rec) {
   }
   return json{{"partition", rec.partition}, {"offset", rec.offset}, {"timestamp", rec.timestamp_ms},
               {"key", bytes_json(rec.key)}, {"headers", h},         {"value", bytes_json(rec.value)}};
-}
-
-int report(const rill::error& e) {
-  const bool unreachable = e.code().category() == net::net_category();
-  fmt::print(stderr, "rill: {}\n", unreachable ? e.message() : fmt::format("{}: {}", e.code().message(), e.detail()));
-  return unreachable ? 3 : 1;
 }
 
 int group_consume(const group_consume_args& args) {
@@ -203,7 +225,7 @@ int group_command(net::client& c, group_op op, const std::string& stream, const 
       if (!r) {
         return report(r.error());
       }
-      json_output ? fmt::print("{}\n", group_json(*r).dump()) : print_group(*r, false);
+      json_output ? fmt::print("{}\n", group_json(*r).dump()) : print_group(*r);
       return 0;
     }
     case group_op::list: {
@@ -211,12 +233,14 @@ int group_command(net::client& c, group_op op, const std::string& stream, const 
       if (!r) {
         return report(r.error());
       }
-      json all = json::array();
-      for (const auto& g : *r) {
-        json_output ? all.push_back(group_json(g)) : print_group(g, false);
-      }
       if (json_output) {
+        json all = json::array();
+        for (const auto& g : *r) {
+          all.push_back(group_json(g));
+        }
         fmt::print("{}\n", all.dump());
+      } else {
+        print_groups(*r, stream, topic);
       }
       return 0;
     }
@@ -225,7 +249,7 @@ int group_command(net::client& c, group_op op, const std::string& stream, const 
       if (!r) {
         return report(r.error());
       }
-      json_output ? fmt::print("{}\n", group_json(*r).dump()) : print_group(*r, true);
+      json_output ? fmt::print("{}\n", group_json(*r).dump()) : print_group(*r);
       return 0;
     }
     case group_op::remove: {
@@ -233,9 +257,7 @@ int group_command(net::client& c, group_op op, const std::string& stream, const 
       if (!r) {
         return report(r.error());
       }
-      if (!json_output) {
-        fmt::print("deleted group {}\n", name);
-      }
+      json_output ? fmt::print("{}\n", json{{"deleted", name}}.dump()) : fmt::print("deleted group {}\n", name);
       return 0;
     }
   }

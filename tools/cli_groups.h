@@ -6,11 +6,9 @@
 #include <string>
 
 #include "net/client.h"
+#include "tools/cli_output.h"  // report()
 
 namespace rill::cli {
-
-// Prints a failed call; returns the exit status (1 the server refused, 3 the server could not be reached).
-int report(const rill::error& e);
 
 // A consumed record as `consume --json` prints it: partition, offset, timestamp, key, headers, value. A message
 // carries bytes: a key, header value or value is a JSON string when it is valid UTF-8, else an object

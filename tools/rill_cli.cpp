@@ -1,23 +1,16 @@
-// rill: the command-line client.
+// rill: the command-line client (docs/cli.md is its manual).
 //
-//   rill [--server HOST:PORT] [--json] <command>
-//     ping | stats
+//   rill [global flags] <command> [flags]   (global flags may come anywhere: rill stream list --json)
+//     ping | stats | version | completion bash|zsh
+//     context add|list|use|show|remove           (named servers in the client configuration file)
 //     stream create|list|describe|delete NAME
-//     topic create STREAM TOPIC [--partitions N] [--retention-ms MS] [--retention-bytes B] [--segment-bytes B]
-//                              [--compression none|zstd] [--durability sync_before_ack|every_records|every_ms]
-//                              [--max-message-bytes B]
-//     topic list STREAM | topic describe|delete STREAM TOPIC
-//     produce STREAM TOPIC [--partition P | --key K] [--header k=v]... [--zstd]   (one message per stdin line)
-//     consume STREAM TOPIC --partition P [--from first|last|next|offset:N|timestamp:MS] [--count N]
-//                              [--consumer NAME] [--follow]
-//     consume STREAM TOPIC --group NAME [--member ID] [--count N] [--follow]
-//     offset get|set STREAM TOPIC --partition P --consumer NAME [OFFSET]
-//     group create STREAM TOPIC NAME [--strategy range|round_robin] [--session-timeout-ms MS]
-//     group list STREAM TOPIC | group describe|delete STREAM TOPIC NAME
-//     top [--http HOST:PORT] [--interval-ms N] [--rows N] [--once]   (rilld's monitoring listener)
+//     topic create|list|describe|delete STREAM [TOPIC] [...]
+//     produce STREAM TOPIC [...]                  (one message per line of standard input, sent as read)
+//     consume STREAM TOPIC [...]
+//     offset get|set ...  |  group create|list|describe|delete ...  |  top [...]
 //
-// Human output by default; --json prints JSON (one object per line for produce and consume). Exit status: 0 ok,
-// 1 the server refused (the message says why), 2 bad usage, 3 the server could not be reached.
+// Human output (tables) by default; --json prints JSON, one object per line for produce and consume, and errors as
+// {"error":{...}} on stderr. Exit codes (cli_output.h): 0 ok, 1 refused, 2 usage, 3 unreachable.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -31,7 +24,11 @@
 
 #include "net/client.h"
 #include "net/errc.h"
+#include "tools/cli_command_tree.h"
+#include "tools/cli_context.h"
 #include "tools/cli_groups.h"
+#include "tools/cli_output.h"
+#include "tools/cli_produce.h"
 #include "tools/cli_top.h"
 
 using namespace rill;
@@ -40,11 +37,15 @@ using json = nlohmann::json;
 namespace {
 
 struct globals {
-  std::string server = "127.0.0.1:9420";
+  std::string server;  // empty: RILL_SERVER, the context, or the default (cli_context.h)
+  std::string context;
   bool json_output = false;
+  bool version = false;
 };
 
 using cli::report;
+
+constexpr const char* rill_version = "rill " RILL_VERSION;
 
 json topic_json(const proto::TopicInfo& t) {
   json parts = json::array();
@@ -73,18 +74,73 @@ json topic_json(const proto::TopicInfo& t) {
             {"max_message_bytes", c.max_message_bytes()}}}};
 }
 
-void print_topic(const proto::TopicInfo& t) {
-  fmt::print("topic {} (id {}), {} partitions, retention_ms {}, retention_bytes {}, segment_bytes {}\n", t.name(),
-             t.id(), t.config().partitions(), t.config().retention_ms(), t.config().retention_bytes(),
-             t.config().segment_bytes());
-  for (const auto& p : t.partitions()) {
-    fmt::print("  partition {}: offsets [{}, {}) ({} messages), {} bytes in {} segments{}{}\n", p.id(), p.log_start(),
-               p.high_watermark(), p.high_watermark() - p.log_start(), p.bytes(), p.segments(),
-               p.recoveries() == 0   ? std::string()
-               : p.recoveries() == 1 ? std::string(", recovered once from a storage failure")
-                                     : fmt::format(", recovered {} times from storage failures", p.recoveries()),
-               p.fenced().empty() ? "" : "\n    FENCED: " + p.fenced());
+const char* durability_name(proto::Durability d) {
+  switch (d) {
+    case proto::DURABILITY_EVERY_RECORDS:
+      return "every_records";
+    case proto::DURABILITY_EVERY_MS:
+      return "every_ms";
+    default:
+      return "sync_before_ack";
   }
+}
+
+std::uint64_t topic_messages(const proto::TopicInfo& t) {
+  std::uint64_t n = 0;
+  for (const auto& p : t.partitions()) {
+    n += p.high_watermark() - p.log_start();
+  }
+  return n;
+}
+
+std::uint64_t topic_bytes(const proto::TopicInfo& t) {
+  std::uint64_t n = 0;
+  for (const auto& p : t.partitions()) {
+    n += p.bytes();
+  }
+  return n;
+}
+
+// One topic for people: its settings on one line, then a table of its partitions.
+void print_topic(const proto::TopicInfo& t) {
+  const auto& c = t.config();
+  fmt::print("topic {} (id {}): {} partitions, {} messages, {}; retention {}, {}; segments of {}; {}{}\n", t.name(),
+             t.id(), c.partitions(), cli::grouped(topic_messages(t)), cli::human_bytes(topic_bytes(t)),
+             c.retention_ms() == 0 ? "forever" : cli::human_duration_ms(c.retention_ms()),
+             c.retention_bytes() == 0 ? "no size limit" : cli::human_bytes(c.retention_bytes()) + " per partition",
+             cli::human_bytes(c.segment_bytes()), durability_name(c.durability()),
+             c.compression() == proto::COMPRESSION_ZSTD ? ", zstd" : "");
+  cli::table parts({"PARTITION>", "START>", "END>", "MESSAGES>", "SIZE>", "SEGMENTS>", "STATUS"});
+  for (const auto& p : t.partitions()) {
+    std::string status = p.fenced().empty() ? "ok" : "FENCED: " + p.fenced();
+    if (p.recoveries() > 0) {
+      status += fmt::format(" (recovered {}x)", p.recoveries());
+    }
+    parts.add({std::to_string(p.id()), std::to_string(p.log_start()), std::to_string(p.high_watermark()),
+               cli::grouped(p.high_watermark() - p.log_start()), cli::human_bytes(p.bytes()),
+               std::to_string(p.segments()), status});
+  }
+  parts.print(2);
+}
+
+// Streams and topics are deleted with their data: a command that would delete messages asks first on a terminal
+// and, elsewhere, only runs with --yes. Returns 0 to go on, else the exit code.
+int confirm_delete(const std::string& what, std::uint64_t messages, std::uint64_t bytes, bool yes) {
+  if (yes || messages == 0) {
+    return 0;
+  }
+  const std::string holds =
+      fmt::format("{} holds {} messages ({})", what, cli::grouped(messages), cli::human_bytes(bytes));
+  if (::isatty(STDIN_FILENO) == 0) {
+    return cli::usage_error(holds + ": pass --yes to delete it and its data");
+  }
+  fmt::print(stderr, "{}. Delete it and its data? [y/N] ", holds);
+  std::string answer;
+  std::getline(std::cin, answer);
+  if (answer == "y" || answer == "Y" || answer == "yes") {
+    return 0;
+  }
+  return cli::fail(cli::exit_refused, "not_confirmed", fmt::format("{} was not deleted", what));
 }
 
 expected<proto::PollStrategy> parse_from(const std::string& from) {
@@ -117,17 +173,134 @@ expected<proto::PollStrategy> parse_from(const std::string& from) {
   return s;
 }
 
+enum class ctx_op { add, list, use, show, remove };
+
+// `rill context ...`: edits the client configuration file (cli_context.h), or shows what a command would use.
+int context_command(ctx_op op, const std::string& name, const cli::context& given, bool make_current,
+                    const globals& g) {
+  if (op == ctx_op::show) {
+    auto e = cli::resolve_endpoints(g.server, "", g.context, true);
+    if (!e) {
+      return cli::usage_error(e.error().detail());
+    }
+    g.json_output
+        ? fmt::print(
+              "{}\n",
+              json{{"server", e->server}, {"http", e->http}, {"from", e->source}, {"file", cli::client_file_path()}}
+                  .dump())
+        : fmt::print("server {} (from {})\nhttp   {}\nfile   {}\n", e->server, e->source, e->http,
+                     cli::client_file_path());
+    return 0;
+  }
+  auto f = cli::load_client_file();
+  if (!f) {
+    return cli::usage_error(f.error().detail());
+  }
+  switch (op) {
+    case ctx_op::add: {
+      if (auto ok = cli::check_server_list("--server", given.server); !ok) {
+        return cli::usage_error(ok.error().detail());
+      }
+      if (!given.http.empty()) {
+        if (auto ok = cli::check_server_list("--http", given.http); !ok) {
+          return cli::usage_error(ok.error().detail());
+        }
+      }
+      f->contexts[name] = given;
+      if (make_current || f->current.empty()) {
+        f->current = name;
+      }
+      break;
+    }
+    case ctx_op::use:
+    case ctx_op::remove:
+      if (!f->contexts.contains(name)) {
+        return cli::usage_error(fmt::format("no context {} in {}", name, f->path));
+      }
+      if (op == ctx_op::use) {
+        f->current = name;
+      } else {
+        f->contexts.erase(name);
+        if (f->current == name) {
+          f->current.clear();
+        }
+      }
+      break;
+    case ctx_op::list: {
+      if (g.json_output) {
+        json all = json::array();
+        for (const auto& [n, c] : f->contexts) {
+          all.push_back({{"name", n}, {"server", c.server}, {"http", c.http}, {"current", n == f->current}});
+        }
+        fmt::print("{}\n", all.dump());
+        return 0;
+      }
+      if (f->contexts.empty()) {
+        fmt::print("no contexts in {} (add one: rill context add NAME --server HOST:PORT)\n", f->path);
+        return 0;
+      }
+      cli::table t({"", "NAME", "SERVER", "HTTP"});
+      for (const auto& [n, c] : f->contexts) {
+        t.add({n == f->current ? "*" : "", n, c.server, c.http.empty() ? "-" : c.http});
+      }
+      t.print();
+      return 0;
+    }
+    case ctx_op::show:
+      break;
+  }
+  if (auto saved = cli::save_client_file(*f); !saved) {
+    return cli::fail(cli::exit_refused, "config_file", saved.error().detail());
+  }
+  const char* verb = op == ctx_op::add ? "saved" : op == ctx_op::use ? "now using" : "removed";
+  g.json_output
+      ? fmt::print("{}\n", json{{"context", name}, {"current", f->current}, {"file", f->path}}.dump())
+      : fmt::print("{} context {} ({}; current: {})\n", verb, name, f->path, f->current.empty() ? "none" : f->current);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rill: command-line client of the rill server"};
-  app.require_subcommand(1);
+  CLI::App app{"rill: command-line client of the rill server (docs/cli.md)", "rill"};
+  // Global flags are accepted after any subcommand too: a subcommand passes what it does not know to its parent.
+  app.fallthrough();
+  app.require_subcommand(0, 1);
   globals g;
-  app.add_option("--server", g.server, "server HOST:PORT")->capture_default_str();
-  app.add_flag("--json", g.json_output, "JSON output");
+  app.add_option("--server", g.server,
+                 "server HOST:PORT, or a list HOST:PORT,HOST:PORT (default: RILL_SERVER, the context, "
+                 "127.0.0.1:9420)");
+  app.add_option("--context", g.context,
+                 "a context of the client configuration file (default: RILL_CONTEXT, its "
+                 "current one)");
+  app.add_flag("--json", g.json_output, "JSON output (errors too, on stderr)");
+  app.add_flag("--version", g.version, "print the version and exit");
 
   auto* ping = app.add_subcommand("ping", "check that the server answers");
   auto* stats = app.add_subcommand("stats", "server statistics");
+  auto* version = app.add_subcommand("version", "print the version");
+  auto* completion =
+      app.add_subcommand("completion", "print a shell completion script: source <(rill completion bash)");
+  std::string completion_shell;
+  completion->add_option("shell", completion_shell, "bash | zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
+
+  auto* ctx = app.add_subcommand("context", "named servers in the client configuration file")->require_subcommand(1);
+  std::string ctx_name;
+  std::string ctx_server;
+  std::string ctx_http;
+  bool ctx_use = false;
+  auto* ctx_add = ctx->add_subcommand("add", "add or replace a context");
+  ctx_add->add_option("name", ctx_name)->required();
+  // These shadow the global --server: here they say what to store, not where to connect.
+  ctx_add->add_option("--server", ctx_server, "HOST:PORT or HOST:PORT,HOST:PORT")->required();
+  ctx_add->add_option("--http", ctx_http, "rilld's monitoring listener (network.http_address), for rill top");
+  ctx_add->add_flag("--use", ctx_use, "make it the current context");
+  auto* ctx_list = ctx->add_subcommand("list", "the contexts, the current one marked");
+  auto* ctx_use_cmd = ctx->add_subcommand("use", "make a context the current one");
+  ctx_use_cmd->add_option("name", ctx_name)->required();
+  auto* ctx_show = ctx->add_subcommand("show", "where this command line would connect, and why");
+  auto* ctx_remove = ctx->add_subcommand("remove", "remove a context");
+  ctx_remove->add_option("name", ctx_name)->required();
 
   auto* stream = app.add_subcommand("stream", "streams")->require_subcommand(1);
   std::string stream_name;
@@ -136,8 +309,10 @@ int main(int argc, char** argv) {
   auto* s_list = stream->add_subcommand("list", "list streams");
   auto* s_describe = stream->add_subcommand("describe", "a stream and its topics");
   s_describe->add_option("name", stream_name)->required();
+  bool yes = false;
   auto* s_delete = stream->add_subcommand("delete", "delete a stream and all its data");
   s_delete->add_option("name", stream_name)->required();
+  s_delete->add_flag("--yes,-y", yes, "do not ask: delete even if it holds messages");
 
   auto* topic = app.add_subcommand("topic", "topics")->require_subcommand(1);
   std::string topic_name;
@@ -169,18 +344,26 @@ int main(int argc, char** argv) {
   auto* t_delete = topic->add_subcommand("delete", "delete a topic and all its data");
   t_delete->add_option("stream", stream_name)->required();
   t_delete->add_option("topic", topic_name)->required();
+  t_delete->add_flag("--yes,-y", yes, "do not ask: delete even if it holds messages");
 
-  std::optional<std::uint32_t> partition;
+  cli::produce_args pa;
   std::string key;
   std::vector<std::string> headers;
-  bool zstd = false;
-  auto* produce = app.add_subcommand("produce", "produce one message per line of standard input");
-  produce->add_option("stream", stream_name)->required();
-  produce->add_option("topic", topic_name)->required();
-  auto* p_partition = produce->add_option("--partition", partition, "partition");
-  produce->add_option("--key", key, "key of every message (partitions by Kafka's murmur2)")->excludes(p_partition);
+  std::uint32_t linger_ms = 10;
+  auto* produce = app.add_subcommand("produce", "produce one message per line of standard input, sent as read");
+  produce->add_option("stream", pa.stream)->required();
+  produce->add_option("topic", pa.topic)->required();
+  auto* p_partition = produce->add_option("--partition", pa.partition, "partition");
+  auto* p_key = produce->add_option("--key", key, "key of every message (partitions by Kafka's murmur2)");
+  p_key->excludes(p_partition);
+  produce
+      ->add_option("--key-separator", pa.key_separator, "each line is KEY<SEP>VALUE (a line without SEP: value only)")
+      ->excludes(p_key);
   produce->add_option("--header", headers, "header k=v (repeatable)");
-  produce->add_flag("--zstd", zstd, "compress batches with zstd");
+  produce->add_flag("--zstd", pa.zstd, "compress batches with zstd");
+  produce->add_option("--linger-ms", linger_ms, "send what was read after at most this long (0-10000)")
+      ->check(CLI::Range(0u, 10'000u))
+      ->capture_default_str();
 
   std::uint32_t consume_partition = 0;
   std::string from = "first";
@@ -241,23 +424,68 @@ int main(int argc, char** argv) {
   cli::top_args top_args;
   std::uint32_t top_interval_ms = 1000;
   auto* top = app.add_subcommand("top", "the busiest actors and shards of a rilld, refreshed every second");
-  top->add_option("--http", top_args.http, "rilld's monitoring listener (network.http_address)")->capture_default_str();
+  std::string top_http;
+  top->add_option("--http", top_http,
+                  "rilld's monitoring listener, network.http_address (default: RILL_HTTP, the context, "
+                  "127.0.0.1:9421)");
   top->add_option("--interval-ms", top_interval_ms, "between samples")->check(CLI::Range(100, 3'600'000));
   top->add_option("--rows", top_args.rows, "busiest actors shown")->check(CLI::Range(1, 10'000));
   top->add_flag("--once", top_args.once, "print one view (two samples an interval apart) and exit");
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    cli::set_json_output(g.json_output);
+    // Which command: its help names the flags.
+    std::string command = "rill";
+    for (const CLI::App* a = &app; !a->get_subcommands().empty(); a = a->get_subcommands().back()) {
+      command += " " + a->get_subcommands().back()->get_name();
+    }
+    std::string message = fmt::format("{} (see {} --help)", e.what(), command);
+    if (const auto left = app.remaining(true); !left.empty()) {
+      // What CLI11 could not place, with the nearest flag or subcommand: the likely typo.
+      message += "\n" + cli::suggestions(app, left);
+      message.pop_back();
+    }
+    return cli::usage_error(message.substr(0, 4096));
   }
-
+  cli::set_json_output(g.json_output);
+  if (g.version || *version) {
+    g.json_output ? fmt::print("{}\n", json{{"version", RILL_VERSION}}.dump()) : fmt::print("{}\n", rill_version);
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    fmt::print("{}", app.help());
+    return cli::exit_usage;
+  }
+  if (*completion) {
+    fmt::print("{}", cli::completion_script(app, "rill", completion_shell));
+    return 0;
+  }
+  if (*ctx) {
+    return context_command(ctx_add->parsed()       ? ctx_op::add
+                           : ctx_list->parsed()    ? ctx_op::list
+                           : ctx_use_cmd->parsed() ? ctx_op::use
+                           : ctx_show->parsed()    ? ctx_op::show
+                                                   : ctx_op::remove,
+                           ctx_name, cli::context{ctx_server, ctx_http}, ctx_use, g);
+  }
+  auto where = cli::resolve_endpoints(g.server, top_http, g.context, top->parsed());
+  if (!where) {
+    return cli::usage_error(where.error().detail());
+  }
   if (*top) {
+    top_args.http = where->http;
     top_args.interval = std::chrono::milliseconds(top_interval_ms);
     return cli::top(top_args);
   }
   net::client_options co;
-  co.server = g.server;
+  co.server = where->server;
+  g.server = where->server;
   proto::GroupConfig group_config;
   group_config.set_strategy(group_strategy == "round_robin" ? proto::ASSIGNMENT_ROUND_ROBIN : proto::ASSIGNMENT_RANGE);
   group_config.set_session_timeout_ms(session_timeout_ms);
@@ -294,7 +522,7 @@ int main(int argc, char** argv) {
       return report(r.error());
     }
     g.json_output ? fmt::print("{}\n", json{{"version", r->version()}, {"server_time_ms", r->server_time_ms()}}.dump())
-                  : fmt::print("{} answered: {}\n", g.server, r->version());
+                  : fmt::print("{} answered: {}\n", c.server(), r->version());
     return 0;
   }
   if (*stats) {
@@ -310,12 +538,16 @@ int main(int argc, char** argv) {
                               {"bytes", r->bytes()},
                               {"connections", r->connections()},
                               {"shards", r->shards()},
+                              {"uptime_ms", r->uptime_ms()},
                               {"version", r->version()}}
                              .dump());
     } else {
-      fmt::print("{}: {} streams, {} topics, {} partitions, {} messages, {} bytes, {} connections, {} shards\n",
-                 r->version(), r->streams(), r->topics(), r->partitions(), r->messages(), r->bytes(), r->connections(),
-                 r->shards());
+      cli::table t({"SERVER", "VERSION", "UPTIME>", "STREAMS>", "TOPICS>", "PARTITIONS>", "MESSAGES>", "SIZE>",
+                    "CONNECTIONS>", "SHARDS>"});
+      t.add({c.server(), r->version(), cli::human_duration_ms(r->uptime_ms()), std::to_string(r->streams()),
+             std::to_string(r->topics()), std::to_string(r->partitions()), cli::grouped(r->messages()),
+             cli::human_bytes(r->bytes()), std::to_string(r->connections()), std::to_string(r->shards())});
+      t.print();
     }
     return 0;
   }
@@ -334,14 +566,17 @@ int main(int argc, char** argv) {
       return report(r.error());
     }
     json out = json::array();
+    cli::table t({"STREAM", "ID>", "TOPICS>"});
     for (const auto& s : *r) {
-      out.push_back({{"id", s.id()}, {"name", s.name()}, {"topics", s.topics()}});
-      if (!g.json_output) {
-        fmt::print("{} (id {}): {} topics\n", s.name(), s.id(), s.topics());
-      }
+      out.push_back({{"id", s.id()}, {"name", s.name()}, {"topics", s.topics()}, {"created_ms", s.created_ms()}});
+      t.add({s.name(), std::to_string(s.id()), std::to_string(s.topics())});
     }
     if (g.json_output) {
       fmt::print("{}\n", out.dump());
+    } else if (t.empty()) {
+      fmt::print("no streams (create one: rill stream create NAME)\n");
+    } else {
+      t.print();
     }
     return 0;
   }
@@ -357,14 +592,41 @@ int main(int argc, char** argv) {
       }
       fmt::print("{}\n", json{{"id", r->stream().id()}, {"name", r->stream().name()}, {"topics", topics}}.dump());
     } else {
-      fmt::print("stream {} (id {}), {} topics\n", r->stream().name(), r->stream().id(), r->topics_size());
+      std::uint64_t messages = 0;
+      std::uint64_t bytes = 0;
+      cli::table topics({"TOPIC", "ID>", "PARTITIONS>", "MESSAGES>", "SIZE>", "RETENTION>", "DURABILITY"});
       for (const auto& t : r->topics()) {
-        print_topic(t);
+        messages += topic_messages(t);
+        bytes += topic_bytes(t);
+        topics.add({t.name(), std::to_string(t.id()), std::to_string(t.config().partitions()),
+                    cli::grouped(topic_messages(t)), cli::human_bytes(topic_bytes(t)),
+                    t.config().retention_ms() == 0 ? "forever" : cli::human_duration_ms(t.config().retention_ms()),
+                    durability_name(t.config().durability())});
+      }
+      fmt::print("stream {} (id {}): {} topics, {} messages, {}\n", r->stream().name(), r->stream().id(),
+                 r->topics_size(), cli::grouped(messages), cli::human_bytes(bytes));
+      if (!topics.empty()) {
+        topics.print(2);
       }
     }
     return 0;
   }
   if (*s_delete) {
+    if (!yes) {
+      auto d = c.get_stream(sid);
+      if (!d) {
+        return report(d.error());
+      }
+      std::uint64_t messages = 0;
+      std::uint64_t bytes = 0;
+      for (const auto& t : d->topics()) {
+        messages += topic_messages(t);
+        bytes += topic_bytes(t);
+      }
+      if (const int rc = confirm_delete("stream " + stream_name, messages, bytes, yes); rc != 0) {
+        return rc;
+      }
+    }
     auto r = c.delete_stream(sid);
     if (!r) {
       return report(r.error());
@@ -420,19 +682,40 @@ int main(int argc, char** argv) {
       topics.push_back(std::move(*r));
     }
     json out = json::array();
+    cli::table list({"TOPIC", "ID>", "PARTITIONS>", "MESSAGES>", "SIZE>", "RETENTION>", "DURABILITY"});
     for (const auto& t : topics) {
       if (g.json_output) {
         out.push_back(topic_json(t));
-      } else {
+      } else if (*t_describe) {
         print_topic(t);
+      } else {
+        list.add({t.name(), std::to_string(t.id()), std::to_string(t.config().partitions()),
+                  cli::grouped(topic_messages(t)), cli::human_bytes(topic_bytes(t)),
+                  t.config().retention_ms() == 0 ? "forever" : cli::human_duration_ms(t.config().retention_ms()),
+                  durability_name(t.config().durability())});
       }
     }
     if (g.json_output) {
       fmt::print("{}\n", (*t_describe ? out[0] : out).dump());
+    } else if (*t_list) {
+      list.empty()
+          ? fmt::print("no topics in stream {} (create one: rill topic create {} NAME)\n", stream_name, stream_name)
+          : list.print();
     }
     return 0;
   }
   if (*t_delete) {
+    if (!yes) {
+      auto d = c.get_topic(sid, tid);
+      if (!d) {
+        return report(d.error());
+      }
+      if (const int rc = confirm_delete(fmt::format("topic {}/{}", stream_name, topic_name), topic_messages(*d),
+                                        topic_bytes(*d), yes);
+          rc != 0) {
+        return rc;
+      }
+    }
     auto r = c.delete_topic(sid, tid);
     if (!r) {
       return report(r.error());
@@ -442,60 +725,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*produce) {
-    net::producer_options po;
-    po.zstd = zstd;
-    auto p = net::producer::create(c, sid, tid, po);
-    if (!p) {
-      return report(p.error());
-    }
-    std::vector<std::pair<std::string, std::optional<std::string>>> hdrs;
     for (const auto& h : headers) {
       const auto eq = h.find('=');
       if (eq == std::string::npos) {
-        fmt::print(stderr, "rill: --header {}: expected k=v\n", h);
-        return 2;
+        return cli::usage_error(fmt::format("--header {}: expected k=v", h));
       }
-      hdrs.emplace_back(h.substr(0, eq), h.substr(eq + 1));
+      pa.headers.emplace_back(h.substr(0, eq), h.substr(eq + 1));
     }
-    const bool progress = ::isatty(STDOUT_FILENO) && ::isatty(STDERR_FILENO) && !g.json_output;
-    std::uint64_t acked = 0;
-    auto last_progress = std::chrono::steady_clock::now();
-    auto emit = [&](const std::vector<net::producer::ack>& acks) {
-      for (const auto& a : acks) {
-        ++acked;
-        if (g.json_output) {
-          fmt::print("{}\n", json{{"partition", a.partition}, {"offset", a.offset}}.dump());
-        }
-      }
-      if (progress && std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(1)) {
-        fmt::print(stderr, "\r{} messages acknowledged", acked);
-        last_progress = std::chrono::steady_clock::now();
-      }
-    };
-    std::string line;
-    while (std::getline(std::cin, line)) {
-      net::message m;
-      m.value = line;
-      if (!key.empty()) {
-        m.key = key;
-      }
-      m.partition = partition;
-      m.headers = hdrs;
-      auto acks = (*p)->send(m);
-      if (!acks) {
-        return report(acks.error());
-      }
-      emit(*acks);
+    if (!key.empty()) {
+      pa.key = key;
     }
-    auto rest = (*p)->flush();
-    if (!rest) {
-      return report(rest.error());
-    }
-    emit(*rest);
-    if (!g.json_output) {
-      fmt::print(stderr, "{}{} messages acknowledged\n", progress ? "\r" : "", acked);
-    }
-    return 0;
+    pa.linger = std::chrono::milliseconds(linger_ms);
+    return cli::produce(c, pa);
   }
   if (*consume) {
     auto strategy = parse_from(from);

@@ -142,6 +142,10 @@ BOOST_AUTO_TEST_CASE(layers_apply_in_order_file_environment_flags) {
   config_builder e;
   auto unknown = e.load_environment({"RILL_NETWORK_MAX_FRAME=1"});
   BOOST_TEST(contains(error_of(unknown), "RILL_NETWORK_MAX_FRAME"));
+  // The CLI's variables (RILL_SERVER and the rest), exported in the same shell, do not stop rilld.
+  config_builder cli_env;
+  RILL_REQUIRE_OK(cli_env.load_environment(
+      {"RILL_SERVER=10.0.0.1:9420", "RILL_CONTEXT=prod", "RILL_HTTP=a:1", "RILL_CLI_CONFIG=/tmp/cli.toml"}));
   config_builder n;
   auto nan = n.load_environment({"RILL_NETWORK_CONNECTIONS_MAX=many"});
   BOOST_TEST(contains(error_of(nan), "network.connections_max = 'many'"));
@@ -269,8 +273,9 @@ BOOST_AUTO_TEST_CASE(monitoring_series_keys_take_0_to_their_limit_and_name_key_a
     std::uint64_t limit;
     std::uint64_t server_config::*field;
   };
-  for (const key k : {key{"monitoring.partition_series_max", partition_series_limit, &server_config::partition_series_max},
-                      key{"monitoring.actor_series_max", actor_series_limit, &server_config::actor_series_max}}) {
+  for (const key k :
+       {key{"monitoring.partition_series_max", partition_series_limit, &server_config::partition_series_max},
+        key{"monitoring.actor_series_max", actor_series_limit, &server_config::actor_series_max}}) {
     const std::string name = k.name;
     const std::string leaf = name.substr(name.find('.') + 1);
     for (const std::uint64_t v : {std::uint64_t{0}, std::uint64_t{7}, k.limit}) {
