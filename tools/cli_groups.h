@@ -6,6 +6,7 @@
 #include <string>
 
 #include "net/client.h"
+#include "tools/cli_record_output.h"
 
 namespace rill::cli {
 
@@ -20,7 +21,7 @@ nlohmann::json record_json(const net::record& rec);
 
 struct group_consume_args {
   net::client_options connection;
-  bool json_output = false;
+  record_output output;  // checked (check_record_output)
   std::string stream;
   std::string topic;
   std::string group;

@@ -10,9 +10,9 @@ cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/rilld.log" >&2 || true; exit 1; }
 
-start() {
+start() {  # [TCP_ADDRESS]: a restart on the port it had
   rm -f "$dir/data/runtime/current_config.toml"
-  "$rilld" --data-dir "$dir/data" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --set runtime.cpu_allocation=2 --set runtime.pin_cores=false \
+  "$rilld" --data-dir "$dir/data" --tcp "${1:-127.0.0.1:0}" --http 127.0.0.1:0 --set runtime.cpu_allocation=2 --set runtime.pin_cores=false \
     >>"$dir/rilld.log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do
@@ -106,6 +106,96 @@ set +e
 "$rill" --server "$haddr" ping 2>"$dir/err"; rc=$?
 set -e
 [ $rc -eq 3 ] && grep -q "answered in HTTP" "$dir/err" || fail "the HTTP port named as such (rc $rc): $(cat "$dir/err")"
+# consume without --partition reads every partition; --count counts across them; a named consumer per partition.
+r topic create shop multi --partitions 3 >/dev/null || fail "topic create multi"
+for p in 0 1 2; do printf 'p%s-a\np%s-b\n' $p $p | r produce shop multi --partition $p >/dev/null; done
+[ "$(r consume shop multi | sort | tr '\n' ' ')" = "p0-a p0-b p1-a p1-b p2-a p2-b " ] ||
+  fail "consume of every partition: $(r consume shop multi 2>&1)"
+[ "$(r consume shop multi --count 4 | wc -l)" -eq 4 ] || fail "--count across partitions"
+[ "$(r consume shop multi --partition 2)" = "$(printf 'p2-a\np2-b')" ] || fail "--partition still reads one"
+[ "$(r consume shop multi --consumer allp --from next --count 4 | wc -l)" -eq 4 ] || fail "named consumer, 4"
+[ "$(r consume shop multi --consumer allp --from next | wc -l)" -eq 2 ] || fail "named consumer resumes each partition"
+for p in 0 1 2; do
+  [ "$(r offset get shop multi --partition $p --consumer allp)" = "2" ] || fail "offset of partition $p stored"
+done
+# Start positions: end (only what comes after the start), ISO-8601 and relative times; bad values are usage errors.
+[ -z "$(r consume shop multi --from end)" ] || fail "--from end reads nothing old"
+[ "$(r consume shop multi --from last | wc -l)" -eq 3 ] || fail "--from last: the last of each partition"
+[ "$(r consume shop multi --from timestamp:2000-01-01T00:00:00Z | wc -l)" -eq 6 ] || fail "ISO timestamp (Z)"
+[ "$(r consume shop multi --from timestamp:2000-01-01T01:00:00.5+01:00 | wc -l)" -eq 6 ] || fail "ISO with offset"
+[ -z "$(r consume shop multi --from timestamp:2999-01-01T00:00:00-05:30)" ] || fail "ISO timestamp in the future"
+[ "$(r consume shop multi --since 1h | wc -l)" -eq 6 ] || fail "--since 1h"
+[ "$(r consume shop multi --since 1h30m | wc -l)" -eq 6 ] || fail "--since 1h30m"
+sleep 0.3
+[ -z "$(r consume shop multi --since 100ms)" ] || fail "--since 100ms: nothing that recent"
+for bad in "--since 5x" "--since h" "--from timestamp:2026-13-01T00:00:00Z" "--from timestamp:2026-12-02T08:00:00" \
+  "--from offset:x" "--from nowhere" "--value-format octal" "--format %q" "--value-format raw"; do
+  set +e
+  # shellcheck disable=SC2086
+  r --json consume shop multi $bad 2>"$dir/err" >/dev/null; rc=$?
+  set -e
+  flag=$(echo "$bad" | grep -o -- '--[a-z-]*' | tail -1)
+  [ $rc -eq 2 ] && grep -q -- "$flag" "$dir/err" || fail "$bad: exit 2 naming $flag expected (rc $rc): $(cat "$dir/err")"
+done
+# Safe text: control bytes and invalid UTF-8 escaped, valid UTF-8 as is; raw, hex and base64 on request.
+r topic create shop raw --partitions 1 >/dev/null || fail "topic create raw"
+printf 'tab\there\\ \x01\xff \xc3\xa9\n' | r produce shop raw --partition 0 >/dev/null
+[ "$(r consume shop raw)" = 'tab\there\\ \x01\xff é' ] || fail "escaped text: $(r consume shop raw)"
+[ "$(r consume shop raw --value-format raw | od -An -tx1 | tr -d ' \n')" = "74616209686572655c2001ff20c3a90a" ] ||
+  fail "raw value"
+[ "$(r consume shop raw --value-format hex)" = "74616209686572655c2001ff20c3a9" ] || fail "hex value"
+r --json consume shop raw --value-format base64 | grep -q '"value":"dGFiCWhlcmVcIAH/IMOp"' || fail "JSON base64 value"
+r --json consume shop raw | grep -q '"value":{"base64":"dGFiCWhlcmVcIAH/IMOp"}' || fail "JSON default value"
+# --format templates, in partition mode and with --group.
+[ "$(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')" = "1 0 |source=cli|one 3 0%" ] ||
+  fail "--format: $(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')"
+times=$(r consume shop orders --partition 1 --count 1 --format '%T\t%t')
+ms=${times%%$'\t'*}
+iso=${times#*$'\t'}
+[ "$iso" = "$(date -u -d "@$((ms / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $((ms % 1000)))Z" ] || fail "%t: $times"
+[ "$(r consume shop multi --group fmt --format '%p:%s\n' | sort | tr '\n' ' ')" = \
+  "0:p0-a 0:p0-b 1:p1-a 1:p1-b 2:p2-a 2:p2-b " ] || fail "--format with --group"
+# --follow from the end: only new messages; SIGINT exits 0 and stores the named consumer's offset.
+"$rill" --server "$addr" consume shop multi --from end --follow --consumer tail --format '%p:%s\n' >"$dir/tail.out" 2>"$dir/tail.err" &
+fpid=$!
+sleep 1
+printf 'fresh\n' | r produce shop multi --partition 2 >/dev/null
+for _ in $(seq 100); do grep -q fresh "$dir/tail.out" && break; sleep 0.1; done
+kill -INT $fpid
+set +e
+wait $fpid; rc=$?
+set -e
+[ $rc -eq 0 ] || fail "SIGINT during --follow should exit 0, got $rc: $(cat "$dir/tail.err")"
+[ "$(cat "$dir/tail.out")" = "2:fresh" ] || fail "--from end --follow: $(cat "$dir/tail.out")"
+[ "$(r offset get shop multi --partition 2 --consumer tail)" = "3" ] || fail "offset stored at SIGINT"
+# --follow across a server restart: says so on stderr, reconnects, and every message comes exactly once, in order.
+r topic create shop live --partitions 2 >/dev/null || fail "topic create live"
+printf 'l1\nl2\n' | r produce shop live --partition 0 >/dev/null
+printf 'l3\n' | r produce shop live --partition 1 >/dev/null
+"$rill" --server "$addr" consume shop live --follow --format '%p:%s\n' >"$dir/follow.out" 2>"$dir/follow.err" &
+fpid=$!
+for _ in $(seq 100); do [ "$(wc -l <"$dir/follow.out")" -ge 3 ] && break; sleep 0.1; done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+sleep 1
+start "$addr"
+printf 'l4\nl5\n' | r produce shop live --partition 0 >/dev/null
+printf 'l6\n' | r produce shop live --partition 1 >/dev/null
+for _ in $(seq 200); do [ "$(wc -l <"$dir/follow.out")" -ge 6 ] && break; sleep 0.1; done
+sleep 0.5
+kill -INT $fpid
+set +e
+wait $fpid; rc=$?
+set -e
+[ $rc -eq 0 ] || fail "follow across a restart exited $rc: $(cat "$dir/follow.err")"
+[ "$(grep '^0:' "$dir/follow.out" | tr '\n' ' ')" = "0:l1 0:l2 0:l4 0:l5 " ] ||
+  fail "partition 0 across the restart: $(cat "$dir/follow.out")"
+[ "$(grep '^1:' "$dir/follow.out" | tr '\n' ' ')" = "1:l3 1:l6 " ] || fail "partition 1: $(cat "$dir/follow.out")"
+[ "$(wc -l <"$dir/follow.out")" -eq 6 ] || fail "six lines: $(cat "$dir/follow.out")"
+grep -q "^rill: lost the server (.*), reconnecting$" "$dir/follow.err" || fail "lost: $(cat "$dir/follow.err")"
+grep -q "^rill: reconnected$" "$dir/follow.err" || fail "reconnected: $(cat "$dir/follow.err")"
+for t in multi raw live; do r topic delete shop $t >/dev/null || fail "topic delete $t"; done
 # Restart: everything is where it was.
 kill -TERM "$pid"; wait "$pid"; pid=
 start
