@@ -113,6 +113,11 @@ for p in 0 1 2; do printf 'p%s-a\np%s-b\n' $p $p | r produce shop multi --partit
   fail "consume of every partition: $(r consume shop multi 2>&1)"
 [ "$(r consume shop multi --count 4 | wc -l)" -eq 4 ] || fail "--count across partitions"
 [ "$(r consume shop multi --partition 2)" = "$(printf 'p2-a\np2-b')" ] || fail "--partition still reads one"
+# Round robin: a busy partition has its turn (1000 records at most) and then the quiet one has its own.
+r topic create shop busy --partitions 2 >/dev/null || fail "topic create busy"
+seq 1500 | r produce shop busy --partition 0 2>/dev/null
+echo quiet | r produce shop busy --partition 1 2>/dev/null
+[ "$(r consume shop busy --count 1001 --format '%p\n' | grep -c '^1$')" -eq 1 ] || fail "the quiet partition starved"
 [ "$(r consume shop multi --consumer allp --from next --count 4 | wc -l)" -eq 4 ] || fail "named consumer, 4"
 [ "$(r consume shop multi --consumer allp --from next | wc -l)" -eq 2 ] || fail "named consumer resumes each partition"
 for p in 0 1 2; do
@@ -168,34 +173,44 @@ set -e
 [ $rc -eq 0 ] || fail "SIGINT during --follow should exit 0, got $rc: $(cat "$dir/tail.err")"
 [ "$(cat "$dir/tail.out")" = "2:fresh" ] || fail "--from end --follow: $(cat "$dir/tail.out")"
 [ "$(r offset get shop multi --partition 2 --consumer tail)" = "3" ] || fail "offset stored at SIGINT"
-# --follow across a server restart: says so on stderr, reconnects, and every message comes exactly once, in order.
+# --follow across a server restart (SIGKILL, down for longer than the client library's own retries, back on the
+# same port): says so on stderr, reconnects, and every message comes exactly once, in order; with --group too.
 r topic create shop live --partitions 2 >/dev/null || fail "topic create live"
 printf 'l1\nl2\n' | r produce shop live --partition 0 >/dev/null
 printf 'l3\n' | r produce shop live --partition 1 >/dev/null
 "$rill" --server "$addr" consume shop live --follow --format '%p:%s\n' >"$dir/follow.out" 2>"$dir/follow.err" &
 fpid=$!
-for _ in $(seq 100); do [ "$(wc -l <"$dir/follow.out")" -ge 3 ] && break; sleep 0.1; done
+"$rill" --server "$addr" consume shop live --group live --follow --format '%p:%s\n' >"$dir/gfollow.out" \
+  2>"$dir/gfollow.err" &
+gpid=$!
+for f in follow gfollow; do
+  for _ in $(seq 100); do [ "$(wc -l <"$dir/$f.out")" -ge 3 ] && break; sleep 0.1; done
+done
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 pid=
-sleep 1
+sleep 10
 start "$addr"
 printf 'l4\nl5\n' | r produce shop live --partition 0 >/dev/null
 printf 'l6\n' | r produce shop live --partition 1 >/dev/null
-for _ in $(seq 200); do [ "$(wc -l <"$dir/follow.out")" -ge 6 ] && break; sleep 0.1; done
+for f in follow gfollow; do
+  for _ in $(seq 300); do [ "$(wc -l <"$dir/$f.out")" -ge 6 ] && break; sleep 0.1; done
+done
 sleep 0.5
-kill -INT $fpid
-set +e
-wait $fpid; rc=$?
-set -e
-[ $rc -eq 0 ] || fail "follow across a restart exited $rc: $(cat "$dir/follow.err")"
-[ "$(grep '^0:' "$dir/follow.out" | tr '\n' ' ')" = "0:l1 0:l2 0:l4 0:l5 " ] ||
-  fail "partition 0 across the restart: $(cat "$dir/follow.out")"
-[ "$(grep '^1:' "$dir/follow.out" | tr '\n' ' ')" = "1:l3 1:l6 " ] || fail "partition 1: $(cat "$dir/follow.out")"
-[ "$(wc -l <"$dir/follow.out")" -eq 6 ] || fail "six lines: $(cat "$dir/follow.out")"
-grep -q "^rill: lost the server (.*), reconnecting$" "$dir/follow.err" || fail "lost: $(cat "$dir/follow.err")"
-grep -q "^rill: reconnected$" "$dir/follow.err" || fail "reconnected: $(cat "$dir/follow.err")"
-for t in multi raw live; do r topic delete shop $t >/dev/null || fail "topic delete $t"; done
+kill -INT $fpid $gpid
+for f in follow gfollow; do
+  set +e
+  wait "$([ $f = follow ] && echo $fpid || echo $gpid)"; rc=$?
+  set -e
+  [ $rc -eq 0 ] || fail "$f across a restart exited $rc: $(cat "$dir/$f.err")"
+  [ "$(grep '^0:' "$dir/$f.out" | tr '\n' ' ')" = "0:l1 0:l2 0:l4 0:l5 " ] ||
+    fail "$f: partition 0 across the restart: $(cat "$dir/$f.out")"
+  [ "$(grep '^1:' "$dir/$f.out" | tr '\n' ' ')" = "1:l3 1:l6 " ] || fail "$f: partition 1: $(cat "$dir/$f.out")"
+  [ "$(wc -l <"$dir/$f.out")" -eq 6 ] || fail "$f: six lines: $(cat "$dir/$f.out")"
+  grep -q "^rill: lost the server (.*), reconnecting$" "$dir/$f.err" || fail "$f lost: $(cat "$dir/$f.err")"
+  grep -q "^rill: reconnected$" "$dir/$f.err" || fail "$f reconnected: $(cat "$dir/$f.err")"
+done
+for t in multi busy raw live; do r topic delete shop $t >/dev/null || fail "topic delete $t"; done
 # Restart: everything is where it was.
 kill -TERM "$pid"; wait "$pid"; pid=
 start
