@@ -146,11 +146,15 @@ done
 r topic create shop raw --partitions 1 >/dev/null || fail "topic create raw"
 printf 'tab\there\\ \x01\xff \xc3\xa9\n' | r produce shop raw --partition 0 >/dev/null
 [ "$(r consume shop raw)" = 'tab\there\\ \x01\xff é' ] || fail "escaped text: $(r consume shop raw)"
-[ "$(r consume shop raw --value-format raw | od -An -tx1 | tr -d ' \n')" = "74616209686572655c2001ff20c3a90a" ] ||
+# Not UTF-8 (overlong, a surrogate, above U+10FFFF, cut short), DEL and a 4-byte character that is.
+printf '\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \x7f \xe2\x82 \xf0\x9f\x99\x82\n' | r produce shop raw --partition 0 >/dev/null
+[ "$(r consume shop raw --from offset:1)" = '\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \x7f \xe2\x82 🙂' ] ||
+  fail "escaped invalid UTF-8: $(r consume shop raw --from offset:1)"
+[ "$(r consume shop raw --count 1 --value-format raw | od -An -tx1 | tr -d ' \n')" = "74616209686572655c2001ff20c3a90a" ] ||
   fail "raw value"
-[ "$(r consume shop raw --value-format hex)" = "74616209686572655c2001ff20c3a9" ] || fail "hex value"
-r --json consume shop raw --value-format base64 | grep -q '"value":"dGFiCWhlcmVcIAH/IMOp"' || fail "JSON base64 value"
-r --json consume shop raw | grep -q '"value":{"base64":"dGFiCWhlcmVcIAH/IMOp"}' || fail "JSON default value"
+[ "$(r consume shop raw --count 1 --value-format hex)" = "74616209686572655c2001ff20c3a9" ] || fail "hex value"
+r --json consume shop raw --count 1 --value-format base64 | grep -q '"value":"dGFiCWhlcmVcIAH/IMOp"' || fail "JSON base64 value"
+r --json consume shop raw --count 1 | grep -q '"value":{"base64":"dGFiCWhlcmVcIAH/IMOp"}' || fail "JSON default value"
 # --format templates, in partition mode and with --group.
 [ "$(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')" = "1 0 |source=cli|one 3 0%" ] ||
   fail "--format: $(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')"
