@@ -167,7 +167,12 @@ iso=${times#*$'\t'}
 # --follow from the end: only new messages; SIGINT exits 0 and stores the named consumer's offset.
 "$rill" --server "$addr" consume shop multi --from end --follow --consumer tail --format '%p:%s\n' >"$dir/tail.out" 2>"$dir/tail.err" &
 fpid=$!
-sleep 1
+# It has connected (the stats call is the other connection), and so read the high watermarks just after.
+for _ in $(seq 100); do
+  [ "$(r --json stats | grep -o '"connections":[0-9]*' | cut -d: -f2)" -ge 2 ] && break
+  sleep 0.1
+done
+sleep 0.5
 printf 'fresh\n' | r produce shop multi --partition 2 >/dev/null
 for _ in $(seq 100); do grep -q fresh "$dir/tail.out" && break; sleep 0.1; done
 kill -INT $fpid
