@@ -7,11 +7,13 @@
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include <fmt/core.h>
 
 #include "net/errc.h"
 #include "net/group_consumer.h"
+#include "tools/cli_consume.h"
 #include "tools/cli_output.h"
 
 namespace rill::cli {
@@ -170,29 +172,62 @@ int group_consume(const group_consume_args& args) {
   std::uint64_t printed = 0;
   int empty_polls = 0;
   int rc = 0;
+  // Following, a lost server is waited out (the client library reconnects at the next call, and the member rejoins
+  // if its session ended): said on stderr, retried with a backoff of 100 ms doubling to 5 s.
+  bool lost = false;
+  auto backoff = std::chrono::milliseconds(100);
+  const auto wait_out = [&](const rill::error& e) {
+    if (!args.follow || !server_lost(e)) {
+      return false;
+    }
+    if (!lost) {
+      fmt::print(stderr, "rill: lost the server ({}), reconnecting\n", e.message());
+      lost = true;
+    }
+    for (auto slept = std::chrono::milliseconds(0); slept < backoff && g_stop == 0;
+         slept += std::chrono::milliseconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    return true;
+  };
   while (g_stop == 0) {
     const auto left = args.count > 0 ? static_cast<std::uint32_t>(std::min<std::uint64_t>(args.count - printed, 10000))
                                      : std::uint32_t{0};
     auto records = gc.poll(left);
     if (!records) {
+      if (wait_out(records.error())) {
+        continue;
+      }
       rc = report(records.error());
       break;
     }
+    if (lost) {
+      fmt::print(stderr, "rill: reconnected\n");
+      lost = false;
+      backoff = std::chrono::milliseconds(100);
+    }
+    std::string out;
     for (const auto& rec : *records) {
       ++printed;
-      if (args.json_output) {
-        auto j = record_json(rec);
+      if (args.output.json) {
+        auto j = record_json_as(args.output, rec);
         j["member"] = gc.assignments()[rec.subscription].member_id;
         j["generation"] = rec.generation;
-        fmt::print("{}\n", j.dump());
+        out += j.dump() + "\n";
       } else {
-        fmt::print("{}\n", rec.value ? *rec.value : std::string());
+        out += record_text(args.output, rec);
       }
     }
+    std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
     if (!records->empty()) {
       // Printed means consumed: the group's offsets move past it now.
       if (auto c = gc.commit(); !c) {
+        // Not committed: the records are read again after a rejoin (at least once, as group_consumer.h says).
+        if (wait_out(c.error())) {
+          continue;
+        }
         rc = report(c.error());
         break;
       }

@@ -7,6 +7,7 @@
 
 #include "net/client.h"
 #include "tools/cli_output.h"  // report()
+#include "tools/cli_record_output.h"
 
 namespace rill::cli {
 
@@ -18,7 +19,7 @@ nlohmann::json record_json(const net::record& rec);
 
 struct group_consume_args {
   net::client_options connection;
-  bool json_output = false;
+  record_output output;  // checked (check_record_output)
   std::string stream;
   std::string topic;
   std::string group;
@@ -27,8 +28,11 @@ struct group_consume_args {
   std::uint64_t count = 0;    // 0: until nothing more arrives (or forever with follow)
   proto::GroupConfig config;  // when the group is created by this command
 };
-// Joins the group and prints what the assignment lets it read, committing after what it printed; leaves on exit
-// (end of data, --count reached, SIGINT or SIGTERM).
+// Joins the group and prints what the assignment lets it read (as args.output says), committing after what it
+// printed; leaves on exit (end of data, --count reached, SIGINT or SIGTERM: exit 0). Following, a lost server
+// (server_lost, tools/cli_consume.h) that outlasts the client library's retries is said on stderr ("rill: lost the
+// server (...), reconnecting", then "rill: reconnected") and waited out, retrying with a backoff of 100 ms doubling
+// to 5 s; the member keeps its positions, or rejoins and reads from the group's committed offsets.
 int group_consume(const group_consume_args& args);
 
 enum class group_op { create, list, describe, remove };

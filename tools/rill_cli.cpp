@@ -6,7 +6,7 @@
 //     stream create|list|describe|delete NAME
 //     topic create|list|describe|delete STREAM [TOPIC] [...]
 //     produce STREAM TOPIC [...]                  (one message per line of standard input, sent as read)
-//     consume STREAM TOPIC [...]
+//     consume STREAM TOPIC [...]                  (every partition, or --partition P, or --group NAME)
 //     offset get|set ...  |  group create|list|describe|delete ...  |  top [...]
 //
 // Human output (tables) by default; --json prints JSON, one object per line for produce and consume, and errors as
@@ -25,6 +25,7 @@
 #include "net/client.h"
 #include "net/errc.h"
 #include "tools/cli_command_tree.h"
+#include "tools/cli_consume.h"
 #include "tools/cli_context.h"
 #include "tools/cli_groups.h"
 #include "tools/cli_output.h"
@@ -141,36 +142,6 @@ int confirm_delete(const std::string& what, std::uint64_t messages, std::uint64_
     return 0;
   }
   return cli::fail(cli::exit_refused, "not_confirmed", fmt::format("{} was not deleted", what));
-}
-
-expected<proto::PollStrategy> parse_from(const std::string& from) {
-  proto::PollStrategy s;
-  auto number = [&](std::size_t at) -> std::optional<std::uint64_t> {
-    try {
-      std::size_t used = 0;
-      const auto v = std::stoull(from.substr(at), &used);
-      return used == from.size() - at ? std::optional(v) : std::nullopt;
-    } catch (...) {
-      return std::nullopt;
-    }
-  };
-  if (from == "first") {
-    s.set_kind(proto::PollStrategy::FIRST);
-  } else if (from == "last") {
-    s.set_kind(proto::PollStrategy::LAST);
-  } else if (from == "next") {
-    s.set_kind(proto::PollStrategy::NEXT);
-  } else if (from.rfind("offset:", 0) == 0 && number(7)) {
-    s.set_kind(proto::PollStrategy::OFFSET);
-    s.set_value(*number(7));
-  } else if (from.rfind("timestamp:", 0) == 0 && number(10)) {
-    s.set_kind(proto::PollStrategy::TIMESTAMP);
-    s.set_value(*number(10));
-  } else {
-    return rill::unexpected(std::make_error_code(std::errc::invalid_argument),
-                            fmt::format("--from {}: allowed are first, last, next, offset:N, timestamp:MS", from));
-  }
-  return s;
 }
 
 enum class ctx_op { add, list, use, show, remove };
@@ -366,29 +337,35 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   std::uint32_t consume_partition = 0;
-  std::string from = "first";
-  std::uint64_t count = 0;
   std::string consumer;
-  bool follow = false;
-  auto* consume = app.add_subcommand("consume", "print messages, one value per line");
-  consume->add_option("stream", stream_name)->required();
-  consume->add_option("topic", topic_name)->required();
+  cli::consume_args consume_args;
+  auto* consume = app.add_subcommand("consume", "print messages (every partition, or one), one value per line");
+  consume->add_option("stream", consume_args.stream)->required();
+  consume->add_option("topic", consume_args.topic)->required();
   std::string group_name;
-  std::string member_id;
   std::string group_strategy = "range";
   std::uint32_t session_timeout_ms = 10'000;
-  auto* c_partition = consume->add_option("--partition", consume_partition, "partition");
-  auto* c_from = consume->add_option("--from", from, "first | last | next | offset:N | timestamp:MS");
-  consume->add_option("--count", count, "stop after this many messages (0: all there are)");
-  auto* c_consumer =
-      consume->add_option("--consumer", consumer, "a named consumer: its offset is stored on the server");
-  auto* c_group = consume->add_option("--group", group_name,
+  auto* c_partition = consume->add_option("--partition", consume_args.partition, "read this partition only");
+  auto* c_from = consume->add_option("--from", consume_args.from,
+                                     "first | last | end | next | offset:N | timestamp:MS | timestamp:ISO-8601");
+  auto* c_since = consume->add_option("--since", consume_args.since, "from this long ago: 90s, 15m, 1h, 2d, 1h30m")
+                      ->excludes(c_from);
+  consume->add_option("--count", consume_args.count, "stop after this many messages (0: all there are)");
+  auto* c_consumer = consume->add_option("--consumer", consume_args.consumer,
+                                         "a named consumer: its offset is stored on the server (per partition)");
+  auto* c_group = consume->add_option("--group", consume_args.group,
                                       "read as a member of this consumer group (created if missing): the partitions "
                                       "come from the group's assignment, positions from its committed offsets");
-  c_group->excludes(c_partition)->excludes(c_from)->excludes(c_consumer);
-  consume->add_option("--member", member_id, "with --group: a stable member id (rejoin as the same member)")
+  c_group->excludes(c_partition)->excludes(c_from)->excludes(c_since)->excludes(c_consumer);
+  consume
+      ->add_option("--member", consume_args.member_id, "with --group: a stable member id (rejoin as the same member)")
       ->needs(c_group);
-  consume->add_flag("--follow", follow, "keep waiting for new messages");
+  consume->add_flag("--follow", consume_args.follow, "keep waiting for new messages (reconnecting if the server goes)");
+  consume->add_option("--value-format", consume_args.value_format,
+                      "text (escaped, the default) | base64 | hex | raw (the bytes unchanged; not with --json)");
+  consume->add_option("--format", consume_args.format,
+                      "text template: %s value %k key %p partition %o offset %T timestamp ms %t ISO-8601 time "
+                      "%h headers %S value bytes %K key bytes %% \\n \\t");
 
   auto* group = app.add_subcommand("group", "consumer groups")->require_subcommand(1);
   auto* g_create = group->add_subcommand("create", "create a consumer group of a topic");
@@ -489,24 +466,11 @@ int main(int argc, char** argv) {
   proto::GroupConfig group_config;
   group_config.set_strategy(group_strategy == "round_robin" ? proto::ASSIGNMENT_ROUND_ROBIN : proto::ASSIGNMENT_RANGE);
   group_config.set_session_timeout_ms(session_timeout_ms);
-  if (*consume && !group_name.empty()) {
-    cli::group_consume_args args;
-    args.connection = co;
-    args.json_output = g.json_output;
-    args.stream = stream_name;
-    args.topic = topic_name;
-    args.group = group_name;
-    if (!member_id.empty()) {
-      args.member_id = member_id;
-    }
-    args.follow = follow;
-    args.count = count;
-    args.config = group_config;
-    return cli::group_consume(args);
-  }
-  if (*consume && c_partition->count() == 0) {
-    fmt::print(stderr, "rill: consume needs --partition P or --group NAME\n");
-    return 2;
+  if (*consume) {
+    consume_args.connection = co;
+    consume_args.json_output = g.json_output;
+    consume_args.group_config = group_config;
+    return cli::consume(consume_args);
   }
   auto connected = net::client::connect(co);
   if (!connected) {
@@ -737,74 +701,6 @@ int main(int argc, char** argv) {
     }
     pa.linger = std::chrono::milliseconds(linger_ms);
     return cli::produce(c, pa);
-  }
-  if (*consume) {
-    auto strategy = parse_from(from);
-    if (!strategy) {
-      fmt::print(stderr, "rill: {}\n", strategy.error().detail());
-      return 2;
-    }
-    proto::PollRequest req;
-    *req.mutable_stream() = sid;
-    *req.mutable_topic() = tid;
-    req.set_partition_id(consume_partition);
-    *req.mutable_strategy() = *strategy;
-    if (!consumer.empty()) {
-      req.mutable_consumer()->set_name(consumer);  // NEXT starts from its stored offset
-    }
-    std::uint64_t printed = 0;
-    std::optional<std::int64_t> last_printed;
-    // A named consumer's offset is stored after what was printed (not after whole batches: --count may stop inside
-    // one).
-    auto commit = [&]() -> int {
-      if (consumer.empty() || !last_printed) {
-        return 0;
-      }
-      auto s = c.store_offset(sid, tid, consume_partition, consumer, static_cast<std::uint64_t>(*last_printed + 1));
-      return s ? 0 : report(s.error());
-    };
-    for (;;) {
-      if (count > 0) {
-        req.set_max_records(static_cast<std::uint32_t>(std::min<std::uint64_t>(count - printed, 10000)));
-      }
-      req.set_max_wait_ms(follow ? 5000 : 0);
-      auto r = c.poll(req);
-      if (!r) {
-        return report(r.error());
-      }
-      auto records = net::decode_records(consume_partition, r->batches);
-      if (!records) {
-        return report(records.error());
-      }
-      for (const auto& rec : *records) {
-        if (count > 0 && printed == count) {
-          break;
-        }
-        // A batch may start before the position the poll resolved to: skip what precedes it.
-        if (rec.offset < static_cast<std::int64_t>(r->header.start_offset())) {
-          continue;
-        }
-        ++printed;
-        last_printed = rec.offset;
-        if (g.json_output) {
-          fmt::print("{}\n", cli::record_json(rec).dump());
-        } else {
-          fmt::print("{}\n", rec.value ? *rec.value : std::string());
-        }
-      }
-      std::fflush(stdout);
-      if (const int rc = commit(); rc != 0) {
-        return rc;
-      }
-      if (count > 0 && printed >= count) {
-        return 0;
-      }
-      if (r->header.batches() == 0 && !follow) {
-        return 0;
-      }
-      req.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
-      req.mutable_strategy()->set_value(r->header.next_offset());
-    }
   }
   if (*group) {
     const auto op = *g_create     ? cli::group_op::create

@@ -10,9 +10,9 @@ cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/rilld.log" >&2 || true; exit 1; }
 
-start() {
+start() {  # [TCP_ADDRESS]: a restart on the port it had
   rm -f "$dir/data/runtime/current_config.toml"
-  "$rilld" --data-dir "$dir/data" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --set runtime.cpu_allocation=2 --set runtime.pin_cores=false \
+  "$rilld" --data-dir "$dir/data" --tcp "${1:-127.0.0.1:0}" --http 127.0.0.1:0 --set runtime.cpu_allocation=2 --set runtime.pin_cores=false \
     >>"$dir/rilld.log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do
@@ -107,6 +107,120 @@ set +e
 "$rill" --server "$haddr" ping 2>"$dir/err"; rc=$?
 set -e
 [ $rc -eq 3 ] && grep -q "answered in HTTP" "$dir/err" || fail "the HTTP port named as such (rc $rc): $(cat "$dir/err")"
+# consume without --partition reads every partition; --count counts across them; a named consumer per partition.
+r topic create shop multi --partitions 3 >/dev/null || fail "topic create multi"
+for p in 0 1 2; do printf 'p%s-a\np%s-b\n' $p $p | r produce shop multi --partition $p >/dev/null; done
+[ "$(r consume shop multi | sort | tr '\n' ' ')" = "p0-a p0-b p1-a p1-b p2-a p2-b " ] ||
+  fail "consume of every partition: $(r consume shop multi 2>&1)"
+[ "$(r consume shop multi --count 4 | wc -l)" -eq 4 ] || fail "--count across partitions"
+[ "$(r consume shop multi --partition 2)" = "$(printf 'p2-a\np2-b')" ] || fail "--partition still reads one"
+# Round robin: a busy partition has its turn (1000 records at most) and then the quiet one has its own.
+r topic create shop busy --partitions 2 >/dev/null || fail "topic create busy"
+seq 1500 | r produce shop busy --partition 0 2>/dev/null
+echo quiet | r produce shop busy --partition 1 2>/dev/null
+[ "$(r consume shop busy --count 1001 --format '%p\n' | grep -c '^1$')" -eq 1 ] || fail "the quiet partition starved"
+[ "$(r consume shop multi --consumer allp --from next --count 4 | wc -l)" -eq 4 ] || fail "named consumer, 4"
+[ "$(r consume shop multi --consumer allp --from next | wc -l)" -eq 2 ] || fail "named consumer resumes each partition"
+for p in 0 1 2; do
+  [ "$(r offset get shop multi --partition $p --consumer allp)" = "2" ] || fail "offset of partition $p stored"
+done
+# Start positions: end (only what comes after the start), ISO-8601 and relative times; bad values are usage errors.
+[ -z "$(r consume shop multi --from end)" ] || fail "--from end reads nothing old"
+[ "$(r consume shop multi --from last | wc -l)" -eq 3 ] || fail "--from last: the last of each partition"
+[ "$(r consume shop multi --from timestamp:2000-01-01T00:00:00Z | wc -l)" -eq 6 ] || fail "ISO timestamp (Z)"
+[ "$(r consume shop multi --from timestamp:2000-01-01T01:00:00.5+01:00 | wc -l)" -eq 6 ] || fail "ISO with offset"
+[ -z "$(r consume shop multi --from timestamp:2999-01-01T00:00:00-05:30)" ] || fail "ISO timestamp in the future"
+[ "$(r consume shop multi --since 1h | wc -l)" -eq 6 ] || fail "--since 1h"
+[ "$(r consume shop multi --since 1h30m | wc -l)" -eq 6 ] || fail "--since 1h30m"
+sleep 0.3
+[ -z "$(r consume shop multi --since 100ms)" ] || fail "--since 100ms: nothing that recent"
+for bad in "--since 5x" "--since h" "--from timestamp:2026-13-01T00:00:00Z" "--from timestamp:2026-12-02T08:00:00" \
+  "--from offset:x" "--from nowhere" "--value-format octal" "--format %q" "--value-format raw"; do
+  set +e
+  # shellcheck disable=SC2086
+  r --json consume shop multi $bad 2>"$dir/err" >/dev/null; rc=$?
+  set -e
+  flag=$(echo "$bad" | grep -o -- '--[a-z-]*' | tail -1)
+  [ $rc -eq 2 ] && grep -q -- "$flag" "$dir/err" || fail "$bad: exit 2 naming $flag expected (rc $rc): $(cat "$dir/err")"
+done
+# Safe text: control bytes and invalid UTF-8 escaped, valid UTF-8 as is; raw, hex and base64 on request.
+r topic create shop raw --partitions 1 >/dev/null || fail "topic create raw"
+printf 'tab\there\\ \x01\xff \xc3\xa9\n' | r produce shop raw --partition 0 >/dev/null
+[ "$(r consume shop raw)" = 'tab\there\\ \x01\xff é' ] || fail "escaped text: $(r consume shop raw)"
+# Not UTF-8 (overlong, a surrogate, above U+10FFFF, cut short), DEL and a 4-byte character that is.
+printf '\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \x7f \xe2\x82 \xf0\x9f\x99\x82\n' | r produce shop raw --partition 0 >/dev/null
+[ "$(r consume shop raw --from offset:1)" = '\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \x7f \xe2\x82 🙂' ] ||
+  fail "escaped invalid UTF-8: $(r consume shop raw --from offset:1)"
+[ "$(r consume shop raw --count 1 --value-format raw | od -An -tx1 | tr -d ' \n')" = "74616209686572655c2001ff20c3a90a" ] ||
+  fail "raw value"
+[ "$(r consume shop raw --count 1 --value-format hex)" = "74616209686572655c2001ff20c3a9" ] || fail "hex value"
+r --json consume shop raw --count 1 --value-format base64 | grep -q '"value":"dGFiCWhlcmVcIAH/IMOp"' || fail "JSON base64 value"
+r --json consume shop raw --count 1 | grep -q '"value":{"base64":"dGFiCWhlcmVcIAH/IMOp"}' || fail "JSON default value"
+# --format templates, in partition mode and with --group.
+[ "$(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')" = "1 0 |source=cli|one 3 0%" ] ||
+  fail "--format: $(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')"
+times=$(r consume shop orders --partition 1 --count 1 --format '%T\t%t')
+ms=${times%%$'\t'*}
+iso=${times#*$'\t'}
+[ "$iso" = "$(date -u -d "@$((ms / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $((ms % 1000)))Z" ] || fail "%t: $times"
+[ "$(r consume shop multi --group fmt --format '%p:%s\n' | sort | tr '\n' ' ')" = \
+  "0:p0-a 0:p0-b 1:p1-a 1:p1-b 2:p2-a 2:p2-b " ] || fail "--format with --group"
+# --follow from the end: only new messages; SIGINT exits 0 and stores the named consumer's offset.
+"$rill" --server "$addr" consume shop multi --from end --follow --consumer tail --format '%p:%s\n' >"$dir/tail.out" 2>"$dir/tail.err" &
+fpid=$!
+# It has connected (the stats call is the other connection), and so read the high watermarks just after.
+for _ in $(seq 100); do
+  [ "$(r --json stats | grep -o '"connections":[0-9]*' | cut -d: -f2)" -ge 2 ] && break
+  sleep 0.1
+done
+sleep 0.5
+printf 'fresh\n' | r produce shop multi --partition 2 >/dev/null
+for _ in $(seq 100); do grep -q fresh "$dir/tail.out" && break; sleep 0.1; done
+kill -INT $fpid
+set +e
+wait $fpid; rc=$?
+set -e
+[ $rc -eq 0 ] || fail "SIGINT during --follow should exit 0, got $rc: $(cat "$dir/tail.err")"
+[ "$(cat "$dir/tail.out")" = "2:fresh" ] || fail "--from end --follow: $(cat "$dir/tail.out")"
+[ "$(r offset get shop multi --partition 2 --consumer tail)" = "3" ] || fail "offset stored at SIGINT"
+# --follow across a server restart (SIGKILL, down for longer than the client library's own retries, back on the
+# same port): says so on stderr, reconnects, and every message comes exactly once, in order; with --group too.
+r topic create shop live --partitions 2 >/dev/null || fail "topic create live"
+printf 'l1\nl2\n' | r produce shop live --partition 0 >/dev/null
+printf 'l3\n' | r produce shop live --partition 1 >/dev/null
+"$rill" --server "$addr" consume shop live --follow --format '%p:%s\n' >"$dir/follow.out" 2>"$dir/follow.err" &
+fpid=$!
+"$rill" --server "$addr" consume shop live --group live --follow --format '%p:%s\n' >"$dir/gfollow.out" \
+  2>"$dir/gfollow.err" &
+gpid=$!
+for f in follow gfollow; do
+  for _ in $(seq 100); do [ "$(wc -l <"$dir/$f.out")" -ge 3 ] && break; sleep 0.1; done
+done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+sleep 10
+start "$addr"
+printf 'l4\nl5\n' | r produce shop live --partition 0 >/dev/null
+printf 'l6\n' | r produce shop live --partition 1 >/dev/null
+for f in follow gfollow; do
+  for _ in $(seq 300); do [ "$(wc -l <"$dir/$f.out")" -ge 6 ] && break; sleep 0.1; done
+done
+sleep 0.5
+kill -INT $fpid $gpid
+for f in follow gfollow; do
+  set +e
+  wait "$([ $f = follow ] && echo $fpid || echo $gpid)"; rc=$?
+  set -e
+  [ $rc -eq 0 ] || fail "$f across a restart exited $rc: $(cat "$dir/$f.err")"
+  [ "$(grep '^0:' "$dir/$f.out" | tr '\n' ' ')" = "0:l1 0:l2 0:l4 0:l5 " ] ||
+    fail "$f: partition 0 across the restart: $(cat "$dir/$f.out")"
+  [ "$(grep '^1:' "$dir/$f.out" | tr '\n' ' ')" = "1:l3 1:l6 " ] || fail "$f: partition 1: $(cat "$dir/$f.out")"
+  [ "$(wc -l <"$dir/$f.out")" -eq 6 ] || fail "$f: six lines: $(cat "$dir/$f.out")"
+  grep -q "^rill: lost the server (.*), reconnecting$" "$dir/$f.err" || fail "$f lost: $(cat "$dir/$f.err")"
+  grep -q "^rill: reconnected$" "$dir/$f.err" || fail "$f reconnected: $(cat "$dir/$f.err")"
+done
+for t in multi busy raw live; do r topic delete shop $t --yes >/dev/null || fail "topic delete $t"; done
 # Restart: everything is where it was.
 kill -TERM "$pid"; wait "$pid"; pid=
 start
