@@ -73,10 +73,11 @@ std::string partition_list(const google::protobuf::RepeatedField<std::uint32_t>&
 
 // One group for people: a summary line, then its members and partitions as tables.
 void print_group(const proto::GroupInfo& g) {
-  fmt::print("group {} (id {}): {}, {} members, generation {}, {}, lag {}; {} assignment, session timeout {}\n",
-             g.name(), g.id(), g.stable() ? "stable" : "rebalancing", g.members_size(), g.generation(),
-             g.partitions_size() == 1 ? "1 partition" : fmt::format("{} partitions", g.partitions_size()),
-             grouped(group_lag(g)), g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range",
+  fmt::print("group {} (id {}): {}, {}, generation {}, {}, lag {}; {} assignment, session timeout {}\n", g.name(),
+             g.id(), g.stable() ? "stable" : "rebalancing",
+             count_of(static_cast<std::uint64_t>(g.members_size()), "member"), g.generation(),
+             count_of(static_cast<std::uint64_t>(g.partitions_size()), "partition"), grouped(group_lag(g)),
+             g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range",
              human_duration_ms(g.session_timeout_ms()));
   if (g.members_size() > 0) {
     table members({"MEMBER", "PARTITIONS", "RELEASING", "SESSION LEFT>"});

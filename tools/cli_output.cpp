@@ -116,6 +116,10 @@ std::string grouped(std::uint64_t n) {
   return out;
 }
 
+std::string count_of(std::uint64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", grouped(n), noun, n == 1 ? "" : "s");
+}
+
 table::table(std::vector<std::string> headers) {
   for (auto& h : headers) {
     const bool right = !h.empty() && h.back() == '>';

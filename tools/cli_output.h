@@ -42,6 +42,8 @@ std::string human_bytes(std::uint64_t bytes);
 std::string human_duration_ms(std::uint64_t ms);
 // 1234567 -> "1,234,567".
 std::string grouped(std::uint64_t n);
+// (1, "topic") -> "1 topic", (1204, "message") -> "1,204 messages".
+std::string count_of(std::uint64_t n, std::string_view noun);
 
 class table {
  public:

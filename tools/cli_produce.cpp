@@ -162,7 +162,7 @@ int produce(net::client& c, const produce_args& args) {
   }
   emit(*rest);
   if (!json_output()) {
-    fmt::print(stderr, "{}{} messages acknowledged\n", progress ? "\r" : "", acked);
+    fmt::print(stderr, "{}{} acknowledged\n", progress ? "\r" : "", count_of(acked, "message"));
   }
   return exit_ok;
 }

@@ -105,8 +105,9 @@ std::uint64_t topic_bytes(const proto::TopicInfo& t) {
 // One topic for people: its settings on one line, then a table of its partitions.
 void print_topic(const proto::TopicInfo& t) {
   const auto& c = t.config();
-  fmt::print("topic {} (id {}): {} partitions, {} messages, {}; retention {}, {}; segments of {}; {}{}\n", t.name(),
-             t.id(), c.partitions(), cli::grouped(topic_messages(t)), cli::human_bytes(topic_bytes(t)),
+  fmt::print("topic {} (id {}): {}, {}, {}; retention {}, {}; segments of {}; {}{}\n", t.name(), t.id(),
+             cli::count_of(c.partitions(), "partition"), cli::count_of(topic_messages(t), "message"),
+             cli::human_bytes(topic_bytes(t)),
              c.retention_ms() == 0 ? "forever" : cli::human_duration_ms(c.retention_ms()),
              c.retention_bytes() == 0 ? "no size limit" : cli::human_bytes(c.retention_bytes()) + " per partition",
              cli::human_bytes(c.segment_bytes()), durability_name(c.durability()),
@@ -131,7 +132,7 @@ int confirm_delete(const std::string& what, std::uint64_t messages, std::uint64_
     return 0;
   }
   const std::string holds =
-      fmt::format("{} holds {} messages ({})", what, cli::grouped(messages), cli::human_bytes(bytes));
+      fmt::format("{} holds {} ({})", what, cli::count_of(messages, "message"), cli::human_bytes(bytes));
   if (::isatty(STDIN_FILENO) == 0) {
     return cli::usage_error(holds + ": pass --yes to delete it and its data");
   }
@@ -567,8 +568,9 @@ int main(int argc, char** argv) {
                     t.config().retention_ms() == 0 ? "forever" : cli::human_duration_ms(t.config().retention_ms()),
                     durability_name(t.config().durability())});
       }
-      fmt::print("stream {} (id {}): {} topics, {} messages, {}\n", r->stream().name(), r->stream().id(),
-                 r->topics_size(), cli::grouped(messages), cli::human_bytes(bytes));
+      fmt::print("stream {} (id {}): {}, {}, {}\n", r->stream().name(), r->stream().id(),
+                 cli::count_of(static_cast<std::uint64_t>(r->topics_size()), "topic"),
+                 cli::count_of(messages, "message"), cli::human_bytes(bytes));
       if (!topics.empty()) {
         topics.print(2);
       }
@@ -626,8 +628,8 @@ int main(int argc, char** argv) {
       return report(r.error());
     }
     g.json_output ? fmt::print("{}\n", topic_json(*r).dump())
-                  : fmt::print("created topic {} (id {}) with {} partitions in stream {}\n", r->name(), r->id(),
-                               r->config().partitions(), stream_name);
+                  : fmt::print("created topic {} (id {}) with {} in stream {}\n", r->name(), r->id(),
+                               cli::count_of(r->config().partitions(), "partition"), stream_name);
     return 0;
   }
   if (*t_list || *t_describe) {
