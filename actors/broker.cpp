@@ -239,6 +239,12 @@ net::http_response monitoring(const std::string& method, const std::string& targ
   if (path == "/ui" || path == "/ui/") {
     return net::http_response{200, "text/html; charset=utf-8", std::string(dashboard_html())};
   }
+  if (path == "/ui/uplot.js") {
+    return net::http_response{200, "text/javascript; charset=utf-8", std::string(dashboard_uplot_js())};
+  }
+  if (path == "/ui/uplot.css") {
+    return net::http_response{200, "text/css; charset=utf-8", std::string(dashboard_uplot_css())};
+  }
   auto actors = metrics_registry::instance().snapshot();
   const auto table = routes.current();  // names of now (a stream or topic may have been renamed)
   name_samples(actors, *table->view);
