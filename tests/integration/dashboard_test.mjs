@@ -10,7 +10,12 @@ const script = page.match(/<script>([\s\S]*)<\/script>/)[1];
 if (!page.includes('<script src="/ui/uplot.js"></script>')) throw new Error("the page does not load uPlot from rilld");
 for (const asset of ["/ui/uplot.js", "/ui/uplot.css"]) {
   const r = await fetch(`${base}${asset}`);
-  if (!r.ok || (await r.text()).length < 1000) throw new Error(`${asset}: HTTP ${r.status}`);
+  const body = await r.text();
+  if (!r.ok || body.length < 1000) throw new Error(`${asset}: HTTP ${r.status}`);
+  // MIT: the copyright and permission notice travel with the copy rilld serves.
+  if (asset.endsWith(".js") && !(body.includes("Copyright (c)") && body.includes("Permission is hereby granted"))) {
+    throw new Error(`${asset} lacks uPlot's license`);
+  }
 }
 if (/(src|href)="(https?:)?\/\//.test(page)) throw new Error("the page refers to another host");
 
