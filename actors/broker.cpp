@@ -33,6 +33,7 @@
 #include "actors/runtime/metered.hpp"
 #include "actors/runtime/runtime.h"
 #include "actors/runtime/shard.h"
+#include "actors/sample_names.h"
 #include "config/descriptor_budget.h"
 #include "config/errc.h"
 #include "net/http_server.h"
@@ -238,7 +239,15 @@ net::http_response monitoring(const std::string& method, const std::string& targ
   if (path == "/ui" || path == "/ui/") {
     return net::http_response{200, "text/html; charset=utf-8", std::string(dashboard_html())};
   }
+  if (path == "/ui/uplot.js") {
+    return net::http_response{200, "text/javascript; charset=utf-8", std::string(dashboard_uplot_js())};
+  }
+  if (path == "/ui/uplot.css") {
+    return net::http_response{200, "text/css; charset=utf-8", std::string(dashboard_uplot_css())};
+  }
   auto actors = metrics_registry::instance().snapshot();
+  const auto table = routes.current();  // names of now (a stream or topic may have been renamed)
+  name_samples(actors, *table->view);
   std::vector<shard_sample> shards(rt.shard_count());
   for (std::size_t i = 0; i < shards.size(); ++i) {
     auto& st = rt.shard_at(i).stats();
@@ -268,6 +277,10 @@ net::http_response monitoring(const std::string& method, const std::string& targ
   }
   if (path == "/api/partitions") {
     return net::http_response{200, "application/json", render_partitions_json(actors)};
+  }
+  if (path == "/api/topics") {
+    return net::http_response{200, "application/json",
+                              render_topics_json(actors, node_totals_of(*table->view, connections.load()))};
   }
   if (path == "/api/shards") {
     return net::http_response{200, "application/json", render_shards_json(shards)};
@@ -314,8 +327,9 @@ net::http_response monitoring(const std::string& method, const std::string& targ
     return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8",
                               render_prometheus(actors, shards, p, limits)};
   }
-  return net::http_response{404, "text/plain; charset=utf-8",
-                            "not found: try /ui, /metrics, /healthz, /api/actors, /api/partitions or /api/shards\n"};
+  return net::http_response{
+      404, "text/plain; charset=utf-8",
+      "not found: try /ui, /metrics, /healthz, /api/actors, /api/partitions, /api/topics or /api/shards\n"};
 }
 }  // namespace
 std::size_t broker::shards() const noexcept {

@@ -227,6 +227,10 @@ void partition_actor::run_poll(waiter_id id) {
         }
         auto answered = polls_.take(id);
         current_shard()->timers().cancel(answered.timer);
+        if (r) {
+          bump(published_->records_read, r->records);
+          bump(published_->bytes_read, r->bytes.size());
+        }
         answered.promise.deliver(r ? poll_reply{outcome{}, std::make_shared<storage::read_result>(std::move(*r))}
                                    : poll_reply{outcome::of(r.error()), nullptr});
       });

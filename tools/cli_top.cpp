@@ -181,7 +181,9 @@ void print(const std::string& address, const sample& before, const sample& now, 
     const auto busy_ns = a["busy_ns"].get<std::uint64_t>();
     const auto p0 = it == earlier.end() ? 0 : it->second["processed"].get<std::uint64_t>();
     const auto b0 = it == earlier.end() ? 0 : it->second["busy_ns"].get<std::uint64_t>();
-    all.push_back(row{a["kind"].get<std::string>(), a["name"].get<std::string>(), a["shard"].get<std::uint64_t>(),
+    // By names where the server gives them (partitions shop/orders/1, groups shop/orders/billing); ids otherwise.
+    const auto name = a.contains("display_name") ? a["display_name"].get<std::string>() : a["name"].get<std::string>();
+    all.push_back(row{a["kind"].get<std::string>(), name, a["shard"].get<std::uint64_t>(),
                       static_cast<double>(processed - std::min(processed, p0)) / secs,
                       static_cast<double>(busy_ns - std::min(busy_ns, b0)) / (secs * 1e9) * 100.0,
                       a["mailbox"].get<std::uint64_t>()});
@@ -189,10 +191,10 @@ void print(const std::string& address, const sample& before, const sample& now, 
   std::sort(all.begin(), all.end(), [](const row& x, const row& y) {
     return x.busy != y.busy ? x.busy > y.busy : x.rate != y.rate ? x.rate > y.rate : x.mailbox > y.mailbox;
   });
-  fmt::print("\n{:<11} {:<28} {:>5} {:>10} {:>7} {:>8}\n", "KIND", "NAME", "SHARD", "MSG/s", "BUSY%", "MAILBOX");
+  fmt::print("\n{:<11} {:<32} {:>5} {:>10} {:>7} {:>8}\n", "KIND", "NAME", "SHARD", "MSG/s", "BUSY%", "MAILBOX");
   for (std::size_t i = 0; i < all.size() && i < rows; ++i) {
     const auto& r = all[i];
-    fmt::print("{:<11} {:<28} {:>5} {:>10.0f} {:>7.1f} {:>8}\n", r.kind, r.name.substr(0, 28), r.shard, r.rate, r.busy,
+    fmt::print("{:<11} {:<32} {:>5} {:>10.0f} {:>7.1f} {:>8}\n", r.kind, r.name.substr(0, 32), r.shard, r.rate, r.busy,
                r.mailbox);
   }
   std::fflush(stdout);

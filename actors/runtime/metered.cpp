@@ -108,10 +108,25 @@ std::vector<actor_sample> metrics_registry::snapshot() const {
     }
     auto load = [](const auto& a) { return a.load(std::memory_order_relaxed); };
     if (const auto* p = e.partition.get()) {
-      s.partition = partition_sample{
-          p->stream_id,      p->topic_id,       p->partition_id, load(p->log_start),      load(p->high_watermark),
-          load(p->log_end),  load(p->segments), load(p->bytes),  load(p->produce_errors), load(p->retention_runs),
-          p->produce.read(), p->write.read(),   p->sync.read(),  load(p->fenced),         load(p->recoveries)};
+      s.partition = partition_sample{p->stream_id,
+                                     p->topic_id,
+                                     p->partition_id,
+                                     load(p->log_start),
+                                     load(p->high_watermark),
+                                     load(p->log_end),
+                                     load(p->segments),
+                                     load(p->bytes),
+                                     load(p->produce_errors),
+                                     load(p->retention_runs),
+                                     p->produce.read(),
+                                     p->write.read(),
+                                     p->sync.read(),
+                                     load(p->fenced),
+                                     load(p->recoveries),
+                                     load(p->records_read),
+                                     load(p->bytes_read),
+                                     {},
+                                     {}};
     }
     if (const auto* c = e.connection.get()) {
       s.connection = connection_sample{load(c->requests),
@@ -124,8 +139,8 @@ std::vector<actor_sample> metrics_registry::snapshot() const {
                                        load(c->recv_copied_bytes)};
     }
     if (const auto* g = e.group.get()) {
-      group_sample gs{g->stream_id,        g->topic_id,         g->name, load(g->members),
-                      load(g->generation), load(g->rebalances), {}};
+      group_sample gs{g->stream_id, g->topic_id, g->name, load(g->members), load(g->generation), load(g->rebalances),
+                      {},           {},          {}};
       std::lock_guard<std::mutex> guard(g->mutex);
       gs.committed = g->committed;
       s.group = std::move(gs);

@@ -75,9 +75,13 @@ struct partition_metrics {
   std::atomic<std::uint64_t> retention_runs{0};
   std::atomic<std::uint64_t> fenced{0};      // gauge: 1 while a storage failure fences the partition
   std::atomic<std::uint64_t> recoveries{0};  // recoveries from a fence
-  latency_histogram produce;                 // a produce request, from when the partition handles it to its reply
-  latency_histogram write;                   // a group of appends written (and synced, under sync_before_ack)
-  latency_histogram sync;                    // an fdatasync of a relaxed durability policy
+  // Read by consumers: the records and bytes of the whole batches the partition's polls returned (a poll that starts
+  // inside a batch counts the batch's records before that position too).
+  std::atomic<std::uint64_t> records_read{0};
+  std::atomic<std::uint64_t> bytes_read{0};
+  latency_histogram produce;  // a produce request, from when the partition handles it to its reply
+  latency_histogram write;    // a group of appends written (and synced, under sync_before_ack)
+  latency_histogram sync;     // an fdatasync of a relaxed durability policy
 };
 
 // What a connection actor publishes.
@@ -125,6 +129,13 @@ struct partition_sample {
   latency_histogram::snapshot sync;
   std::uint64_t fenced = 0;
   std::uint64_t recoveries = 0;
+  std::uint64_t records_read = 0;
+  std::uint64_t bytes_read = 0;
+  // Names of the stream and topic, from the metadata the HTTP thread reads when it renders (name_samples,
+  // actors/sample_names.h): the names of now, so a renamed topic shows its new name; empty when the metadata no
+  // longer has the ids (the partition is being deleted).
+  std::string stream_name;
+  std::string topic_name;
 };
 
 struct connection_sample {
@@ -146,6 +157,8 @@ struct group_sample {
   std::uint64_t generation = 0;
   std::uint64_t rebalances = 0;
   std::vector<std::optional<std::uint64_t>> committed;
+  std::string stream_name;  // as partition_sample's
+  std::string topic_name;
 };
 
 struct message_type_sample {
@@ -156,7 +169,8 @@ struct message_type_sample {
 struct actor_sample {
   std::uint64_t id = 0;
   std::string kind;
-  std::string name;  // e.g. "0/1/3" for partition 3 of topic 1 of stream 0; may be empty
+  std::string name;          // e.g. "0/1/3" for partition 3 of topic 1 of stream 0; may be empty
+  std::string display_name;  // by names where there are some ("shop/orders/3"; name_samples), else as name
   std::size_t shard = 0;
   std::uint64_t received = 0;
   std::uint64_t processed = 0;
@@ -193,6 +207,16 @@ struct process_sample {
   std::uint32_t connections = 0;
 };
 
+// The node as /api/topics sums it up: from the metadata (streams, topics, partitions and groups that exist) and the
+// listener (open connections).
+struct node_totals {
+  std::uint64_t streams = 0;
+  std::uint64_t topics = 0;
+  std::uint64_t partitions = 0;
+  std::uint64_t groups = 0;
+  std::uint32_t connections = 0;
+};
+
 // How many series /metrics renders one by one before it aggregates them: the keys monitoring.partition_series_max
 // and monitoring.actor_series_max (config/server_config.h; docs/monitoring.md, "Bounded cardinality").
 struct series_limits {
@@ -220,5 +244,17 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
 std::string render_actors_json(const std::vector<actor_sample>& actors);
 std::string render_shards_json(const std::vector<shard_sample>& shards);
 std::string render_partitions_json(const std::vector<actor_sample>& actors);
+
+// /api/topics holds at most this many topics (the first, by stream and topic id); "topics_omitted" counts the rest.
+// Their groups are bounded by topic_groups_json_max (at least groups_per_topic_max: every group is shown).
+inline constexpr std::size_t topics_json_max = 1'000;
+inline constexpr std::size_t topic_groups_json_max = 1'024;
+
+// JSON for /api/topics, what the dashboard polls every second: {"totals": the node's counts and sums (records
+// committed, stored, read; bytes; the produce latency histogram of every partition summed), "bucket_bounds_ns",
+// "topics": per topic its ids, names, partitions, sums of its partitions' counters and its groups (members,
+// generation, lag as rill_group_lag counts it), "topics_omitted"}. Sums of counters that exist: O(partitions +
+// groups), no I/O, no lock; the caller's thread.
+std::string render_topics_json(const std::vector<actor_sample>& actors, const node_totals& totals);
 
 }  // namespace rill::actors

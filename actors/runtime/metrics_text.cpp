@@ -119,18 +119,61 @@ partition_key key_at(const partition_sample& p, partition_level level) {
   return {0, 0, 0};
 }
 
+// The name labels beside the ids: `stream_name` (and `topic_name` with `with_topic`), when the names are known (a
+// partition whose metadata is gone has none; every partition of a topic has the same, so an aggregate takes its
+// first partition's).
+std::string name_labels(const std::string& stream_name, const std::string& topic_name, bool with_topic) {
+  if (stream_name.empty()) {
+    return {};
+  }
+  if (!with_topic) {
+    return fmt::format(R"(,stream_name="{}")", escape(stream_name));
+  }
+  return fmt::format(R"(,stream_name="{}",topic_name="{}")", escape(stream_name), escape(topic_name));
+}
+
 std::string labels_at(const partition_sample& p, partition_level level) {
   switch (level) {
     case partition_level::partition:
-      return fmt::format(R"(stream="{}",topic="{}",partition="{}")", p.stream_id, p.topic_id, p.partition_id);
+      return fmt::format(R"(stream="{}",topic="{}",partition="{}"{})", p.stream_id, p.topic_id, p.partition_id,
+                         name_labels(p.stream_name, p.topic_name, true));
     case partition_level::topic:
-      return fmt::format(R"(stream="{}",topic="{}")", p.stream_id, p.topic_id);
+      return fmt::format(R"(stream="{}",topic="{}"{})", p.stream_id, p.topic_id,
+                         name_labels(p.stream_name, p.topic_name, true));
     case partition_level::stream:
-      return fmt::format(R"(stream="{}")", p.stream_id);
+      return fmt::format(R"(stream="{}"{})", p.stream_id, name_labels(p.stream_name, p.topic_name, false));
     case partition_level::node:
       return {};
   }
   return {};
+}
+
+using partition_index = std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, const partition_sample*>;
+
+partition_index partitions_of(const std::vector<actor_sample>& actors) {
+  partition_index out;
+  for (const auto& a : actors) {
+    if (a.partition) {
+      out[{a.partition->stream_id, a.partition->topic_id, a.partition->partition_id}] = &*a.partition;
+    }
+  }
+  return out;
+}
+
+// A group's lag on each of its topic's partitions that `parts` has: the high watermark minus the committed offset
+// (or the log start, when nothing is committed or retention passed the commit), never below 0.
+std::vector<std::pair<std::uint32_t, std::int64_t>> group_lags(const group_sample& g, const partition_index& parts) {
+  std::vector<std::pair<std::uint32_t, std::int64_t>> out;
+  for (std::uint32_t p = 0; p < g.committed.size(); ++p) {
+    auto it = parts.find({g.stream_id, g.topic_id, p});
+    if (it == parts.end()) {
+      continue;
+    }
+    const auto from =
+        std::max<std::int64_t>(static_cast<std::int64_t>(g.committed[p].value_or(0)), it->second->log_start);
+    out.emplace_back(p, std::max<std::int64_t>(0, it->second->high_watermark - from));
+  }
+  return out;
 }
 
 // One series of the rill_partition_* families: a partition, or the sum of the partitions of a topic, stream or node.
@@ -150,6 +193,8 @@ void add(partition_sample& into, const partition_sample& p) {
   into.retention_runs += p.retention_runs;
   into.fenced += p.fenced;
   into.recoveries += p.recoveries;
+  into.records_read += p.records_read;
+  into.bytes_read += p.bytes_read;
   add(into.produce, p.produce);
   add(into.write, p.write);
   add(into.sync, p.sync);
@@ -357,6 +402,11 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
        [](const partition_sample& p) { return static_cast<std::int64_t>(p.recoveries); }},
       {"rill_partition_retention_runs_total", "counter", "Retention passes over the partition.",
        [](const partition_sample& p) { return static_cast<std::int64_t>(p.retention_runs); }},
+      {"rill_partition_read_records_total", "counter",
+       "Records of the batches the partition returned to consumers (whole batches).",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.records_read); }},
+      {"rill_partition_read_bytes_total", "counter", "Bytes of the batches the partition returned to consumers.",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.bytes_read); }},
   };
   for (const auto& f : partition_numbers) {
     family(out, f.name, f.type, f.help);
@@ -440,14 +490,10 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
     sample(out, "rill_connection_receive_buffer_bytes", labels, s.recv_buffer_bytes);
   }
   // Groups; lag from the partitions' high watermarks.
-  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, const partition_sample*> parts;
-  for (const auto& a : actors) {
-    if (a.partition) {
-      parts[{a.partition->stream_id, a.partition->topic_id, a.partition->partition_id}] = &*a.partition;
-    }
-  }
+  const auto parts = partitions_of(actors);
   auto group_labels = [](const group_sample& g) {
-    return fmt::format(R"(stream="{}",topic="{}",group="{}")", g.stream_id, g.topic_id, escape(g.name));
+    return fmt::format(R"(stream="{}",topic="{}",group="{}"{})", g.stream_id, g.topic_id, escape(g.name),
+                       name_labels(g.stream_name, g.topic_name, true));
   };
   family(out, "rill_group_members", "gauge", "Members of the consumer group.");
   for (const auto& a : actors) {
@@ -476,14 +522,7 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
     }
     const auto labels = group_labels(*a.group);
     std::int64_t lag_sum = 0;
-    for (std::uint32_t p = 0; p < a.group->committed.size(); ++p) {
-      auto it = parts.find({a.group->stream_id, a.group->topic_id, p});
-      if (it == parts.end()) {
-        continue;
-      }
-      const auto from =
-          std::max<std::int64_t>(static_cast<std::int64_t>(a.group->committed[p].value_or(0)), it->second->log_start);
-      const auto lag = std::max<std::int64_t>(0, it->second->high_watermark - from);
+    for (const auto& [p, lag] : group_lags(*a.group, parts)) {
       if (level == partition_level::partition) {
         fmt::format_to(std::back_inserter(out), "rill_group_lag{{{},partition=\"{}\"}} {}\n", labels, p, lag);
       }
@@ -562,6 +601,7 @@ std::string render_actors_json(const std::vector<actor_sample>& actors) {
     all.push_back({{"id", a.id},
                    {"kind", a.kind},
                    {"name", a.name},
+                   {"display_name", a.display_name.empty() ? a.name : a.display_name},
                    {"shard", a.shard},
                    {"received", a.received},
                    {"processed", a.processed},
@@ -585,6 +625,8 @@ std::string render_partitions_json(const std::vector<actor_sample>& actors) {
     all.push_back({{"stream", p.stream_id},
                    {"topic", p.topic_id},
                    {"partition", p.partition_id},
+                   {"stream_name", p.stream_name},
+                   {"topic_name", p.topic_name},
                    {"shard", a.shard},
                    {"log_start", p.log_start},
                    {"high_watermark", p.high_watermark},
@@ -595,12 +637,97 @@ std::string render_partitions_json(const std::vector<actor_sample>& actors) {
                    {"retention_runs", p.retention_runs},
                    {"fenced", p.fenced},
                    {"recoveries", p.recoveries},
+                   {"records_read", p.records_read},
+                   {"bytes_read", p.bytes_read},
                    {"mailbox", a.mailbox()},
                    {"produce", hist(p.produce)},
                    {"write", hist(p.write)},
                    {"sync", hist(p.sync)}});
   }
   return all.dump();
+}
+
+std::string render_topics_json(const std::vector<actor_sample>& actors, const node_totals& totals) {
+  struct topic_row {
+    const partition_sample* first = nullptr;
+    partition_sample sum;
+    std::uint64_t partitions = 0;
+    std::int64_t records = 0;  // stored: high watermark minus log start, summed
+    std::vector<const group_sample*> groups;
+  };
+  std::map<std::pair<std::uint32_t, std::uint32_t>, topic_row> topics;
+  partition_sample node;
+  std::int64_t node_records = 0;
+  for (const auto& a : actors) {
+    if (!a.partition) {
+      continue;
+    }
+    const auto& p = *a.partition;
+    auto& t = topics[{p.stream_id, p.topic_id}];
+    if (t.first == nullptr) {
+      t.first = &p;
+    }
+    add(t.sum, p);
+    ++t.partitions;
+    t.records += std::max<std::int64_t>(0, p.high_watermark - p.log_start);
+    add(node, p);
+    node_records += std::max<std::int64_t>(0, p.high_watermark - p.log_start);
+  }
+  for (const auto& a : actors) {
+    if (a.group) {
+      auto it = topics.find({a.group->stream_id, a.group->topic_id});
+      if (it != topics.end() && it->second.groups.size() < topic_groups_json_max) {
+        it->second.groups.push_back(&*a.group);
+      }
+    }
+  }
+  const auto parts = partitions_of(actors);
+  auto hist = [](const latency_histogram::snapshot& h) {
+    return nlohmann::json{{"count", h.count}, {"sum_ns", h.sum_ns}, {"buckets", h.counts}};
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  std::size_t shown = 0;
+  for (const auto& [key, t] : topics) {
+    if (shown == topics_json_max) {
+      break;
+    }
+    ++shown;
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto* g : t.groups) {
+      std::int64_t lag = 0;
+      for (const auto& [p, l] : group_lags(*g, parts)) {
+        lag += l;
+      }
+      groups.push_back({{"name", g->name}, {"members", g->members}, {"generation", g->generation}, {"lag", lag}});
+    }
+    rows.push_back({{"stream", key.first},
+                    {"topic", key.second},
+                    {"stream_name", t.first->stream_name},
+                    {"topic_name", t.first->topic_name},
+                    {"partitions", t.partitions},
+                    {"high_watermark", t.sum.high_watermark},
+                    {"records", t.records},
+                    {"bytes", t.sum.bytes},
+                    {"segments", t.sum.segments},
+                    {"records_read", t.sum.records_read},
+                    {"bytes_read", t.sum.bytes_read},
+                    {"produce_errors", t.sum.produce_errors},
+                    {"fenced", t.sum.fenced},
+                    {"produce", hist(t.sum.produce)},
+                    {"groups", groups}});
+  }
+  RILL_ASSERT(rows.size() <= topics_json_max, "{} topics above {}", rows.size(), topics_json_max);
+  nlohmann::json out;
+  out["totals"] = {{"streams", totals.streams},         {"topics", totals.topics},
+                   {"partitions", totals.partitions},   {"groups", totals.groups},
+                   {"connections", totals.connections}, {"high_watermark", node.high_watermark},
+                   {"records", node_records},           {"bytes", node.bytes},
+                   {"records_read", node.records_read}, {"bytes_read", node.bytes_read},
+                   {"produce", hist(node.produce)}};
+  out["bucket_bounds_ns"] = latency_histogram::bounds_ns;
+  out["topics"] = std::move(rows);
+  out["topics_omitted"] = topics.size() - shown;
+  return out.dump();
 }
 
 std::string render_shards_json(const std::vector<shard_sample>& shards) {

@@ -1,6 +1,7 @@
 // The /metrics renderer as a plain function over synthetic samples (tests/actors/synthetic_samples.h): the bound on
 // its series once a node has more partitions or actors than monitoring.*_series_max, that every aggregate is the
-// sum of what it replaces, the limits at 0 and at the top of their range, and what the page says about it.
+// sum of what it replaces, the limits at 0 and at the top of their range, and what the page says about it; stream and
+// topic names as labels beside the ids (actors/sample_names.h) and /api/topics.
 #define BOOST_TEST_MODULE rill_metrics_text
 #include <boost/test/unit_test.hpp>
 
@@ -10,7 +11,10 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/runtime/metrics.h"
+#include "actors/sample_names.h"
 #include "config/server_config.h"
 #include "tests/actors/synthetic_samples.h"
 
@@ -131,12 +135,12 @@ BOOST_AUTO_TEST_CASE(ten_thousand_partitions_above_the_limit_are_summed_per_topi
   const auto page = render(node, 1'000, 1'000);
   const auto samples = parse(page);
   const auto counts = series_per_name(samples);
-  BOOST_TEST_MESSAGE("10,000 partitions, limits 1,000: " << page.size() << " bytes, " << samples.size()
-                                                         << " samples");
+  BOOST_TEST_MESSAGE("10,000 partitions, limits 1,000: " << page.size() << " bytes, " << samples.size() << " samples");
   // Per topic: ten series in each partition family, each the sum of its topic's partitions.
   BOOST_TEST(value_of(samples, "rill_metrics_partition_series_aggregated", {{"level", "topic"}}) == 1);
-  for (const char* name : {"rill_partition_high_watermark", "rill_partition_bytes", "rill_partition_segments",
-                           "rill_partition_produce_errors_total", "rill_partition_write_seconds_count", "rill_partitions"}) {
+  for (const char* name :
+       {"rill_partition_high_watermark", "rill_partition_bytes", "rill_partition_segments",
+        "rill_partition_produce_errors_total", "rill_partition_write_seconds_count", "rill_partitions"}) {
     BOOST_TEST(counts.at(name) == 10u, name);
   }
   for (std::uint32_t t = 0; t < 10; ++t) {
@@ -166,7 +170,8 @@ BOOST_AUTO_TEST_CASE(ten_thousand_partitions_above_the_limit_are_summed_per_topi
     std::int64_t lag = 0;
     for (const auto& a : actors) {
       if (a.partition && a.partition->topic_id == t) {
-        lag += std::max<std::int64_t>(0, a.partition->high_watermark - std::max<std::int64_t>(50, a.partition->log_start));
+        lag +=
+            std::max<std::int64_t>(0, a.partition->high_watermark - std::max<std::int64_t>(50, a.partition->log_start));
       }
     }
     BOOST_TEST(value_of(samples, "rill_group_lag", group) == static_cast<double>(lag));
@@ -203,8 +208,8 @@ BOOST_AUTO_TEST_CASE(within_the_limit_and_at_the_top_of_the_range_every_partitio
   BOOST_TEST(value_of(within, "rill_metrics_partition_series_aggregated", {{"level", "partition"}}) == 0);
   BOOST_TEST(series_per_name(within).at("rill_partition_high_watermark") == 500u);
   BOOST_TEST(!series_per_name(within).contains("rill_partitions"));
-  BOOST_TEST(value_of(within, "rill_partition_high_watermark", {{"stream", "0"}, {"topic", "4"}, {"partition", "99"}}) ==
-             100 + 499);
+  BOOST_TEST(value_of(within, "rill_partition_high_watermark",
+                      {{"stream", "0"}, {"topic", "4"}, {"partition", "99"}}) == 100 + 499);
   BOOST_TEST(series_per_name(within).at("rill_group_lag") == 500u);
   // Exactly at the limit: still one by one.
   BOOST_TEST(series_per_name(parse(render(small, 500, 500))).at("rill_partition_high_watermark") == 500u);
@@ -260,4 +265,151 @@ BOOST_AUTO_TEST_CASE(more_topics_than_the_limit_sum_per_stream_so_the_bound_hold
   BOOST_TEST(value_of(samples, "rill_metrics_partition_series_aggregated", {{"level", "stream"}}) == 1);
   BOOST_TEST(series_per_name(samples).at("rill_partition_bytes") == 1u);
   BOOST_TEST(value_of(samples, "rill_partitions", {{"stream", "0"}}) == 2'000);
+}
+
+namespace {
+
+// The metadata of the small node below: stream 0 "shop" with topics 0 "orders" and 1 "payments" (3 partitions each)
+// and one group per topic.
+metadata_view shop_view() {
+  metadata_view v;
+  stream_meta s;
+  s.id = 0;
+  s.name = "shop";
+  for (const auto& [id, name] : std::map<std::uint32_t, std::string>{{0, "orders"}, {1, "payments"}}) {
+    topic_meta t;
+    t.id = id;
+    t.name = name;
+    t.config.set_partitions(3);
+    group_meta g;
+    g.id = 0;
+    g.name = "readers";
+    t.groups.emplace(0, g);
+    s.topics.emplace(id, std::move(t));
+  }
+  v.streams.emplace(0, std::move(s));
+  return v;
+}
+
+std::vector<actor_sample> named_actors(const test::synthetic_node& node) {
+  auto actors = test::synthetic_actors(node);
+  name_samples(actors, shop_view());
+  return actors;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(partitions_and_groups_are_labelled_by_name_beside_their_ids) {
+  test::synthetic_node node;
+  node.partitions = 6;
+  node.partitions_per_topic = 3;
+  node.connections = 1;
+  const auto actors = named_actors(node);
+  const auto samples = parse(render_prometheus(actors, test::synthetic_shards(node), process_sample{}, {1'000, 1'000}));
+  // One series per partition: ids (as before, so existing queries keep working) and names.
+  const std::map<std::string, std::string> p{
+      {"stream", "0"}, {"topic", "1"}, {"partition", "2"}, {"stream_name", "shop"}, {"topic_name", "payments"}};
+  BOOST_TEST(value_of(samples, "rill_partition_high_watermark", p) == 100 + 5);
+  BOOST_TEST(value_of(samples, "rill_partition_read_records_total", p) == 0);
+  auto bucket = p;
+  bucket["le"] = "+Inf";
+  BOOST_TEST(value_of(samples, "rill_partition_produce_seconds_bucket", bucket) >= 0);
+  const std::map<std::string, std::string> g{
+      {"stream", "0"}, {"topic", "0"}, {"group", "readers"}, {"stream_name", "shop"}, {"topic_name", "orders"}};
+  BOOST_TEST(value_of(samples, "rill_group_members", g) == 2);
+  auto g1 = g;
+  g1["partition"] = "1";
+  BOOST_TEST(value_of(samples, "rill_group_lag", g1) == 100 + 1 - 50);
+  // Every partition and group series has its names.
+  for (const auto& s : samples) {
+    if (s.name.starts_with("rill_partition_") || s.name.starts_with("rill_group_")) {
+      BOOST_TEST(s.labels.contains("stream_name"), s.name);
+      BOOST_TEST(s.labels.contains("topic_name"), s.name);
+    }
+  }
+  // Aggregated per topic (limit 2 < 6 partitions) the names stay; per stream (limit 1 < 2 topics) the stream's.
+  const auto per_topic = parse(render_prometheus(actors, {}, process_sample{}, {2, 1'000}));
+  BOOST_TEST(value_of(per_topic, "rill_partitions",
+                      {{"stream", "0"}, {"topic", "1"}, {"stream_name", "shop"}, {"topic_name", "payments"}}) == 3);
+  const auto per_stream = parse(render_prometheus(actors, {}, process_sample{}, {1, 1'000}));
+  BOOST_TEST(value_of(per_stream, "rill_partitions", {{"stream", "0"}, {"stream_name", "shop"}}) == 6);
+  // Actors keep their id names on /metrics; /api/actors also gives them by name.
+  const auto json = nlohmann::json::parse(render_actors_json(actors));
+  std::set<std::string> display;
+  for (const auto& a : json) {
+    display.insert(a["display_name"].get<std::string>());
+  }
+  BOOST_TEST(display.contains("shop/payments/2"));
+  BOOST_TEST(display.contains("shop/orders/readers"));
+  BOOST_TEST(display.contains("metadata"));
+  const auto parts = nlohmann::json::parse(render_partitions_json(actors));
+  BOOST_TEST(parts.size() == 6u);
+  BOOST_TEST(parts[4]["topic_name"] == "payments");
+  BOOST_TEST(parts[4]["stream_name"] == "shop");
+}
+
+BOOST_AUTO_TEST_CASE(name_labels_are_escaped_and_left_out_where_the_metadata_has_no_name) {
+  test::synthetic_node node;
+  node.partitions = 2;
+  node.partitions_per_topic = 1;
+  node.connections = 0;
+  auto actors = test::synthetic_actors(node);
+  name_samples(actors, shop_view());                // topic 0 is orders; topic 1 is payments: both named
+  actors[1].partition->stream_name = "a\"b\\c\nd";  // what the text format requires escaping (names never hold it)
+  metadata_view empty;
+  auto unnamed = test::synthetic_actors(node);
+  name_samples(unnamed, empty);  // the stream is gone (being deleted): ids only
+  const auto page = render_prometheus(actors, {}, process_sample{}, {1'000, 1'000});
+  BOOST_TEST(page.find(R"(rill_partition_bytes{stream="0",topic="0",partition="0",stream_name="a\"b\\c\nd",)"
+                       R"(topic_name="orders"})") != std::string::npos);
+  const auto bare = parse(render_prometheus(unnamed, {}, process_sample{}, {1'000, 1'000}));
+  BOOST_TEST(value_of(bare, "rill_partition_high_watermark", {{"stream", "0"}, {"topic", "1"}, {"partition", "0"}}) ==
+             101);
+  BOOST_TEST(unnamed[1].display_name == "0/0/0");
+}
+
+BOOST_AUTO_TEST_CASE(api_topics_sums_each_topic_by_name_with_its_groups_lag_and_the_node_totals) {
+  test::synthetic_node node;
+  node.partitions = 6;
+  node.partitions_per_topic = 3;
+  node.connections = 2;
+  auto actors = named_actors(node);
+  actors[4].partition->records_read = 7;  // partition 0/1/0 (after the metadata actor)
+  const auto totals = node_totals_of(shop_view(), 2);
+  BOOST_TEST(totals.streams == 1u);
+  BOOST_TEST(totals.topics == 2u);
+  BOOST_TEST(totals.partitions == 6u);
+  BOOST_TEST(totals.groups == 2u);
+  const auto j = nlohmann::json::parse(render_topics_json(actors, totals));
+  BOOST_TEST(j["totals"]["streams"] == 1);
+  BOOST_TEST(j["totals"]["connections"] == 2);
+  BOOST_TEST(j["totals"]["partitions"] == 6);
+  BOOST_TEST(j["totals"]["high_watermark"] == 100 * 6 + (0 + 1 + 2 + 3 + 4 + 5));
+  BOOST_TEST(j["totals"]["records_read"] == 7);
+  BOOST_TEST(j["topics_omitted"] == 0);
+  BOOST_REQUIRE(j["topics"].size() == 2u);
+  const auto& payments = j["topics"][1];
+  BOOST_TEST(payments["stream_name"] == "shop");
+  BOOST_TEST(payments["topic_name"] == "payments");
+  BOOST_TEST(payments["partitions"] == 3);
+  BOOST_TEST(payments["high_watermark"] == 103 + 104 + 105);
+  BOOST_TEST(payments["records_read"] == 7);
+  BOOST_TEST(payments["records"] == (103 - 3) + (104 - 4) + (105 - 0));  // high watermark minus log start
+  BOOST_REQUIRE(payments["groups"].size() == 1u);
+  BOOST_TEST(payments["groups"][0]["name"] == "readers");
+  BOOST_TEST(payments["groups"][0]["members"] == 2);
+  BOOST_TEST(payments["groups"][0]["generation"] == 3);
+  BOOST_TEST(payments["groups"][0]["lag"] == (103 - 50) + (104 - 50) + (105 - 50));
+  BOOST_TEST(j["bucket_bounds_ns"].size() == latency_histogram::bounds_ns.size());
+  BOOST_TEST(payments["produce"]["buckets"].size() == latency_histogram::bucket_count);
+}
+
+BOOST_AUTO_TEST_CASE(api_topics_is_bounded) {
+  test::synthetic_node node;
+  node.partitions = static_cast<std::uint32_t>(topics_json_max) + 5;
+  node.partitions_per_topic = 1;
+  node.connections = 0;
+  const auto j = nlohmann::json::parse(render_topics_json(test::synthetic_actors(node), node_totals{}));
+  BOOST_TEST(j["topics"].size() == topics_json_max);
+  BOOST_TEST(j["topics_omitted"] == 5);
 }

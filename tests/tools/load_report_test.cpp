@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tools/load/load.h"
 #include "tools/load/load_report.h"
 
 using namespace rill;
@@ -129,4 +130,41 @@ BOOST_AUTO_TEST_CASE(bad_combinations_are_refused_by_name) {
   warm.warmup_s = 1;
   BOOST_TEST(!check_options(warm, load_mode::consume));
   BOOST_TEST(static_cast<bool>(check_options(warm, load_mode::produce)));
+}
+
+BOOST_AUTO_TEST_CASE(without_keys_every_unit_gets_batches_whatever_the_producer_count) {
+  // One producer, three partitions: the fixed partitioning writes all three in turn (it wrote unit 0 only).
+  load_options o;
+  o.partitions = 3;
+  o.producers = 1;
+  std::vector<std::uint32_t> seen;
+  for (std::uint64_t k = 0; k < 6; ++k) {
+    seen.push_back(unit_of_batch(o, 0, k));
+  }
+  BOOST_TEST(seen == (std::vector<std::uint32_t>{0, 1, 2, 0, 1, 2}), boost::test_tools::per_element());
+  // Two producers, five units: producer 0 owns 0, 2, 4 and producer 1 owns 1, 3; together every unit.
+  o.partitions = 5;
+  o.producers = 2;
+  std::vector<std::uint32_t> p0;
+  std::vector<std::uint32_t> p1;
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    p0.push_back(unit_of_batch(o, 0, k));
+    p1.push_back(unit_of_batch(o, 1, k));
+  }
+  BOOST_TEST(p0 == (std::vector<std::uint32_t>{0, 2, 4}), boost::test_tools::per_element());
+  BOOST_TEST(p1 == (std::vector<std::uint32_t>{1, 3, 1}), boost::test_tools::per_element());
+  // As many producers as units or more: producer i stays on unit i % units (unchanged).
+  o.partitions = 2;
+  o.producers = 3;
+  for (std::uint64_t k = 0; k < 4; ++k) {
+    BOOST_TEST(unit_of_batch(o, 2, k) == 0u);
+    BOOST_TEST(unit_of_batch(o, 1, k) == 1u);
+  }
+  // Round robin: every unit in turn from the producer's own.
+  o.partitioning = "round-robin";
+  o.partitions = 3;
+  o.producers = 2;
+  BOOST_TEST(unit_of_batch(o, 1, 0) == 1u);
+  BOOST_TEST(unit_of_batch(o, 1, 1) == 2u);
+  BOOST_TEST(unit_of_batch(o, 1, 2) == 0u);
 }

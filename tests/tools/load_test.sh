@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rill-bench's load modes against the real rilld: produce, consume and produce-consume with their JSON and CSV
 # output; keyed, round-robin, zstd and paced runs; streams removed afterwards unless --keep; bad options refused
-# with the option named.
+# with the option named; one producer spreads over every partition; the progress line shows only what the mode
+# measures.
 set -euo pipefail
 rilld=$1
 bench=$2
@@ -78,6 +79,18 @@ for _ in $(seq 50); do
 done
 [ "$("$rill" --server "$addr" topic describe kept-0 bench | grep -c "offsets \[0, 300)")" = 3 ] ||
   fail "round robin spreads batches: $("$rill" --server "$addr" topic describe kept-0 bench)"
+# The default partitioning with fewer producers than partitions: one producer writes all three, batch by batch.
+b produce --producers 1 --partitions 3 --messages 900 --batch 30 --keep --name-prefix spread --json \
+  >"$dir/f.json" || fail "one producer, three partitions"
+[ "$("$rill" --server "$addr" topic describe spread-0 bench | grep -c "offsets \[0, 300)")" = 3 ] ||
+  fail "one producer spreads over every partition: $("$rill" --server "$addr" topic describe spread-0 bench)"
+# The progress line (on a terminal only) shows what the mode measures: no consume figures in produce mode.
+if command -v script >/dev/null 2>&1; then
+  script -qec "$bench produce --server $addr --duration 1.5 --batch 10 --rate 2000 --name-prefix tty" /dev/null \
+    >"$dir/tty.out" 2>&1 || fail "produce on a terminal: $(cat "$dir/tty.out")"
+  grep -q "produce .* msg/s" "$dir/tty.out" || fail "no progress line: $(cat "$dir/tty.out")"
+  ! grep -q "consume  *[0-9,]* msg/s" "$dir/tty.out" || fail "produce mode shows consume figures: $(cat "$dir/tty.out")"
+fi
 # A kept stream is not overwritten: a second run with the same prefix is refused by name.
 if b produce --messages 10 --name-prefix kept 2>"$dir/err"; then fail "reused a kept stream"; fi
 grep -q "create stream kept-0" "$dir/err" || fail "refusal names the stream: $(cat "$dir/err")"

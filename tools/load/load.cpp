@@ -15,6 +15,7 @@
 
 #include <fmt/core.h>
 
+#include "base/assert.h"
 #include "base/endian.h"
 #include "base/random.h"
 #include "tools/load/load_report.h"
@@ -161,9 +162,7 @@ void produce_loop(run_state& s, system_driver& system, std::uint32_t index, seri
         }
       }
     } else {
-      const std::uint32_t unit =
-          static_cast<std::uint32_t>((o.partitioning == "round-robin" ? index + k : index) % o.units());
-      r = driver.send(unit, std::span(batch.data(), n));
+      r = driver.send(unit_of_batch(o, index, k), std::span(batch.data(), n));
     }
     if (!r) {
       s.fail(fmt::format("producer {}: {}", index, r.error().message()));
@@ -252,6 +251,28 @@ void consume_loop(run_state& s, system_driver& system, std::uint32_t index, std:
   }
 }
 
+}  // namespace
+
+std::uint32_t unit_of_batch(const load_options& o, std::uint32_t producer, std::uint64_t k) {
+  const std::uint64_t units = o.units();
+  const std::uint64_t producers = o.producers;
+  RILL_ASSERT(units > 0, "no units");
+  RILL_ASSERT(producer < producers, "producer {} of {}", producer, producers);
+  if (o.partitioning == "round-robin") {
+    return static_cast<std::uint32_t>((producer + k) % units);
+  }
+  if (producers >= units) {
+    return static_cast<std::uint32_t>(producer % units);  // a unit (or more producers) each
+  }
+  // fixed, fewer producers than units: producer i owns units i, i + P, i + 2P, ... and writes them in turn.
+  const std::uint64_t owned = (units - producer + producers - 1) / producers;
+  const auto unit = producer + (k % owned) * producers;
+  RILL_ASSERT(unit < units, "unit {} of {}", unit, units);
+  return static_cast<std::uint32_t>(unit);
+}
+
+namespace {
+
 // Prints a progress line every second while `running` threads remain (stdout a terminal, text output only).
 void wait_with_progress(run_state& s, std::vector<std::thread>& threads, bool show) {
   std::uint64_t last_p = 0;
@@ -277,9 +298,18 @@ void wait_with_progress(run_state& s, std::vector<std::thread>& threads, bool sh
     const auto c = s.consumed_measured.load();
     const auto pb = s.produced_measured_bytes.load();
     const auto cb = s.consumed_measured_bytes.load();
-    fmt::print("\r{:>5.0f} s  produce {:>10} msg/s {:>8.1f} MB/s  consume {:>10} msg/s {:>8.1f} MB/s  ",
-               std::chrono::duration<double>(clock_type::now() - start).count(), p - last_p,
-               static_cast<double>(pb - last_pb) / 1e6, c - last_c, static_cast<double>(cb - last_cb) / 1e6);
+    // Only what the run measures: produce mode has no consumers; consume mode fills the streams first (producers
+    // alone), then reads them (consumers alone); produce-consume runs both.
+    const bool show_produce = s.mode != load_mode::consume || c == 0;
+    const bool show_consume = s.mode == load_mode::produce_consume || (s.mode == load_mode::consume && c > 0);
+    fmt::print("\r{:>5.0f} s", std::chrono::duration<double>(clock_type::now() - start).count());
+    if (show_produce) {
+      fmt::print("  produce {:>10} msg/s {:>8.1f} MB/s", p - last_p, static_cast<double>(pb - last_pb) / 1e6);
+    }
+    if (show_consume) {
+      fmt::print("  consume {:>10} msg/s {:>8.1f} MB/s", c - last_c, static_cast<double>(cb - last_cb) / 1e6);
+    }
+    fmt::print("  ");
     std::fflush(stdout);
     last_p = p;
     last_c = c;
@@ -340,7 +370,9 @@ void add_load_options(CLI::App& app, load_options& o, load_mode mode) {
       ->check(CLI::IsMember({"before-ack", "none"}));
   app.add_option("--compression", o.compression, "batch compression")->check(CLI::IsMember({"none", "zstd"}));
   app.add_option("--partitioning", o.partitioning,
-                 "fixed: producer i writes unit i % units; round-robin: batch by batch; key: by each message's key")
+                 "fixed: producer i owns units i, i + producers, ... and writes them batch by batch in turn (unit "
+                 "i % units with as many producers as units or more); round-robin: every unit, batch by batch; key: "
+                 "by each message's key")
       ->check(CLI::IsMember({"fixed", "round-robin", "key"}));
   app.add_option("--keys", o.keys, "distinct message keys (0: messages have no key)")->check(CLI::Range(0, 10'000'000));
   app.add_option("--key-distribution", o.key_distribution, "how keys are drawn")

@@ -55,7 +55,7 @@ struct load_options {
   std::string sync = "before-ack";           // before-ack | none (what that means per system: the driver's settings())
   std::string compression = "none";          // none | zstd (rill only)
   std::string group;                         // consumers are members of this consumer group (rill only)
-  std::string partitioning = "fixed";        // fixed (producer i -> unit i % units) | round-robin | key
+  std::string partitioning = "fixed";        // fixed (producer i -> its units i, i + P, ...) | round-robin | key
   std::uint32_t keys = 0;                    // distinct keys per message (0: no keys; needed by partitioning key)
   std::string key_distribution = "uniform";  // uniform | zipf (s = 1)
   std::string name_prefix = "rill-bench";    // of the streams / subjects / keys the run creates
@@ -82,6 +82,13 @@ class load_commands {
   CLI::App* consume_;
   CLI::App* both_;
 };
+
+// The unit (stream x partition) batch `k` of producer `producer` goes to, without keys: round-robin, every unit in
+// turn from unit `producer`; fixed, the units producer i owns (i, i + producers, i + 2 producers, ...) in turn, so
+// every unit is written even by fewer producers than units (one producer and 3 partitions writes all three; with as
+// many producers as units or more, producer i writes unit i % units only). Requires producer < o.producers and at
+// least one unit; always returns a unit < o.units().
+std::uint32_t unit_of_batch(const load_options& o, std::uint32_t producer, std::uint64_t k);
 
 // Checks the combination (e.g. consumers <= units, message_size >= 8 for end-to-end timestamps); the error names
 // the option and its allowed range.
