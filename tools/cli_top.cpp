@@ -18,6 +18,8 @@
 
 #include <fmt/core.h>
 
+#include "tools/cli_output.h"
+
 namespace rill::cli {
 namespace {
 namespace beast = boost::beast;
@@ -142,8 +144,34 @@ double delta(std::uint64_t now, std::uint64_t before) {
   return now >= before ? static_cast<double>(now - before) : 0.0;
 }
 
-void print(const std::string& address, const sample& before, const sample& now, std::uint32_t rows) {
-  const double secs = std::max(1e-3, std::chrono::duration<double>(now.at - before.at).count());
+struct shard_row {
+  std::uint64_t shard;
+  std::uint64_t actors;
+  std::uint64_t run_queue;
+  double busy;
+  double jobs_rate;
+  double io_rate;
+};
+struct actor_row {
+  std::string kind;
+  std::string name;
+  std::uint64_t shard;
+  double rate;
+  double busy;
+  std::uint64_t mailbox;
+};
+struct view {
+  double secs = 0;
+  std::size_t actors_total = 0;
+  std::vector<shard_row> shards;
+  std::vector<actor_row> actors;  // busiest first, at most `rows`
+};
+
+// Rates between two samples.
+view compute(const sample& before, const sample& now, std::uint32_t rows) {
+  view v;
+  v.secs = std::max(1e-3, std::chrono::duration<double>(now.at - before.at).count());
+  const double secs = v.secs;
   std::map<std::uint64_t, json> earlier;
   for (const auto& a : before.actors) {
     earlier[a["id"].get<std::uint64_t>()] = a;
@@ -152,28 +180,15 @@ void print(const std::string& address, const sample& before, const sample& now, 
   for (const auto& s : before.shards) {
     shard_before[s["shard"].get<std::uint64_t>()] = s;
   }
-  fmt::print("rill top: {}, {} shards, {} actors, every {:.1f} s\n\n", address, now.shards.size(), now.actors.size(),
-             secs);
-  fmt::print("{:>5} {:>7} {:>6} {:>7} {:>10} {:>12}\n", "SHARD", "ACTORS", "RUNQ", "BUSY%", "JOBS/s", "IO/s");
   for (const auto& s : now.shards) {
     const auto id = s["shard"].get<std::uint64_t>();
     const auto& b = shard_before.contains(id) ? shard_before[id] : s;
-    const double busy =
-        delta(s["busy_ns"].get<std::uint64_t>(), b["busy_ns"].get<std::uint64_t>()) / (secs * 1e9) * 100.0;
-    fmt::print("{:>5} {:>7} {:>6} {:>7.1f} {:>10.0f} {:>12.0f}\n", id, s["actors"].get<std::uint64_t>(),
-               s["run_queue"].get<std::uint64_t>(), busy,
-               delta(s["jobs"].get<std::uint64_t>(), b["jobs"].get<std::uint64_t>()) / secs,
-               delta(s["io_completions"].get<std::uint64_t>(), b["io_completions"].get<std::uint64_t>()) / secs);
+    v.shards.push_back(
+        shard_row{id, s["actors"].get<std::uint64_t>(), s["run_queue"].get<std::uint64_t>(),
+                  delta(s["busy_ns"].get<std::uint64_t>(), b["busy_ns"].get<std::uint64_t>()) / (secs * 1e9) * 100.0,
+                  delta(s["jobs"].get<std::uint64_t>(), b["jobs"].get<std::uint64_t>()) / secs,
+                  delta(s["io_completions"].get<std::uint64_t>(), b["io_completions"].get<std::uint64_t>()) / secs});
   }
-  struct row {
-    std::string kind;
-    std::string name;
-    std::uint64_t shard;
-    double rate;
-    double busy;
-    std::uint64_t mailbox;
-  };
-  std::vector<row> all;
   for (const auto& a : now.actors) {
     const auto id = a["id"].get<std::uint64_t>();
     const auto it = earlier.find(id);
@@ -183,20 +198,61 @@ void print(const std::string& address, const sample& before, const sample& now, 
     const auto b0 = it == earlier.end() ? 0 : it->second["busy_ns"].get<std::uint64_t>();
     // By names where the server gives them (partitions shop/orders/1, groups shop/orders/billing); ids otherwise.
     const auto name = a.contains("display_name") ? a["display_name"].get<std::string>() : a["name"].get<std::string>();
-    all.push_back(row{a["kind"].get<std::string>(), name, a["shard"].get<std::uint64_t>(),
-                      static_cast<double>(processed - std::min(processed, p0)) / secs,
-                      static_cast<double>(busy_ns - std::min(busy_ns, b0)) / (secs * 1e9) * 100.0,
-                      a["mailbox"].get<std::uint64_t>()});
+    v.actors.push_back(actor_row{a["kind"].get<std::string>(), name, a["shard"].get<std::uint64_t>(),
+                                 static_cast<double>(processed - std::min(processed, p0)) / secs,
+                                 static_cast<double>(busy_ns - std::min(busy_ns, b0)) / (secs * 1e9) * 100.0,
+                                 a["mailbox"].get<std::uint64_t>()});
   }
-  std::sort(all.begin(), all.end(), [](const row& x, const row& y) {
+  v.actors_total = v.actors.size();
+  std::sort(v.actors.begin(), v.actors.end(), [](const actor_row& x, const actor_row& y) {
     return x.busy != y.busy ? x.busy > y.busy : x.rate != y.rate ? x.rate > y.rate : x.mailbox > y.mailbox;
   });
+  v.actors.resize(std::min<std::size_t>(v.actors.size(), rows));
+  return v;
+}
+
+void print(const std::string& address, const view& v) {
+  fmt::print("rill top: {}, {} shards, {} actors, every {:.1f} s\n\n", address, v.shards.size(), v.actors_total,
+             v.secs);
+  fmt::print("{:>5} {:>7} {:>6} {:>7} {:>10} {:>12}\n", "SHARD", "ACTORS", "RUNQ", "BUSY%", "JOBS/s", "IO/s");
+  for (const auto& s : v.shards) {
+    fmt::print("{:>5} {:>7} {:>6} {:>7.1f} {:>10.0f} {:>12.0f}\n", s.shard, s.actors, s.run_queue, s.busy, s.jobs_rate,
+               s.io_rate);
+  }
   fmt::print("\n{:<11} {:<32} {:>5} {:>10} {:>7} {:>8}\n", "KIND", "NAME", "SHARD", "MSG/s", "BUSY%", "MAILBOX");
-  for (std::size_t i = 0; i < all.size() && i < rows; ++i) {
-    const auto& r = all[i];
+  for (const auto& r : v.actors) {
     fmt::print("{:<11} {:<32} {:>5} {:>10.0f} {:>7.1f} {:>8}\n", r.kind, r.name.substr(0, 32), r.shard, r.rate, r.busy,
                r.mailbox);
   }
+  std::fflush(stdout);
+}
+
+// One JSON object per view (a line each, for scripts): the same figures as the table.
+void print_json(const std::string& address, const view& v) {
+  json shards = json::array();
+  for (const auto& s : v.shards) {
+    shards.push_back({{"shard", s.shard},
+                      {"actors", s.actors},
+                      {"run_queue", s.run_queue},
+                      {"busy_percent", s.busy},
+                      {"jobs_per_s", s.jobs_rate},
+                      {"io_per_s", s.io_rate}});
+  }
+  json actors = json::array();
+  for (const auto& r : v.actors) {
+    actors.push_back({{"kind", r.kind},
+                      {"name", r.name},
+                      {"shard", r.shard},
+                      {"messages_per_s", r.rate},
+                      {"busy_percent", r.busy},
+                      {"mailbox", r.mailbox}});
+  }
+  fmt::print("{}\n", json{{"http", address},
+                          {"interval_s", v.secs},
+                          {"actors_total", v.actors_total},
+                          {"shards", shards},
+                          {"actors", actors}}
+                         .dump(-1, ' ', false, json::error_handler_t::replace));
   std::fflush(stdout);
 }
 
@@ -208,11 +264,12 @@ int top(const top_args& args) {
   sample before;
   std::string error;
   if (!take(args.http, before, error)) {
-    fmt::print(stderr, "rill: {}\n", error);
-    return 3;
+    return fail(exit_unreachable, "connect_failed", error);
   }
-  std::optional<keys> k;  // a live view reads `q` from the terminal; --once leaves the terminal alone
-  if (!args.once) {
+  // A live view reads `q` from the terminal; --once and --json (lines for a script) leave the terminal alone.
+  const bool live = !args.once && !json_output();
+  std::optional<keys> k;
+  if (live) {
     k.emplace();
   }
   while (g_stop == 0) {
@@ -223,17 +280,17 @@ int top(const top_args& args) {
     }
     sample now;
     if (!take(args.http, now, error)) {
-      fmt::print(stderr, "rill: {}\n", error);
-      return 3;
+      return fail(exit_unreachable, "connect_failed", error);
     }
-    if (!args.once) {
+    if (live) {
       fmt::print("\x1b[H\x1b[2J");  // home, clear screen
     }
     try {
-      print(args.http, before, now, args.rows);
+      const view v = compute(before, now, args.rows);
+      json_output() ? print_json(args.http, v) : print(args.http, v);
     } catch (const std::exception& e) {
-      fmt::print(stderr, "rill: {} answered something else than rilld's /api: {}\n", args.http, e.what());
-      return 3;
+      return fail(exit_unreachable, "bad_answer",
+                  fmt::format("{} answered something else than rilld's /api: {}", args.http, e.what()));
     }
     if (args.once) {
       return 0;

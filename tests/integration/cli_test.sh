@@ -85,6 +85,14 @@ fi
 view=$("$rill" top --http "$haddr" --once --interval-ms 200)
 echo "$view" | grep -q "^SHARD" || fail "top shards: $view"
 echo "$view" | grep -q "^partition " || fail "top actors: $view"
+# --json: one object per view, with the same figures (and the RILL_HTTP variable instead of --http).
+top_json=$(RILL_HTTP=$haddr "$rill" top --once --json --interval-ms 200)
+echo "$top_json" | grep -q '"shards":\[{"actors":' || fail "top --json: $top_json"
+echo "$top_json" | grep -q '"kind":"partition"' || fail "top --json actors: $top_json"
+set +e
+"$rill" --json top --http 127.0.0.1:1 --once 2>"$dir/err"; rc=$?
+set -e
+[ $rc -eq 3 ] && grep -q '"exit":3' "$dir/err" || fail "top --json against nothing: rc $rc, $(cat "$dir/err")"
 set +e
 "$rill" top --http 127.0.0.1:1 --once 2>/dev/null; rc=$?
 set -e
