@@ -43,6 +43,12 @@ std::string escape(const std::string& v) {
 }
 
 std::string actor_labels(const actor_sample& a) {
+  // Partitions and groups are named by ids (name="0/0/1", stable across renames); display_name="shop/orders/1" says
+  // which by the names of now.
+  if (!a.display_name.empty() && a.display_name != a.name) {
+    return fmt::format(R"(kind="{}",name="{}",shard="{}",id="{}",display_name="{}")", escape(a.kind), escape(a.name),
+                       a.shard, a.id, escape(a.display_name));
+  }
   return fmt::format(R"(kind="{}",name="{}",shard="{}",id="{}")", escape(a.kind), escape(a.name), a.shard, a.id);
 }
 

@@ -333,7 +333,20 @@ BOOST_AUTO_TEST_CASE(partitions_and_groups_are_labelled_by_name_beside_their_ids
                       {{"stream", "0"}, {"topic", "1"}, {"stream_name", "shop"}, {"topic_name", "payments"}}) == 3);
   const auto per_stream = parse(render_prometheus(actors, {}, process_sample{}, {1, 1'000}));
   BOOST_TEST(value_of(per_stream, "rill_partitions", {{"stream", "0"}, {"stream_name", "shop"}}) == 6);
-  // Actors keep their id names on /metrics; /api/actors also gives them by name.
+  // Actors keep their id names on /metrics (name="0/1/2"), with display_name by the names of now; /api/actors gives
+  // them by name too.
+  bool labelled = false;
+  for (const auto& s : samples) {
+    if (s.name == "rill_actor_messages_processed_total" && s.labels.contains("kind") &&
+        s.labels.at("kind") == "partition" && s.labels.at("name") == "0/1/2") {
+      BOOST_TEST(s.labels.at("display_name") == "shop/payments/2");
+      labelled = true;
+    }
+    if (s.name.starts_with("rill_actor_") && s.labels.contains("kind") && s.labels.at("kind") == "metadata") {
+      BOOST_TEST(!s.labels.contains("display_name"), "metadata is named as it is");
+    }
+  }
+  BOOST_TEST(labelled);
   const auto json = nlohmann::json::parse(render_actors_json(actors));
   std::set<std::string> display;
   for (const auto& a : json) {
