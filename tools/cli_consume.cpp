@@ -197,7 +197,7 @@ class consume_run {
 
   // Until the server answers again (true) or a stop signal (false).
   bool reconnect(const rill::error& why) {
-    fmt::print(stderr, "rill: lost the server ({}), reconnecting\n", why.message());
+    notice("reconnecting", fmt::format("lost the server ({}), reconnecting", why.message()));
     auto backoff = reconnect_backoff_min;
     while (g_stop == 0) {
       sleep_unless_stopped(backoff);
@@ -205,7 +205,7 @@ class consume_run {
         break;
       }
       if (client_.ping()) {
-        fmt::print(stderr, "rill: reconnected\n");
+        notice("reconnected", "reconnected");
         return true;
       }
       backoff = std::min(backoff * 2, reconnect_backoff_max);

@@ -182,7 +182,7 @@ int group_consume(const group_consume_args& args) {
       return false;
     }
     if (!lost) {
-      fmt::print(stderr, "rill: lost the server ({}), reconnecting\n", e.message());
+      notice("reconnecting", fmt::format("lost the server ({}), reconnecting", e.message()));
       lost = true;
     }
     for (auto slept = std::chrono::milliseconds(0); slept < backoff && g_stop == 0;
@@ -204,7 +204,7 @@ int group_consume(const group_consume_args& args) {
       break;
     }
     if (lost) {
-      fmt::print(stderr, "rill: reconnected\n");
+      notice("reconnected", "reconnected");
       lost = false;
       backoff = std::chrono::milliseconds(100);
     }

@@ -59,6 +59,15 @@ int fail(int exit_code, std::string_view code, std::string_view message) {
   return exit_code;
 }
 
+void notice(std::string_view code, std::string_view message) {
+  if (g_json_output) {
+    const nlohmann::json j{{"notice", {{"code", code}, {"message", message}}}};
+    fmt::print(stderr, "{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print(stderr, "rill: {}\n", message);
+  }
+}
+
 int report(const rill::error& e) {
   const bool unreachable = e.code().category() == net::net_category();
   return fail(unreachable ? exit_unreachable : exit_refused, code_name(e),

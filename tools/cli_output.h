@@ -35,6 +35,9 @@ int report(const rill::error& e);
 int usage_error(std::string_view message);
 // Prints an error of the given exit code with a code name of its own (e.g. "not_confirmed").
 int fail(int exit_code, std::string_view code, std::string_view message);
+// Something a long-running command tells on stderr without stopping ("lost the server, reconnecting"): "rill: ..."
+// or, with JSON output, {"notice":{"code":...,"message":...}}.
+void notice(std::string_view code, std::string_view message);
 
 // 1536 -> "1.5 KiB"; below 1 KiB the exact count ("512 B").
 std::string human_bytes(std::uint64_t bytes);
