@@ -1,7 +1,8 @@
 #pragma once
 // local_group: a one-replica VSR group on local disk, for state that one process owns (rilld's metadata). The same
-// replica code as a cluster, with replica_count 1, driven through io::engine (io_uring in rilld, the simulated disk
-// in tests) over the same journal.wal, superblock and snapshot.bin in one directory.
+// replica code as a cluster, with replica_count 1, run by the same driver (driver.h) over the same journal_storage
+// (journal.wal, superblock and snapshot.bin in one directory, on io::engine: io_uring in rilld, the simulated disk in
+// tests). What is its own: the recovery judgement of a lone copy (below), one session, one submit at a time.
 //
 // open() restores the state machine from the checkpoint the superblock names and replays the journal after it
 // (every op up to the durable commit; an op above a gap was never committed and is cut), then opens this process's
@@ -29,9 +30,8 @@
 #include "base/async.h"
 #include "base/expected.h"
 #include "base/task.h"
-#include "consensus/journal.h"
-#include "consensus/replica.h"
-#include "consensus/snapshot_file.h"
+#include "consensus/driver.h"
+#include "consensus/group_storage.h"
 #include "storage/io/engine.h"
 
 namespace rill::consensus {
@@ -74,30 +74,26 @@ class local_group {
   // Waits for I/O in flight, then closes the files.
   task<expected<void>> close();
 
-  [[nodiscard]] op_t committed() const noexcept { return replica_->commit_min(); }
-  [[nodiscard]] op_t checkpoint() const noexcept { return op_t(replica_->durable_state().checkpoint.op()); }
+  [[nodiscard]] op_t committed() const noexcept { return replica().commit_min(); }
+  [[nodiscard]] op_t checkpoint() const noexcept { return op_t(replica().durable_state().checkpoint.op()); }
   // Ops replayed from the journal by open() (after the checkpoint).
   [[nodiscard]] std::uint64_t replayed() const noexcept { return replayed_; }
 
  private:
   local_group(storage::io::engine& e, local_group_options o) : engine_(&e), options_(o) {}
-  void run(std::vector<effect>& effects);
-  void fence(const error& e);
-  void io_done();
+  [[nodiscard]] const class replica& replica() const noexcept { return driver_->replica(); }
+  // The driver's hooks.
+  void on_reply(message m);
+  void on_fenced(const error& e);
   task<expected<std::vector<std::byte>>> request(std::uint8_t operation, std::uint64_t number,
                                                  std::vector<std::byte> body);
-  task<void> settle();  // until no I/O is in flight
 
   storage::io::engine* engine_;
   local_group_options options_;
-  std::unique_ptr<journal> journal_;
-  std::unique_ptr<superblock> superblock_;
-  std::unique_ptr<snapshot_file> snapshots_;
-  std::unique_ptr<replica> replica_;
-  std::uint64_t client_ = 1;   // this process's session
-  std::uint64_t request_ = 0;  // the last request number used
-  std::size_t in_flight_ = 0;
-  async_event idle_;
+  std::unique_ptr<journal_storage> storage_;
+  std::unique_ptr<driver> driver_;  // after storage_: destroyed first
+  std::uint64_t client_ = 1;        // this process's session
+  std::uint64_t request_ = 0;       // the last request number used
   struct waiter {
     std::uint64_t request = 0;
     std::optional<std::vector<std::byte>> reply;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/assert.h"
+#include "consensus/driver.h"
 #include "simulation/disk_storage.h"
 #include "simulation/model_storage.h"
 #include "simulation/partition_mirror.h"
@@ -15,14 +16,27 @@ namespace rill::simulation {
 using consensus::effect;
 using consensus::replica_t;
 
+// A replica's messages to its peers: counted, traced, checked, then handed to the simulated network.
+class cluster::node_transport final : public consensus::transport {
+ public:
+  node_transport(cluster& c, node& n) : cluster_(c), node_(n) {}
+  void send(replica_t to, consensus::message m) override { cluster_.send(node_, to, std::move(m)); }
+
+ private:
+  cluster& cluster_;
+  node& node_;
+};
+
 struct cluster::node {
   replica_t index = 0;
   std::unique_ptr<replica_storage> storage;
   std::unique_ptr<ledger> sm;
-  std::unique_ptr<consensus::replica> r;
-  disk_storage* disk = nullptr;                                 // storage, when it is the simulated disk
-  std::unique_ptr<partition_mirror> mirror;                     // the partition log on that disk
-  std::optional<consensus::checkpoint_effect> held_checkpoint;  // waits for the mirror to reach its op
+  std::unique_ptr<node_transport> net;
+  std::unique_ptr<consensus::driver> d;      // production's driver of the replica, over `storage` and `net`
+  const consensus::replica* r = nullptr;     // d's replica (null while down)
+  disk_storage* disk = nullptr;              // storage, when it is the simulated disk
+  std::unique_ptr<partition_mirror> mirror;  // the partition log on that disk
+  bool fenced = false;                       // the driver stopped at a storage failure: crashed after this input
   bool up = false;
   std::uint64_t restart_at = 0;
   std::uint32_t incarnation = 0;
@@ -47,6 +61,7 @@ cluster::cluster(const cluster_options& options, trace& t)
   for (replica_t i = 0; i < options_.replicas; ++i) {
     auto n = std::make_unique<node>();
     n->index = i;
+    n->net = std::make_unique<node_transport>(*this, *n);
     n->seed = rng_.next();
     consensus::vsr_state initial;
     initial.cluster = options_.replica.cluster;
@@ -129,7 +144,12 @@ void cluster::restart(node& n) {
                recovered.state.log_view.value(), recovered.state.commit.value());
   }
   const consensus::header checkpoint = recovered.state.checkpoint.at;
-  n.r = std::make_unique<consensus::replica>(o, *n.sm, std::move(recovered), options_.bugs);
+  consensus::driver_options dopt;
+  dopt.replica = o;
+  n.d = std::make_unique<consensus::driver>(dopt, *n.sm, std::move(recovered), *n.storage, n.net.get(), hooks(n),
+                                            options_.bugs);
+  n.r = &n.d->replica();
+  n.fenced = false;
   n.up = true;
   n.last_status = n.r->status();
   n.last_view = n.r->view().value();
@@ -143,10 +163,10 @@ void cluster::restart(node& n) {
 }
 
 void cluster::crash(node& n) {
-  n.storage->crash();
-  n.r.reset();
+  n.storage->crash();  // drops every callback in flight: the driver may go
+  n.r = nullptr;
+  n.d.reset();
   n.sm.reset();
-  n.held_checkpoint.reset();
   n.up = false;
   n.restart_at = now_ + 1 + rng_.below(options_.restart_ticks_max);
   ++result_.crashes;
@@ -157,59 +177,74 @@ void cluster::crash(node& n) {
   }
 }
 
-void cluster::execute(node& n, std::vector<effect>& effects) {
-  for (auto& e : effects) {
-    if (auto* s = std::get_if<consensus::send_effect>(&e)) {
-      checker_.on_sent(now_, n.index, s->m);
-      trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{s->to} << 48) ^
-                 (static_cast<std::uint64_t>(s->m.h.cmd) << 40) ^ s->m.h.op);
-      ++result_.messages;
-      ++n.sent;
-      network_.send(n.index, s->to, std::move(s->m), now_);
-    } else if (auto* rep = std::get_if<consensus::reply_effect>(&e)) {
-      const std::uint64_t client = rep->m.h.client;
-      if (client >= 1 && client <= clients_.size()) {
-        network_.send(n.index, client_base + static_cast<node_t>(client - 1), std::move(rep->m), now_);
-      }
-    } else if (auto* w = std::get_if<consensus::write_effect>(&e)) {
-      if (n.mirror) {
-        n.mirror->offer(w->m);
-      }
-      n.storage->write(w->m, now_);
-    } else if (auto* rd = std::get_if<consensus::read_effect>(&e)) {
-      n.storage->read(rd->op, rd->checksum, now_);
-    } else if (auto* p = std::get_if<consensus::persist_effect>(&e)) {
-      n.storage->persist(p->state, now_);
-    } else if (auto* cp = std::get_if<consensus::checkpoint_effect>(&e)) {
-      if (n.mirror && n.mirror->committed_op() < cp->at.op) {
-        n.held_checkpoint = std::move(*cp);  // the partition log must hold every batch it covers first
-      } else {
-        n.storage->write_checkpoint(cp->slot, cp->at.op, std::move(cp->bytes), now_);
-      }
-    } else if (auto* in = std::get_if<consensus::installed_effect>(&e)) {
-      if (n.mirror) {
-        n.mirror->need_through(in->at);
-      }
-      checker_.on_installed(now_, n.index, in->at, n.sm->digest_at(in->at.op));
-      ++result_.state_transfers;
-      trace_.event(now_, "sync", {{"replica", n.index}, {"op", static_cast<std::int64_t>(in->at.op)}});
-    } else if (auto* a = std::get_if<consensus::applied_effect>(&e)) {
-      const bool first = a->prepare.op > checker_.committed();
-      checker_.on_applied(now_, n.index, a->prepare, n.sm->payload_at(a->prepare.op), n.sm->digest_at(a->prepare.op));
-      if (const auto [base, records] = n.sm->offsets_at(a->prepare.op); records > 0) {
-        checker_.on_offsets(now_, n.index, a->prepare.op, n.sm->payload_at(a->prepare.op), base, records);
-      }
-      if (first && checker_.committed() == a->prepare.op) {
-        trace_.event(
-            now_, "commit",
-            {{"op", static_cast<std::int64_t>(a->prepare.op)}, {"view", a->prepare.view}, {"replica", n.index}});
-      }
-      if (n.sm->duplicates() > 0) {
-        checker_.on_duplicate(now_, n.index);
-      }
+void cluster::send(node& n, replica_t to, consensus::message m) {
+  checker_.on_sent(now_, n.index, m);
+  trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{to} << 48) ^ (static_cast<std::uint64_t>(m.h.cmd) << 40) ^
+             m.h.op);
+  ++result_.messages;
+  ++n.sent;
+  network_.send(n.index, to, std::move(m), now_);
+}
+
+consensus::driver_hooks cluster::hooks(node& np) {
+  node* n = &np;
+  consensus::driver_hooks h;
+  h.reply = [this, n](consensus::message m) {
+    const std::uint64_t client = m.h.client;
+    if (client >= 1 && client <= clients_.size()) {
+      network_.send(n->index, client_base + static_cast<node_t>(client - 1), std::move(m), now_);
     }
+  };
+  h.prepare = [n](const consensus::message& m) {
+    if (n->mirror) {
+      n->mirror->offer(m);
+    }
+  };
+  h.persisted = [this, n](const consensus::vsr_state& s) { checker_.on_persisted(now_, n->index, s); };
+  h.checkpointed = [this, n](std::uint8_t, std::uint64_t) {
+    ++result_.checkpoints;
+    ++n->checkpoints;
+  };
+  // The partition log must hold every batch a checkpoint covers before the checkpoint is written.
+  if (n->mirror) {
+    h.checkpoint_gate = [n] { return n->mirror->committed_op(); };
   }
-  effects.clear();
+  h.installed = [this, n](const consensus::header& at) {
+    if (n->mirror) {
+      n->mirror->need_through(at);
+    }
+    checker_.on_installed(now_, n->index, at, n->sm->digest_at(at.op));
+    ++result_.state_transfers;
+    trace_.event(now_, "sync", {{"replica", n->index}, {"op", static_cast<std::int64_t>(at.op)}});
+  };
+  h.applied = [this, n](const consensus::header& prepare) {
+    const bool first = prepare.op > checker_.committed();
+    checker_.on_applied(now_, n->index, prepare, n->sm->payload_at(prepare.op), n->sm->digest_at(prepare.op));
+    if (const auto [base, records] = n->sm->offsets_at(prepare.op); records > 0) {
+      checker_.on_offsets(now_, n->index, prepare.op, n->sm->payload_at(prepare.op), base, records);
+    }
+    if (first && checker_.committed() == prepare.op) {
+      trace_.event(now_, "commit",
+                   {{"op", static_cast<std::int64_t>(prepare.op)}, {"view", prepare.view}, {"replica", n->index}});
+    }
+    if (n->sm->duplicates() > 0) {
+      checker_.on_duplicate(now_, n->index);
+    }
+  };
+  h.fenced = [this, n](const error& e) {
+    n->fenced = true;  // crashed once the input that fenced it returns (the driver is on the stack now)
+    trace_.event(now_, "fault", {{"replica", n->index}}, "fenced");
+    if (debug_) {
+      fmt::print("{} fenced r{}: {}\n", now_, n->index, e.message());
+    }
+  };
+  return h;
+}
+
+void cluster::crash_if_fenced(node& n) {
+  if (n.up && n.fenced) {
+    crash(n);  // as rilld exits at a failed fsync and its supervisor restarts it: it recovers from what is on disk
+  }
 }
 
 void cluster::observe(node& n) {
@@ -295,7 +330,6 @@ void cluster::step() {
       restart(*n);
     }
   }
-  std::vector<effect> effects;
   for (auto& p : network_.deliver(now_)) {
     if (p.to < client_base) {
       node& n = *nodes_.at(p.to);
@@ -307,13 +341,12 @@ void cluster::step() {
                    consensus::to_string(p.m.h.cmd), p.m.h.view, p.m.h.log_view, p.m.h.op, p.m.h.commit,
                    n.r->describe());
       }
-      if (n.mirror && p.m.h.cmd == consensus::command::prepare) {
-        n.mirror->offer(p.m);
-      }
       ++n.received;
-      n.r->on_message(p.m, effects);
-      execute(n, effects);
-      observe(n);
+      n.d->on_message(p.m);  // a prepare is offered to the partition log through the driver's hook
+      crash_if_fenced(n);
+      if (n.up) {
+        observe(n);
+      }
     } else {
       sim_client& c = *clients_.at(p.to - client_base);
       if (debug_) {
@@ -335,33 +368,16 @@ void cluster::step() {
     if (!n->up) {
       continue;
     }
-    for (auto& c : n->storage->complete(now_)) {
-      switch (c.what) {
-        case storage_completion::kind::write:
-          n->r->on_write_done(c.op, c.checksum, c.ok, effects);
-          break;
-        case storage_completion::kind::read:
-          if (n->mirror && c.prepare) {
-            n->mirror->offer(*c.prepare);
-          }
-          n->r->on_read_done(c.op, c.checksum, c.prepare ? &*c.prepare : nullptr, effects);
-          break;
-        case storage_completion::kind::persist:
-          checker_.on_persisted(now_, n->index, c.state);
-          n->r->on_persist_done(c.state, effects);
-          break;
-        case storage_completion::kind::checkpoint:
-          if (c.ok) {
-            ++result_.checkpoints;
-            ++n->checkpoints;
-          }
-          n->r->on_checkpoint_done(c.slot, c.op, c.ok, effects);
-          break;
-      }
-      execute(*n, effects);
+    n->storage->complete(now_);  // completions run through the driver, which executes what they cause
+    crash_if_fenced(*n);
+    if (!n->up) {
+      continue;
     }
-    n->r->on_tick(effects);
-    execute(*n, effects);
+    n->d->on_tick();
+    crash_if_fenced(*n);
+    if (!n->up) {
+      continue;
+    }
     // The whole log's invariants (hash chain, pipeline within the log) every 8th tick: O(journal) each, so the
     // simulator checks them (about 1.1x the time of a seed, against 1.7x after every input) and production
     // (check_invariants() after every input) does not.
@@ -419,10 +435,10 @@ void cluster::step_partition(node& n) {
     }
     return nullptr;
   });
-  if (n.held_checkpoint && n.mirror->committed_op() >= n.held_checkpoint->at.op) {
-    auto cp = std::move(*n.held_checkpoint);
-    n.held_checkpoint.reset();
-    n.storage->write_checkpoint(cp.slot, cp.at.op, std::move(cp.bytes), now_);
+  n.d->poke();  // a checkpoint held for the partition log may go now
+  crash_if_fenced(n);
+  if (!n.up) {
+    return;
   }
   // Visible <= committed: what consumers can read was committed (the checker knows every committed offset).
   const std::int64_t visible = n.mirror->log()->committed().value();
@@ -559,8 +575,8 @@ std::vector<const consensus::replica*> cluster::core() const {
     }
     const auto& r = *n->r;
     const bool partition_caught_up =
-        !n->mirror ||
-        (!n->mirror->transfer_pending() && n->mirror->committed_op() >= r.commit_min().value() && !n->held_checkpoint);
+        !n->mirror || (!n->mirror->transfer_pending() && n->mirror->committed_op() >= r.commit_min().value() &&
+                       !n->d->checkpoint_held());
     if (r.status() == consensus::status::normal && r.view().value() == view && r.commit_min() == r.commit_max() &&
         r.commit_max() == r.op() && partition_caught_up) {
       by_op[r.op().value()].push_back(&r);
@@ -636,7 +652,7 @@ run_result cluster::run() {
     for (const auto& n : nodes_) {
       if (n->mirror && n->up) {
         state += fmt::format(" [r{} partition: {}{}]", n->index, n->mirror->describe(*n->r),
-                             n->held_checkpoint ? ", checkpoint held" : "");
+                             n->d->checkpoint_held() ? ", checkpoint held" : "");
       }
     }
     result_.detail = fmt::format("not converged {} ticks after healing:{}; clients done {}/{}", options_.liveness_ticks,

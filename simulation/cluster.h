@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "consensus/driver.h"
 #include "consensus/journal.h"
 #include "consensus/replica.h"
 #include "simulation/checker.h"
@@ -108,8 +109,11 @@ class cluster {
 
  private:
   struct node;
+  class node_transport;
   void step();
-  void execute(node& n, std::vector<consensus::effect>& effects);
+  void send(node& n, consensus::replica_t to, consensus::message m);
+  [[nodiscard]] consensus::driver_hooks hooks(node& n);
+  void crash_if_fenced(node& n);
   void inject_faults();
   void crash(node& n);
   void restart(node& n);

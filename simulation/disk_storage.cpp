@@ -2,7 +2,6 @@
 
 #include "base/assert.h"
 #include "base/task.h"
-#include "storage/file_ops.h"
 #include "storage/io/run.h"
 
 namespace rill::simulation {
@@ -18,17 +17,6 @@ simulation::sim_disk_faults disk_faults(const storage_options& o) {
   f.crash_torn_ppm = o.torn_ppm / 2;
   f.crash_keep_ppm = (1'000'000 - f.crash_torn_ppm) / 2;
   return f;
-}
-
-// A completion, appended in place (moving a partly built one trips GCC 12's maybe-uninitialized under -O2 with the
-// sanitizers).
-storage_completion& add(std::vector<storage_completion>& done, storage_completion::kind what, std::uint64_t op,
-                        consensus::checksum_t checksum = {}) {
-  storage_completion& c = done.emplace_back();
-  c.what = what;
-  c.op = op;
-  c.checksum = checksum;
-  return c;
 }
 
 // Runs a task to completion on the disk (startup only: open and recovery).
@@ -50,6 +38,7 @@ disk_storage::disk_storage(const storage_options& options, std::uint64_t seed, c
       may_fault_(std::move(may_fault)) {}
 
 disk_storage::~disk_storage() {
+  *alive_ = false;
   crashing_ = true;
   if (disk_.in_flight() > 0) {
     disk_.halt();
@@ -64,86 +53,75 @@ void disk_storage::settle() {
   }
 }
 
-void disk_storage::write(const consensus::message& prepare, std::uint64_t) {
+void disk_storage::write(consensus::message prepare, std::function<void(expected<void>)> done) {
   RILL_ASSERT(open_);
   const std::uint64_t op = prepare.h.op;
-  const consensus::checksum_t checksum = prepare.h.checksum;
   if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(op)) {
-    storage_completion& c = add(done_, storage_completion::kind::write, op, checksum);
-    c.ok = false;
+    failed_.push_back([op, done = std::move(done)] { done(rill::unexpected(injected_fault("journal write", op))); });
     return;
   }
-  spawn(journal_->write(prepare), [this, op, checksum](expected<void> r) {
-    if (crashing_) {
+  files_->write(std::move(prepare), [this, alive = alive_, op, done = std::move(done)](expected<void> r) {
+    if (!*alive || crashing_) {
       return;
     }
-    storage_completion& c = add(done_, storage_completion::kind::write, op, checksum);
-    c.ok = r.has_value();
-    if (c.ok) {
+    if (r) {
       const std::uint64_t slot = op % journal_options_.slot_count;
       std::erase_if(stored_, [&](const auto& kv) { return kv.second == slot; });
       stored_[op] = slot;
     }
+    done(std::move(r));
   });
 }
 
-void disk_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t) {
+void disk_storage::read(std::uint64_t op, consensus::checksum_t checksum,
+                        std::function<void(expected<consensus::message>)> done) {
   RILL_ASSERT(open_);
   if (rng_.chance_ppm(options_.read_fault_ppm) && may_fault_(op)) {
-    storage_completion& c = add(done_, storage_completion::kind::read, op, checksum);
-    c.ok = false;
+    failed_.push_back([op, done = std::move(done)] { done(rill::unexpected(injected_fault("journal read", op))); });
     return;
   }
-  spawn(journal_->read(op, checksum), [this, op, checksum](expected<consensus::message> r) {
-    if (crashing_) {
-      return;
-    }
-    storage_completion& c = add(done_, storage_completion::kind::read, op, checksum);
-    c.ok = r.has_value();
-    if (r) {
-      c.prepare = std::move(*r);
+  files_->read(op, checksum, [this, alive = alive_, done = std::move(done)](expected<consensus::message> r) {
+    if (*alive && !crashing_) {
+      done(std::move(r));
     }
   });
 }
 
-void disk_storage::persist(const consensus::vsr_state& state, std::uint64_t) {
+void disk_storage::persist(const consensus::vsr_state& state, std::function<void(expected<void>)> done) {
   RILL_ASSERT(open_);
-  spawn(superblock_->write(state), [this, state](expected<void> r) {
-    if (crashing_) {
+  files_->persist(state, [this, alive = alive_, done = std::move(done)](expected<void> r) {
+    if (!*alive || crashing_) {
       return;
     }
     RILL_ASSERT(r.has_value(), "superblock write failed: {}", r.error().message());
-    storage_completion& c = add(done_, storage_completion::kind::persist, 0);
-    c.state = state;
+    done(std::move(r));
   });
 }
 
-void disk_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes, std::uint64_t) {
+void disk_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                                    std::function<void(expected<void>)> done) {
   RILL_ASSERT(open_);
   if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(op)) {
-    storage_completion& c = add(done_, storage_completion::kind::checkpoint, op);
-    c.slot = slot;
-    c.ok = false;
+    failed_.push_back([op, done = std::move(done)] { done(rill::unexpected(injected_fault("checkpoint write", op))); });
     return;
   }
-  auto shared = std::make_shared<std::vector<std::byte>>(std::move(bytes));
-  spawn(snapshots_->write(slot, *shared), [this, op, slot, shared](expected<void> r) {
-    if (crashing_) {
-      return;
-    }
-    storage_completion& c = add(done_, storage_completion::kind::checkpoint, op);
-    c.slot = slot;
-    c.ok = r.has_value();
-  });
+  files_->write_checkpoint(slot, op, std::move(bytes),
+                           [this, alive = alive_, done = std::move(done)](expected<void> r) {
+                             if (*alive && !crashing_) {
+                               done(std::move(r));
+                             }
+                           });
 }
 
-std::vector<storage_completion> disk_storage::complete(std::uint64_t now) {
+void disk_storage::complete(std::uint64_t now) {
+  for (auto& f : std::exchange(failed_, {})) {
+    f();
+  }
   while (disk_ticks_ < now) {
     disk_.advance_time(tick_ns);
     ++disk_ticks_;
     settle();
   }
-  return std::exchange(done_, {});
 }
 
 void disk_storage::crash() {
@@ -156,42 +134,25 @@ void disk_storage::crash() {
     before_power_off_();
   }
   crashing_ = false;
-  done_.clear();
+  failed_.clear();
   disk_.crash();
-  journal_.reset();
-  superblock_.reset();
-  snapshots_.reset();
+  files_.reset();
   open_ = false;
 }
 
 consensus::recovered_state disk_storage::recover() {
   RILL_ASSERT(!open_);
   const bool fresh = !disk_.exists(std::string(dir) + "/superblock");
-  auto made = run(disk_, storage::make_dirs(disk_, dir));
-  RILL_ASSERT(made.has_value(), "{}", made.error().message());
-  auto sb = run(disk_, consensus::superblock::open(disk_, dir, true, initial_));
-  RILL_ASSERT(sb.has_value(), "superblock: {}", sb.error().message());
-  consensus::journal_recovery rec;
-  auto j = run(disk_, consensus::journal::open(disk_, dir, journal_options_, true, rec));
-  RILL_ASSERT(j.has_value(), "journal: {}", j.error().message());
-  auto snaps = run(disk_, consensus::snapshot_file::open(disk_, dir, snapshot_bytes_max, true));
-  RILL_ASSERT(snaps.has_value(), "snapshot.bin: {}", snaps.error().message());
-  superblock_ = std::move(*sb);
-  journal_ = std::move(*j);
-  snapshots_ = std::move(*snaps);
-  open_ = true;
+  consensus::journal_storage_options o;
+  o.journal = journal_options_;
+  o.snapshot_bytes_max = snapshot_bytes_max;
   consensus::recovered_state r;
-  r.state = superblock_->state();
-  if (const auto& cp = r.state.checkpoint; cp.op() > 0) {
-    // Bit rot is not injected into snapshot.bin (the atlas covers journal prepares): a mismatch here is a bug.
-    auto bytes = run(disk_, snapshots_->read(cp.slot, cp.size, cp.checksum));
-    RILL_ASSERT(bytes.has_value(), "{}", bytes.error().message());
-    r.snapshot = std::move(*bytes);
-  }
-  r.journal = std::move(rec.valid);
-  r.faulty = std::move(rec.faulty);
-  r.faulty_slots = std::move(rec.faulty_slots);
-  r.journal_slots = journal_options_.slot_count;
+  // Bit rot is not injected into snapshot.bin or the superblock (the atlas covers journal prepares): an error here
+  // is a bug.
+  auto files = run(disk_, consensus::journal_storage::open(disk_, dir, o, initial_, r));
+  RILL_ASSERT(files.has_value(), "{}", files.error().message());
+  files_ = std::move(*files);
+  open_ = true;
   r.formatted = fresh && !formatted_;
   formatted_ = true;
   stored_.clear();

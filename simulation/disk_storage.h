@@ -1,6 +1,6 @@
 #pragma once
-// disk_storage: a replica's storage in the simulator as it is in production: consensus::journal (journal.wal) and
-// consensus::superblock and consensus::snapshot_file (snapshot.bin) on the storage layer's simulated disk
+// disk_storage: a replica's storage in the simulator as it is in production: consensus::journal_storage (journal.wal,
+// the superblock and snapshot.bin, exactly as rilld runs them) on the storage layer's simulated disk
 // (simulation::sim_disk), one disk per replica.
 //
 // What is real: the file formats, the write order (prepare, redundant header, fdatasync), recovery's decision table,
@@ -18,8 +18,7 @@
 #include <optional>
 #include <vector>
 
-#include "consensus/journal.h"
-#include "consensus/snapshot_file.h"
+#include "consensus/group_storage.h"
 #include "simulation/replica_storage.h"
 #include "simulation/sim_disk.h"
 
@@ -33,11 +32,13 @@ class disk_storage final : public replica_storage {
                consensus::journal_options journal, std::function<bool(std::uint64_t op)> may_fault);
   ~disk_storage() override;
 
-  void write(const consensus::message& prepare, std::uint64_t now) override;
-  void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
-  void persist(const consensus::vsr_state& state, std::uint64_t now) override;
-  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes, std::uint64_t now) override;
-  std::vector<storage_completion> complete(std::uint64_t now) override;
+  void write(consensus::message prepare, std::function<void(expected<void>)> done) override;
+  void read(std::uint64_t op, consensus::checksum_t checksum,
+            std::function<void(expected<consensus::message>)> done) override;
+  void persist(const consensus::vsr_state& state, std::function<void(expected<void>)> done) override;
+  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                        std::function<void(expected<void>)> done) override;
+  void complete(std::uint64_t now) override;
   void crash() override;
   [[nodiscard]] consensus::recovered_state recover() override;
   std::optional<std::uint64_t> rot_one(prng& rng) override;
@@ -58,15 +59,15 @@ class disk_storage final : public replica_storage {
   consensus::journal_options journal_options_;
   std::function<bool(std::uint64_t)> may_fault_;
   std::function<void()> before_power_off_;
-  std::unique_ptr<consensus::journal> journal_;
-  std::unique_ptr<consensus::superblock> superblock_;
-  std::unique_ptr<consensus::snapshot_file> snapshots_;
-  std::vector<storage_completion> done_;
+  std::unique_ptr<consensus::journal_storage> files_;  // production's storage, open between recover() and crash()
+  // Injected failures, reported at the next complete() (an operation's callback never runs inside its call here).
+  std::vector<std::function<void()>> failed_;
   std::map<std::uint64_t, std::uint64_t> stored_;  // op -> slot, for choosing what rots (adapter knowledge only)
   std::uint64_t disk_ticks_ = 0;
   bool formatted_ = false;
   bool open_ = false;
   bool crashing_ = false;  // completions of operations failing at a crash are dropped
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace rill::simulation

@@ -18,43 +18,54 @@ model_storage::model_storage(const storage_options& options, std::uint64_t seed,
   RILL_ASSERT(slot_count_ >= 1);
 }
 
-std::uint64_t model_storage::due(std::uint64_t now) {
-  return now + options_.latency_min_ticks + rng_.below(std::uint64_t{options_.latency_spread_ticks} + 1);
+std::uint64_t model_storage::due() {
+  return now_ + options_.latency_min_ticks + rng_.below(std::uint64_t{options_.latency_spread_ticks} + 1);
 }
 
-void model_storage::write(const message& prepare, std::uint64_t now) {
-  pending_op p{due(now), sequence_++, {}, prepare, {}};
-  p.c.what = storage_completion::kind::write;
-  p.c.op = prepare.h.op;
-  p.c.checksum = prepare.h.checksum;
-  pending_.push_back(std::move(p));
+void model_storage::write(message prepare, std::function<void(expected<void>)> done) {
+  pending_op& p = pending_.emplace_back();
+  p.due = due();
+  p.sequence = sequence_++;
+  p.what = kind::write;
+  p.op = prepare.h.op;
+  p.data = std::move(prepare);
+  p.done = std::move(done);
 }
 
-void model_storage::read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) {
-  pending_op p{due(now), sequence_++, {}, std::nullopt, {}};
-  p.c.what = storage_completion::kind::read;
-  p.c.op = op;
-  p.c.checksum = checksum;
-  pending_.push_back(std::move(p));
+void model_storage::read(std::uint64_t op, consensus::checksum_t checksum,
+                         std::function<void(expected<message>)> done) {
+  pending_op& p = pending_.emplace_back();
+  p.due = due();
+  p.sequence = sequence_++;
+  p.what = kind::read;
+  p.op = op;
+  p.checksum = checksum;
+  p.read_done = std::move(done);
 }
 
-void model_storage::persist(const consensus::vsr_state& state, std::uint64_t now) {
-  pending_op p{due(now), sequence_++, {}, std::nullopt, {}};
-  p.c.what = storage_completion::kind::persist;
-  p.c.state = state;
-  pending_.push_back(std::move(p));
+void model_storage::persist(const consensus::vsr_state& state, std::function<void(expected<void>)> done) {
+  pending_op& p = pending_.emplace_back();
+  p.due = due();
+  p.sequence = sequence_++;
+  p.what = kind::persist;
+  p.state = state;
+  p.done = std::move(done);
 }
 
 void model_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
-                                     std::uint64_t now) {
-  pending_op p{due(now), sequence_++, {}, std::nullopt, std::move(bytes)};
-  p.c.what = storage_completion::kind::checkpoint;
-  p.c.op = op;
-  p.c.slot = slot;
-  pending_.push_back(std::move(p));
+                                     std::function<void(expected<void>)> done) {
+  pending_op& p = pending_.emplace_back();
+  p.due = due();
+  p.sequence = sequence_++;
+  p.what = kind::checkpoint;
+  p.op = op;
+  p.slot = slot;
+  p.bytes = std::move(bytes);
+  p.done = std::move(done);
 }
 
-std::vector<storage_completion> model_storage::complete(std::uint64_t now) {
+void model_storage::complete(std::uint64_t now) {
+  now_ = now;
   std::vector<pending_op> ready;
   std::vector<pending_op> later;
   for (auto& p : pending_) {
@@ -64,52 +75,55 @@ std::vector<storage_completion> model_storage::complete(std::uint64_t now) {
   std::sort(ready.begin(), ready.end(), [](const pending_op& a, const pending_op& b) {
     return a.due != b.due ? a.due < b.due : a.sequence < b.sequence;
   });
-  std::vector<storage_completion> out;
   for (auto& p : ready) {
-    storage_completion c = std::move(p.c);
-    switch (c.what) {
-      case storage_completion::kind::write:
-        if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(c.op)) {
-          c.ok = false;  // nothing of it landed; what was there before stays
-        } else {
-          // The ring: this op's slot held the op a ring's length below (or one of another view at this op).
-          for (auto it = journal_.begin(); it != journal_.end();) {
-            it = it->first % slot_count_ == c.op % slot_count_ ? journal_.erase(it) : std::next(it);
-          }
-          rotten_.erase(c.op);
-          journal_[c.op] = std::move(*p.data);
-        }
-        break;
-      case storage_completion::kind::read: {
-        auto it = journal_.find(c.op);
-        const bool readable = it != journal_.end() && !rotten_.contains(c.op) && it->second.h.checksum == c.checksum;
-        if (readable && !(rng_.chance_ppm(options_.read_fault_ppm) && may_fault_(c.op))) {
-          c.prepare = it->second;
-        } else {
-          c.ok = false;
-        }
-        break;
-      }
-      case storage_completion::kind::persist:
-        superblock_ = c.state;
-        break;
-      case storage_completion::kind::checkpoint:
-        if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(c.op)) {
-          c.ok = false;
-        } else {
-          snapshots_[c.slot] = std::move(p.bytes);
-        }
-        break;
-    }
-    out.push_back(std::move(c));
+    run(p);  // may start more operations (into pending_, due from now on)
   }
-  return out;
+}
+
+void model_storage::run(pending_op& p) {
+  switch (p.what) {
+    case kind::write:
+      if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(p.op)) {
+        p.done(rill::unexpected(injected_fault("journal write", p.op)));  // nothing of it landed
+        return;
+      }
+      // The ring: this op's slot held the op a ring's length below (or one of another view at this op).
+      for (auto it = journal_.begin(); it != journal_.end();) {
+        it = it->first % slot_count_ == p.op % slot_count_ ? journal_.erase(it) : std::next(it);
+      }
+      rotten_.erase(p.op);
+      journal_[p.op] = std::move(*p.data);
+      p.done(expected<void>{});
+      return;
+    case kind::read: {
+      auto it = journal_.find(p.op);
+      const bool readable = it != journal_.end() && !rotten_.contains(p.op) && it->second.h.checksum == p.checksum;
+      if (readable && !(rng_.chance_ppm(options_.read_fault_ppm) && may_fault_(p.op))) {
+        p.read_done(it->second);
+      } else {
+        p.read_done(rill::unexpected(injected_fault("journal read", p.op)));
+      }
+      return;
+    }
+    case kind::persist:
+      superblock_ = p.state;
+      p.done(expected<void>{});
+      return;
+    case kind::checkpoint:
+      if (rng_.chance_ppm(options_.write_fault_ppm) && may_fault_(p.op)) {
+        p.done(rill::unexpected(injected_fault("checkpoint write", p.op)));
+        return;
+      }
+      snapshots_[p.slot] = std::move(p.bytes);
+      p.done(expected<void>{});
+      return;
+  }
 }
 
 void model_storage::crash() {
   for (const auto& p : pending_) {
-    if (p.c.what == storage_completion::kind::write && rng_.chance_ppm(options_.torn_ppm) && may_fault_(p.c.op)) {
-      journal_.erase(p.c.op);  // torn: the slot holds garbage now
+    if (p.what == kind::write && rng_.chance_ppm(options_.torn_ppm) && may_fault_(p.op)) {
+      journal_.erase(p.op);  // torn: the slot holds garbage now
     }
   }
   pending_.clear();

@@ -27,25 +27,35 @@ class model_storage final : public replica_storage {
   model_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
                 std::uint64_t slot_count, std::function<bool(std::uint64_t op)> may_fault);
 
-  void write(const consensus::message& prepare, std::uint64_t now) override;
-  void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) override;
-  void persist(const consensus::vsr_state& state, std::uint64_t now) override;
-  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes, std::uint64_t now) override;
-  std::vector<storage_completion> complete(std::uint64_t now) override;
+  void write(consensus::message prepare, std::function<void(expected<void>)> done) override;
+  void read(std::uint64_t op, consensus::checksum_t checksum,
+            std::function<void(expected<consensus::message>)> done) override;
+  void persist(const consensus::vsr_state& state, std::function<void(expected<void>)> done) override;
+  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                        std::function<void(expected<void>)> done) override;
+  void complete(std::uint64_t now) override;
   void crash() override;
   [[nodiscard]] consensus::recovered_state recover() override;
   std::optional<std::uint64_t> rot_one(prng& rng) override;
   void set_options(const storage_options& o) override { options_ = o; }
 
  private:
+  enum class kind : std::uint8_t { write, read, persist, checkpoint };
   struct pending_op {
     std::uint64_t due;
     std::uint64_t sequence;
-    storage_completion c;
+    kind what;
+    std::uint64_t op = 0;                    // write, read
+    consensus::checksum_t checksum;          // read
     std::optional<consensus::message> data;  // write
+    consensus::vsr_state state;              // persist
+    std::uint8_t slot = 0;                   // checkpoint
     std::vector<std::byte> bytes;            // checkpoint
+    std::function<void(expected<void>)> done;
+    std::function<void(expected<consensus::message>)> read_done;
   };
-  std::uint64_t due(std::uint64_t now);
+  std::uint64_t due();
+  void run(pending_op& p);
 
   storage_options options_;
   prng rng_;
@@ -57,6 +67,7 @@ class model_storage final : public replica_storage {
   consensus::vsr_state superblock_;
   std::vector<pending_op> pending_;
   std::uint64_t sequence_ = 0;
+  std::uint64_t now_ = 0;  // the last complete()
   bool formatted_ = true;  // not yet opened since it was formatted
 };
 

@@ -1,16 +1,23 @@
 #pragma once
-// replica_storage: what the simulator gives each replica to execute its storage effects (journal writes and reads,
-// vsr_state persists), with latency, faults and crash semantics. Two implementations: model_storage (an in-memory
-// model) and disk_storage (the real journal and superblock on the storage layer's simulated disk).
+// replica_storage: the storage the simulator gives each replica's driver (consensus::driver executes the replica's
+// storage effects through it, as in production), with latency, faults and crash semantics. Two implementations:
+// model_storage (an in-memory model) and disk_storage (production's journal_storage on the storage layer's
+// simulated disk).
 //
 // Invariants: a completion is reported once; after crash() nothing pending completes; storage faults are injected
 // only where the fault atlas allows (may_fault), so a quorum always keeps a good copy of everything committed.
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
+#include <fmt/core.h>
+
+#include "base/expected.h"
 #include "base/random.h"
+#include "consensus/group_storage.h"
 #include "consensus/replica.h"
+#include "storage/errc.h"
 
 namespace rill::simulation {
 
@@ -22,28 +29,14 @@ struct storage_options {
   std::uint32_t torn_ppm = 500'000;   // a write in flight at a crash tears its slot
 };
 
-struct storage_completion {
-  enum class kind { write, read, persist, checkpoint } what;
-  std::uint64_t op = 0;
-  consensus::checksum_t checksum;
-  bool ok = true;
-  std::optional<consensus::message> prepare;  // read
-  consensus::vsr_state state;                 // persist
-  std::uint8_t slot = 0;                      // checkpoint (op: the checkpoint's op)
-};
-
-class replica_storage {
+// A replica's storage as the driver sees it (consensus::group_storage: each operation reports once, through its
+// callback), plus what the harness does to it: time, crashes, recovery, rot.
+class replica_storage : public consensus::group_storage {
  public:
-  virtual ~replica_storage() = default;
-  virtual void write(const consensus::message& prepare, std::uint64_t now) = 0;
-  virtual void read(std::uint64_t op, consensus::checksum_t checksum, std::uint64_t now) = 0;
-  virtual void persist(const consensus::vsr_state& state, std::uint64_t now) = 0;
-  // Writes a checkpoint into snapshot.bin's region `slot`, synced (completion: kind::checkpoint).
-  virtual void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
-                                std::uint64_t now) = 0;
-  // Completions due by `now`, in order.
-  virtual std::vector<storage_completion> complete(std::uint64_t now) = 0;
-  // Power loss: pending operations vanish; writes in flight may tear.
+  // Runs the callbacks of the operations due by `now`, in order (they may start more operations, due later).
+  // Operations started between two calls are timed from the last `now`.
+  virtual void complete(std::uint64_t now) = 0;
+  // Power loss: pending operations vanish (their callbacks never run); writes in flight may tear.
   virtual void crash() = 0;
   // What a (re)starting replica finds, the checkpoint its superblock names included.
   [[nodiscard]] virtual consensus::recovered_state recover() = 0;
@@ -51,5 +44,10 @@ class replica_storage {
   virtual std::optional<std::uint64_t> rot_one(prng& rng) = 0;
   virtual void set_options(const storage_options& o) = 0;
 };
+
+// The error an injected storage fault reports (an I/O error, as a failed fdatasync reports it).
+[[nodiscard]] inline error injected_fault(std::string_view what, std::uint64_t op) {
+  return error(make_error_code(storage::errc::io_error), fmt::format("injected fault: {} of op {}", what, op));
+}
 
 }  // namespace rill::simulation

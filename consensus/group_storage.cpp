@@ -1,0 +1,68 @@
+#include "consensus/group_storage.h"
+
+#include "base/assert.h"
+#include "storage/file_ops.h"
+
+namespace rill::consensus {
+
+task<expected<std::unique_ptr<journal_storage>>> journal_storage::open(storage::io::engine& e, std::string dir,
+                                                                       journal_storage_options o,
+                                                                       const vsr_state& initial,
+                                                                       recovered_state& recovered) {
+  RILL_CO_TRY_VOID(co_await storage::make_dirs(e, dir));
+  std::unique_ptr<journal_storage> s(new journal_storage(dir, o));
+  RILL_CO_TRY(sb, co_await superblock::open(e, dir, true, initial));
+  // A superblock written by this open holds `initial` at sequence 1 (a later update raises the sequence).
+  const bool formatted = sb->sequence() == 1 && sb->state() == initial;
+  journal_recovery rec;
+  RILL_CO_TRY(j, co_await journal::open(e, dir, o.journal, true, rec));
+  RILL_CO_TRY(snaps, co_await snapshot_file::open(e, dir, o.snapshot_bytes_max, true, o.snapshot_reserved_bytes));
+  recovered = recovered_state{};
+  recovered.state = sb->state();
+  if (const checkpoint_ref& cp = recovered.state.checkpoint; cp.op() > 0) {
+    RILL_CO_TRY(bytes, co_await snaps->read(cp.slot, cp.size, cp.checksum));
+    recovered.snapshot = std::move(bytes);
+  }
+  recovered.journal = std::move(rec.valid);
+  recovered.faulty = std::move(rec.faulty);
+  recovered.faulty_slots = std::move(rec.faulty_slots);
+  recovered.journal_slots = o.journal.slot_count;
+  recovered.formatted = formatted;
+  s->journal_ = std::move(j);
+  s->superblock_ = std::move(sb);
+  s->snapshots_ = std::move(snaps);
+  co_return s;
+}
+
+journal_storage::~journal_storage() = default;
+
+void journal_storage::write(message prepare, std::function<void(expected<void>)> done) {
+  RILL_ASSERT(prepare.h.cmd == command::prepare);
+  // The message lives until the write completes (the journal's task holds a reference).
+  auto m = std::make_shared<message>(std::move(prepare));
+  spawn(journal_->write(*m), [m, done = std::move(done)](expected<void> r) { done(std::move(r)); });
+}
+
+void journal_storage::read(std::uint64_t op, checksum_t checksum, std::function<void(expected<message>)> done) {
+  spawn(journal_->read(op, checksum), std::move(done));
+}
+
+void journal_storage::persist(const vsr_state& state, std::function<void(expected<void>)> done) {
+  spawn(superblock_->write(state), std::move(done));
+}
+
+void journal_storage::write_checkpoint(std::uint8_t slot, std::uint64_t /*op*/, std::vector<std::byte> bytes,
+                                       std::function<void(expected<void>)> done) {
+  RILL_ASSERT(slot <= 1, "snapshot.bin has regions 0 and 1, not {}", slot);
+  auto held = std::make_shared<std::vector<std::byte>>(std::move(bytes));
+  spawn(snapshots_->write(slot, *held), [held, done = std::move(done)](expected<void> r) { done(std::move(r)); });
+}
+
+task<expected<void>> journal_storage::close() {
+  RILL_CO_TRY_VOID(co_await journal_->close());
+  RILL_CO_TRY_VOID(co_await superblock_->close());
+  RILL_CO_TRY_VOID(co_await snapshots_->close());
+  co_return expected<void>{};
+}
+
+}  // namespace rill::consensus

@@ -1,0 +1,85 @@
+#pragma once
+// group_storage: where a replica's storage effects go (journal writes and reads, superblock persists, checkpoint
+// writes), as the driver sees it: each call starts one operation and reports its outcome once, through the
+// callback, as a value. journal_storage is the one rilld runs and the simulator runs on its simulated disk: the
+// journal ring (journal.wal), the superblock and snapshot.bin of one directory, on io::engine. The simulator wraps
+// it to inject the faults its fault atlas allows (simulation/disk_storage.h) and has an in-memory model of it
+// (simulation/model_storage.h).
+//
+// Contract: a callback runs at most once, on the engine's thread, possibly before the call that started the
+// operation returns (an operation refused before any I/O); an implementation may drop the callbacks of operations in
+// flight at a crash (a crash destroys the driver too). Operations may complete in any order; the
+// replica copes (each completion names its op and checksum).
+//
+// journal_storage::open does recovery's reading: it opens (or creates) the three files, reads the checkpoint the
+// superblock names back, and returns what the replica's constructor needs (recovered_state). It does not judge
+// what it found (a one-replica group cuts or refuses differently from a replica with peers): the host does.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/expected.h"
+#include "base/task.h"
+#include "consensus/journal.h"
+#include "consensus/replica.h"
+#include "consensus/snapshot_file.h"
+#include "storage/io/engine.h"
+
+namespace rill::consensus {
+
+class group_storage {
+ public:
+  virtual ~group_storage() = default;
+  // Makes this prepare durable in its journal slot (replacing whatever op was there).
+  virtual void write(message prepare, std::function<void(expected<void>)> done) = 0;
+  // Reads op back; an error when it is not there whole with this checksum.
+  virtual void read(std::uint64_t op, checksum_t checksum, std::function<void(expected<message>)> done) = 0;
+  // Makes this vsr_state durable.
+  virtual void persist(const vsr_state& state, std::function<void(expected<void>)> done) = 0;
+  // Writes a checkpoint's bytes (the state after op) into snapshot.bin's region `slot` (0 or 1), synced.
+  virtual void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                                std::function<void(expected<void>)> done) = 0;
+};
+
+struct journal_storage_options {
+  journal_options journal;
+  std::uint64_t snapshot_bytes_max = 256 * 1024 * 1024;
+  std::uint64_t snapshot_reserved_bytes = 0;  // what snapshot.bin reserves of each region at open
+};
+
+class journal_storage final : public group_storage {
+ public:
+  // Opens (creating when missing) dir/superblock (with `initial` when new), dir/journal.wal and dir/snapshot.bin;
+  // fills `recovered` (formatted: the superblock was created by this open). Errors: the files' own (corrupt_data
+  // when no superblock copy is valid or the named checkpoint does not read back, invalid_argument for options out
+  // of range), I/O errors.
+  static task<expected<std::unique_ptr<journal_storage>>> open(storage::io::engine& e, std::string dir,
+                                                               journal_storage_options options,
+                                                               const vsr_state& initial, recovered_state& recovered);
+  ~journal_storage() override;
+
+  void write(message prepare, std::function<void(expected<void>)> done) override;
+  void read(std::uint64_t op, checksum_t checksum, std::function<void(expected<message>)> done) override;
+  void persist(const vsr_state& state, std::function<void(expected<void>)> done) override;
+  void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
+                        std::function<void(expected<void>)> done) override;
+
+  // Closes the files; nothing may be in flight (the driver's settle()).
+  task<expected<void>> close();
+  [[nodiscard]] const journal_storage_options& options() const noexcept { return options_; }
+  [[nodiscard]] const std::string& dir() const noexcept { return dir_; }
+
+ private:
+  journal_storage(std::string dir, journal_storage_options o) : dir_(std::move(dir)), options_(o) {}
+
+  std::string dir_;
+  journal_storage_options options_;
+  std::unique_ptr<journal> journal_;
+  std::unique_ptr<superblock> superblock_;
+  std::unique_ptr<snapshot_file> snapshots_;
+};
+
+}  // namespace rill::consensus
