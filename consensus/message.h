@@ -17,7 +17,8 @@
 //                           request_sync: the sender's applied op; sync: the checkpoint's op
 //    96 commit           8  the sender's commit number (prepare, do_view_change, start_view, commit);
 //                           request_headers: the highest op wanted
-//   104 timestamp        8  prepare: the primary's tick count; commit: a heartbeat sequence (dedupe)
+//   104 timestamp        8  prepare: the primary's tick count; commit: a heartbeat sequence (dedupe);
+//                           request_start_view, start_view, recovery_response: a recovering replica's nonce (or 0)
 //   112 view             4
 //   116 log_view         4  do_view_change: the sender's last normal view
 //   120 size             4  header + body bytes
@@ -56,8 +57,9 @@ enum class command : std::uint8_t {
   eviction = 13,           // primary -> client: its session was evicted (or never existed)
   request_sync = 14,       // state transfer: a replica that cannot repair its way forward asks for a checkpoint
   sync = 15,               // state transfer: a checkpoint (body: its 128-byte header, then the snapshot bytes)
+  recovery_response = 16,  // to a replica recovering a lost disk: the responder's durable view (timestamp: the nonce)
 };
-inline constexpr std::uint8_t command_max = 15;
+inline constexpr std::uint8_t command_max = 16;
 
 // Operations the replica itself interprets; the state machine's own start at operation_user_min.
 inline constexpr std::uint8_t operation_root = 0;      // op 0 only

@@ -63,6 +63,12 @@ void replica::recover(recovered_state recovered) {
   RILL_ASSERT(s.log_view <= s.view, "vsr_state log view {} above its view {}", s.log_view.value(), s.view.value());
   RILL_ASSERT(log_.empty(), "recover() runs once, on a new replica");
   durable_ = s;
+  recovering_ = s.recovering;
+  if (recovering_) {
+    RILL_ASSERT(options_.replica_count > 1, "alone, a replica that lost its disk has nobody to recover from");
+    RILL_ASSERT(!recovered.formatted, "a replica formatted to recover is not a new group's replica");
+    recovery_nonce_ = rng_.next() | 1;  // this incarnation's (never 0: start_views made for nobody carry 0)
+  }
   view_ = s.view;
   log_view_ = s.log_view;
   commit_max_ = s.commit.value();
@@ -218,6 +224,9 @@ void replica::on_message(const message& m, std::vector<effect>& out) {
     case command::sync:
       on_sync(m, out);
       break;
+    case command::recovery_response:
+      on_recovery_response(m);
+      break;
     case command::reply:
     case command::eviction:
     case command::reserved:
@@ -285,6 +294,9 @@ void replica::on_tick(std::vector<effect>& out) {
   }
   if (ticks_ % options_.resend_ticks == 0) {
     repair(out);
+  }
+  if (recovering_) {
+    progress_recovery(out);
   }
   if (!persisting_ && wanted_state() != durable_) {
     persist(out);
@@ -581,8 +593,8 @@ void replica::store_prepare(const message& m, bool verified, std::vector<effect>
 void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
   RILL_ASSERT(h.cmd == command::prepare);
   RILL_ASSERT(h.op > 0);
-  if (status_ != status::normal || is_primary() || h.op <= commit_max_) {
-    return;
+  if (status_ != status::normal || is_primary() || h.op <= commit_max_ || silenced()) {
+    return;  // (silenced: a replica that lost its disk acknowledges nothing until it has caught up)
   }
   const auto it = log_.find(h.op);
   RILL_ASSERT(it != log_.end(), "prepare_ok for op {} that is not in the log", h.op);
@@ -769,6 +781,7 @@ vsr_state replica::wanted_state() const {
   s.log_view = log_view_;
   s.commit = op_t(std::max({durable_.commit.value(), commit_persisted_, checkpoint_.op()}));
   s.checkpoint = checkpoint_;
+  s.recovering = recovering_;
   s.view_headers =
       log_view_ == durable_.log_view && status_ == status::view_change ? durable_.view_headers : view_headers_;
   RILL_ASSERT(s.view_headers.size() <= std::size_t{options_.pipeline_max} + 1, "{} view headers",
@@ -790,6 +803,7 @@ void replica::persist(std::vector<effect>& out) {
   RILL_ASSERT(s.log_view <= s.view);
   RILL_ASSERT(s.checkpoint.op() >= durable_.checkpoint.op(), "the persisted checkpoint would go back");
   RILL_ASSERT(s.checkpoint.op() <= s.commit.value());
+  RILL_ASSERT(!s.recovering || durable_.recovering, "recovering only ever clears");
   persisting_ = s;
   out.push_back(persist_effect{std::move(s)});
 }
@@ -909,6 +923,13 @@ std::string replica::describe() const {
   if (voted_) {
     out += fmt::format(" voting{}", vote_view_.value());
   }
+  if (durable_.recovering) {
+    out += fmt::format(" recovering(answers {}{}{})", recovery_views_.size(),
+                       recovery_head_
+                           ? fmt::format(" head v{} op{}", recovery_head_->first.value(), recovery_head_->second)
+                           : std::string(),
+                       recovery_target_ ? fmt::format(" target op{}", *recovery_target_) : std::string());
+  }
   return out;
 }
 
@@ -935,6 +956,9 @@ void replica::check_invariants() const {
   if (persist_again_) {
     RILL_ASSERT(persisting_.has_value());
   }
+  // Recovery of a lost disk: wanted cleared before durable cleared, never the other way; never leading a view.
+  RILL_ASSERT(!recovering_ || durable_.recovering, "recovering again after it cleared");
+  RILL_ASSERT(!(silenced() && status_ == status::normal && is_primary()), "a recovering replica leads a view");
 
   // Ops: applied <= known committed; applied <= op; nothing held above op; the applied op's header is held.
   RILL_ASSERT(commit_min_ <= commit_max_, "commit min {} above commit max {}", commit_min_, commit_max_);

@@ -27,6 +27,16 @@
 //   from the checkpoint the superblock names is still in the ring.
 // - A checkpoint is written only once the previous one is durable in the superblock, into the other region, so the
 //   region the superblock names is never overwritten.
+// - A replica whose durable state says recovering (it lost its disk and was formatted anew as a member of a running
+//   group) sends no prepare_ok, start_view_change or do_view_change and never leads a view: it may have acknowledged
+//   ops it no longer holds, so its "never had it" must not count. It probes every peer with request_start_view
+//   carrying a nonce of this incarnation (so every answer was made after the loss): a normal primary answers with
+//   its start_view, the others with recovery_response naming their durable view. Once answers from more than
+//   replica_count - quorum_view_change peers are in (so they include a member of every view-change quorum, and the
+//   highest view answered is at least every view in which an op it acknowledged may have committed) and a primary
+//   of that highest view (or a later one) has answered, its log head is the target: the replica stops recovering
+//   (durably, before its first vote) once it holds durably and has applied every op up to that head. (VR
+//   Revisited's recovery protocol, with the rejoin of a normal member: it catches up before it takes part.)
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -87,6 +97,7 @@ struct replica_bugs {
   bool advertise_before_persist = false;  // messages carrying a new view are sent before it is durable
   bool accept_out_of_order = false;       // a backup takes prepares of an older view as the current primary's
   bool forget_client_table = false;       // retried requests are prepared and executed again
+  bool vote_while_recovering = false;     // a replica that lost its disk votes and acknowledges at once
 };
 
 enum class status : std::uint8_t { normal, view_change };
@@ -169,6 +180,8 @@ class replica {
   [[nodiscard]] op_t commit_min() const noexcept { return op_t(commit_min_); }
   [[nodiscard]] op_t commit_max() const noexcept { return op_t(commit_max_); }
   [[nodiscard]] const vsr_state& durable_state() const noexcept { return durable_; }
+  // Recovering from a lost disk (durably: it votes and acknowledges nothing yet; see the header).
+  [[nodiscard]] bool recovering() const noexcept { return durable_.recovering; }
   [[nodiscard]] const client_table& clients() const noexcept { return clients_; }
   // The newest checkpoint written (durable_state().checkpoint: the one the superblock names).
   [[nodiscard]] const checkpoint_ref& checkpoint() const noexcept { return checkpoint_; }
@@ -253,6 +266,14 @@ class replica {
   void on_request_sync(const message& m, std::vector<effect>& out);
   void on_sync(const message& m, std::vector<effect>& out);
 
+  // Recovery of a lost disk.
+  [[nodiscard]] bool silenced() const noexcept { return durable_.recovering && !bugs_.vote_while_recovering; }
+  void progress_recovery(std::vector<effect>& out);
+  void on_recovery_response(const message& m);
+  // A start_view or recovery_response echoing this incarnation's nonce: the sender's view after the loss.
+  void count_recovery_response(replica_t from, view_t v);
+  [[nodiscard]] bool durable_through(std::uint64_t op) const;
+
   // Persistence.
   void persist(std::vector<effect>& out);
   [[nodiscard]] vsr_state wanted_state() const;
@@ -320,6 +341,16 @@ class replica {
   std::map<replica_t, message> dvcs_;                 // do_view_change messages for view_ (primary of view_)
   bool voted_ = false;                                // this replica voted to leave view_
   view_t vote_view_{0};                               // the view it votes for
+
+  // Recovery of a lost disk: the start_view asked for with recovery_nonce_ names the primary's log head then
+  // (recovery_target_, in recovery_view_); once everything up to it is durable here and applied, recovering_ (what
+  // is wanted durable) clears.
+  bool recovering_ = false;
+  std::uint64_t recovery_nonce_ = 0;
+  std::map<replica_t, view_t> recovery_views_;                     // the peers' answers to this incarnation's probe
+  std::optional<std::pair<view_t, std::uint64_t>> recovery_head_;  // a normal primary's (view, log head), answered
+  std::optional<std::uint64_t> recovery_target_;
+  view_t recovery_view_{0};
 
   // Time (ticks).
   std::uint64_t ticks_ = 0;

@@ -391,4 +391,73 @@ void replica::on_sync(const message& m, std::vector<effect>& out) {
   commit_journal(out);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Recovery of a lost disk
+
+bool replica::durable_through(std::uint64_t op) const {
+  for (std::uint64_t k = checkpoint_.op() + 1; k <= op; ++k) {
+    const auto it = log_.find(k);
+    if (it == log_.end() || !it->second.durable) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void replica::count_recovery_response(replica_t from, view_t v) {
+  RILL_ASSERT(from != options_.replica);
+  auto [it, fresh] = recovery_views_.emplace(from, v);
+  if (!fresh) {
+    it->second = std::max(it->second, v);
+  }
+}
+
+void replica::on_recovery_response(const message& m) {
+  RILL_ASSERT(m.h.cmd == command::recovery_response);
+  if (recovering_ && m.h.timestamp == recovery_nonce_) {
+    count_recovery_response(m.h.replica, view_t(m.h.view));
+  }
+}
+
+void replica::progress_recovery(std::vector<effect>& out) {
+  RILL_ASSERT(recovering_);
+  RILL_ASSERT(options_.replica_count > 1);
+  if (recovery_target_ && view_ != recovery_view_) {
+    recovery_target_.reset();  // a newer view: its log may differ from the head named; ask again
+  }
+  if (recovery_head_ && recovery_head_->first < view_) {
+    recovery_head_.reset();  // a primary of a view we have left
+  }
+  if (!recovery_target_) {
+    // Answers from more peers than can be outside a view-change quorum: one of them was in every quorum that formed
+    // a view, so the highest view answered is at least every view in which something may have committed.
+    const std::size_t needed = options_.replica_count - quorum_view_change(options_.replica_count) + 1;
+    view_t highest{0};
+    for (const auto& [r, v] : recovery_views_) {
+      highest = std::max(highest, v);
+    }
+    if (recovery_views_.size() >= needed && recovery_head_ && recovery_head_->first >= highest &&
+        recovery_head_->first == view_ && status_ == status::normal) {
+      recovery_target_ = recovery_head_->second;
+      recovery_view_ = view_;
+    } else if (ticks_ % options_.resend_ticks == 0) {
+      message probe = make(command::request_start_view);
+      probe.h.view = view_.value();
+      probe.h.timestamp = recovery_nonce_;
+      seal(probe);
+      for (replica_t r = 0; r < options_.replica_count; ++r) {
+        if (r != options_.replica) {
+          out.push_back(send_effect{r, probe});  // a request: nothing to persist first
+        }
+      }
+    }
+  }
+  if (recovery_target_ && status_ == status::normal && commit_min_ >= *recovery_target_ &&
+      durable_through(*recovery_target_)) {
+    // Everything it could have acknowledged before the loss, and that may have committed, is durable here again.
+    recovering_ = false;
+    persist(out);  // it votes once this is durable (silenced() reads the durable state)
+  }
+}
+
 }  // namespace rill::consensus

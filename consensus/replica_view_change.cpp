@@ -92,8 +92,8 @@ bool decode_dvc_body(std::span<const std::byte> body, dvc_body& out) {
 
 void replica::vote_view_change(view_t v, std::vector<effect>& out) {
   RILL_ASSERT(v > view_, "a vote for view {} in view {}", v.value(), view_.value());
-  if (options_.replica_count == 1) {
-    return;
+  if (options_.replica_count == 1 || silenced()) {
+    return;  // (silenced: it lost its disk; the others elect without it)
   }
   v = std::max(v, vote_view_);  // keep voting for the highest view we joined
   const bool fresh = !voted_ || v != vote_view_ || (svc_votes_[v.value()] & bit(options_.replica)) == 0;
@@ -119,7 +119,7 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(m.h.replica < options_.replica_count);
   RILL_ASSERT(m.h.replica != options_.replica);
   const view_t v(m.h.view);
-  if (v == view_ && status_ == status::view_change) {
+  if (v == view_ && status_ == status::view_change && !silenced()) {
     // The sender is still voting for the view we are changing to: echo our vote so that it can count a quorum.
     message svc = make(command::start_view_change);
     seal(svc);
@@ -160,12 +160,15 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
   deferred_.erase(
       std::remove_if(deferred_.begin(), deferred_.end(), [&](const send_effect& s) { return s.m.h.view < v.value(); }),
       deferred_.end());
-  // Tell everyone (our vote for v, so the rest join), then our log to v's primary once v is durable.
-  message svc = make(command::start_view_change);
-  seal(svc);
-  for (replica_t r = 0; r < options_.replica_count; ++r) {
-    if (r != options_.replica) {
-      out.push_back(send_effect{r, svc});
+  // Tell everyone (our vote for v, so the rest join), then our log to v's primary once v is durable. A replica
+  // that lost its disk follows the others into v without a vote of its own.
+  if (!silenced()) {
+    message svc = make(command::start_view_change);
+    seal(svc);
+    for (replica_t r = 0; r < options_.replica_count; ++r) {
+      if (r != options_.replica) {
+        out.push_back(send_effect{r, svc});
+      }
     }
   }
   RILL_ASSERT(view_ > log_view_);
@@ -188,8 +191,9 @@ std::vector<header> replica::suffix_headers(bool verified_only) const {
 }
 
 void replica::send_do_view_change(std::vector<effect>& out) {
-  if (status_ != status::view_change || log_view_ == view_) {
-    return;  // (a restarted primary never leads its old view again: it may have lost prepares it sent)
+  if (status_ != status::view_change || log_view_ == view_ || silenced()) {
+    return;  // (a restarted primary never leads its old view again: it may have lost prepares it sent; a replica
+             // that lost its disk sends no log: its "never had it" may hide an op it acknowledged)
   }
   RILL_ASSERT(log_view_ < view_);
   message dvc = make(command::do_view_change);
@@ -216,8 +220,8 @@ void replica::on_do_view_change(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(m.h.cmd == command::do_view_change);
   RILL_ASSERT(m.h.replica < options_.replica_count);
   const view_t v(m.h.view);
-  if (v < view_ || primary_of_view(v) != options_.replica) {
-    return;
+  if (v < view_ || primary_of_view(v) != options_.replica || silenced()) {
+    return;  // (silenced: it never leads a view before it has caught up; the view change times out to the next)
   }
   if (v > view_) {
     start_view_change(v, out);  // a quorum voted for v without us hearing it: join (records our own do_view_change)
@@ -409,6 +413,7 @@ void replica::become_normal(std::vector<effect>& out) {
   }
   log_view_ = view_;
   status_ = status::normal;
+  RILL_ASSERT(!(is_primary() && silenced()), "a replica that lost its disk leads view {}", view_.value());
   voted_ = false;
   vote_view_ = view_t(0);
   primary_seen_ = ticks_;
@@ -446,6 +451,13 @@ void replica::on_start_view(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(m.h.cmd == command::start_view);
   RILL_ASSERT(m.h.replica != options_.replica);
   const view_t v(m.h.view);
+  // The answer to this incarnation's probe: made after the loss, its op is the primary's log head then.
+  if (recovering_ && m.h.timestamp == recovery_nonce_ && m.h.replica == primary_of_view(v)) {
+    count_recovery_response(m.h.replica, v);
+    if (!recovery_head_ || recovery_head_->first <= v) {
+      recovery_head_ = {v, m.h.op};
+    }
+  }
   if (m.h.replica != primary_of_view(v) || v < view_ || (v == view_ && status_ == status::normal)) {
     return;
   }
@@ -476,9 +488,15 @@ void replica::on_start_view(const message& m, std::vector<effect>& out) {
 
 void replica::ask_for_start_view(view_t v, std::vector<effect>& out) {
   RILL_ASSERT(v > view_);
-  RILL_ASSERT(primary_of_view(v) != options_.replica, "its own start_view is never missed");
+  if (primary_of_view(v) == options_.replica) {
+    // Its own start_view is never missed, unless it led v before its disk was lost: then a later view (which the
+    // others form without it) brings it back.
+    RILL_ASSERT(durable_.recovering, "replica {} missed its own start_view of view {}", options_.replica, v.value());
+    return;
+  }
   message r = make(command::request_start_view);
   r.h.view = v.value();
+  r.h.timestamp = recovering_ ? recovery_nonce_ : 0;  // echoed: the answer then names a log head after the loss
   seal(r);
   out.push_back(send_effect{primary_of_view(v), std::move(r)});  // a request, not an adoption: nothing to persist
 }
@@ -486,6 +504,28 @@ void replica::ask_for_start_view(view_t v, std::vector<effect>& out) {
 void replica::on_request_start_view(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(m.h.cmd == command::request_start_view);
   RILL_ASSERT(m.h.replica != options_.replica);
+  if (m.h.timestamp != 0) {
+    // A recovering replica's probe (timestamp: its nonce, echoed). A normal primary answers with its start_view,
+    // for whatever view was asked; the others with their durable view. A replica recovering itself says nothing:
+    // its view is not one the intersection argument may count.
+    if (silenced()) {
+      return;
+    }
+    if (status_ == status::normal && is_primary()) {
+      message sv = make_start_view();
+      sv.h.timestamp = m.h.timestamp;
+      seal(sv);
+      send(m.h.replica, std::move(sv), out);
+    } else {
+      message r = make(command::recovery_response);
+      r.h.view = durable_.view.value();
+      r.h.log_view = durable_.log_view.value();
+      r.h.timestamp = m.h.timestamp;
+      seal(r);
+      out.push_back(send_effect{m.h.replica, std::move(r)});  // carries only durable views: nothing to persist
+    }
+    return;
+  }
   if (status_ == status::normal && is_primary() && m.h.view == view_.value()) {
     send(m.h.replica, make_start_view(), out);
   }

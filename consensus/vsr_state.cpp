@@ -11,8 +11,10 @@
 namespace rill::consensus {
 namespace {
 constexpr std::uint32_t magic = 0x32565352;  // "RSV2"
-// magic, cluster, replica, replica_count, 0, view, log_view, commit, view header count, then the checkpoint: its
-// header (128 bytes, all zero for none), slot, 7 zero bytes, size, checksum (low, high).
+// magic, cluster, replica, replica_count, flags (u16: bit 0 recovering; the rest zero), view, log_view, commit, view
+// header count, then the checkpoint: its header (128 bytes, all zero for none), slot, 7 zero bytes, size, checksum
+// (low, high). Superblocks written before the flags existed hold 0 there: not recovering.
+constexpr std::uint16_t flag_recovering = 1;
 constexpr std::size_t checkpoint_at = 4 + 8 + 1 + 1 + 2 + 4 + 4 + 8 + 4;
 constexpr std::size_t fixed_size = checkpoint_at + 128 + 8 + 8 + 16;
 static_assert(fixed_size == vsr_state_fixed_size);
@@ -39,7 +41,7 @@ std::vector<std::byte> encode(const vsr_state& s) {
   store_le<std::uint64_t>(p + 4, s.cluster);
   p[12] = static_cast<std::byte>(s.replica);
   p[13] = static_cast<std::byte>(s.replica_count);
-  store_le<std::uint16_t>(p + 14, 0);
+  store_le<std::uint16_t>(p + 14, s.recovering ? flag_recovering : 0);
   store_le<std::uint32_t>(p + 16, s.view.value());
   store_le<std::uint32_t>(p + 20, s.log_view.value());
   store_le<std::uint64_t>(p + 24, s.commit.value());
@@ -72,6 +74,11 @@ expected<vsr_state> decode_vsr_state(std::span<const std::byte> bytes) {
   s.cluster = load_le<std::uint64_t>(p + 4);
   s.replica = static_cast<replica_t>(p[12]);
   s.replica_count = static_cast<std::uint8_t>(p[13]);
+  const std::uint16_t flags = load_le<std::uint16_t>(p + 14);
+  if ((flags & ~flag_recovering) != 0) {
+    return bad(fmt::format("vsr state has unknown flags {:#x}", flags));
+  }
+  s.recovering = (flags & flag_recovering) != 0;
   s.view = view_t(load_le<std::uint32_t>(p + 16));
   s.log_view = view_t(load_le<std::uint32_t>(p + 20));
   s.commit = op_t(load_le<std::uint64_t>(p + 24));

@@ -9,6 +9,7 @@
 // - view_headers is the suffix of the log this replica installed when its log view began, or the latest suffix it
 //   persisted since (at most pipeline_max + 1 headers, ascending and hash-chained). At restart, journal entries in
 //   that range must match them, and entries above it from an older view are stale (truncated by that view change).
+// - recovering, once false, stays false (a replica is formatted recovering; only catching up clears it).
 // - checkpoint names the latest snapshot of the state machine (and client table) made durable in snapshot.bin, as
 //   of op checkpoint.at.op (0: none; a restart replays from op 1). commit >= checkpoint.at.op. The checkpoint op
 //   never decreases. The journal never overwrites an op above it (so a restart finds every op it must replay).
@@ -41,6 +42,9 @@ struct vsr_state {
   op_t commit{0};
   std::vector<header> view_headers;
   checkpoint_ref checkpoint;
+  // This replica lost its data (it was formatted anew as a member of a running group): it votes for nothing and
+  // acknowledges nothing until it has caught up with a primary's log that began after the loss (replica.h).
+  bool recovering = false;
 
   friend bool operator==(const vsr_state&, const vsr_state&) = default;
 };

@@ -51,6 +51,12 @@ void checker::on_restart(consensus::replica_t r) {
   t.commit_max = 0;
 }
 
+void checker::on_wiped(consensus::replica_t r) {
+  replica_track& t = replicas_.at(r);
+  t.durable_known = false;  // its durable promises went with the disk: the recovery rule stands in for them
+  t.durable = {};
+}
+
 void checker::on_installed(std::uint64_t tick, consensus::replica_t r, const consensus::header& at,
                            std::uint64_t digest) {
   replica_track& t = replicas_.at(r);
@@ -86,6 +92,12 @@ void checker::on_persisted(std::uint64_t tick, consensus::replica_t r, const con
 
 void checker::on_sent(std::uint64_t tick, consensus::replica_t r, const consensus::message& m) {
   const replica_track& t = replicas_.at(r);
+  if (t.durable_known && t.durable.recovering &&
+      (m.h.cmd == command::prepare_ok || m.h.cmd == command::start_view_change || m.h.cmd == command::do_view_change)) {
+    fail(tick, fmt::format("replica {} sent {} in view {} while recovering from a lost disk (it votes and "
+                           "acknowledges nothing until it has caught up)",
+                           r, consensus::to_string(m.h.cmd), m.h.view));
+  }
   if (!t.durable_known || m.h.cmd == command::start_view_change || m.h.cmd == command::request_start_view ||
       m.h.cmd == command::prepare) {
     return;  // votes and requests propose a view; a prepare carries the view it was made in

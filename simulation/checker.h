@@ -9,8 +9,7 @@
 //   k, and at the end every replica's applied prefix must include it.
 // - Exactly once: no payload appears twice in the canonical history.
 // - No regression: a replica's durable view, log view, commit and checkpoint never go backwards (across restarts
-//   too); within
-//   one incarnation its view and commit_max never go backwards.
+//   too, a lost disk excepted); within one incarnation its view and commit_max never go backwards.
 // - Offsets: the ledger's assignment at apply (op -> base offset, records) is the same on every replica; a client's
 //   produce ack names that assignment; no offset ever names two records (ack, apply, every record any consumer
 //   reads from any replica's partition log, at any time); visible <= committed: a partition log's committed
@@ -21,6 +20,7 @@
 //   at least as high as the last).
 // - Persist before advertise: no replica sends a message carrying a view (or, for start_view, a log view) that is
 //   not yet durable (votes excepted: a start_view_change proposes a view, it does not adopt it).
+// - A replica recovering from a lost disk (durably so) sends no prepare_ok, start_view_change or do_view_change.
 //
 // The first violation is kept (with the tick); later ones are counted.
 #include <cstdint>
@@ -42,6 +42,8 @@ class checker {
   void on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload,
                   std::uint64_t digest);
   void on_restart(consensus::replica_t r);
+  // The replica's disk was lost (it restarts formatted anew, recovering): its durable state starts over.
+  void on_wiped(consensus::replica_t r);
   // A checkpoint was installed (at a restart, or by state transfer): r's applied prefix is now up to at.op.
   void on_installed(std::uint64_t tick, consensus::replica_t r, const consensus::header& at, std::uint64_t digest);
   void on_persisted(std::uint64_t tick, consensus::replica_t r, const consensus::vsr_state& s);

@@ -37,6 +37,7 @@ struct cluster::node {
   disk_storage* disk = nullptr;              // storage, when it is the simulated disk
   std::unique_ptr<partition_mirror> mirror;  // the partition log on that disk
   bool fenced = false;                       // the driver stopped at a storage failure: crashed after this input
+  bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
   bool up = false;
   std::uint64_t restart_at = 0;
   std::uint32_t incarnation = 0;
@@ -162,6 +163,30 @@ void cluster::restart(node& n) {
   }
 }
 
+bool cluster::may_lose_disk() const {
+  const std::size_t n = options_.replicas;
+  if (options_.rot_ppm > 0 || n < 3) {
+    return false;
+  }
+  std::size_t lost = 0;  // lost and not yet caught up (up or down)
+  for (const auto& nd : nodes_) {
+    lost += nd->lost ? 1 : 0;
+  }
+  return lost < n - consensus::quorum_replication(n);
+}
+
+void cluster::lose_disk(node& n) {
+  crash(n);
+  n.storage->wipe();
+  n.lost = true;
+  ++result_.disks_lost;
+  checker_.on_wiped(n.index);
+  trace_.event(now_, "fault", {{"replica", n.index}}, "disk_lost");
+  if (debug_) {
+    fmt::print("{} disk lost r{}\n", now_, n.index);
+  }
+}
+
 void cluster::crash(node& n) {
   n.storage->crash();  // drops every callback in flight: the driver may go
   n.r = nullptr;
@@ -249,6 +274,10 @@ void cluster::crash_if_fenced(node& n) {
 
 void cluster::observe(node& n) {
   checker_.on_state(now_, *n.r);
+  if (n.lost && !n.r->recovering()) {
+    n.lost = false;
+    trace_.event(now_, "recovered", {{"replica", n.index}, {"op", static_cast<std::int64_t>(n.r->op().value())}});
+  }
   if (n.r->status() != n.last_status || n.r->view().value() != n.last_view) {
     n.last_status = n.r->status();
     n.last_view = n.r->view().value();
@@ -277,6 +306,12 @@ void cluster::inject_faults() {
     if (nd->up && down < down_max && rng_.chance_ppm(options_.crash_ppm)) {
       crash(*nd);
       ++down;
+    }
+    if (nd->up && down < down_max && options_.disk_lost_ppm > 0 && rng_.chance_ppm(options_.disk_lost_ppm) &&
+        may_lose_disk()) {
+      lose_disk(*nd);
+      ++down;
+      continue;
     }
     if (nd->up && options_.rot_ppm > 0 && rng_.chance_ppm(options_.rot_ppm)) {
       if (auto op = nd->storage->rot_one(rng_)) {

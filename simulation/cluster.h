@@ -14,7 +14,9 @@
 // replica is up, commit their positions through the group, and the checker ties offsets, acks and reads together.
 //
 // The fault atlas: storage faults on op k are allowed only on the replicas k names (quorum_replication - 1 of
-// them), so every committed op keeps a readable copy on a replication quorum minus those.
+// them), so every committed op keeps a readable copy on a replication quorum minus those. A lost disk is outside
+// the atlas: it takes every op of that replica, which is why a recovering replica votes for nothing until it has
+// caught up (so a view is always formed by replicas that kept what they acknowledged).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,7 +75,11 @@ struct cluster_options {
   std::uint32_t restart_ticks_max = 400;           // a crashed replica restarts after 1..this
   std::uint32_t partition_ppm = 100;               // per tick: a new partition
   std::uint32_t partition_ticks_max = 2000;
-  std::uint32_t rot_ppm = 0;           // per replica per tick: a stored prepare rots
+  std::uint32_t rot_ppm = 0;  // per replica per tick: a stored prepare rots
+  // Per replica per tick: the disk is lost (a crash, then a restart on an empty disk formatted to recover). Only
+  // with rot off (rot and a lost disk together may destroy every copy of an op: data loss, not a bug), with 3 or
+  // more replicas, and at most replicas - quorum of them lost or recovering at once (else no quorum can ever vote).
+  std::uint32_t disk_lost_ppm = 0;
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
   consensus::replica_bugs bugs;
   bool bug_partition_trusts_own_suffix = false;  // test only: see partition_mirror::set_bug_trust_own_suffix
@@ -89,6 +95,7 @@ struct run_result {
   std::uint64_t committed = 0;
   std::uint64_t acks = 0;
   std::uint64_t crashes = 0;
+  std::uint64_t disks_lost = 0;
   std::uint64_t partitions = 0;
   std::uint64_t view_changes = 0;
   std::uint64_t checkpoints = 0;      // written (each replica's own)
@@ -116,6 +123,8 @@ class cluster {
   void crash_if_fenced(node& n);
   void inject_faults();
   void crash(node& n);
+  [[nodiscard]] bool may_lose_disk() const;
+  void lose_disk(node& n);
   void restart(node& n);
   void enter_liveness();
   [[nodiscard]] bool converged() const;

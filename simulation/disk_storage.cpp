@@ -140,6 +140,13 @@ void disk_storage::crash() {
   open_ = false;
 }
 
+void disk_storage::wipe() {
+  RILL_ASSERT(!open_, "wipe() after crash()");
+  disk_.wipe();
+  initial_.recovering = true;  // formatted anew as a member of a running group
+  stored_.clear();
+}
+
 consensus::recovered_state disk_storage::recover() {
   RILL_ASSERT(!open_);
   const bool fresh = !disk_.exists(std::string(dir) + "/superblock");

@@ -129,6 +129,21 @@ void model_storage::crash() {
   pending_.clear();
 }
 
+void model_storage::wipe() {
+  RILL_ASSERT(pending_.empty(), "wipe() after crash()");
+  journal_.clear();
+  rotten_.clear();
+  snapshots_[0].clear();
+  snapshots_[1].clear();
+  consensus::vsr_state fresh;
+  fresh.cluster = superblock_.cluster;
+  fresh.replica = superblock_.replica;
+  fresh.replica_count = superblock_.replica_count;
+  fresh.recovering = true;  // formatted anew as a member of a running group
+  superblock_ = fresh;
+  formatted_ = false;
+}
+
 consensus::recovered_state model_storage::recover() {
   consensus::recovered_state r;
   r.state = superblock_;

@@ -38,6 +38,9 @@ class replica_storage : public consensus::group_storage {
   virtual void complete(std::uint64_t now) = 0;
   // Power loss: pending operations vanish (their callbacks never run); writes in flight may tear.
   virtual void crash() = 0;
+  // The disk is lost (after crash()): the next recover() finds storage formatted anew, its vsr_state recovering (as
+  // an operator's `rilld recover` formats it).
+  virtual void wipe() = 0;
   // What a (re)starting replica finds, the checkpoint its superblock names included.
   [[nodiscard]] virtual consensus::recovered_state recover() = 0;
   // Silent corruption of one stored prepare the fault atlas allows, chosen with rng; its op, if any.

@@ -671,6 +671,16 @@ void sim_disk::crash() {
   stop_at_.reset();
 }
 
+void sim_disk::wipe() {
+  RILL_ASSERT(queue_.empty(), "wipe() with {} requests in flight", queue_.size());
+  fds_.clear();
+  root_ = std::make_shared<node>(this, true);  // the old tree's blocks are freed with it
+  RILL_ASSERT(used_bytes_ == 0 && delayed_bytes_ == 0, "a wiped disk still counts {} bytes used, {} delayed",
+              used_bytes_, delayed_bytes_);
+  stopped_ = false;
+  stop_at_.reset();
+}
+
 void sim_disk::restart_process() {
   RILL_ASSERT(queue_.empty(), "restart_process() with {} requests in flight", queue_.size());
   fds_.clear();

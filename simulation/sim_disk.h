@@ -88,6 +88,9 @@ class sim_disk final : public io::engine {
   // The process died but the machine did not: every fd is closed and the disk works again, while unsynced changes
   // stay in the "page cache" (a later crash() may still drop them). Requires nothing in flight, like crash().
   void restart_process();
+  // The disk was lost and replaced: an empty file system (every file and directory gone). Requires nothing in
+  // flight, like crash().
+  void wipe();
   // Flips bits of a file's current content (meant for synced files: the flip is durable).
   void flip_bits(const std::string& path, std::uint64_t byte_offset, std::uint8_t mask);
 

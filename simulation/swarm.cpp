@@ -21,14 +21,16 @@ const std::vector<knob_range>& swarm_knobs() {
       {"rot-ppm", 0, 300, "chance per replica per tick that a stored prepare rots, ppm (within the fault atlas)"},
       {"pipeline", 1, 8, "prepares in flight at the primary"},
       {"journal-slots-log2", 6, 10, "the journal ring holds 2^this ops (checkpoints every quarter of it)"},
+      {"disk-lost-ppm", 0, 400,
+       "chance per replica per tick that its disk is lost, ppm; drawn, only above 200 (and then rot is off)"},
   };
   return knobs;
 }
 
 const std::vector<std::string>& bug_names() {
   static const std::vector<std::string> names = {"commit_without_quorum", "advertise_before_persist",
-                                                 "accept_out_of_order", "forget_client_table",
-                                                 "partition_trusts_own_suffix"};
+                                                 "accept_out_of_order",   "forget_client_table",
+                                                 "vote_while_recovering", "partition_trusts_own_suffix"};
   return names;
 }
 
@@ -55,6 +57,15 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   o.storage.write_fault_ppm = static_cast<std::uint32_t>(v["write-fault-ppm"]);
   o.storage.read_fault_ppm = static_cast<std::uint32_t>(v["read-fault-ppm"]);
   o.rot_ppm = static_cast<std::uint32_t>(v["rot-ppm"]);
+  // A seed either loses disks or rots prepares, never both: together they can destroy every copy of an op (data
+  // loss, not a bug). Drawn, half the seeds lose disks; given, the value is the rate.
+  const bool lose_disks = k.given.contains("disk-lost-ppm") ? v["disk-lost-ppm"] > 0 : v["disk-lost-ppm"] > 200;
+  if (lose_disks) {
+    o.disk_lost_ppm = static_cast<std::uint32_t>(v["disk-lost-ppm"]);
+    if (!k.given.contains("rot-ppm")) {
+      o.rot_ppm = 0;
+    }
+  }
   o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
   // A small ring wraps many times in a run: checkpoints, and state transfers for replicas left behind.
   o.journal.slot_count = std::uint64_t{1} << v["journal-slots-log2"];
@@ -70,6 +81,8 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bugs.accept_out_of_order = true;
     } else if (b == "forget_client_table") {
       o.bugs.forget_client_table = true;
+    } else if (b == "vote_while_recovering") {
+      o.bugs.vote_while_recovering = true;
     } else if (b == "partition_trusts_own_suffix") {
       o.bug_partition_trusts_own_suffix = true;
     } else {
