@@ -119,6 +119,19 @@ BOOST_AUTO_TEST_CASE(vsr_state_round_trips_and_rejects_what_cannot_be) {
   auto bytes = encode(s);
   bytes.pop_back();
   BOOST_TEST(!decode_vsr_state(bytes).has_value());
+
+  // The recovering flag (byte 14): round trips; 0 there (every superblock written before it existed) is not
+  // recovering; any other bit is refused.
+  BOOST_TEST((encode(s)[14] == std::byte{0}));
+  vsr_state recovering = s;
+  recovering.recovering = true;
+  back = decode_vsr_state(encode(recovering));
+  RILL_REQUIRE_OK(back);
+  BOOST_TEST(back->recovering);
+  BOOST_TEST((*back == recovering));
+  auto flagged = encode(s);
+  flagged[14] = std::byte{2};
+  BOOST_TEST(!decode_vsr_state(flagged).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(client_table_round_trips_through_checkpoint_bytes_and_rejects_damaged_ones) {

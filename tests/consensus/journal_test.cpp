@@ -7,8 +7,8 @@
 
 #include "base/task.h"
 #include "consensus/journal.h"
-#include "storage/file_ops.h"
 #include "simulation/sim_disk.h"
+#include "storage/file_ops.h"
 #include "tests/test_util.h"
 
 using namespace rill;
@@ -206,9 +206,7 @@ BOOST_AUTO_TEST_CASE(a_read_racing_a_write_to_its_slot_returns_its_op_or_an_erro
     auto start_read = [&] {
       spawn(o.j->read(4, ms[3].h.checksum), [&](expected<message> r) { read.emplace(std::move(r)); });
     };
-    auto start_write = [&] {
-      spawn(o.j->write(ms[59]), [&](expected<void> r) { written.emplace(std::move(r)); });
-    };
+    auto start_write = [&] { spawn(o.j->write(ms[59]), [&](expected<void> r) { written.emplace(std::move(r)); }); };
     if (seed % 2 == 0) {
       start_read();
       start_write();

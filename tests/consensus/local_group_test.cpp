@@ -9,8 +9,8 @@
 #include "base/endian.h"
 #include "base/task.h"
 #include "consensus/local_group.h"
-#include "storage/errc.h"
 #include "simulation/sim_disk.h"
+#include "storage/errc.h"
 #include "tests/test_util.h"
 
 using namespace rill;

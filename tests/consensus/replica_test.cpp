@@ -374,3 +374,64 @@ BOOST_AUTO_TEST_CASE(a_replica_behind_the_others_journals_catches_up_by_state_tr
   }
   BOOST_TEST(expect == 52u);
 }
+
+// A lost disk: replica 2 is formatted anew, recovering. Until it has caught up it acknowledges nothing and votes for
+// nothing (so a quorum of 0 and 2 cannot form without 0's log); once it holds everything up to the primary's head
+// it clears recovering (durably) and takes part again.
+BOOST_AUTO_TEST_CASE(a_replica_that_lost_its_disk_votes_for_nothing_until_it_has_caught_up) {
+  mini c(3);
+  c.request(0, 5, 0, 0);
+  for (std::uint64_t n = 1; n <= 4; ++n) {
+    c.request(0, 5, n, 8);
+  }
+  BOOST_REQUIRE(c.replies.size() == 5u);
+  // Replica 2's disk is lost: an empty journal, a superblock formatted to recover.
+  c.crash(2);
+  node& lost = *c.nodes[2];
+  lost.journal.clear();
+  lost.snapshots[0].clear();
+  lost.snapshots[1].clear();
+  vsr_state fresh;
+  fresh.cluster = cluster_id;
+  fresh.replica = 2;
+  fresh.replica_count = 3;
+  fresh.recovering = true;
+  lost.superblock = fresh;
+  c.start(2, false);
+  BOOST_REQUIRE(c.nodes[2]->r->recovering());
+  // The primary is cut off before it can answer: replica 1 votes to leave view 0; 2 must not join it.
+  c.blocked.insert(0);
+  c.sent.clear();
+  c.tick(300);
+  auto sent_by = [&](replica_t r, command cmd) {
+    std::size_t n = 0;
+    for (const auto& s : c.sent) {
+      n += s.m.h.replica == r && s.m.h.cmd == cmd ? 1 : 0;
+    }
+    return n;
+  };
+  BOOST_TEST(sent_by(2, command::start_view_change) == 0u);
+  BOOST_TEST(sent_by(2, command::do_view_change) == 0u);
+  BOOST_TEST(sent_by(2, command::prepare_ok) == 0u);
+  BOOST_TEST(sent_by(2, command::request_start_view) > 0u, "it probes its peers");
+  BOOST_TEST(c.nodes[1]->r->view() == view_t(0), "replica 1's vote alone is no quorum: 2 does not vote");
+  BOOST_TEST(c.nodes[2]->r->recovering());
+  // The primary comes back: a view forms from 0 and 1, replica 2 catches up and stops recovering.
+  c.blocked.clear();
+  c.tick(400);
+  BOOST_TEST(!c.nodes[2]->r->recovering());
+  BOOST_TEST(!c.nodes[2]->superblock.recovering, "cleared durably");
+  BOOST_TEST(c.nodes[2]->r->commit_min() == op_t(5));
+  BOOST_TEST(c.nodes[2]->sm->total() == 32u);
+  // It takes part again: with replica 0 cut off, 1 and 2 form a view and serve.
+  c.blocked.insert(0);
+  c.tick(400);
+  const view_t v = c.nodes[1]->r->view();
+  BOOST_TEST((c.nodes[1]->r->status() == status::normal));
+  BOOST_TEST(c.nodes[2]->r->view() == v);
+  const replica_t primary = primary_of(v, 3);
+  BOOST_REQUIRE(primary != 0);
+  c.replies.clear();
+  c.request(primary, 5, 5, 8);
+  BOOST_TEST(c.replies.size() == 1u);
+}
