@@ -575,6 +575,9 @@ void replica::store_prepare(const message& m, bool verified, std::vector<effect>
   }
   if (write) {
     out.push_back(write_effect{m});
+    if (bugs_.ack_before_durable) {
+      send_prepare_ok(m.h, out);  // the deliberate bug: acknowledged while the write is still in flight
+    }
   }
 }
 
@@ -586,7 +589,7 @@ void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
   }
   const auto it = log_.find(h.op);
   RILL_ASSERT(it != log_.end(), "prepare_ok for op {} that is not in the log", h.op);
-  RILL_ASSERT(it->second.durable, "prepare_ok for op {} before it is durable", h.op);
+  RILL_ASSERT(it->second.durable || bugs_.ack_before_durable, "prepare_ok for op {} before it is durable", h.op);
   message ok = make(command::prepare_ok);
   ok.h.op = h.op;
   ok.h.context = h.checksum;

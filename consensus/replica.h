@@ -87,6 +87,7 @@ struct replica_bugs {
   bool advertise_before_persist = false;  // messages carrying a new view are sent before it is durable
   bool accept_out_of_order = false;       // a backup takes prepares of an older view as the current primary's
   bool forget_client_table = false;       // retried requests are prepared and executed again
+  bool ack_before_durable = false;        // a backup sends prepare_ok when it submits the write, not when it is done
 };
 
 enum class status : std::uint8_t { normal, view_change };

@@ -59,7 +59,7 @@ struct node {
 };
 
 struct mini {
-  explicit mini(std::uint8_t n, std::uint64_t slots = 0) : journal_slots(slots) {
+  explicit mini(std::uint8_t n, std::uint64_t slots = 0, replica_bugs b = {}) : bugs(b), journal_slots(slots) {
     for (std::uint8_t i = 0; i < n; ++i) {
       auto nd = std::make_unique<node>();
       nd->superblock.cluster = cluster_id;
@@ -94,7 +94,7 @@ struct mini {
       BOOST_REQUIRE(rec.snapshot.size() == n.superblock.checkpoint.size);
     }
     n.sm = std::make_unique<counter>();
-    n.r = std::make_unique<replica>(options(i), *n.sm, rec);
+    n.r = std::make_unique<replica>(options(i), *n.sm, rec, bugs);
     n.applied.clear();
     n.installed.clear();
     n.io.clear();
@@ -218,6 +218,7 @@ struct mini {
   std::vector<message> replies;
   std::set<std::uint8_t> blocked;  // cut off both ways
   bool drop_oks = false;
+  replica_bugs bugs;                // deliberate bugs of every replica started
   std::uint64_t journal_slots = 0;  // 0: an unbounded journal (no ring, no checkpoints)
 };
 }  // namespace
@@ -263,6 +264,34 @@ BOOST_AUTO_TEST_CASE(the_primary_answers_only_once_a_quorum_holds_the_prepare_du
   c.request(0, 5, 2, 8);
   BOOST_TEST(c.replies.size() == 3u);
   BOOST_TEST(c.nodes[2]->r->commit_min() < op_t(3));
+}
+
+namespace {
+// Three replicas; the primary prepares while both backups' journal writes are held (submitted, never completed).
+// Returns whether the client was answered (or anything committed) while the writes were held.
+bool answered_with_both_backups_writes_held(const replica_bugs& bugs) {
+  mini c(3, 0, bugs);
+  c.request(0, 5, 0, 0);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  const op_t committed = c.nodes[0]->r->commit_max();
+  c.nodes[1]->hold_io = true;
+  c.nodes[2]->hold_io = true;
+  c.sent.clear();
+  c.request(0, 5, 1, 8);
+  c.tick(40);  // the primary resends its prepare: the backups still hold nothing durably
+  BOOST_TEST(c.nodes[0]->r->op() == committed + 1);  // the primary prepared it (and its own write is durable)
+  return c.replies.size() > 1u || c.nodes[0]->r->commit_max() > committed || c.sent_count(command::prepare_ok) > 0;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(no_reply_comes_while_both_backups_writes_are_held) {
+  // VSR's core rule: a backup acknowledges a prepare only once it is durable, so with both backups' writes held no
+  // quorum holds the op and nothing may commit or be answered.
+  BOOST_TEST(!answered_with_both_backups_writes_held({}));
+  // The test bites: with the deliberate bug (prepare_ok sent when the write is submitted) a reply comes.
+  replica_bugs bug;
+  bug.ack_before_durable = true;
+  BOOST_TEST(answered_with_both_backups_writes_held(bug));
 }
 
 BOOST_AUTO_TEST_CASE(a_silent_primary_is_replaced_and_the_new_view_is_persisted_before_it_is_advertised) {
