@@ -27,6 +27,7 @@
 //   from the checkpoint the superblock names is still in the ring.
 // - A checkpoint is written only once the previous one is durable in the superblock, into the other region, so the
 //   region the superblock names is never overwritten.
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -321,6 +322,9 @@ class replica {
   std::map<replica_t, message> dvcs_;                 // do_view_change messages for view_ (primary of view_)
   bool voted_ = false;                                // this replica voted to leave view_
   view_t vote_view_{0};                               // the view it votes for
+  // Per peer: the tick from which it may get our echo of a vote again (at most one per resend_ticks: an echo
+  // answers a vote, and two replicas in the same view change would otherwise echo each other's echoes forever).
+  std::array<std::uint64_t, replicas_max> echo_due_{};
 
   // Time (ticks).
   std::uint64_t ticks_ = 0;
