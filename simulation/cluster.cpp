@@ -41,7 +41,7 @@ cluster::cluster(const cluster_options& options, trace& t)
       trace_(t),
       rng_(options.seed),
       network_(options.network, rng_.next()),
-      checker_(options.replicas),
+      checker_(options.replicas, options.check_ack_durable),
       debug_(std::getenv("RILL_SIM_DEBUG") != nullptr) {
   RILL_ASSERT(options_.replicas >= 1 && options_.replicas <= consensus::replicas_max);
   for (replica_t i = 0; i < options_.replicas; ++i) {
@@ -115,6 +115,7 @@ void cluster::restart(node& n) {
   }
   // What the disk holds is durable, whether or not the replica saw its completion before the crash.
   checker_.on_persisted(now_, n.index, recovered.state);
+  checker_.on_recovered(n.index, recovered.journal);
   if (debug_) {
     std::string ops;
     std::uint64_t prev = 0;
@@ -157,7 +158,19 @@ void cluster::crash(node& n) {
   }
 }
 
+bool cluster::may_crash() const {
+  // At most max(1, n - quorum) replicas down at once: a replication quorum (with f = 0, the one replica after its
+  // restart) can always form again.
+  const std::size_t n = options_.replicas;
+  std::size_t down = 0;
+  for (const auto& nd : nodes_) {
+    down += nd->up ? 0 : 1;
+  }
+  return down < std::max<std::size_t>(1, n - consensus::quorum_replication(n));
+}
+
 void cluster::execute(node& n, std::vector<effect>& effects) {
+  RILL_ASSERT(n.up);
   for (auto& e : effects) {
     if (auto* s = std::get_if<consensus::send_effect>(&e)) {
       checker_.on_sent(now_, n.index, s->m);
@@ -165,7 +178,13 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
                  (static_cast<std::uint64_t>(s->m.h.cmd) << 40) ^ s->m.h.op);
       ++result_.messages;
       ++n.sent;
+      const bool ack = s->m.h.cmd == consensus::command::prepare_ok;
       network_.send(n.index, s->to, std::move(s->m), now_);
+      if (ack && !liveness_ && options_.crash_after_ack_ppm > 0 && rng_.chance_ppm(options_.crash_after_ack_ppm) &&
+          may_crash()) {
+        crash(n);  // right after the acknowledgement: the effects after it are lost with the replica
+        break;
+      }
     } else if (auto* rep = std::get_if<consensus::reply_effect>(&e)) {
       const std::uint64_t client = rep->m.h.client;
       if (client >= 1 && client <= clients_.size()) {
@@ -175,6 +194,7 @@ void cluster::execute(node& n, std::vector<effect>& effects) {
       if (n.mirror) {
         n.mirror->offer(w->m);
       }
+      checker_.on_write_submitted(n.index, w->m.h.op);
       n.storage->write(w->m, now_);
     } else if (auto* rd = std::get_if<consensus::read_effect>(&e)) {
       n.storage->read(rd->op, rd->checksum, now_);
@@ -233,15 +253,9 @@ void cluster::observe(node& n) {
 
 void cluster::inject_faults() {
   const std::size_t n = options_.replicas;
-  std::size_t down = 0;
   for (auto& nd : nodes_) {
-    down += nd->up ? 0 : 1;
-  }
-  const std::size_t down_max = std::max<std::size_t>(1, n - consensus::quorum_replication(n));
-  for (auto& nd : nodes_) {
-    if (nd->up && down < down_max && rng_.chance_ppm(options_.crash_ppm)) {
+    if (nd->up && may_crash() && rng_.chance_ppm(options_.crash_ppm)) {
       crash(*nd);
-      ++down;
     }
     if (nd->up && options_.rot_ppm > 0 && rng_.chance_ppm(options_.rot_ppm)) {
       if (auto op = nd->storage->rot_one(rng_)) {
@@ -313,7 +327,9 @@ void cluster::step() {
       ++n.received;
       n.r->on_message(p.m, effects);
       execute(n, effects);
-      observe(n);
+      if (n.up) {
+        observe(n);
+      }
     } else {
       sim_client& c = *clients_.at(p.to - client_base);
       if (debug_) {
@@ -336,8 +352,12 @@ void cluster::step() {
       continue;
     }
     for (auto& c : n->storage->complete(now_)) {
+      if (!n->up) {
+        break;  // it crashed right after an acknowledgement: the rest of its completions vanished with it
+      }
       switch (c.what) {
         case storage_completion::kind::write:
+          checker_.on_write_done(n->index, c.op, c.checksum, c.ok);
           n->r->on_write_done(c.op, c.checksum, c.ok, effects);
           break;
         case storage_completion::kind::read:
@@ -360,8 +380,14 @@ void cluster::step() {
       }
       execute(*n, effects);
     }
+    if (!n->up) {
+      continue;
+    }
     n->r->on_tick(effects);
     execute(*n, effects);
+    if (!n->up) {
+      continue;
+    }
     // The whole log's invariants (hash chain, pipeline within the log) every 8th tick: O(journal) each, so the
     // simulator checks them (about 1.1x the time of a seed, against 1.7x after every input) and production
     // (check_invariants() after every input) does not.
