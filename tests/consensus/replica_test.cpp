@@ -247,6 +247,40 @@ BOOST_AUTO_TEST_CASE(a_single_replica_commits_answers_and_replays_after_a_restar
   BOOST_TEST(c.nodes[0]->sm->applied == 3u);
 }
 
+BOOST_AUTO_TEST_CASE(a_single_replica_cuts_a_stale_prepare_left_above_a_gap_it_filled_again) {
+  // Pipelined writes finish out of order: a crash can leave op 3 durable and op 2 lost. The restart cuts op 3 (above
+  // a gap: never committed), but journal.wal still holds it; a new op 2 fills the gap, and at the next restart the
+  // stale op 3 sits above it without a gap. It does not chain onto the new op 2: it must be cut again, not committed.
+  // (rill-sim --seed 1015321011589387514 --replicas 1 --crash-ppm 30000 found it.)
+  mini c(1);
+  c.request(0, 5, 0, 0);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  node& n = *c.nodes[0];
+  n.hold_io = true;
+  c.request(0, 6, 0, 0);  // op 2, its write held
+  c.request(0, 7, 0, 0);  // op 3, its write held
+  BOOST_REQUIRE(n.r->op() == op_t(3));
+  for (auto& e : n.io) {
+    if (auto* w = std::get_if<write_effect>(&e); w != nullptr && w->m.h.op == 3) {
+      n.journal[3] = w->m;  // op 3's write landed, op 2's did not: then the crash
+    }
+  }
+  BOOST_REQUIRE(n.journal.contains(3));
+  c.crash(0);
+  n.hold_io = false;
+  c.start(0, false);
+  c.tick(3);
+  BOOST_TEST(n.r->op() == op_t(1));  // op 3 is above the gap: cut (its slot still holds it)
+  c.request(0, 8, 0, 0);             // a new op 2
+  BOOST_TEST(n.r->op() == op_t(2));
+  c.crash(0);
+  c.start(0, false);
+  c.tick(3);
+  BOOST_TEST(n.r->op() == op_t(2));  // the stale op 3 does not chain onto the new op 2
+  BOOST_TEST(n.r->commit_min() == op_t(2));
+  BOOST_TEST(n.applied == (std::vector<std::uint64_t>{1, 2}));
+}
+
 BOOST_AUTO_TEST_CASE(the_primary_answers_only_once_a_quorum_holds_the_prepare_durably) {
   mini c(3);
   c.request(0, 5, 0, 0);
