@@ -26,7 +26,7 @@ const error& driver::fence_cause() const {
 }
 
 void driver::on_message(const message& m) {
-  if (fenced_) {
+  if (fenced_ || halted_) {
     return;
   }
   if (m.h.cmd == command::prepare && hooks_.prepare) {
@@ -38,7 +38,7 @@ void driver::on_message(const message& m) {
 }
 
 void driver::on_tick() {
-  if (fenced_) {
+  if (fenced_ || halted_) {
     return;
   }
   std::vector<effect> out;
@@ -47,7 +47,7 @@ void driver::on_tick() {
 }
 
 void driver::poke() {
-  if (!fenced_) {
+  if (!fenced_ && !halted_) {
     release_checkpoint();
   }
 }
@@ -61,13 +61,13 @@ task<void> driver::settle() {
 
 void driver::run(std::vector<effect>& effects) {
   for (auto& e : effects) {
-    if (fenced_) {
+    if (fenced_ || halted_) {
       break;  // nothing after a fence is executed: a send or reply could advertise what storage refused
     }
     execute(e);
   }
   effects.clear();
-  if (!fenced_) {
+  if (!fenced_ && !halted_) {
     release_checkpoint();
   }
 }
@@ -79,7 +79,7 @@ std::function<void(T)> driver::completion(F f) {
     if (!*alive) {
       return;  // the driver is gone (a simulated crash): nothing of it may run
     }
-    if (!fenced_) {
+    if (!fenced_ && !halted_) {
       f(std::move(result));
     }
     completed();  // last: it may resume a settle() waiter, which must see what this completion caused
@@ -101,6 +101,9 @@ void driver::execute(effect& e) {
     }
     const std::uint64_t op = w->m.h.op;
     const checksum_t checksum = w->m.h.checksum;
+    if (hooks_.writing) {
+      hooks_.writing(op);
+    }
     storage_->write(std::move(w->m), completion<expected<void>>([this, op, checksum](expected<void> r) {
                       if (!r) {
                         fence(std::move(r.error()));

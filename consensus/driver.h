@@ -52,6 +52,7 @@ struct driver_hooks {
   std::function<void(const header&)> applied;                 // an op applied on this replica
   std::function<void(const header&)> installed;               // a peer's checkpoint installed through this op
   std::function<void(const message&)> prepare;                // a prepare taken in: delivered, written or read back
+  std::function<void(std::uint64_t op)> writing;              // a journal write of op is submitted
   std::function<void(std::uint64_t op, checksum_t)> written;  // a journal write is durable
   std::function<void(const vsr_state&)> persisted;            // a vsr_state is durable
   std::function<void(std::uint8_t slot, std::uint64_t op)> checkpointed;  // a checkpoint is durable
@@ -81,6 +82,11 @@ class driver {
   void on_tick();
   // The checkpoint gate moved: a held checkpoint may go now.
   void poke();
+  // Stops the driver where it is: nothing more is executed or fed to the replica, completions are dropped. The one
+  // call a hook or the transport may make into the driver (it only sets a flag the effect loop reads): for a host
+  // that models a crash in the middle of an input (the simulator's crash right after an acknowledgement). The host
+  // destroys the driver next, as at a crash.
+  void halt() noexcept { halted_ = true; }
 
   [[nodiscard]] const class replica& replica() const noexcept { return *replica_; }
   [[nodiscard]] bool fenced() const noexcept { return fenced_.has_value(); }
@@ -109,6 +115,7 @@ class driver {
   std::unique_ptr<class replica> replica_;
   bool fence_on_read_error_ = true;
   std::optional<error> fenced_;
+  bool halted_ = false;
   std::optional<checkpoint_effect> held_checkpoint_;
   std::size_t in_flight_ = 0;
   async_event idle_;

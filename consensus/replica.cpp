@@ -130,6 +130,27 @@ void replica::recover(recovered_state recovered) {
       log_[h.op] = entry{h, false, false, false, true};  // known, body missing
     }
   }
+  // Before verification: chaining down from a stale op would take it for the log and drop what lies below it.
+  std::uint64_t solo_top = base;
+  if (options_.replica_count == 1) {
+    // Alone, this replica is the primary of every view, and what it holds durably without a gap is committed: an op
+    // above a gap never was (it commits in order, each op once durable here), so it is cut. So is an op that does
+    // not chain onto the one below: the journal still holds a prepare an earlier restart cut above a gap (its slot
+    // is rewritten only when its op is prepared again), and once the gap is filled by a new prepare, that stale one
+    // sits above it without a gap (pipeline > 1: a later op's write can finish before an earlier one's).
+    for (;;) {
+      const auto next = log_.find(solo_top + 1);
+      if (next == log_.end() || !next->second.durable) {
+        break;
+      }
+      RILL_ASSERT(log_.contains(solo_top), "the solo log lost op {} below op {}", solo_top, solo_top + 1);
+      if (next->second.h.parent != log_.at(solo_top).h.checksum) {
+        break;
+      }
+      ++solo_top;
+    }
+    log_.erase(log_.upper_bound(solo_top), log_.end());
+  }
   op_ = log_.rbegin()->first;
   RILL_ASSERT(op_ >= base);
   // Below the trusted part, an entry is verified only by chaining down from it; the rest waits for repair (kept,
@@ -144,14 +165,8 @@ void replica::recover(recovered_state recovered) {
     verify_down_from(k);
   }
   if (options_.replica_count == 1) {
-    // Alone, this replica is the primary of every view, and what it holds durably without a gap is committed: an op
-    // above a gap never was (it commits in order, each op once durable here), so it is cut.
-    std::uint64_t top = base;
-    while (log_.contains(top + 1) && log_.at(top + 1).durable) {
-      ++top;
-    }
-    log_.erase(log_.upper_bound(top), log_.end());
-    op_ = top;
+    // Alone: what it holds is the chain up to solo_top (cut above), all of it committed.
+    RILL_ASSERT(op_ == solo_top, "solo op {} after the cut at {}", op_, solo_top);
     if (log_view_ < view_) {
       log_view_ = view_;
     }
@@ -587,6 +602,9 @@ void replica::store_prepare(const message& m, bool verified, std::vector<effect>
   }
   if (write) {
     out.push_back(write_effect{m});
+    if (bugs_.ack_before_durable) {
+      send_prepare_ok(m.h, out);  // the deliberate bug: acknowledged while the write is still in flight
+    }
   }
 }
 
@@ -598,7 +616,7 @@ void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
   }
   const auto it = log_.find(h.op);
   RILL_ASSERT(it != log_.end(), "prepare_ok for op {} that is not in the log", h.op);
-  RILL_ASSERT(it->second.durable, "prepare_ok for op {} before it is durable", h.op);
+  RILL_ASSERT(it->second.durable || bugs_.ack_before_durable, "prepare_ok for op {} before it is durable", h.op);
   message ok = make(command::prepare_ok);
   ok.h.op = h.op;
   ok.h.context = h.checksum;

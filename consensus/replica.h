@@ -37,6 +37,7 @@
 //   of that highest view (or a later one) has answered, its log head is the target: the replica stops recovering
 //   (durably, before its first vote) once it holds durably and has applied every op up to that head. (VR
 //   Revisited's recovery protocol, with the rejoin of a normal member: it catches up before it takes part.)
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -98,6 +99,7 @@ struct replica_bugs {
   bool accept_out_of_order = false;       // a backup takes prepares of an older view as the current primary's
   bool forget_client_table = false;       // retried requests are prepared and executed again
   bool vote_while_recovering = false;     // a replica that lost its disk votes and acknowledges at once
+  bool ack_before_durable = false;        // a backup sends prepare_ok when it submits the write, not when it is done
 };
 
 enum class status : std::uint8_t { normal, view_change };
@@ -341,6 +343,9 @@ class replica {
   std::map<replica_t, message> dvcs_;                 // do_view_change messages for view_ (primary of view_)
   bool voted_ = false;                                // this replica voted to leave view_
   view_t vote_view_{0};                               // the view it votes for
+  // Per peer: the tick from which it may get our echo of a vote again (at most one per resend_ticks: an echo
+  // answers a vote, and two replicas in the same view change would otherwise echo each other's echoes forever).
+  std::array<std::uint64_t, replicas_max> echo_due_{};
 
   // Recovery of a lost disk: the start_view asked for with recovery_nonce_ names the primary's log head then
   // (recovery_target_, in recovery_view_); once everything up to it is durable here and applied, recovering_ (what

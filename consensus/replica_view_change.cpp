@@ -120,7 +120,13 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(m.h.replica != options_.replica);
   const view_t v(m.h.view);
   if (v == view_ && status_ == status::view_change && !silenced()) {
-    // The sender is still voting for the view we are changing to: echo our vote so that it can count a quorum.
+    // The sender is still voting for the view we are changing to: echo our vote so that it can count a quorum. The
+    // echo is a start_view_change too, and the sender may be in this view change already (then it echoes back):
+    // at most one echo per peer per resend_ticks, or duplicated echoes multiply until they fill the network.
+    if (ticks_ < echo_due_[m.h.replica]) {
+      return;
+    }
+    echo_due_[m.h.replica] = ticks_ + options_.resend_ticks;
     message svc = make(command::start_view_change);
     seal(svc);
     out.push_back(send_effect{m.h.replica, std::move(svc)});

@@ -90,6 +90,27 @@ void checker::on_persisted(std::uint64_t tick, consensus::replica_t r, const con
   t.durable_known = true;
 }
 
+void checker::on_write_submitted(consensus::replica_t r, std::uint64_t op) {
+  replicas_.at(r).journal_durable.erase(op);
+}
+
+void checker::on_write_done(consensus::replica_t r, std::uint64_t op, consensus::checksum_t checksum, bool ok) {
+  replica_track& t = replicas_.at(r);
+  if (ok) {
+    t.journal_durable[op] = checksum;
+  } else {
+    t.journal_durable.erase(op);
+  }
+}
+
+void checker::on_recovered(consensus::replica_t r, const std::vector<consensus::header>& journal) {
+  replica_track& t = replicas_.at(r);
+  t.journal_durable.clear();
+  for (const auto& h : journal) {
+    t.journal_durable[h.op] = h.checksum;
+  }
+}
+
 void checker::on_sent(std::uint64_t tick, consensus::replica_t r, const consensus::message& m) {
   const replica_track& t = replicas_.at(r);
   if (t.durable_known && t.durable.recovering &&
@@ -97,6 +118,13 @@ void checker::on_sent(std::uint64_t tick, consensus::replica_t r, const consensu
     fail(tick, fmt::format("replica {} sent {} in view {} while recovering from a lost disk (it votes and "
                            "acknowledges nothing until it has caught up)",
                            r, consensus::to_string(m.h.cmd), m.h.view));
+  }
+  if (check_ack_durable_ && m.h.cmd == command::prepare_ok) {
+    auto it = t.journal_durable.find(m.h.op);
+    if (it == t.journal_durable.end() || it->second != m.h.context) {
+      fail(tick, fmt::format("replica {} sent prepare_ok for op {} {} that its journal does not hold durably", r,
+                             m.h.op, consensus::to_string(m.h.context)));
+    }
   }
   if (!t.durable_known || m.h.cmd == command::start_view_change || m.h.cmd == command::request_start_view ||
       m.h.cmd == command::prepare) {

@@ -21,6 +21,9 @@
 // - Persist before advertise: no replica sends a message carrying a view (or, for start_view, a log view) that is
 //   not yet durable (votes excepted: a start_view_change proposes a view, it does not adopt it).
 // - A replica recovering from a lost disk (durably so) sends no prepare_ok, start_view_change or do_view_change.
+// - Acknowledge only what is durable: a replica sends prepare_ok for (op, checksum) only while its journal holds that
+//   prepare durably: a write of it completed (or the replica recovered it at a restart), and no later write to op
+//   was submitted since. Optional (check_ack_durable): the end-to-end checkers catch the same bug, later.
 //
 // The first violation is kept (with the tick); later ones are counted.
 #include <cstdint>
@@ -37,7 +40,8 @@ namespace rill::simulation {
 
 class checker {
  public:
-  explicit checker(std::size_t replica_count) : replicas_(replica_count) {}
+  explicit checker(std::size_t replica_count, bool check_ack_durable = true)
+      : replicas_(replica_count), check_ack_durable_(check_ack_durable) {}
 
   void on_applied(std::uint64_t tick, consensus::replica_t r, const consensus::header& h, payload_id payload,
                   std::uint64_t digest);
@@ -48,6 +52,11 @@ class checker {
   void on_installed(std::uint64_t tick, consensus::replica_t r, const consensus::header& at, std::uint64_t digest);
   void on_persisted(std::uint64_t tick, consensus::replica_t r, const consensus::vsr_state& s);
   void on_sent(std::uint64_t tick, consensus::replica_t r, const consensus::message& m);
+  // Replica r's journal: a write of (op, checksum) was submitted (what the slot held is no longer known durable), a
+  // write completed (durable if ok), or a restart recovered these headers (all durable; nothing else is).
+  void on_write_submitted(consensus::replica_t r, std::uint64_t op);
+  void on_write_done(consensus::replica_t r, std::uint64_t op, consensus::checksum_t checksum, bool ok);
+  void on_recovered(consensus::replica_t r, const std::vector<consensus::header>& journal);
   void on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack);
   // The ledger of replica r gave op's payload offsets [base, base + records).
   void on_offsets(std::uint64_t tick, consensus::replica_t r, std::uint64_t op, payload_id payload, std::uint64_t base,
@@ -81,8 +90,10 @@ class checker {
     bool durable_known = false;
     std::uint32_t view = 0;
     std::uint64_t commit_max = 0;
+    std::map<std::uint64_t, consensus::checksum_t> journal_durable;  // op -> the prepare the journal holds durably
   };
   std::vector<replica_track> replicas_;
+  bool check_ack_durable_ = true;
   std::map<std::uint64_t, consensus::checksum_t> canonical_;  // op -> prepare checksum
   std::map<std::uint64_t, std::uint64_t> digests_;            // op -> state machine digest after it
   std::map<payload_id, std::uint64_t> payload_op_;            // payload -> op in the canonical history

@@ -37,7 +37,8 @@ struct cluster::node {
   disk_storage* disk = nullptr;              // storage, when it is the simulated disk
   std::unique_ptr<partition_mirror> mirror;  // the partition log on that disk
   bool fenced = false;                       // the driver stopped at a storage failure: crashed after this input
-  bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
+  bool lost = false;       // its disk was lost and it has not caught up since (down, or up and recovering)
+  bool crash_now = false;  // crashed once the input under way returns (crash-after-ack)
   bool up = false;
   std::uint64_t restart_at = 0;
   std::uint32_t incarnation = 0;
@@ -56,7 +57,7 @@ cluster::cluster(const cluster_options& options, trace& t)
       trace_(t),
       rng_(options.seed),
       network_(options.network, rng_.next()),
-      checker_(options.replicas),
+      checker_(options.replicas, options.check_ack_durable),
       debug_(std::getenv("RILL_SIM_DEBUG") != nullptr) {
   RILL_ASSERT(options_.replicas >= 1 && options_.replicas <= consensus::replicas_max);
   for (replica_t i = 0; i < options_.replicas; ++i) {
@@ -131,6 +132,7 @@ void cluster::restart(node& n) {
   }
   // What the disk holds is durable, whether or not the replica saw its completion before the crash.
   checker_.on_persisted(now_, n.index, recovered.state);
+  checker_.on_recovered(n.index, recovered.journal);
   if (debug_) {
     std::string ops;
     std::uint64_t prev = 0;
@@ -151,6 +153,7 @@ void cluster::restart(node& n) {
                                             options_.bugs);
   n.r = &n.d->replica();
   n.fenced = false;
+  n.crash_now = false;
   n.up = true;
   n.last_status = n.r->status();
   n.last_view = n.r->view().value();
@@ -165,8 +168,8 @@ void cluster::restart(node& n) {
 
 bool cluster::may_lose_disk() const {
   const std::size_t n = options_.replicas;
-  if (options_.rot_ppm > 0 || n < 3) {
-    return false;
+  if (options_.rot_ppm > 0 || options_.storage.read_fault_ppm > 0 || n < 3) {
+    return false;  // (a failed read counts as a lost copy, as rot does: with a lost disk, every copy may go)
   }
   std::size_t lost = 0;  // lost and not yet caught up (up or down)
   for (const auto& nd : nodes_) {
@@ -202,13 +205,32 @@ void cluster::crash(node& n) {
   }
 }
 
+bool cluster::may_crash() const {
+  // At most max(1, n - quorum) replicas down at once: a replication quorum (with f = 0, the one replica after its
+  // restart) can always form again.
+  const std::size_t n = options_.replicas;
+  std::size_t down = 0;
+  for (const auto& nd : nodes_) {
+    down += nd->up ? 0 : 1;
+  }
+  return down < std::max<std::size_t>(1, n - consensus::quorum_replication(n));
+}
+
 void cluster::send(node& n, replica_t to, consensus::message m) {
   checker_.on_sent(now_, n.index, m);
   trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{to} << 48) ^ (static_cast<std::uint64_t>(m.h.cmd) << 40) ^
              m.h.op);
   ++result_.messages;
   ++n.sent;
+  const bool ack = m.h.cmd == consensus::command::prepare_ok;
   network_.send(n.index, to, std::move(m), now_);
+  if (ack && !liveness_ && options_.crash_after_ack_ppm > 0 && rng_.chance_ppm(options_.crash_after_ack_ppm) &&
+      may_crash()) {
+    // Right after the acknowledgement: the driver executes nothing more, and the replica crashes once the input
+    // returns (it is on the stack now), so the effects after the send are lost with it.
+    n.d->halt();
+    n.crash_now = true;
+  }
 }
 
 consensus::driver_hooks cluster::hooks(node& np) {
@@ -226,6 +248,10 @@ consensus::driver_hooks cluster::hooks(node& np) {
     }
   };
   h.persisted = [this, n](const consensus::vsr_state& s) { checker_.on_persisted(now_, n->index, s); };
+  h.writing = [this, n](std::uint64_t op) { checker_.on_write_submitted(n->index, op); };
+  h.written = [this, n](std::uint64_t op, consensus::checksum_t checksum) {
+    checker_.on_write_done(n->index, op, checksum, true);
+  };
   h.checkpointed = [this, n](std::uint8_t, std::uint64_t) {
     ++result_.checkpoints;
     ++n->checkpoints;
@@ -267,8 +293,10 @@ consensus::driver_hooks cluster::hooks(node& np) {
 }
 
 void cluster::crash_if_fenced(node& n) {
-  if (n.up && n.fenced) {
-    crash(n);  // as rilld exits at a failed fsync and its supervisor restarts it: it recovers from what is on disk
+  if (n.up && (n.fenced || n.crash_now)) {
+    // A fence: as rilld exits at a failed fsync and its supervisor restarts it, it recovers from what is on disk.
+    // crash_now: the crash-after-ack fault.
+    crash(n);
   }
 }
 
@@ -297,20 +325,13 @@ void cluster::observe(node& n) {
 
 void cluster::inject_faults() {
   const std::size_t n = options_.replicas;
-  std::size_t down = 0;
   for (auto& nd : nodes_) {
-    down += nd->up ? 0 : 1;
-  }
-  const std::size_t down_max = std::max<std::size_t>(1, n - consensus::quorum_replication(n));
-  for (auto& nd : nodes_) {
-    if (nd->up && down < down_max && rng_.chance_ppm(options_.crash_ppm)) {
+    if (nd->up && may_crash() && rng_.chance_ppm(options_.crash_ppm)) {
       crash(*nd);
-      ++down;
     }
-    if (nd->up && down < down_max && options_.disk_lost_ppm > 0 && rng_.chance_ppm(options_.disk_lost_ppm) &&
+    if (nd->up && may_crash() && options_.disk_lost_ppm > 0 && rng_.chance_ppm(options_.disk_lost_ppm) &&
         may_lose_disk()) {
       lose_disk(*nd);
-      ++down;
       continue;
     }
     if (nd->up && options_.rot_ppm > 0 && rng_.chance_ppm(options_.rot_ppm)) {

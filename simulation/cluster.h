@@ -72,16 +72,21 @@ struct cluster_options {
   std::uint32_t consume_every_ticks = 20;          // each client's consumer reads about this often
   consensus::journal_options journal{1024, 1024};  // the ring; the replicas checkpoint every slot_count / 4 ops
   std::uint32_t crash_ppm = 200;                   // per replica per tick
-  std::uint32_t restart_ticks_max = 400;           // a crashed replica restarts after 1..this
-  std::uint32_t partition_ppm = 100;               // per tick: a new partition
+  // Per prepare_ok sent: the sender crashes right after sending it (the effects after the send are lost with it),
+  // within the same bound on replicas down at once as crash_ppm. Finds acknowledgements of what a crash loses.
+  std::uint32_t crash_after_ack_ppm = 0;
+  std::uint32_t restart_ticks_max = 400;  // a crashed replica restarts after 1..this
+  std::uint32_t partition_ppm = 100;      // per tick: a new partition
   std::uint32_t partition_ticks_max = 2000;
   std::uint32_t rot_ppm = 0;  // per replica per tick: a stored prepare rots
   // Per replica per tick: the disk is lost (a crash, then a restart on an empty disk formatted to recover). Only
-  // with rot off (rot and a lost disk together may destroy every copy of an op: data loss, not a bug), with 3 or
-  // more replicas, and at most replicas - quorum of them lost or recovering at once (else no quorum can ever vote).
+  // with rot and read faults off (a failed read counts as a lost copy; either with a lost disk may destroy every
+  // copy of an op: data loss, not a bug), with 3 or more replicas, and at most replicas - quorum of them lost or
+  // recovering at once (else no quorum can ever vote).
   std::uint32_t disk_lost_ppm = 0;
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
   consensus::replica_bugs bugs;
+  bool check_ack_durable = true;  // the checker's "prepare_ok only for a durable write" (off: end-to-end checks only)
   bool bug_partition_trusts_own_suffix = false;  // test only: see partition_mirror::set_bug_trust_own_suffix
 };
 
@@ -125,6 +130,7 @@ class cluster {
   void crash(node& n);
   [[nodiscard]] bool may_lose_disk() const;
   void lose_disk(node& n);
+  [[nodiscard]] bool may_crash() const;  // fewer than the bound are down now
   void restart(node& n);
   void enter_liveness();
   [[nodiscard]] bool converged() const;

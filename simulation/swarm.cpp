@@ -1,5 +1,8 @@
 #include "simulation/swarm.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "base/assert.h"
 #include "base/random.h"
 
@@ -21,16 +24,24 @@ const std::vector<knob_range>& swarm_knobs() {
       {"rot-ppm", 0, 300, "chance per replica per tick that a stored prepare rots, ppm (within the fault atlas)"},
       {"pipeline", 1, 8, "prepares in flight at the primary"},
       {"journal-slots-log2", 6, 10, "the journal ring holds 2^this ops (checkpoints every quarter of it)"},
+      {"crash-after-ack-ppm", 0, 20'000, "chance that a replica crashes right after it sends a prepare_ok, ppm"},
+      {"faults-off", 0, (1U << fault_class_count) - 1,
+       "fault classes turned off, a bit mask (loss, duplicate, crash, partition, write-fault, read-fault, rot, "
+       "crash-after-ack: bit 0..7)",
+       true},
+      {"faults-up", 0, (1U << fault_class_count) - 1,
+       "fault classes whose rate is multiplied by 4, a bit mask (bits as faults-off)", true},
       {"disk-lost-ppm", 0, 400,
-       "chance per replica per tick that its disk is lost, ppm; drawn, only above 200 (and then rot is off)"},
+       "chance per replica per tick that its disk is lost, ppm; drawn, only above 200 (then rot and read faults are "
+       "off)"},
   };
   return knobs;
 }
 
 const std::vector<std::string>& bug_names() {
-  static const std::vector<std::string> names = {"commit_without_quorum", "advertise_before_persist",
-                                                 "accept_out_of_order",   "forget_client_table",
-                                                 "vote_while_recovering", "partition_trusts_own_suffix"};
+  static const std::vector<std::string> names = {
+      "commit_without_quorum", "advertise_before_persist", "accept_out_of_order",        "forget_client_table",
+      "vote_while_recovering", "ack_before_durable",       "partition_trusts_own_suffix"};
   return names;
 }
 
@@ -38,7 +49,10 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   prng r(seed ^ 0x5357'4152'4d21'0001ULL);  // the swarm's own stream: independent of the run's
   std::map<std::string, std::uint64_t> v;
   for (const auto& knob : swarm_knobs()) {
-    const std::uint64_t drawn = r.between(knob.lo, knob.hi);
+    std::uint64_t drawn = r.between(knob.lo, knob.hi);
+    if (knob.mask) {
+      drawn &= r.between(knob.lo, knob.hi);
+    }
     auto it = k.given.find(knob.name);
     v[knob.name] = it != k.given.end() ? it->second : drawn;
   }
@@ -57,19 +71,58 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   o.storage.write_fault_ppm = static_cast<std::uint32_t>(v["write-fault-ppm"]);
   o.storage.read_fault_ppm = static_cast<std::uint32_t>(v["read-fault-ppm"]);
   o.rot_ppm = static_cast<std::uint32_t>(v["rot-ppm"]);
-  // A seed either loses disks or rots prepares, never both: together they can destroy every copy of an op (data
-  // loss, not a bug). Drawn, half the seeds lose disks; given, the value is the rate.
+  o.crash_after_ack_ppm = static_cast<std::uint32_t>(v["crash-after-ack-ppm"]);
+  // Swarm masks: some fault classes off, some rates up (a seed with no loss finds what loss hides, and one with
+  // crashes four times as often finds what needs two crashes close together). A rate given on the command line is
+  // taken as is.
+  struct fault_rate {
+    fault_class what;
+    const char* knob;
+    std::uint32_t* ppm;
+    std::uint32_t ppm_max;  // with faults-up
+  };
+  const fault_rate rates[] = {
+      {fault_class::loss, "loss-ppm", &o.network.loss_ppm, 300'000},
+      {fault_class::duplicate, "duplicate-ppm", &o.network.duplicate_ppm, 300'000},
+      {fault_class::crash, "crash-ppm", &o.crash_ppm, 2'400},
+      {fault_class::partition, "partition-ppm", &o.partition_ppm, 1'600},
+      {fault_class::write_fault, "write-fault-ppm", &o.storage.write_fault_ppm, 80'000},
+      {fault_class::read_fault, "read-fault-ppm", &o.storage.read_fault_ppm, 80'000},
+      {fault_class::rot, "rot-ppm", &o.rot_ppm, 1'200},
+      {fault_class::crash_after_ack, "crash-after-ack-ppm", &o.crash_after_ack_ppm, 80'000},
+  };
+  static_assert(std::size(rates) == fault_class_count);
+  const std::uint64_t off = v["faults-off"];
+  const std::uint64_t up = v["faults-up"];
+  for (const auto& f : rates) {
+    const std::uint64_t b = std::uint64_t{1} << static_cast<std::uint32_t>(f.what);
+    if (k.given.contains(f.knob)) {
+      continue;
+    }
+    if ((off & b) != 0) {
+      *f.ppm = 0;
+    } else if ((up & b) != 0) {
+      *f.ppm = std::max(*f.ppm, std::min(f.ppm_max, *f.ppm * fault_up_factor));
+    }
+  }
+  // A seed either loses disks or loses copies within the fault atlas (rot, and failed reads, which the replica
+  // counts as a lost copy), never both: together they can destroy every copy of an op (data loss, not a bug).
+  // Drawn, half the seeds lose disks; given, the value is the rate.
   const bool lose_disks = k.given.contains("disk-lost-ppm") ? v["disk-lost-ppm"] > 0 : v["disk-lost-ppm"] > 200;
   if (lose_disks) {
     o.disk_lost_ppm = static_cast<std::uint32_t>(v["disk-lost-ppm"]);
     if (!k.given.contains("rot-ppm")) {
       o.rot_ppm = 0;
     }
+    if (!k.given.contains("read-fault-ppm")) {
+      o.storage.read_fault_ppm = 0;
+    }
   }
   o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
   // A small ring wraps many times in a run: checkpoints, and state transfers for replicas left behind.
   o.journal.slot_count = std::uint64_t{1} << v["journal-slots-log2"];
   o.disk = !k.model_storage;
+  o.check_ack_durable = k.check_ack_durable;
   o.safety_ticks = k.ticks;
   o.liveness_ticks = k.liveness_ticks;
   for (const auto& b : k.bugs) {
@@ -83,6 +136,8 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bugs.forget_client_table = true;
     } else if (b == "vote_while_recovering") {
       o.bugs.vote_while_recovering = true;
+    } else if (b == "ack_before_durable") {
+      o.bugs.ack_before_durable = true;
     } else if (b == "partition_trusts_own_suffix") {
       o.bug_partition_trusts_own_suffix = true;
     } else {

@@ -20,6 +20,7 @@ struct knobs {
   std::uint64_t ticks = 20'000;                // the safety phase's bound
   std::uint64_t liveness_ticks = 30'000;       // the liveness phase's bound
   bool model_storage = false;                  // the in-memory storage model instead of journal.wal on a sim_disk
+  bool check_ack_durable = true;               // the checker's "prepare_ok only for a durable write"
 };
 
 // The knobs a swarm draws, with their ranges, for --help and docs/simulation.md.
@@ -28,7 +29,24 @@ struct knob_range {
   std::uint64_t lo;
   std::uint64_t hi;
   const char* help;
+  // A bit mask: drawn as the AND of two uniform draws, so each bit is set in a quarter of the seeds.
+  bool mask = false;
 };
+
+// The fault classes of the swarm's masks (knobs faults-off and faults-up): bit i is class i.
+enum class fault_class : std::uint8_t {
+  loss,
+  duplicate,
+  crash,
+  partition,
+  write_fault,
+  read_fault,
+  rot,
+  crash_after_ack,
+};
+constexpr std::uint32_t fault_class_count = 8;
+// A class's rate, when its bit of faults-up is set, is multiplied by this (within the class's bound).
+constexpr std::uint32_t fault_up_factor = 4;
 const std::vector<knob_range>& swarm_knobs();
 // The deliberate bugs by name: replica_bugs, and the partition log's
 // (cluster_options::bug_partition_trusts_own_suffix).

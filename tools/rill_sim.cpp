@@ -4,12 +4,17 @@
 //   rill-sim --seeds N [--master-seed M] [knobs]  N seeds drawn from M
 //   rill-sim --duration-s T [--master-seed M]      seeds drawn from M until T seconds have passed
 //   rill-sim --seed-file FILE [knobs]              the seeds listed in FILE (one per line, # comments)
+//   rill-sim --list-bugs                           the deliberate bugs the simulator must find
+//   rill-sim --bug NAME --seeds N [--master-seed M] seeds with NAME planted until one catches it
+//   rill-sim --bug-seeds FILE                      each "NAME SEED" line of FILE must catch NAME (CI's list)
 //
 // Knobs not given on the command line are drawn from the seed (a swarm: each seed is a different cluster and fault
 // mix), so `--seed S` alone replays a run. Each seed runs in a child process, so that a crash (a failed assertion) is
 // reported as one, with the command that replays it.
 //
-// Exit status: 0 all passed; 129 a safety failure; 128 a liveness failure; 127 a crash; 2 bad usage.
+// Exit status: 0 all passed; 129 a safety failure; 128 a liveness failure; 127 a crash; 2 bad usage. With --bug
+// and --seeds (or --duration-s): 129 when a seed caught the bug (a safety failure, or a failed assertion in the
+// replica), 1 when none did. With --bug-seeds: 0 when every line caught its bug, 1 otherwise.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,6 +43,7 @@ using namespace rill::simulation;
 constexpr int exit_safety = 129;
 constexpr int exit_liveness = 128;
 constexpr int exit_crash = 127;
+constexpr int exit_not_caught = 1;
 
 std::string replay_command(std::uint64_t seed, const knobs& k) {
   std::string cmd = fmt::format("rill-sim --seed {}", seed);
@@ -54,6 +61,9 @@ std::string replay_command(std::uint64_t seed, const knobs& k) {
   }
   if (k.model_storage) {
     cmd += " --model-storage";
+  }
+  if (!k.check_ack_durable) {
+    cmd += " --no-ack-durable-check";
   }
   return cmd;
 }
@@ -168,6 +178,69 @@ int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path
   return exit_crash;
 }
 
+// A planted bug is caught by a safety failure, or by a failed assertion in the replica (its own checks). A liveness
+// failure is not a catch: the bug must be shown unsafe.
+bool caught(int rc) {
+  return rc == exit_safety || rc == exit_crash;
+}
+
+std::string bugs_joined(const std::vector<std::string>& bugs) {
+  std::string out;
+  for (const auto& b : bugs) {
+    out += (out.empty() ? "" : "+") + b;
+  }
+  return out;
+}
+
+// CI's list: each line "BUG SEED" (# comments) must catch BUG. Returns 0 when every line did, 1 otherwise.
+int run_bug_seeds(const std::string& path, const knobs& base) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "rill-sim: cannot read %s\n", path.c_str());
+    return 2;
+  }
+  std::string line;
+  std::size_t lines = 0;
+  std::size_t missed = 0;
+  std::map<std::string, bool> covered;
+  for (const auto& b : bug_names()) {
+    covered[b] = false;
+  }
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string bug;
+    std::uint64_t s = 0;
+    if (!(words >> bug)) {
+      continue;
+    }
+    if (!(words >> s) || !covered.contains(bug)) {
+      std::fprintf(stderr, "rill-sim: %s: not \"BUG SEED\" with a known bug: %s\n", path.c_str(), line.c_str());
+      return 2;
+    }
+    knobs k = base;
+    k.bugs = {bug};
+    const int rc = run_forked(s, k, "", true);
+    ++lines;
+    if (caught(rc)) {
+      covered[bug] = true;
+      std::printf("%s: caught by seed %llu\n", bug.c_str(), static_cast<unsigned long long>(s));
+    } else {
+      ++missed;
+      std::printf("%s: NOT caught by seed %llu (exit %d): %s\n", bug.c_str(), static_cast<unsigned long long>(s), rc,
+                  replay_command(s, k).c_str());
+    }
+  }
+  for (const auto& [bug, yes] : covered) {
+    if (!yes) {
+      std::printf("%s: no seed in %s catches it\n", bug.c_str(), path.c_str());
+      ++missed;
+    }
+  }
+  std::printf("%zu/%zu bug seeds caught their bug\n", lines - std::min(lines, missed), lines);
+  return missed == 0 ? 0 : exit_not_caught;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -208,11 +281,30 @@ int main(int argc, char** argv) {
         fmt::format("{} (default: drawn from the seed in {}..{})", knob.help, knob.lo, knob.hi));
   }
   std::vector<std::string> bugs;
+  std::string bug_list;
+  for (const auto& b : bug_names()) {
+    bug_list += (bug_list.empty() ? "" : ", ") + b;
+  }
   app.add_option("--bug", bugs,
-                 "test only: enable a deliberate bug (commit_without_quorum, advertise_before_persist, "
-                 "accept_out_of_order, forget_client_table, vote_while_recovering, partition_trusts_own_suffix)")
+                 "test only: plant a deliberate bug (" + bug_list +
+                     "); with --seeds or --duration-s, stop at the first seed that catches it")
       ->check(CLI::IsMember(bug_names()));
+  bool list_bugs = false;
+  app.add_flag("--list-bugs", list_bugs, "print the deliberate bugs' names, one a line");
+  std::string bug_seeds;
+  app.add_option("--bug-seeds", bug_seeds,
+                 "run each line \"BUG SEED\" of this file with BUG planted; every seed must catch its bug");
+  bool no_ack_durable_check = false;
+  app.add_flag("--no-ack-durable-check", no_ack_durable_check,
+               "turn off the checker's \"prepare_ok only for a durable write\" (the end-to-end checkers remain)");
   CLI11_PARSE(app, argc, argv);
+  k.check_ack_durable = !no_ack_durable_check;
+  if (list_bugs) {
+    for (const auto& b : bug_names()) {
+      std::printf("%s\n", b.c_str());
+    }
+    return 0;
+  }
   k.given = values;
   k.bugs = bugs;
   if (values.contains("replicas") && (values["replicas"] < 1 || values["replicas"] > 6)) {
@@ -224,10 +316,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rill-sim: --pipeline: allowed is 1..64\n");
     return 2;
   }
-  const int modes = (seed ? 1 : 0) + (seeds > 0 ? 1 : 0) + (duration_s > 0 ? 1 : 0) + (seed_file.empty() ? 0 : 1);
+  const int modes = (seed ? 1 : 0) + (seeds > 0 ? 1 : 0) + (duration_s > 0 ? 1 : 0) + (seed_file.empty() ? 0 : 1) +
+                    (bug_seeds.empty() ? 0 : 1);
   if (modes != 1) {
-    std::fprintf(stderr, "rill-sim: give exactly one of --seed S, --seeds N, --duration-s T, --seed-file FILE\n");
+    std::fprintf(stderr,
+                 "rill-sim: give exactly one of --seed S, --seeds N, --duration-s T, --seed-file FILE, --bug-seeds "
+                 "FILE\n");
     return 2;
+  }
+  if (!bug_seeds.empty()) {
+    if (!bugs.empty()) {
+      std::fprintf(stderr, "rill-sim: --bug-seeds names the bugs itself; no --bug\n");
+      return 2;
+    }
+    return run_bug_seeds(bug_seeds, k);
   }
   if (seed) {
     const int rc = run_forked(*seed, k, trace_path, false, metrics);
@@ -267,6 +369,8 @@ int main(int argc, char** argv) {
   std::uint64_t passed = 0;
   int worst = 0;
   std::vector<std::uint64_t> ran;
+  const bool hunting = !bugs.empty() && listed.empty();  // --bug with --seeds or --duration-s
+  bool found = false;
   for (std::uint64_t i = 0;; ++i) {
     if (!listed.empty() ? i >= listed.size() : duration_s > 0 ? elapsed() >= duration_s : i >= seeds) {
       break;
@@ -280,6 +384,12 @@ int main(int argc, char** argv) {
     }
     std::printf("replay: %s\n", replay_command(s, k).c_str());
     worst = worst == 0 ? rc : std::max(worst, rc);
+    if (hunting && caught(rc)) {
+      std::printf("%s: caught by seed %llu, seed #%zu drawn from master seed %llu\n", bugs_joined(bugs).c_str(),
+                  static_cast<unsigned long long>(s), ran.size(), static_cast<unsigned long long>(master));
+      found = true;
+      break;
+    }
   }
   if (print_seeds) {
     for (std::size_t i = 0; i < ran.size(); ++i) {
@@ -297,5 +407,12 @@ int main(int argc, char** argv) {
       "checkpoints written: %llu; state transfers: %llu; records consumed: %llu; partition suffixes truncated: %llu\n",
       static_cast<unsigned long long>(checkpoints_total), static_cast<unsigned long long>(syncs_total),
       static_cast<unsigned long long>(consumed_total), static_cast<unsigned long long>(cuts_total));
+  if (hunting) {
+    if (!found) {
+      std::printf("%s: not caught in %zu seeds\n", bugs_joined(bugs).c_str(), ran.size());
+      return exit_not_caught;
+    }
+    return exit_safety;
+  }
   return worst;
 }

@@ -59,7 +59,7 @@ struct node {
 };
 
 struct mini {
-  explicit mini(std::uint8_t n, std::uint64_t slots = 0) : journal_slots(slots) {
+  explicit mini(std::uint8_t n, std::uint64_t slots = 0, replica_bugs b = {}) : bugs(b), journal_slots(slots) {
     for (std::uint8_t i = 0; i < n; ++i) {
       auto nd = std::make_unique<node>();
       nd->superblock.cluster = cluster_id;
@@ -94,7 +94,7 @@ struct mini {
       BOOST_REQUIRE(rec.snapshot.size() == n.superblock.checkpoint.size);
     }
     n.sm = std::make_unique<counter>();
-    n.r = std::make_unique<replica>(options(i), *n.sm, rec);
+    n.r = std::make_unique<replica>(options(i), *n.sm, rec, bugs);
     n.applied.clear();
     n.installed.clear();
     n.io.clear();
@@ -218,6 +218,7 @@ struct mini {
   std::vector<message> replies;
   std::set<std::uint8_t> blocked;  // cut off both ways
   bool drop_oks = false;
+  replica_bugs bugs;                // deliberate bugs of every replica started
   std::uint64_t journal_slots = 0;  // 0: an unbounded journal (no ring, no checkpoints)
 };
 }  // namespace
@@ -246,6 +247,40 @@ BOOST_AUTO_TEST_CASE(a_single_replica_commits_answers_and_replays_after_a_restar
   BOOST_TEST(c.nodes[0]->sm->applied == 3u);
 }
 
+BOOST_AUTO_TEST_CASE(a_single_replica_cuts_a_stale_prepare_left_above_a_gap_it_filled_again) {
+  // Pipelined writes finish out of order: a crash can leave op 3 durable and op 2 lost. The restart cuts op 3 (above
+  // a gap: never committed), but journal.wal still holds it; a new op 2 fills the gap, and at the next restart the
+  // stale op 3 sits above it without a gap. It does not chain onto the new op 2: it must be cut again, not committed.
+  // (rill-sim --seed 1015321011589387514 --replicas 1 --crash-ppm 30000 found it.)
+  mini c(1);
+  c.request(0, 5, 0, 0);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  node& n = *c.nodes[0];
+  n.hold_io = true;
+  c.request(0, 6, 0, 0);  // op 2, its write held
+  c.request(0, 7, 0, 0);  // op 3, its write held
+  BOOST_REQUIRE(n.r->op() == op_t(3));
+  for (auto& e : n.io) {
+    if (auto* w = std::get_if<write_effect>(&e); w != nullptr && w->m.h.op == 3) {
+      n.journal[3] = w->m;  // op 3's write landed, op 2's did not: then the crash
+    }
+  }
+  BOOST_REQUIRE(n.journal.contains(3));
+  c.crash(0);
+  n.hold_io = false;
+  c.start(0, false);
+  c.tick(3);
+  BOOST_TEST(n.r->op() == op_t(1));  // op 3 is above the gap: cut (its slot still holds it)
+  c.request(0, 8, 0, 0);             // a new op 2
+  BOOST_TEST(n.r->op() == op_t(2));
+  c.crash(0);
+  c.start(0, false);
+  c.tick(3);
+  BOOST_TEST(n.r->op() == op_t(2));  // the stale op 3 does not chain onto the new op 2
+  BOOST_TEST(n.r->commit_min() == op_t(2));
+  BOOST_TEST(n.applied == (std::vector<std::uint64_t>{1, 2}));
+}
+
 BOOST_AUTO_TEST_CASE(the_primary_answers_only_once_a_quorum_holds_the_prepare_durably) {
   mini c(3);
   c.request(0, 5, 0, 0);
@@ -263,6 +298,34 @@ BOOST_AUTO_TEST_CASE(the_primary_answers_only_once_a_quorum_holds_the_prepare_du
   c.request(0, 5, 2, 8);
   BOOST_TEST(c.replies.size() == 3u);
   BOOST_TEST(c.nodes[2]->r->commit_min() < op_t(3));
+}
+
+namespace {
+// Three replicas; the primary prepares while both backups' journal writes are held (submitted, never completed).
+// Returns whether the client was answered (or anything committed) while the writes were held.
+bool answered_with_both_backups_writes_held(const replica_bugs& bugs) {
+  mini c(3, 0, bugs);
+  c.request(0, 5, 0, 0);
+  BOOST_REQUIRE(c.replies.size() == 1u);
+  const op_t committed = c.nodes[0]->r->commit_max();
+  c.nodes[1]->hold_io = true;
+  c.nodes[2]->hold_io = true;
+  c.sent.clear();
+  c.request(0, 5, 1, 8);
+  c.tick(40);  // the primary resends its prepare: the backups still hold nothing durably
+  BOOST_TEST(c.nodes[0]->r->op() == committed + 1);  // the primary prepared it (and its own write is durable)
+  return c.replies.size() > 1u || c.nodes[0]->r->commit_max() > committed || c.sent_count(command::prepare_ok) > 0;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(no_reply_comes_while_both_backups_writes_are_held) {
+  // VSR's core rule: a backup acknowledges a prepare only once it is durable, so with both backups' writes held no
+  // quorum holds the op and nothing may commit or be answered.
+  BOOST_TEST(!answered_with_both_backups_writes_held({}));
+  // The test bites: with the deliberate bug (prepare_ok sent when the write is submitted) a reply comes.
+  replica_bugs bug;
+  bug.ack_before_durable = true;
+  BOOST_TEST(answered_with_both_backups_writes_held(bug));
 }
 
 BOOST_AUTO_TEST_CASE(a_silent_primary_is_replaced_and_the_new_view_is_persisted_before_it_is_advertised) {

@@ -1,5 +1,5 @@
 // The simulator: a sweep of seeds passes, a seed replays byte for byte (same trace hash), and each deliberate bug in
-// the replica is found within a bounded number of seeds (the checkers bite).
+// the replica is found within 1,000 seeds (the checkers bite).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(replica_samples_follow_the_run_without_changing_it) {
 BOOST_AUTO_TEST_CASE(every_deliberate_bug_is_found_within_a_bounded_number_of_seeds) {
   // Seeds drawn from a fixed master seed, so a regression here is reproducible; the bound leaves room above the
   // seed at which each is found today (printed).
-  constexpr int bound = 10000;
+  constexpr int bound = 1000;
 #if defined(__SANITIZE_ADDRESS__)
   // What this test proves is about the checkers, not memory, and the plain build runs it: under the sanitizers
   // (each seed ~10x slower) only one bug, the one found first.
@@ -142,7 +142,8 @@ BOOST_AUTO_TEST_CASE(every_deliberate_bug_is_found_within_a_bounded_number_of_se
     int found_at = -1;
     for (int i = 0; i < bound && found_at < 0; ++i) {
       const std::uint64_t seed = draw.next();
-      if (run_forked(seed, k) != 0) {
+      const int rc = run_forked(seed, k);
+      if (rc == 1 || rc == 3) {  // a safety failure or a failed assertion; a liveness failure is no catch
         found_at = i;
         BOOST_TEST_MESSAGE(bug << ": found by seed " << seed << " (the " << i + 1 << "th)");
       }
