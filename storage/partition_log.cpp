@@ -1053,13 +1053,16 @@ task<expected<void>> partition_log::drop_segments_after(const truncate_plan& pla
         f->forbid_reopen();
       }
     }
+    // In the graveyard before the unlinks, so that close() closes its descriptors even when an unlink fails (the
+    // simulator found an open descriptor left behind by a cut that a crash interrupted). The deleter only closes
+    // them: the files go here, or, if an unlink fails, at recovery, from the truncate intent in the superblock.
+    gone->deleting = true;
+    gone->files_unlinked = true;
+    gone->file_size = 0;
+    graveyard_.push_back(gone);
     for (const auto& path : {gone->log_path(), gone->index_path(), gone->meta_path()}) {
       RILL_CO_TRY_VOID(co_await unlink_file(engine_, path, true));
     }
-    gone->deleting = true;
-    gone->files_unlinked = true;  // the deleter only closes its descriptors
-    gone->file_size = 0;
-    graveyard_.push_back(gone);
   }
   RILL_ASSERT(segments_.back() == plan.seg);
   co_return expected<void>{};
