@@ -35,7 +35,8 @@
 //   replica_count - quorum_view_change peers are in (so they include a member of every view-change quorum, and the
 //   highest view answered is at least every view in which an op it acknowledged may have committed) and a primary
 //   of that highest view (or a later one) has answered, its log head is the target: the replica stops recovering
-//   (durably, before its first vote) once it holds durably and has applied every op up to that head. (VR
+//   (durably, before its first vote) once it holds durably, verified, every op up to that head (applied or not:
+//   they may wait for its own acknowledgement to commit). (VR
 //   Revisited's recovery protocol, with the rejoin of a normal member: it catches up before it takes part.)
 #include <array>
 #include <cstdint>
@@ -348,7 +349,7 @@ class replica {
   std::array<std::uint64_t, replicas_max> echo_due_{};
 
   // Recovery of a lost disk: the start_view asked for with recovery_nonce_ names the primary's log head then
-  // (recovery_target_, in recovery_view_); once everything up to it is durable here and applied, recovering_ (what
+  // (recovery_target_, in recovery_view_); once everything up to it is durable here, recovering_ (what
   // is wanted durable) clears.
   bool recovering_ = false;
   std::uint64_t recovery_nonce_ = 0;

@@ -397,7 +397,7 @@ void replica::on_sync(const message& m, std::vector<effect>& out) {
 bool replica::durable_through(std::uint64_t op) const {
   for (std::uint64_t k = checkpoint_.op() + 1; k <= op; ++k) {
     const auto it = log_.find(k);
-    if (it == log_.end() || !it->second.durable) {
+    if (it == log_.end() || !it->second.durable || !it->second.verified) {
       return false;
     }
   }
@@ -452,8 +452,9 @@ void replica::progress_recovery(std::vector<effect>& out) {
       }
     }
   }
-  if (recovery_target_ && status_ == status::normal && commit_min_ >= *recovery_target_ &&
-      durable_through(*recovery_target_)) {
+  // Durable, not applied: the ops up to the head may wait for this replica's own acknowledgement to commit (the
+  // others of a quorum may be down or behind), so waiting for their commit could wait forever.
+  if (recovery_target_ && status_ == status::normal && durable_through(*recovery_target_)) {
     // Everything it could have acknowledged before the loss, and that may have committed, is durable here again.
     recovering_ = false;
     persist(out);  // it votes once this is durable (silenced() reads the durable state)
