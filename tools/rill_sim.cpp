@@ -297,7 +297,14 @@ int main(int argc, char** argv) {
   bool no_ack_durable_check = false;
   app.add_flag("--no-ack-durable-check", no_ack_durable_check,
                "turn off the checker's \"prepare_ok only for a durable write\" (the end-to-end checkers remain)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version print and exit 0; any other parse error is bad usage: exit 2, as documented (CLI11's own
+    // codes, 105 and so on, would read as a seed's outcome).
+    const int printed = app.exit(e);
+    return printed == 0 ? 0 : 2;
+  }
   k.check_ack_durable = !no_ack_durable_check;
   if (list_bugs) {
     for (const auto& b : bug_names()) {
