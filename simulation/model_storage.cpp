@@ -22,11 +22,16 @@ std::uint64_t model_storage::due() {
   return now_ + options_.latency_min_ticks + rng_.below(std::uint64_t{options_.latency_spread_ticks} + 1);
 }
 
-void model_storage::write(message prepare, std::function<void(expected<void>)> done) {
+model_storage::pending_op& model_storage::enqueue(kind what) {
   pending_op& p = pending_.emplace_back();
   p.due = due();
   p.sequence = sequence_++;
-  p.what = kind::write;
+  p.what = what;
+  return p;
+}
+
+void model_storage::write(message prepare, std::function<void(expected<void>)> done) {
+  pending_op& p = enqueue(kind::write);
   p.op = prepare.h.op;
   p.data = std::move(prepare);
   p.done = std::move(done);
@@ -34,30 +39,21 @@ void model_storage::write(message prepare, std::function<void(expected<void>)> d
 
 void model_storage::read(std::uint64_t op, consensus::checksum_t checksum,
                          std::function<void(expected<message>)> done) {
-  pending_op& p = pending_.emplace_back();
-  p.due = due();
-  p.sequence = sequence_++;
-  p.what = kind::read;
+  pending_op& p = enqueue(kind::read);
   p.op = op;
   p.checksum = checksum;
   p.read_done = std::move(done);
 }
 
 void model_storage::persist(const consensus::vsr_state& state, std::function<void(expected<void>)> done) {
-  pending_op& p = pending_.emplace_back();
-  p.due = due();
-  p.sequence = sequence_++;
-  p.what = kind::persist;
+  pending_op& p = enqueue(kind::persist);
   p.state = state;
   p.done = std::move(done);
 }
 
 void model_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
                                      std::function<void(expected<void>)> done) {
-  pending_op& p = pending_.emplace_back();
-  p.due = due();
-  p.sequence = sequence_++;
-  p.what = kind::checkpoint;
+  pending_op& p = enqueue(kind::checkpoint);
   p.op = op;
   p.slot = slot;
   p.bytes = std::move(bytes);

@@ -56,6 +56,7 @@ class model_storage final : public replica_storage {
     std::function<void(expected<consensus::message>)> read_done;
   };
   std::uint64_t due();
+  pending_op& enqueue(kind what);  // a new pending operation, due after the latency drawn now
   void run(pending_op& p);
 
   storage_options options_;
