@@ -21,9 +21,13 @@
 // Invariants (asserted): a completion is handed to the replica at most once and only while not fenced; in_flight()
 // counts storage operations started and not completed; effects are executed in the order the replica returned them.
 //
-// Contract: single-threaded (the engine's completions and the host's calls on one thread). The hooks must not call
-// the driver re-entrantly (they run inside its effect loop). Destroy the driver once in_flight() is 0 (settle()),
-// or after its storage has dropped every callback in flight (a simulated crash).
+// Contract: single-threaded (the engine's completions and the host's calls on one thread). Hooks run inside the
+// effect loop. One may resume a coroutine that feeds the driver again (local_group's reply hook wakes a submit,
+// whose caller may submit the next): that nested input runs to completion, its effects executed, before the outer
+// loop goes on with the effects it still had. The replica is never on the stack then (it returned its effects),
+// so its state is consistent; only the order of effects across the two inputs interleaves. A hook must never
+// destroy the driver. Destroy it once in_flight() is 0 (settle()), or after its storage has dropped every callback
+// in flight (a simulated crash).
 #include <cstdint>
 #include <functional>
 #include <memory>

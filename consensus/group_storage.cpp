@@ -1,6 +1,9 @@
 #include "consensus/group_storage.h"
 
+#include <fmt/core.h>
+
 #include "base/assert.h"
+#include "storage/errc.h"
 #include "storage/file_ops.h"
 
 namespace rill::consensus {
@@ -12,6 +15,15 @@ task<expected<std::unique_ptr<journal_storage>>> journal_storage::open(storage::
   RILL_CO_TRY_VOID(co_await storage::make_dirs(e, dir));
   std::unique_ptr<journal_storage> s(new journal_storage(dir, o));
   RILL_CO_TRY(sb, co_await superblock::open(e, dir, true, initial));
+  // Another group's directory is refused before anything else is opened or created in it.
+  if (const vsr_state& found = sb->state(); found.cluster != initial.cluster || found.replica != initial.replica ||
+                                            found.replica_count != initial.replica_count) {
+    co_return storage::make_unexpected(
+        storage::errc::invalid_argument,
+        fmt::format("{}/superblock belongs to replica {} of {} in cluster {}, not to replica {} of {} in cluster {}",
+                    dir, found.replica, found.replica_count, found.cluster, initial.replica, initial.replica_count,
+                    initial.cluster));
+  }
   // A superblock written by this open holds `initial` at sequence 1 (a later update raises the sequence).
   const bool formatted = sb->sequence() == 1 && sb->state() == initial;
   journal_recovery rec;

@@ -53,9 +53,10 @@ struct journal_storage_options {
 class journal_storage final : public group_storage {
  public:
   // Opens (creating when missing) dir/superblock (with `initial` when new), dir/journal.wal and dir/snapshot.bin;
-  // fills `recovered` (formatted: the superblock was created by this open). Errors: the files' own (corrupt_data
-  // when no superblock copy is valid or the named checkpoint does not read back, invalid_argument for options out
-  // of range), I/O errors.
+  // fills `recovered` (formatted: the superblock was created by this open). Errors: invalid_argument when the
+  // superblock names another cluster, replica or replica count than `initial` (checked before the journal and
+  // snapshot.bin are opened or created) or for options out of range; the files' own (corrupt_data when no superblock
+  // copy is valid or the named checkpoint does not read back); I/O errors.
   static task<expected<std::unique_ptr<journal_storage>>> open(storage::io::engine& e, std::string dir,
                                                                journal_storage_options options,
                                                                const vsr_state& initial, recovered_state& recovered);

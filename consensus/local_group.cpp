@@ -40,12 +40,7 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
   recovered_state r;
   RILL_CO_TRY(storage, co_await journal_storage::open(e, dir, so, initial, r));
   g->storage_ = std::move(storage);
-  if (r.state.cluster != o.cluster || r.state.replica_count != 1) {
-    co_return make_unexpected(errc::invalid_argument,
-                              fmt::format("{}/superblock belongs to cluster {} of {} replicas, not a local group of "
-                                          "cluster {}",
-                                          dir, r.state.cluster, r.state.replica_count, o.cluster));
-  }
+  RILL_ASSERT(r.state.cluster == o.cluster && r.state.replica_count == 1, "journal_storage::open checks the group");
   const checkpoint_ref cp = r.state.checkpoint;
   // Alone, this replica prepares op k + 1 only once op k is durable (and so committed): a readable op above a
   // missing or unreadable one means the lower one was committed and is lost. And the journal writes an op's header

@@ -72,7 +72,10 @@ struct replica_options {
   // A primary whose pipeline has not committed for this long stops its heartbeats, so that the backups elect
   // another (it may be cut off from a quorum in one direction only).
   std::uint32_t abdicate_ticks = 120;
-  std::uint64_t seed = 0;  // jitter on the timeouts (so replicas do not time out in lockstep)
+  // Jitter on the timeouts (so replicas do not time out in lockstep), and the recovery nonce of a replica that lost
+  // its disk: a host must give every start of such a replica a seed of its own (drawn from entropy, or a durable
+  // counter), or answers to an earlier recovery could be counted again. The simulator derives one per incarnation.
+  std::uint64_t seed = 0;
   // Ops between checkpoints. 0: a quarter of the journal's slots (no checkpoints when the driver has no ring). With
   // a ring, interval + 2 * pipeline_max must not exceed its slots (else the ring fills before a checkpoint frees it).
   std::uint64_t checkpoint_interval = 0;

@@ -288,3 +288,25 @@ BOOST_AUTO_TEST_CASE(the_last_op_lost_to_rot_is_refused_too_its_header_proves_it
   BOOST_TEST((o.error() == storage::errc::corrupt_data));
   BOOST_TEST(o.error().message().find("op 3 was committed") != std::string::npos, o.error().message());
 }
+
+BOOST_AUTO_TEST_CASE(another_clusters_directory_is_refused_before_anything_is_created_in_it) {
+  sim_disk d(6);
+  {
+    opened o;
+    local_group_options other = small();
+    other.cluster = 77;
+    auto g = run(d, local_group::open(d, "/meta", *o.sm, other));
+    BOOST_REQUIRE(g.has_value());
+    RILL_REQUIRE_OK(*g);
+    RILL_REQUIRE_OK(close_group(d, ***g));
+  }
+  d.remove_file("/meta/journal.wal");
+  d.remove_file("/meta/snapshot.bin");
+  auto refused = open_group(d);  // cluster 1
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST((refused.error() == storage::errc::invalid_argument));
+  BOOST_TEST(refused.error().message().find("belongs to replica 0 of 1 in cluster 77") != std::string::npos,
+             refused.error().message());
+  BOOST_TEST(!d.exists("/meta/journal.wal"), "nothing is created in another group's directory");
+  BOOST_TEST(!d.exists("/meta/snapshot.bin"));
+}
