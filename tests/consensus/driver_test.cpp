@@ -12,6 +12,7 @@
 #include "base/endian.h"
 #include "consensus/driver.h"
 #include "simulation/sim_disk.h"
+#include "storage/errc.h"
 #include "storage/io/run.h"
 #include "tests/test_util.h"
 
@@ -273,6 +274,67 @@ BOOST_AUTO_TEST_CASE(a_driver_destroyed_with_io_in_flight_runs_none_of_its_callb
   }
   BOOST_TEST(m.replies.empty());
   m.storage.reset();
+}
+
+// A storage that refuses before any I/O answers inside the call (group_storage allows it): the driver fences there,
+// executes nothing after the refused effect, and its count of operations in flight stays balanced.
+class refusing_storage final : public group_storage {
+ public:
+  void write(message, std::function<void(expected<void>)> done) override {
+    ++writes;
+    done(rill::unexpected(make_error_code(storage::errc::no_space), "refused before any I/O"));
+  }
+  void read(std::uint64_t, checksum_t, std::function<void(expected<message>)> done) override {
+    done(rill::unexpected(make_error_code(storage::errc::io_error), "refused"));
+  }
+  void persist(const vsr_state&, std::function<void(expected<void>)> done) override {
+    ++persists;
+    done(expected<void>{});  // succeeds, synchronously too
+  }
+  void write_checkpoint(std::uint8_t, std::uint64_t, std::vector<std::byte>,
+                        std::function<void(expected<void>)> done) override {
+    done(expected<void>{});
+  }
+  int writes = 0;
+  int persists = 0;
+};
+
+BOOST_AUTO_TEST_CASE(a_write_refused_inside_the_call_fences_at_once_and_nothing_after_it_runs) {
+  refusing_storage storage;
+  counter sm;
+  recovered_state r;
+  r.state.cluster = cluster_id;
+  r.state.replica = 0;
+  r.state.replica_count = 1;
+  r.formatted = true;
+  driver_options o;
+  o.replica.cluster = cluster_id;
+  o.replica.replica_count = 1;
+  int fences = 0;
+  std::vector<message> replies;
+  driver_hooks h;
+  h.fenced = [&](const error& e) {
+    ++fences;
+    BOOST_TEST((e == storage::errc::no_space));
+  };
+  h.reply = [&](message m) { replies.push_back(std::move(m)); };
+  driver d(o, sm, std::move(r), storage, nullptr, std::move(h));
+  message m;
+  m.h.cmd = command::request;
+  m.h.cluster = cluster_id;
+  m.h.client = 1;
+  m.h.operation = operation_register;
+  seal(m);
+  d.on_message(m);
+  BOOST_TEST(d.fenced());
+  BOOST_TEST(fences == 1);
+  BOOST_TEST(storage.writes == 1);
+  BOOST_TEST(d.in_flight() == 0u);
+  BOOST_TEST(replies.empty(), "nothing acknowledged a write that never landed");
+  d.on_tick();
+  d.on_message(m);
+  BOOST_TEST(storage.writes == 1, "a fenced driver starts nothing");
+  BOOST_TEST(fences == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
