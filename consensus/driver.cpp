@@ -7,22 +7,16 @@
 
 namespace rill::consensus {
 
-driver::driver(const driver_options& options, state_machine& sm, recovered_state recovered, group_storage& storage,
+driver::driver(const replica_options& options, state_machine& sm, recovered_state recovered, group_storage& storage,
                transport* net, driver_hooks hooks, replica_bugs bugs)
-    : options_(options), storage_(&storage), net_(net), hooks_(std::move(hooks)) {
-  RILL_ASSERT(net_ != nullptr || options_.replica.replica_count == 1, "a group of {} replicas needs a transport",
-              options_.replica.replica_count);
-  fence_on_read_error_ = options_.fence_on_read_error.value_or(options_.replica.replica_count == 1);
-  replica_ = std::make_unique<class replica>(options_.replica, sm, std::move(recovered), bugs);
+    : storage_(&storage), net_(net), hooks_(std::move(hooks)), fence_on_read_error_(options.replica_count == 1) {
+  RILL_ASSERT(net_ != nullptr || options.replica_count == 1, "a group of {} replicas needs a transport",
+              options.replica_count);
+  replica_ = std::make_unique<class replica>(options, sm, std::move(recovered), bugs);
 }
 
 driver::~driver() {
   *alive_ = false;
-}
-
-const error& driver::fence_cause() const {
-  RILL_ASSERT(fenced_.has_value(), "the driver is not fenced");
-  return *fenced_;
 }
 
 void driver::on_message(const message& m) {

@@ -64,18 +64,11 @@ struct driver_hooks {
   std::function<void(const error&)> fenced;        // the driver stopped at a storage failure
 };
 
-struct driver_options {
-  replica_options replica;
-  // A failed journal read fences the driver (true) or is handed to the replica to repair from a peer (false). The
-  // default follows the group: fence when alone.
-  std::optional<bool> fence_on_read_error;
-};
-
 class driver {
  public:
   // Constructs the replica on what storage recovered (see replica's constructor); `sm` at its initial state, and
   // `sm`, `storage` and `net` (null for a one-replica group) outlive the driver.
-  driver(const driver_options& options, state_machine& sm, recovered_state recovered, group_storage& storage,
+  driver(const replica_options& options, state_machine& sm, recovered_state recovered, group_storage& storage,
          transport* net, driver_hooks hooks, replica_bugs bugs = {});
   ~driver();
   driver(const driver&) = delete;
@@ -94,8 +87,6 @@ class driver {
 
   [[nodiscard]] const class replica& replica() const noexcept { return *replica_; }
   [[nodiscard]] bool fenced() const noexcept { return fenced_.has_value(); }
-  // The storage failure that fenced the driver (fenced() must be true).
-  [[nodiscard]] const error& fence_cause() const;
   [[nodiscard]] std::size_t in_flight() const noexcept { return in_flight_; }
   [[nodiscard]] bool checkpoint_held() const noexcept { return held_checkpoint_.has_value(); }
   // Until no storage operation is in flight.
@@ -112,12 +103,11 @@ class driver {
   template <class T, class F>
   std::function<void(T)> completion(F f);
 
-  driver_options options_;
   group_storage* storage_;
   transport* net_;
   driver_hooks hooks_;
   std::unique_ptr<class replica> replica_;
-  bool fence_on_read_error_ = true;
+  bool fence_on_read_error_;  // alone: nobody to repair a read from (see the header)
   std::optional<error> fenced_;
   bool halted_ = false;
   std::optional<checkpoint_effect> held_checkpoint_;

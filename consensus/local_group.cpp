@@ -70,13 +70,11 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
   ro.clients_max = local_clients_max;
   ro.pipeline_max = 1;
   ro.checkpoint_interval = o.checkpoint_interval;
-  driver_options dopt;
-  dopt.replica = ro;
   driver_hooks hooks;
   local_group* self = g.get();
   hooks.reply = [self](message m) { self->on_reply(std::move(m)); };
   hooks.fenced = [self](const error& cause) { self->on_fenced(cause); };
-  g->driver_ = std::make_unique<driver>(dopt, sm, std::move(r), *g->storage_, nullptr, std::move(hooks));
+  g->driver_ = std::make_unique<driver>(ro, sm, std::move(r), *g->storage_, nullptr, std::move(hooks));
   if (const std::uint64_t op = g->replica().op().value(); op < std::max(durable_commit, top_known)) {
     co_return make_unexpected(errc::corrupt_data,
                               fmt::format("{}/journal.wal: op {} was committed and is missing or unreadable (the "

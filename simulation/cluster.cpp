@@ -13,7 +13,6 @@
 
 namespace rill::simulation {
 
-using consensus::effect;
 using consensus::replica_t;
 
 // A replica's messages to its peers: counted, traced, checked, then handed to the simulated network.
@@ -36,9 +35,10 @@ struct cluster::node {
   const consensus::replica* r = nullptr;     // d's replica (null while down)
   disk_storage* disk = nullptr;              // storage, when it is the simulated disk
   std::unique_ptr<partition_mirror> mirror;  // the partition log on that disk
-  bool fenced = false;                       // the driver stopped at a storage failure: crashed after this input
-  bool lost = false;       // its disk was lost and it has not caught up since (down, or up and recovering)
-  bool crash_now = false;  // crashed once the input under way returns (crash-after-ack)
+  bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
+  // Crashed once the input under way returns (the driver is on the stack): its driver fenced at a storage failure,
+  // or the crash-after-ack fault halted it.
+  bool crash_now = false;
   bool up = false;
   std::uint64_t restart_at = 0;
   std::uint32_t incarnation = 0;
@@ -147,12 +147,9 @@ void cluster::restart(node& n) {
                recovered.state.log_view.value(), recovered.state.commit.value());
   }
   const consensus::header checkpoint = recovered.state.checkpoint.at;
-  consensus::driver_options dopt;
-  dopt.replica = o;
-  n.d = std::make_unique<consensus::driver>(dopt, *n.sm, std::move(recovered), *n.storage, n.net.get(), hooks(n),
+  n.d = std::make_unique<consensus::driver>(o, *n.sm, std::move(recovered), *n.storage, n.net.get(), hooks(n),
                                             options_.bugs);
   n.r = &n.d->replica();
-  n.fenced = false;
   n.crash_now = false;
   n.up = true;
   n.last_status = n.r->status();
@@ -283,7 +280,7 @@ consensus::driver_hooks cluster::hooks(node& np) {
     }
   };
   h.fenced = [this, n](const error& e) {
-    n->fenced = true;  // crashed once the input that fenced it returns (the driver is on the stack now)
+    n->crash_now = true;
     trace_.event(now_, "fault", {{"replica", n->index}}, "fenced");
     if (debug_) {
       fmt::print("{} fenced r{}: {}\n", now_, n->index, e.message());
@@ -292,10 +289,10 @@ consensus::driver_hooks cluster::hooks(node& np) {
   return h;
 }
 
-void cluster::crash_if_fenced(node& n) {
-  if (n.up && (n.fenced || n.crash_now)) {
+void cluster::crash_if_due(node& n) {
+  if (n.up && n.crash_now) {
     // A fence: as rilld exits at a failed fsync and its supervisor restarts it, it recovers from what is on disk.
-    // crash_now: the crash-after-ack fault.
+    // Or the crash-after-ack fault.
     crash(n);
   }
 }
@@ -399,7 +396,7 @@ void cluster::step() {
       }
       ++n.received;
       n.d->on_message(p.m);  // a prepare is offered to the partition log through the driver's hook
-      crash_if_fenced(n);
+      crash_if_due(n);
       if (n.up) {
         observe(n);
       }
@@ -425,12 +422,12 @@ void cluster::step() {
       continue;
     }
     n->storage->complete(now_);  // completions run through the driver, which executes what they cause
-    crash_if_fenced(*n);
+    crash_if_due(*n);
     if (!n->up) {
       continue;
     }
     n->d->on_tick();
-    crash_if_fenced(*n);
+    crash_if_due(*n);
     if (!n->up) {
       continue;
     }
@@ -492,7 +489,7 @@ void cluster::step_partition(node& n) {
     return nullptr;
   });
   n.d->poke();  // a checkpoint held for the partition log may go now
-  crash_if_fenced(n);
+  crash_if_due(n);
   if (!n.up) {
     return;
   }

@@ -125,7 +125,7 @@ class cluster {
   void step();
   void send(node& n, consensus::replica_t to, consensus::message m);
   [[nodiscard]] consensus::driver_hooks hooks(node& n);
-  void crash_if_fenced(node& n);
+  void crash_if_due(node& n);
   void inject_faults();
   void crash(node& n);
   [[nodiscard]] bool may_lose_disk() const;
