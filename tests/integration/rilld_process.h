@@ -146,7 +146,9 @@ class rilld_process {
     return s.str();
   }
   const std::string& address() const { return address_; }
-  // Where rilld's output goes (default: the data directory's path with ".log"); set before start().
+  // Where rilld's output goes (default: the data directory's path with ".log"); set before start(). Two processes
+  // on one data directory need distinct logs: start() reads the address from this log where the address file is
+  // missing.
   void set_log_path(std::string path) { log_path_ = std::move(path); }
   // The monitoring listener's "host:port" (rilld binds it on a port the kernel picks).
   const std::string& http_address() const { return http_address_; }
