@@ -262,7 +262,7 @@ void replica::on_tick(std::vector<effect>& out) {
       if (abdicating && !solo) {
         vote_view_change(view_ + 1, out);  // and vote to be replaced, so that a minority of backups suffices
       }
-      if (!solo && ticks_ >= heartbeat_due_ && !abdicating) {
+      if (!solo && !options_.heartbeats_by_host && ticks_ >= heartbeat_due_ && !abdicating) {
         heartbeat_due_ = ticks_ + options_.heartbeat_ticks;
         message c = make(command::commit);
         c.h.commit = commit_max_;
@@ -670,9 +670,11 @@ void replica::on_commit(const message& m, std::vector<effect>& out) {
     return;
   }
   heard_from_primary();
-  if (m.h.timestamp <= commit_heartbeat_seen_) {
+  // Sequences count per sender (a replica, or a host), so they are compared only within one view: one primary.
+  if (commit_heartbeat_view_ == view_ && m.h.timestamp <= commit_heartbeat_seen_) {
     return;  // an old heartbeat, delivered late
   }
+  commit_heartbeat_view_ = view_;
   commit_heartbeat_seen_ = m.h.timestamp;
   if (m.h.commit > commit_min_ && !m.h.parent.zero()) {
     auto it = log_.find(m.h.commit);
@@ -880,6 +882,29 @@ message replica::make(command c) const {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
+
+bool replica::idle() const {
+  return status_ == status::normal && !durable_.recovering && !recovering_ && !persisting_ && !persist_again_ &&
+         deferred_.empty() && pipeline_.empty() && request_queue_.empty() && reads_.empty() &&
+         commit_min_ == commit_max_ && op_ == commit_max_ && !checkpoint_writing_ && !checkpoint_soon_ &&
+         checkpoint_ == durable_.checkpoint && !voted_ && wanted_state() == durable_;
+}
+
+std::optional<commit_beat> replica::beat() const {
+  if (options_.replica_count == 1 || status_ != status::normal || !is_primary() || silenced()) {
+    return std::nullopt;
+  }
+  if (!pipeline_.empty() && ticks_ - commit_progress_ > options_.abdicate_ticks) {
+    return std::nullopt;  // abdicating: the backups must elect another (see on_tick)
+  }
+  commit_beat b;
+  b.view = view_;
+  b.commit = commit_max_;
+  if (auto it = log_.find(commit_max_); it != log_.end()) {
+    b.checksum = it->second.h.checksum;
+  }
+  return b;
+}
 
 void replica::heard_from_primary() {
   primary_seen_ = ticks_;

@@ -81,6 +81,17 @@ struct replica_options {
   std::uint64_t checkpoint_interval = 0;
   // A replica behind the commit whose apply has not moved for this long asks a peer for its checkpoint.
   std::uint32_t sync_stall_ticks = 60;
+  // The host sends the primary's commit heartbeats (group_host: one message per peer node for all the groups it
+  // leads, built from beat()); the replica then sends none of its own. Backups take them as commit messages.
+  bool heartbeats_by_host = false;
+};
+
+// What a primary's commit heartbeat says (replica::beat()).
+struct commit_beat {
+  view_t view{0};
+  std::uint64_t commit = 0;
+  checksum_t checksum;  // of the committed op's header (zero when the primary does not hold it)
+  friend bool operator==(const commit_beat&, const commit_beat&) = default;
 };
 
 // Limits that make every input bounded (pipeline_max_limit is in types.h).
@@ -195,6 +206,15 @@ class replica {
   [[nodiscard]] std::string describe() const;
   // The header this replica holds at op, if any.
   [[nodiscard]] const header* header_at(std::uint64_t op) const;
+  // Nothing to do until an input arrives: normal, not recovering, nothing in flight or waiting (persist, sends,
+  // reads, checkpoint), everything it knows of committed and applied, no vote cast. A tick of an idle replica
+  // changes nothing but its clock, so a host may stop ticking it (its clock then stands still: timeouts measure
+  // only time it was ticked) and resume at its next input. A backup's primary going quiet is the host's to notice
+  // (group_host watches its peers' node heartbeats).
+  [[nodiscard]] bool idle() const;
+  // The commit heartbeat a primary in a normal view sends its backups now; none from a backup, a solo replica, a
+  // replica recovering its disk, or a primary abdicating (its pipeline has not committed for abdicate_ticks).
+  [[nodiscard]] std::optional<commit_beat> beat() const;
 
   // Asserts the invariants above that cost O(1) or O(pipeline): every input calls it before it returns.
   void check_invariants() const;
@@ -370,8 +390,9 @@ class replica {
   std::uint32_t primary_timeout_ = 0;  // with jitter
   std::uint32_t view_change_timeout_ = 0;
   std::uint64_t heartbeat_sequence_ = 0;
-  std::uint64_t commit_progress_ = 0;  // primary: last tick its commit advanced or its pipeline was empty
-  std::uint64_t commit_heartbeat_seen_ = 0;
+  std::uint64_t commit_progress_ = 0;        // primary: last tick its commit advanced or its pipeline was empty
+  std::uint64_t commit_heartbeat_seen_ = 0;  // the newest heartbeat sequence taken in commit_heartbeat_view_
+  view_t commit_heartbeat_view_{0};
 };
 
 }  // namespace rill::consensus

@@ -41,7 +41,8 @@ struct checksum_t {
 
 // XXH3-128 of `bytes`, seeded by `domain` so that a header checksum never equals a body checksum of the same bytes.
 [[nodiscard]] checksum_t checksum_of(std::span<const std::byte> bytes, std::uint64_t domain = 0) noexcept;
-// Domains in use: 1 message headers, 2 message bodies, 3 superblock copies, 4 checkpoints (snapshot bytes).
+// Domains in use: 1 message headers, 2 message bodies, 3 superblock copies, 4 checkpoints (snapshot bytes), 5 node
+// heartbeats (group_host.h).
 inline constexpr std::uint64_t checkpoint_checksum_domain = 4;
 
 // Short hex form for logs and traces (the first 8 bytes).

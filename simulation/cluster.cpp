@@ -16,10 +16,16 @@ namespace rill::simulation {
 using consensus::replica_t;
 
 // A replica's messages to its peers: counted, traced, checked, then handed to the simulated network.
-class cluster::node_transport final : public consensus::transport {
+// Replica i runs on node i: the group's messages and the node heartbeats go through the simulated network.
+class cluster::node_transport final : public consensus::host_transport {
  public:
   node_transport(cluster& c, node& n) : cluster_(c), node_(n) {}
-  void send(replica_t to, consensus::message m) override { cluster_.send(node_, to, std::move(m)); }
+  void send(consensus::node_t to, consensus::group_t, consensus::message m) override {
+    cluster_.send(node_, static_cast<replica_t>(to.value()), std::move(m));
+  }
+  void send(consensus::node_t to, const consensus::node_heartbeat& beat) override {
+    cluster_.send_beat(node_, static_cast<replica_t>(to.value()), beat);
+  }
 
  private:
   cluster& cluster_;
@@ -31,10 +37,11 @@ struct cluster::node {
   std::unique_ptr<replica_storage> storage;
   std::unique_ptr<ledger> sm;
   std::unique_ptr<node_transport> net;
-  std::unique_ptr<consensus::driver> d;      // production's driver of the replica, over `storage` and `net`
-  const consensus::replica* r = nullptr;     // d's replica (null while down)
-  disk_storage* disk = nullptr;              // storage, when it is the simulated disk
-  std::unique_ptr<partition_mirror> mirror;  // the partition log on that disk
+  std::unique_ptr<consensus::group_host> host;  // production's host of the node's groups (one per incarnation)
+  std::unique_ptr<consensus::driver> d;         // production's driver of the replica, over `storage` and `net`
+  const consensus::replica* r = nullptr;        // d's replica (null while down)
+  disk_storage* disk = nullptr;                 // storage, when it is the simulated disk
+  std::unique_ptr<partition_mirror> mirror;     // the partition log on that disk
   bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
   // Crashed once the input under way returns (the driver is on the stack): its driver fenced at a storage failure,
   // or the crash-after-ack fault halted it.
@@ -125,6 +132,19 @@ void cluster::restart(node& n) {
   o.replica = n.index;
   o.replica_count = options_.replicas;
   o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation);
+  o.heartbeats_by_host = true;
+  consensus::host_options ho;
+  ho.cluster = options_.replica.cluster;
+  ho.node = consensus::node_t(n.index);
+  ho.heartbeat_ticks = o.heartbeat_ticks;
+  ho.peer_timeout_ticks = std::max<std::uint32_t>(o.heartbeat_ticks * 4, o.heartbeat_ticks + 1);
+  n.host = std::make_unique<consensus::group_host>(ho, *n.net);
+  std::vector<consensus::node_t> members;
+  for (replica_t i = 0; i < options_.replicas; ++i) {
+    members.push_back(consensus::node_t(i));
+  }
+  auto link = n.host->join(group, std::move(members));
+  RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
   n.sm = std::make_unique<ledger>();
   auto recovered = n.storage->recover();
   if (n.mirror) {
@@ -147,8 +167,8 @@ void cluster::restart(node& n) {
                recovered.state.log_view.value(), recovered.state.commit.value());
   }
   const consensus::header checkpoint = recovered.state.checkpoint.at;
-  n.d = std::make_unique<consensus::driver>(o, *n.sm, std::move(recovered), *n.storage, n.net.get(), hooks(n),
-                                            options_.bugs);
+  n.d = std::make_unique<consensus::driver>(o, *n.sm, std::move(recovered), *n.storage, *link, hooks(n), options_.bugs);
+  n.host->attach(group, *n.d);
   n.r = &n.d->replica();
   n.crash_now = false;
   n.up = true;
@@ -190,6 +210,7 @@ void cluster::lose_disk(node& n) {
 void cluster::crash(node& n) {
   n.storage->crash();  // drops every callback in flight: the driver may go
   n.r = nullptr;
+  n.host.reset();
   n.d.reset();
   n.sm.reset();
   n.up = false;
@@ -211,6 +232,11 @@ bool cluster::may_crash() const {
     down += nd->up ? 0 : 1;
   }
   return down < std::max<std::size_t>(1, n - consensus::quorum_replication(n));
+}
+
+void cluster::send_beat(node& n, replica_t to, const consensus::node_heartbeat& beat) {
+  ++result_.heartbeats;
+  network_.send_beat(n.index, to, consensus::encode(beat), now_);
 }
 
 void cluster::send(node& n, replica_t to, consensus::message m) {
@@ -395,7 +421,15 @@ void cluster::step() {
                    n.r->describe());
       }
       ++n.received;
-      n.d->on_message(p.m);  // a prepare is offered to the partition log through the driver's hook
+      if (!p.beat.empty()) {
+        auto beat = consensus::decode_node_heartbeat(p.beat);
+        RILL_ASSERT(beat.has_value(), "a heartbeat damaged in the simulated network: {}", beat.error().detail());
+        n.host->on_heartbeat(*beat);
+      } else if (p.from >= client_base) {
+        n.host->on_request(group, p.m);
+      } else {
+        n.host->on_message(consensus::node_t(p.from), group, p.m);  // a prepare reaches the partition log via a hook
+      }
       crash_if_due(n);
       if (n.up) {
         observe(n);
@@ -426,7 +460,7 @@ void cluster::step() {
     if (!n->up) {
       continue;
     }
-    n->d->on_tick();
+    n->host->tick();  // ticks the group unless it is idle; sends the node heartbeats when due
     crash_if_due(*n);
     if (!n->up) {
       continue;
@@ -488,7 +522,7 @@ void cluster::step_partition(node& n) {
     }
     return nullptr;
   });
-  n.d->poke();  // a checkpoint held for the partition log may go now
+  n.host->poke(group);  // a checkpoint held for the partition log may go now
   crash_if_due(n);
   if (!n.up) {
     return;

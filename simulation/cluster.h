@@ -26,6 +26,7 @@
 
 #include "base/clock.h"
 #include "consensus/driver.h"
+#include "consensus/group_host.h"
 #include "consensus/journal.h"
 #include "consensus/replica.h"
 #include "simulation/checker.h"
@@ -109,6 +110,7 @@ struct run_result {
   std::uint64_t partition_truncations = 0;  // suffixes cut from partition logs (view changes)
   std::uint64_t partition_transfers = 0;    // partition logs filled from a peer after a state transfer
   std::uint64_t messages = 0;
+  std::uint64_t heartbeats = 0;  // node heartbeats sent (group_host: one per peer per interval)
   std::uint32_t final_view = 0;
   std::size_t lagging = 0;  // replicas outside the converged core at the end (stuck in a view change of their own)
 };
@@ -124,6 +126,9 @@ class cluster {
   class node_transport;
   void step();
   void send(node& n, consensus::replica_t to, consensus::message m);
+  void send_beat(node& n, consensus::replica_t to, const consensus::node_heartbeat& beat);
+  // The one group each node hosts (its replica of the simulated partition).
+  static constexpr consensus::group_t group{0};
   [[nodiscard]] consensus::driver_hooks hooks(node& n);
   void crash_if_due(node& n);
   void inject_faults();

@@ -3,24 +3,35 @@
 namespace rill::simulation {
 
 void sim_network::send(node_t from, node_t to, consensus::message m, std::uint64_t now) {
+  post(packet{0, 0, from, to, std::move(m), {}}, now);
+}
+
+void sim_network::send_beat(node_t from, node_t to, std::vector<std::byte> beat, std::uint64_t now) {
+  post(packet{0, 0, from, to, {}, std::move(beat)}, now);
+}
+
+void sim_network::post(packet p, std::uint64_t now) {
   ++sent_;
-  if (is_cut(from, to) || rng_.chance_ppm(options_.loss_ppm)) {
+  if (is_cut(p.from, p.to) || rng_.chance_ppm(options_.loss_ppm)) {
     ++dropped_;
     return;
   }
   if (rng_.chance_ppm(options_.duplicate_ppm)) {
-    enqueue(from, to, m, now);
+    enqueue(p, now);
   }
-  enqueue(from, to, m, now);
+  enqueue(p, now);
 }
 
-void sim_network::enqueue(node_t from, node_t to, const consensus::message& m, std::uint64_t now) {
+void sim_network::enqueue(const packet& p, std::uint64_t now) {
   if (queue_.size() >= options_.capacity) {
     ++dropped_;
     return;
   }
   const std::uint64_t delay = options_.delay_min_ticks + rng_.below(std::uint64_t{options_.delay_spread_ticks} + 1);
-  queue_.push(packet{now + delay, sequence_++, from, to, m});
+  packet q = p;
+  q.deliver_at = now + delay;
+  q.sequence = sequence_++;
+  queue_.push(std::move(q));
 }
 
 std::vector<packet> sim_network::deliver(std::uint64_t now) {

@@ -33,7 +33,8 @@ struct packet {
   std::uint64_t sequence;
   node_t from;
   node_t to;
-  consensus::message m;
+  consensus::message m;         // a VSR message (to a replica or a client), or empty for
+  std::vector<std::byte> beat;  // a node heartbeat in its wire form (group_host.h), replica to replica
 };
 
 class sim_network {
@@ -41,6 +42,8 @@ class sim_network {
   sim_network(const network_options& options, std::uint64_t seed) : options_(options), rng_(seed) {}
 
   void send(node_t from, node_t to, consensus::message m, std::uint64_t now);
+  // A node heartbeat's bytes: the same delays, loss, duplication and cuts as messages.
+  void send_beat(node_t from, node_t to, std::vector<std::byte> beat, std::uint64_t now);
   // Packets due at or before `now`, in delivery order.
   std::vector<packet> deliver(std::uint64_t now);
 
@@ -61,7 +64,8 @@ class sim_network {
       return a.deliver_at != b.deliver_at ? a.deliver_at > b.deliver_at : a.sequence > b.sequence;
     }
   };
-  void enqueue(node_t from, node_t to, const consensus::message& m, std::uint64_t now);
+  void post(packet p, std::uint64_t now);
+  void enqueue(const packet& p, std::uint64_t now);
 
   network_options options_;
   prng rng_;

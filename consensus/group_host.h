@@ -1,0 +1,173 @@
+#pragma once
+// group_host: the VSR groups one node runs, and the one heartbeat it sends each peer node for all of them.
+//
+// A node hosts many groups (rilld's metadata group and, later, one per partition). Replica r of group g runs on node
+// members[r]; this node runs one replica of each group it hosts. Each group is a driver (driver.h) the owner builds
+// with the transport join() returns, then attaches. The host:
+// - routes: a group's transport sends each message to the node running the addressed replica, tagged with the group
+//   id (host_transport); on_message() hands what arrives to that group's driver.
+// - ticks only active groups. Any input makes a group active; after each tick, a group whose replica is idle
+//   (replica::idle()) and whose driver has nothing in flight or held becomes idle and is not ticked again until its
+//   next input. An idle group costs nothing per tick: no timer, no call; its replica's clock stands still.
+// - sends heartbeats for every group at once: every heartbeat_ticks, one node_heartbeat to each peer, listing
+//   (group, view, commit, checksum) for every group this node leads (replica::beat()) that the peer is a member of.
+//   The replicas send no heartbeats of their own (replica_options::heartbeats_by_host). A receiving host turns each
+//   entry into the commit message the primary would have sent: always for an active group (so its primary timeout
+//   is reset), and for an idle group only when the entry says something it does not know (another view, a higher
+//   commit), which wakes it to catch up.
+// - watches its peers: a peer whose heartbeats stop for peer_timeout_ticks, or whose heartbeat leaves out a group
+//   this node believes it leads (it abdicates, or lost the group), wakes that group (every such group, for a silent
+//   peer). A woken group ticks on, idle or not, until its primary names it again, so that, hearing nothing from
+//   its primary for primary_timeout_ticks of its own clock, it votes to replace it as any backup does.
+// - says when it must next be called (ticks_until_due()): every tick while a group is active, else at the next
+//   heartbeat or peer deadline, so that the shard's deadline heap (or the simulator) holds one entry per node, not
+//   one per group.
+//
+// Invariants (asserted):
+// - A group is in the active set iff it is attached and not known idle, or its primary is silent about it; a group
+//   with storage in flight or a held checkpoint is active (so no completion reaches a group the host believes
+//   idle).
+// - A heartbeat entry is sent only to a member of its group, only for a group this node leads; a received entry is
+//   taken only from the node that runs the primary of the view it names.
+// - At most groups_max groups, so a heartbeat holds at most groups_max entries.
+//
+// Costs: a tick costs O(active groups); a heartbeat sent or received O(groups hosted) (every group is looked at
+// once per heartbeat interval per peer, never per tick).
+//
+// Contract: single-threaded, like the drivers. The transport must not call back into the host. Detach a group before
+// its driver is destroyed.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "base/expected.h"
+#include "base/strong.h"
+#include "consensus/driver.h"
+
+namespace rill::consensus {
+
+// A node of the cluster (its index in the cluster's configuration) and a group it hosts (0: the metadata group).
+using node_t = strong<std::uint32_t, struct node_tag>;
+using group_t = strong<std::uint64_t, struct group_tag>;
+
+// The most groups one host runs (rilld's partitions_max bounds what it asks for; this bounds the heartbeat).
+inline constexpr std::size_t groups_per_host_max = 1u << 20;
+
+struct heartbeat_entry {
+  group_t group;
+  commit_beat beat;
+  friend bool operator==(const heartbeat_entry&, const heartbeat_entry&) = default;
+};
+
+// One node's heartbeat to one peer: every group it leads that the peer is a member of.
+struct node_heartbeat {
+  std::uint64_t cluster = 0;
+  node_t from;
+  std::uint64_t sequence = 0;  // per sending host, increasing (a replica drops an older one it gets late)
+  std::vector<heartbeat_entry> entries;
+  friend bool operator==(const node_heartbeat&, const node_heartbeat&) = default;
+};
+
+// The wire form: a 48-byte head (checksum of the rest, cluster, from, count, sequence, reserved), then 48 bytes per
+// entry (group, view, reserved, commit, checksum). Decoding checks the size, the checksum, the count against
+// groups_per_host_max, and zero reserved fields; its errors (corrupt_data) say which.
+[[nodiscard]] std::vector<std::byte> encode(const node_heartbeat& beat);
+[[nodiscard]] expected<node_heartbeat> decode_node_heartbeat(std::span<const std::byte> bytes);
+
+// Where the host's traffic goes. Best effort, like transport. Neither call may call back into the host.
+class host_transport {
+ public:
+  virtual ~host_transport() = default;
+  virtual void send(node_t to, group_t group, message m) = 0;
+  virtual void send(node_t to, const node_heartbeat& beat) = 0;
+};
+
+struct host_options {
+  std::uint64_t cluster = 0;
+  node_t node;                            // this node
+  std::uint32_t heartbeat_ticks = 5;      // as replica_options::heartbeat_ticks
+  std::uint32_t peer_timeout_ticks = 20;  // a peer silent this long wakes the idle groups it leads here
+  std::size_t groups_max = groups_per_host_max;
+};
+
+// What the host has done (tests and benchmarks read it; rilld exports it).
+struct host_counters {
+  std::uint64_t group_ticks = 0;        // on_tick calls made on drivers
+  std::uint64_t heartbeats_sent = 0;    // node_heartbeats sent
+  std::uint64_t entries_sent = 0;       // heartbeat entries in them
+  std::uint64_t commits_delivered = 0;  // entries handed to a group as a commit message
+  std::uint64_t entries_skipped = 0;    // entries an idle group already knew
+  std::uint64_t wakes = 0;              // groups woken because their primary went silent about them
+};
+
+class group_host {
+ public:
+  group_host(const host_options& options, host_transport& net);
+  ~group_host();
+  group_host(const group_host&) = delete;
+  group_host& operator=(const group_host&) = delete;
+
+  // Registers group g, whose replica r runs on members[r] (this node among them, once), and returns the transport
+  // its driver must be built with (replica_options::heartbeats_by_host set, replica = this node's index). Refuses a
+  // group already hosted, a membership without this node or with a node twice, or one group past groups_max.
+  [[nodiscard]] expected<transport*> join(group_t g, std::vector<node_t> members);
+  // The driver of a joined group; it becomes active.
+  void attach(group_t g, driver& d);
+  // Forgets g (its driver may be destroyed next). Messages for it are dropped from then on.
+  void leave(group_t g);
+
+  // Inputs.
+  void on_message(node_t from, group_t g, const message& m);
+  void on_heartbeat(const node_heartbeat& beat);
+  // A client's request (command::request) for group g, from wherever the node's clients are served.
+  void on_request(group_t g, const message& m);
+  // `elapsed` ticks have passed (at least 1; ticks_until_due() says when the host needs the next call): ticks every
+  // active group once, sends the heartbeats when due, and wakes the groups of peers gone silent.
+  void tick(std::uint64_t elapsed = 1);
+  // The group's checkpoint gate moved (driver::poke()), which wakes it.
+  void poke(group_t g);
+
+  [[nodiscard]] std::uint64_t ticks_until_due() const;
+  [[nodiscard]] std::size_t groups() const noexcept { return groups_.size(); }
+  [[nodiscard]] std::size_t active() const noexcept { return active_.size(); }
+  [[nodiscard]] bool is_active(group_t g) const { return active_.contains(g); }
+  [[nodiscard]] const host_counters& counters() const noexcept { return counters_; }
+  [[nodiscard]] std::uint64_t now() const noexcept { return now_; }
+
+ private:
+  class link;
+  struct hosted {
+    std::vector<node_t> members;
+    replica_t self = 0;
+    std::unique_ptr<link> net;
+    driver* d = nullptr;
+    // Its primary (as this node knows it) has gone silent about it: its node's heartbeats stopped, or left it out.
+    // It stays active, whether idle or not, until an entry for it arrives or it is primary here.
+    bool unheard = false;
+  };
+  struct peer {
+    std::uint64_t heard = 0;  // host tick of its last heartbeat (or of the first group it shares)
+    bool woken = false;       // this silence has woken its groups already
+  };
+  void activate(group_t g);
+  void settle_idle(group_t g, const hosted& h);
+  void send_heartbeats();
+  void wake_silent_peers();
+  [[nodiscard]] static bool quiet(const driver& d);
+
+  host_options options_;
+  host_transport& net_;
+  std::map<group_t, hosted> groups_;
+  std::set<group_t> active_;
+  std::map<node_t, peer> peers_;
+  std::uint64_t now_ = 0;
+  std::uint64_t heartbeat_due_ = 0;
+  std::uint64_t sequence_ = 0;
+  host_counters counters_;
+};
+
+}  // namespace rill::consensus
