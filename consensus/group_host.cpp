@@ -157,6 +157,12 @@ void group_host::attach(group_t g, driver& d) {
 void group_host::leave(group_t g) {
   active_.erase(g);
   groups_.erase(g);
+  // Peers it no longer shares a group with get no more heartbeats.
+  std::set<node_t> still;
+  for (const auto& [id, h] : groups_) {
+    still.insert(h.members.begin(), h.members.end());
+  }
+  std::erase_if(peers_, [&](const auto& p) { return !still.contains(p.first); });
 }
 
 void group_host::activate(group_t g) {
@@ -172,10 +178,17 @@ void group_host::settle_idle(group_t g, const hosted& h) {
     return;
   }
   const node_t primary = h.members[primary_of(h.d->replica().view(), h.members.size())];
-  if (h.unheard && primary != options_.node && !h.d->fenced()) {
-    return;  // its primary is silent about it: it ticks on, towards its primary timeout
+  if ((h.unheard || silent(primary)) && primary != options_.node && !h.d->fenced()) {
+    // Its primary is silent about it (its node's heartbeats stopped, before or after the group joined or entered
+    // this view, or they leave it out): it ticks on, towards its primary timeout.
+    return;
   }
   active_.erase(g);
+}
+
+bool group_host::silent(node_t n) const {
+  auto p = peers_.find(n);
+  return p != peers_.end() && now_ - p->second.heard > options_.peer_timeout_ticks;
 }
 
 void group_host::on_message(node_t from, group_t g, const message& m) {
@@ -220,12 +233,21 @@ void group_host::on_heartbeat(const node_heartbeat& beat) {
     if (h.members[primary] != beat.from) {
       continue;  // only the primary of the view it names speaks for a group
     }
-    named.insert(e.group);
-    h.unheard = false;
     const class replica& r = h.d->replica();
-    if (!active_.contains(e.group) && e.beat.view == r.view() && e.beat.commit <= r.commit_max().value()) {
-      ++counters_.entries_skipped;  // nothing new for a group with nothing to do
+    if (e.beat.view < r.view()) {
+      ++counters_.entries_skipped;  // the primary of a view this replica has left: nothing it would take
       continue;
+    }
+    if (e.beat.view == r.view()) {
+      // Only its own view's primary speaks for the group here. (An entry for a higher view is handed over, so that
+      // the replica asks for that view, but it does not count as hearing from the primary: until the replica is
+      // in that view, the primary it waits for is another.)
+      named.insert(e.group);
+      h.unheard = false;
+      if (!active_.contains(e.group) && e.beat.commit <= r.commit_max().value()) {
+        ++counters_.entries_skipped;  // nothing new for a group with nothing to do
+        continue;
+      }
     }
     message c;
     c.h.cmd = command::commit;
@@ -295,6 +317,8 @@ void group_host::send_heartbeats() {
     if (h.d == nullptr || h.d->fenced()) {
       continue;
     }
+    // (Only inputs change a replica, and every input activates its group: an inactive group is still quiet.)
+    RILL_ASSERT(active_.contains(g) || quiet(*h.d), "group {} is inactive but not quiet", g.value());
     const auto b = h.d->replica().beat();
     if (!b) {
       continue;

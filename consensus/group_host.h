@@ -17,8 +17,11 @@
 //   commit), which wakes it to catch up.
 // - watches its peers: a peer whose heartbeats stop for peer_timeout_ticks, or whose heartbeat leaves out a group
 //   this node believes it leads (it abdicates, or lost the group), wakes that group (every such group, for a silent
-//   peer). A woken group ticks on, idle or not, until its primary names it again, so that, hearing nothing from
-//   its primary for primary_timeout_ticks of its own clock, it votes to replace it as any backup does.
+//   peer). A woken group ticks on, idle or not, until its primary names it again in the replica's own view (an
+//   entry for an older view is ignored; one for a newer view is handed over, so the replica asks for that view,
+//   but counts as hearing from nobody), so that, hearing nothing from its primary for primary_timeout_ticks of its
+//   own clock, it votes to replace it as any backup does. A group whose primary's node is silent never settles
+//   idle, whenever it joined or entered that view.
 // - says when it must next be called (ticks_until_due()): every tick while a group is active, else at the next
 //   heartbeat or peer deadline, so that the shard's deadline heap (or the simulator) holds one entry per node, not
 //   one per group.
@@ -27,12 +30,15 @@
 // - A group is in the active set iff it is attached and not known idle, or its primary is silent about it; a group
 //   with storage in flight or a held checkpoint is active (so no completion reaches a group the host believes
 //   idle).
-// - A heartbeat entry is sent only to a member of its group, only for a group this node leads; a received entry is
-//   taken only from the node that runs the primary of the view it names.
+// - A heartbeat entry is sent only to a member of its group, only for a group this node leads in a view that is
+//   durable here (replica::beat()); a received entry is taken only from the node that runs the primary of the view
+//   it names, and only an entry in the replica's own view counts as hearing from its primary.
+// - An inactive group is quiet (checked at every heartbeat sent).
 // - At most groups_max groups, so a heartbeat holds at most groups_max entries.
 //
-// Costs: a tick costs O(active groups); a heartbeat sent or received O(groups hosted) (every group is looked at
-// once per heartbeat interval per peer, never per tick).
+// Costs: a tick costs O(active groups + peers), plus O(groups hosted) when a peer falls silent, and O(groups
+// hosted) when the heartbeats go out; each heartbeat received costs O(groups hosted) (the groups it leaves out),
+// so O(peers x groups) per heartbeat interval, never per tick.
 //
 // Contract: single-threaded, like the drivers. The transport must not call back into the host. Detach a group before
 // its driver is destroyed.
@@ -158,6 +164,7 @@ class group_host {
   void send_heartbeats();
   void wake_silent_peers();
   [[nodiscard]] static bool quiet(const driver& d);
+  [[nodiscard]] bool silent(node_t n) const;  // no heartbeat from n for more than peer_timeout_ticks
 
   host_options options_;
   host_transport& net_;

@@ -897,6 +897,9 @@ std::optional<commit_beat> replica::beat() const {
   if (!pipeline_.empty() && ticks_ - commit_progress_ > options_.abdicate_ticks) {
     return std::nullopt;  // abdicating: the backups must elect another (see on_tick)
   }
+  if (durable_.view != view_ || durable_.log_view != view_) {
+    return std::nullopt;  // no message carrying a view goes out before the view is durable (send() defers them)
+  }
   commit_beat b;
   b.view = view_;
   b.commit = commit_max_;

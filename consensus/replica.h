@@ -213,7 +213,8 @@ class replica {
   // (group_host watches its peers' node heartbeats).
   [[nodiscard]] bool idle() const;
   // The commit heartbeat a primary in a normal view sends its backups now; none from a backup, a solo replica, a
-  // replica recovering its disk, or a primary abdicating (its pipeline has not committed for abdicate_ticks).
+  // replica recovering its disk, a primary abdicating (its pipeline has not committed for abdicate_ticks), or one
+  // whose view is not durable yet (as send() defers every message carrying a view until it is).
   [[nodiscard]] std::optional<commit_beat> beat() const;
 
   // Asserts the invariants above that cost O(1) or O(pipeline): every input calls it before it returns.

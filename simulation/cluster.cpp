@@ -38,6 +38,8 @@ struct cluster::node {
   std::unique_ptr<ledger> sm;
   std::unique_ptr<node_transport> net;
   std::unique_ptr<consensus::group_host> host;  // production's host of the node's groups (one per incarnation)
+  std::uint64_t host_ticked_at = 0;             // the tick of its last host->tick()
+  std::uint64_t host_due_at = 0;                // when it must be called next (ticks_until_due())
   std::unique_ptr<consensus::driver> d;         // production's driver of the replica, over `storage` and `net`
   const consensus::replica* r = nullptr;        // d's replica (null while down)
   disk_storage* disk = nullptr;                 // storage, when it is the simulated disk
@@ -169,6 +171,8 @@ void cluster::restart(node& n) {
   const consensus::header checkpoint = recovered.state.checkpoint.at;
   n.d = std::make_unique<consensus::driver>(o, *n.sm, std::move(recovered), *n.storage, *link, hooks(n), options_.bugs);
   n.host->attach(group, *n.d);
+  n.host_ticked_at = now_ == 0 ? 0 : now_ - 1;  // its first call, in this step or the first, passes one tick
+  n.host_due_at = now_;
   n.r = &n.d->replica();
   n.crash_now = false;
   n.up = true;
@@ -236,6 +240,18 @@ bool cluster::may_crash() const {
 
 void cluster::send_beat(node& n, replica_t to, const consensus::node_heartbeat& beat) {
   ++result_.heartbeats;
+  for (const auto& e : beat.entries) {
+    // Each entry is the commit heartbeat its replica would have sent: the checker sees it as one (a view
+    // advertised before it is durable, say).
+    consensus::message c;
+    c.h.cmd = consensus::command::commit;
+    c.h.view = e.beat.view.value();
+    c.h.commit = e.beat.commit;
+    c.h.op = e.beat.commit;
+    checker_.on_sent(now_, n.index, c);
+    trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{to} << 48) ^ (std::uint64_t{0xbe} << 40) ^
+               e.beat.commit);
+  }
   network_.send_beat(n.index, to, consensus::encode(beat), now_);
 }
 
@@ -460,7 +476,13 @@ void cluster::step() {
     if (!n->up) {
       continue;
     }
-    n->host->tick();  // ticks the group unless it is idle; sends the node heartbeats when due
+    // As a shard's deadline heap would: the host is called when it says it is due (every tick while its group is
+    // active, else at its next heartbeat or peer deadline), with the ticks that passed since.
+    if (n->host->active() > 0 || now_ >= n->host_due_at) {
+      n->host->tick(now_ - n->host_ticked_at);  // ticks the group unless it is idle; sends heartbeats when due
+      n->host_ticked_at = now_;
+      n->host_due_at = now_ + n->host->ticks_until_due();
+    }
     crash_if_due(*n);
     if (!n->up) {
       continue;

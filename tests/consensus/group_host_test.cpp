@@ -116,6 +116,14 @@ struct cluster {
     ho.node = node_t(n);
     x.host = std::make_unique<group_host>(ho, *x.net);
     for (std::uint64_t g = 0; g < group_count; ++g) {
+      open_group(n, g);
+    }
+    x.up = true;
+  }
+  // Node n's replica of group g (members_of(g)), joined and attached to its host.
+  void open_group(std::uint32_t n, std::uint64_t g) {
+    node& x = *nodes[n];
+    {
       const auto members = members_of(g);
       auto t = x.host->join(group_t(g), members);
       BOOST_REQUIRE(t.has_value());
@@ -150,7 +158,6 @@ struct cluster {
       s.d = std::make_unique<driver>(ro, *s.sm, std::move(r), *s.storage, *t, std::move(h));
       x.host->attach(group_t(g), *s.d);
     }
-    x.up = true;
   }
   void stop(std::uint32_t n) {
     node& x = *nodes[n];
@@ -192,6 +199,7 @@ struct cluster {
         auto& hb = std::get<heartbeat_message>(f);
         auto beat = decode_node_heartbeat(hb.bytes);
         BOOST_REQUIRE(beat.has_value());
+        std::erase_if(beat->entries, [&](const heartbeat_entry& e) { return left_out.contains(e.group); });
         node& to = *nodes.at(hb.to.value());
         if (to.up && nodes.at(beat->from.value())->up) {
           to.host->on_heartbeat(*beat);
@@ -225,6 +233,7 @@ struct cluster {
   std::uint64_t ticks(std::uint32_t n) { return nodes[n]->host->counters().group_ticks; }
 
   std::uint64_t group_count;
+  std::set<group_t> left_out;  // heartbeat entries for these groups are dropped (as by a sender that lost them)
   std::vector<std::unique_ptr<node>> nodes;
   std::deque<frame> queue;
 };
@@ -325,6 +334,51 @@ BOOST_AUTO_TEST_CASE(a_silent_node_wakes_the_groups_it_led_and_they_elect_anothe
   for (std::uint32_t n = 0; n < 3; ++n) {
     BOOST_TEST(c.nodes[n]->host->active() == 0u, "node " << n);
   }
+}
+
+BOOST_AUTO_TEST_CASE(an_entry_for_a_view_the_replica_has_left_is_ignored) {
+  cluster c(6);
+  c.rounds(30);
+  c.stop(0);
+  c.rounds(400);
+  BOOST_REQUIRE(c.rep(2, 0).view().value() >= 1u);
+  BOOST_REQUIRE(c.nodes[2]->host->active() == 0u);
+  const std::uint64_t skipped = c.nodes[2]->host->counters().entries_skipped;
+  // Node 0's heartbeat from before its crash, delivered late: group 0 in view 0, where node 0 led it.
+  node_heartbeat old;
+  old.cluster = cluster_id;
+  old.from = node_t(0);
+  old.sequence = 1;
+  old.entries.push_back({group_t(0), commit_beat{view_t(0), 0, {}}});
+  c.nodes[2]->host->on_heartbeat(old);
+  BOOST_TEST(c.nodes[2]->host->counters().entries_skipped == skipped + 1);
+  BOOST_TEST(!c.nodes[2]->host->is_active(group_t(0)), "an old view's primary does not wake the group");
+}
+
+BOOST_AUTO_TEST_CASE(a_heartbeat_leaving_a_group_out_wakes_it_and_it_elects_another) {
+  cluster c(6);
+  c.rounds(30);
+  // Node 1 leads groups 1 and 4 (members_of rotates); its heartbeats stop naming group 4, as a node that lost it.
+  c.left_out.insert(group_t(4));
+  c.rounds(400);
+  BOOST_TEST(c.rep(2, 4).view().value() >= 1u, "the backups of group 4 left node 1's view");
+  BOOST_TEST(c.rep(0, 4).view().value() >= 1u);
+  BOOST_TEST(c.rep(2, 1).view().value() == 0u, "group 1, still named, keeps its primary");
+  BOOST_TEST(c.nodes[2]->host->counters().wakes >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_group_joined_after_its_primary_fell_silent_still_elects) {
+  cluster c(3);
+  c.rounds(30);
+  c.stop(0);
+  c.rounds(100);  // node 0 is silent on nodes 1 and 2 (their one wake per silence is spent)
+  // Group 3's view-0 primary is node 0 (members 0, 1, 2): it joins on the two live nodes now.
+  c.open_group(1, 3);
+  c.open_group(2, 3);
+  c.rounds(400);
+  BOOST_TEST(c.rep(1, 3).view().value() >= 1u);
+  BOOST_TEST((c.rep(1, 3).status() == status::normal));
+  BOOST_TEST(c.rep(2, 3).view().value() == c.rep(1, 3).view().value());
 }
 
 BOOST_AUTO_TEST_CASE(join_refuses_bad_memberships) {
