@@ -305,6 +305,7 @@ void replica::on_tick(std::vector<effect>& out) {
     }
     if (ticks_ % options_.resend_ticks == 0) {
       send_do_view_change(out);
+      resend_view_change_vote(out);
     }
   }
   if (ticks_ % options_.resend_ticks == 0) {
@@ -882,6 +883,23 @@ message replica::make(command c) const {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
+
+void replica::resend_view_change_vote(std::vector<effect>& out) {
+  // A replica in a view change stays a voter for its view: a peer that once voted for it too but has since gone
+  // back to normal in the view before (it completed that one after voting) counts this vote with its own and
+  // joins. Without it, a replica that entered the view on such a vote waits for that peer's do_view_change forever
+  // (with two replicas, the group stops). Receivers already in this view change echo at most once per resend.
+  if (options_.replica_count == 1 || silenced() || status_ != status::view_change) {
+    return;
+  }
+  message svc = make(command::start_view_change);
+  seal(svc);
+  for (replica_t r = 0; r < options_.replica_count; ++r) {
+    if (r != options_.replica) {
+      out.push_back(send_effect{r, svc});  // a vote, not an adoption: nothing to persist first
+    }
+  }
+}
 
 bool replica::idle() const {
   return status_ == status::normal && !durable_.recovering && !recovering_ && !persisting_ && !persist_again_ &&

@@ -266,6 +266,7 @@ class replica {
   void count_view_change_votes(view_t v, std::vector<effect>& out);
   void start_view_change(view_t v, std::vector<effect>& out);
   void send_do_view_change(std::vector<effect>& out);
+  void resend_view_change_vote(std::vector<effect>& out);
   void on_do_view_change(const message& m, std::vector<effect>& out);
   void on_start_view(const message& m, std::vector<effect>& out);
   void on_request_start_view(const message& m, std::vector<effect>& out);

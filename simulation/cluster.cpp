@@ -20,8 +20,8 @@ using consensus::replica_t;
 class cluster::node_transport final : public consensus::host_transport {
  public:
   node_transport(cluster& c, node& n) : cluster_(c), node_(n) {}
-  void send(consensus::node_t to, consensus::group_t, consensus::message m) override {
-    cluster_.send(node_, static_cast<replica_t>(to.value()), std::move(m));
+  void send(consensus::node_t to, consensus::group_t g, consensus::message m) override {
+    cluster_.send(node_, static_cast<replica_t>(to.value()), std::move(m), g);
   }
   void send(consensus::node_t to, const consensus::node_heartbeat& beat) override {
     cluster_.send_beat(node_, static_cast<replica_t>(to.value()), beat);
@@ -32,8 +32,23 @@ class cluster::node_transport final : public consensus::host_transport {
   node& node_;
 };
 
+// Node n's replica of a side group.
+struct cluster::side_replica {
+  std::unique_ptr<replica_storage> storage;  // the in-memory journal model
+  std::unique_ptr<ledger> sm;
+  std::unique_ptr<consensus::driver> d;  // null while its node is down
+};
+
+struct cluster::side_group {
+  consensus::group_t id;
+  std::uint64_t identity = 0;  // the cluster field of its headers
+  std::unique_ptr<checker> chk;
+  std::vector<std::unique_ptr<sim_client>> clients;
+};
+
 struct cluster::node {
   replica_t index = 0;
+  std::vector<side_replica> sides;  // one per side group
   std::unique_ptr<replica_storage> storage;
   std::unique_ptr<ledger> sm;
   std::unique_ptr<node_transport> net;
@@ -94,6 +109,33 @@ cluster::cluster(const cluster_options& options, trace& t)
     }
     nodes_.push_back(std::move(n));
   }
+  // Side groups draw from a stream of their own: a run with one group is the run it was before they existed.
+  RILL_ASSERT(options_.groups >= 1 && options_.groups <= groups_max_sim);
+  RILL_ASSERT(options_.side_clients >= 1 && options_.side_clients < side_client_stride);
+  prng side_rng(options_.seed ^ 0x5349'4445'0000'0001ULL);
+  for (std::uint32_t k = 1; k < options_.groups; ++k) {
+    side_group g;
+    g.id = consensus::group_t(k);
+    g.identity = options_.replica.cluster + 1000 * k;
+    g.chk = std::make_unique<checker>(options_.replicas, options_.check_ack_durable);
+    for (std::uint32_t c = 0; c < options_.side_clients; ++c) {
+      g.clients.push_back(
+          std::make_unique<sim_client>(g.identity, c + 1, options_.replicas, options_.client, side_rng.next()));
+    }
+    for (auto& n : nodes_) {
+      consensus::vsr_state initial;
+      initial.cluster = g.identity;
+      initial.replica = n->index;
+      initial.replica_count = options_.replicas;
+      const replica_t i = n->index;
+      auto atlas = [this, i](std::uint64_t op) { return may_fault(i, op); };
+      side_replica r;
+      r.storage = std::make_unique<model_storage>(options_.storage, side_rng.next(), initial,
+                                                  options_.journal.slot_count, atlas);
+      n->sides.push_back(std::move(r));
+    }
+    sides_.push_back(std::move(g));
+  }
   for (auto& n : nodes_) {
     restart(*n);
   }
@@ -110,6 +152,9 @@ cluster::~cluster() {
   for (auto& n : nodes_) {
     if (n->up) {
       n->storage->crash();  // halts and drains the disk, closes the partition log
+      for (auto& sr : n->sides) {
+        sr.storage->crash();
+      }
     }
   }
 }
@@ -182,9 +227,125 @@ void cluster::restart(node& n) {
   if (checkpoint.op > 0) {
     checker_.on_installed(now_, n.index, checkpoint, n.sm->digest_at(checkpoint.op));
   }
+  for (std::size_t k = 0; k < sides_.size(); ++k) {
+    restart_side(n, k);
+  }
   if (n.incarnation > 1) {
     trace_.event(now_, "fault", {{"replica", n.index}, {"view", n.r->view().value()}}, "restart");
   }
+}
+
+void cluster::restart_side(node& n, std::size_t k) {
+  side_group& g = sides_[k];
+  side_replica& sr = n.sides[k];
+  consensus::replica_options o = options_.replica;
+  o.cluster = g.identity;
+  o.replica = n.index;
+  o.replica_count = options_.replicas;
+  o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation) ^ (0xc2b2ae3d27d4eb4fULL * (k + 1));
+  o.heartbeats_by_host = true;
+  sr.sm = std::make_unique<ledger>();
+  auto recovered = sr.storage->recover();
+  g.chk->on_persisted(now_, n.index, recovered.state);
+  g.chk->on_recovered(n.index, recovered.journal);
+  const consensus::header checkpoint = recovered.state.checkpoint.at;
+  std::vector<consensus::node_t> members;
+  for (replica_t i = 0; i < options_.replicas; ++i) {
+    members.push_back(consensus::node_t(i));
+  }
+  auto link = n.host->join(g.id, std::move(members));
+  RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
+  sr.d = std::make_unique<consensus::driver>(o, *sr.sm, std::move(recovered), *sr.storage, *link, side_hooks(n, k),
+                                             options_.bugs);
+  n.host->attach(g.id, *sr.d);
+  g.chk->on_restart(n.index);
+  if (checkpoint.op > 0) {
+    g.chk->on_installed(now_, n.index, checkpoint, sr.sm->digest_at(checkpoint.op));
+  }
+}
+
+consensus::driver_hooks cluster::side_hooks(node& np, std::size_t k) {
+  node* n = &np;
+  checker* chk = sides_[k].chk.get();
+  const consensus::group_t id = sides_[k].id;
+  const std::size_t clients = sides_[k].clients.size();
+  consensus::driver_hooks h;
+  h.reply = [this, n, id, clients](consensus::message m) {
+    const std::uint64_t client = m.h.client;
+    if (client >= 1 && client <= clients) {
+      network_.send(
+          n->index,
+          client_base + side_client_stride * static_cast<node_t>(id.value()) + static_cast<node_t>(client - 1),
+          std::move(m), now_, id.value());
+    }
+  };
+  h.persisted = [this, n, chk](const consensus::vsr_state& st) { chk->on_persisted(now_, n->index, st); };
+  h.writing = [n, chk](std::uint64_t op) { chk->on_write_submitted(n->index, op); };
+  h.written = [n, chk](std::uint64_t op, consensus::checksum_t checksum) {
+    chk->on_write_done(n->index, op, checksum, true);
+  };
+  h.checkpointed = [this, n](std::uint8_t, std::uint64_t) {
+    ++result_.checkpoints;
+    ++n->checkpoints;
+  };
+  h.installed = [this, n, chk, k](const consensus::header& at) {
+    chk->on_installed(now_, n->index, at, n->sides[k].sm->digest_at(at.op));
+    ++result_.state_transfers;
+  };
+  h.applied = [this, n, chk, k](const consensus::header& prepare) {
+    ledger& sm = *n->sides[k].sm;
+    chk->on_applied(now_, n->index, prepare, sm.payload_at(prepare.op), sm.digest_at(prepare.op));
+    if (const auto [base, records] = sm.offsets_at(prepare.op); records > 0) {
+      chk->on_offsets(now_, n->index, prepare.op, sm.payload_at(prepare.op), base, records);
+    }
+    if (sm.duplicates() > 0) {
+      chk->on_duplicate(now_, n->index);
+    }
+  };
+  h.fenced = [this, n, id](const error& e) {
+    n->crash_now = true;
+    trace_.event(now_, "fault", {{"replica", n->index}, {"group", static_cast<std::int64_t>(id.value())}}, "fenced");
+    if (debug_) {
+      fmt::print("{} fenced r{} group {}: {}\n", now_, n->index, id.value(), e.message());
+    }
+  };
+  return h;
+}
+
+checker& cluster::checker_of(consensus::group_t g) {
+  return g.value() == 0 ? checker_ : *sides_.at(g.value() - 1).chk;
+}
+
+consensus::driver* cluster::driver_of(node& n, consensus::group_t g) {
+  return g.value() == 0 ? n.d.get() : n.sides.at(g.value() - 1).d.get();
+}
+
+bool cluster::all_ok() const {
+  if (!checker_.ok()) {
+    return false;
+  }
+  for (const auto& g : sides_) {
+    if (!g.chk->ok()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool cluster::clients_done() const {
+  for (const auto& c : clients_) {
+    if (!c->done()) {
+      return false;
+    }
+  }
+  for (const auto& g : sides_) {
+    for (const auto& c : g.clients) {
+      if (!c->done()) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 bool cluster::may_lose_disk() const {
@@ -202,6 +363,10 @@ bool cluster::may_lose_disk() const {
 void cluster::lose_disk(node& n) {
   crash(n);
   n.storage->wipe();
+  for (std::size_t k = 0; k < sides_.size(); ++k) {
+    n.sides[k].storage->wipe();
+    sides_[k].chk->on_wiped(n.index);
+  }
   n.lost = true;
   ++result_.disks_lost;
   checker_.on_wiped(n.index);
@@ -217,6 +382,11 @@ void cluster::crash(node& n) {
   n.host.reset();
   n.d.reset();
   n.sm.reset();
+  for (auto& sr : n.sides) {
+    sr.storage->crash();
+    sr.d.reset();
+    sr.sm.reset();
+  }
   n.up = false;
   n.restart_at = now_ + 1 + rng_.below(options_.restart_ticks_max);
   ++result_.crashes;
@@ -248,26 +418,26 @@ void cluster::send_beat(node& n, replica_t to, const consensus::node_heartbeat& 
     c.h.view = e.beat.view.value();
     c.h.commit = e.beat.commit;
     c.h.op = e.beat.commit;
-    checker_.on_sent(now_, n.index, c);
+    checker_of(e.group).on_sent(now_, n.index, c);
     trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{to} << 48) ^ (std::uint64_t{0xbe} << 40) ^
                e.beat.commit);
   }
   network_.send_beat(n.index, to, consensus::encode(beat), now_);
 }
 
-void cluster::send(node& n, replica_t to, consensus::message m) {
-  checker_.on_sent(now_, n.index, m);
+void cluster::send(node& n, replica_t to, consensus::message m, consensus::group_t g) {
+  checker_of(g).on_sent(now_, n.index, m);
   trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{to} << 48) ^ (static_cast<std::uint64_t>(m.h.cmd) << 40) ^
              m.h.op);
   ++result_.messages;
   ++n.sent;
   const bool ack = m.h.cmd == consensus::command::prepare_ok;
-  network_.send(n.index, to, std::move(m), now_);
+  network_.send(n.index, to, std::move(m), now_, g.value());
   if (ack && !liveness_ && options_.crash_after_ack_ppm > 0 && rng_.chance_ppm(options_.crash_after_ack_ppm) &&
       may_crash()) {
     // Right after the acknowledgement: the driver executes nothing more, and the replica crashes once the input
     // returns (it is on the stack now), so the effects after the send are lost with it.
-    n.d->halt();
+    driver_of(n, g)->halt();
     n.crash_now = true;
   }
 }
@@ -341,7 +511,10 @@ void cluster::crash_if_due(node& n) {
 
 void cluster::observe(node& n) {
   checker_.on_state(now_, *n.r);
-  if (n.lost && !n.r->recovering()) {
+  // Lost until every group on it has caught up (the bound on disks lost at once is per node: all its groups).
+  const bool sides_recovering =
+      std::any_of(n.sides.begin(), n.sides.end(), [](const side_replica& sr) { return sr.d->replica().recovering(); });
+  if (n.lost && !n.r->recovering() && !sides_recovering) {
     n.lost = false;
     trace_.event(now_, "recovered", {{"replica", n.index}, {"op", static_cast<std::int64_t>(n.r->op().value())}});
   }
@@ -376,6 +549,11 @@ void cluster::inject_faults() {
     if (nd->up && options_.rot_ppm > 0 && rng_.chance_ppm(options_.rot_ppm)) {
       if (auto op = nd->storage->rot_one(rng_)) {
         trace_.event(now_, "fault", {{"replica", nd->index}, {"op", static_cast<std::int64_t>(*op)}}, "rot");
+      }
+    }
+    for (auto& sr : nd->sides) {
+      if (nd->up && options_.rot_ppm > 0 && rng_.chance_ppm(options_.rot_ppm)) {
+        (void)sr.storage->rot_one(rng_);
       }
     }
   }
@@ -432,9 +610,10 @@ void cluster::step() {
         continue;
       }
       if (debug_) {
-        fmt::print("{} deliver {}->{} {} v{} lv{} op{} commit{} | {}\n", now_, p.from, p.to,
-                   consensus::to_string(p.m.h.cmd), p.m.h.view, p.m.h.log_view, p.m.h.op, p.m.h.commit,
-                   n.r->describe());
+        fmt::print("{} deliver {}->{} g{} {} v{} lv{} op{} commit{} | {}\n", now_, p.from, p.to, p.group,
+                   p.beat.empty() ? consensus::to_string(p.m.h.cmd) : "node_heartbeat", p.m.h.view, p.m.h.log_view,
+                   p.m.h.op, p.m.h.commit,
+                   p.group == 0 ? n.r->describe() : n.sides.at(p.group - 1).d->replica().describe());
       }
       ++n.received;
       if (!p.beat.empty()) {
@@ -442,16 +621,23 @@ void cluster::step() {
         RILL_ASSERT(beat.has_value(), "a heartbeat damaged in the simulated network: {}", beat.error().detail());
         n.host->on_heartbeat(*beat);
       } else if (p.from >= client_base) {
-        n.host->on_request(group, p.m);
+        n.host->on_request(consensus::group_t(p.group), p.m);
       } else {
-        n.host->on_message(consensus::node_t(p.from), group, p.m);  // a prepare reaches the partition log via a hook
+        // (A prepare of group 0 reaches the partition log through the driver's hook.)
+        n.host->on_message(consensus::node_t(p.from), consensus::group_t(p.group), p.m);
       }
       crash_if_due(n);
       if (n.up) {
         observe(n);
       }
+    } else if (const node_t endpoint = p.to - client_base; endpoint >= side_client_stride) {
+      side_group& g = sides_.at(endpoint / side_client_stride - 1);
+      sim_client& c = *g.clients.at(endpoint % side_client_stride);
+      if (auto ack = c.on_message(p.m, now_, {})) {
+        g.chk->on_ack(now_, c.id(), *ack);
+      }
     } else {
-      sim_client& c = *clients_.at(p.to - client_base);
+      sim_client& c = *clients_.at(endpoint);
       if (debug_) {
         fmt::print("{} deliver {}->{} {} v{} op{} request{} prepare {}\n", now_, p.from, p.to,
                    consensus::to_string(p.m.h.cmd), p.m.h.view, p.m.h.op, p.m.h.request,
@@ -472,6 +658,12 @@ void cluster::step() {
       continue;
     }
     n->storage->complete(now_);  // completions run through the driver, which executes what they cause
+    for (auto& sr : n->sides) {
+      if (n->up) {
+        sr.storage->complete(now_);
+        crash_if_due(*n);
+      }
+    }
     crash_if_due(*n);
     if (!n->up) {
       continue;
@@ -492,8 +684,14 @@ void cluster::step() {
     // (check_invariants() after every input) does not.
     if (now_ % 8 == 0) {
       n->r->check_log_invariants();
+      for (auto& sr : n->sides) {
+        sr.d->replica().check_log_invariants();
+      }
     }
     observe(*n);
+    for (std::size_t k = 0; k < sides_.size(); ++k) {
+      sides_[k].chk->on_state(now_, n->sides[k].d->replica());
+    }
     step_partition(*n);
   }
   clock_.advance(std::chrono::milliseconds(1));
@@ -507,6 +705,14 @@ void cluster::step() {
   for (auto& c : clients_) {
     c->tick(now_,
             [&](node_t to, consensus::message m) { network_.send(client_base + c->id() - 1, to, std::move(m), now_); });
+  }
+  for (auto& g : sides_) {
+    const node_t base = client_base + side_client_stride * static_cast<node_t>(g.id.value());
+    for (auto& c : g.clients) {
+      c->tick(now_, [&](node_t to, consensus::message m) {
+        network_.send(base + static_cast<node_t>(c->id() - 1), to, std::move(m), now_, g.id.value());
+      });
+    }
   }
   if (options_.sample_every_ticks > 0 && options_.on_sample && now_ % options_.sample_every_ticks == 0) {
     for (const auto& n : nodes_) {
@@ -662,6 +868,9 @@ void cluster::enter_liveness() {
   calm.read_fault_ppm = 0;
   for (auto& n : nodes_) {
     n->storage->set_options(calm);
+    for (auto& sr : n->sides) {
+      sr.storage->set_options(calm);
+    }
     if (!n->up) {
       restart(*n);
     }
@@ -700,8 +909,34 @@ bool cluster::converged() const {
   if (core().size() < consensus::quorum_replication(options_.replicas)) {
     return false;
   }
-  for (const auto& c : clients_) {
-    if (!c->done()) {
+  return sides_converged() && clients_done();
+}
+
+std::vector<const consensus::replica*> cluster::side_core(std::size_t k) const {
+  // As core(), for a side group: normal in its highest normal view, caught up, at one op.
+  std::uint32_t view = 0;
+  for (const auto& n : nodes_) {
+    if (n->up && n->sides[k].d->replica().status() == consensus::status::normal) {
+      view = std::max(view, n->sides[k].d->replica().view().value());
+    }
+  }
+  std::map<std::uint64_t, std::vector<const consensus::replica*>> by_op;
+  for (const auto& n : nodes_) {
+    if (!n->up) {
+      continue;
+    }
+    const auto& r = n->sides[k].d->replica();
+    if (r.status() == consensus::status::normal && r.view().value() == view && r.commit_min() == r.commit_max() &&
+        r.commit_max() == r.op()) {
+      by_op[r.op().value()].push_back(&r);
+    }
+  }
+  return by_op.empty() ? std::vector<const consensus::replica*>{} : by_op.rbegin()->second;
+}
+
+bool cluster::sides_converged() const {
+  for (std::size_t k = 0; k < sides_.size(); ++k) {
+    if (side_core(k).size() < consensus::quorum_replication(options_.replicas)) {
       return false;
     }
   }
@@ -709,31 +944,26 @@ bool cluster::converged() const {
 }
 
 run_result cluster::run() {
-  auto clients_done = [&] {
-    for (const auto& c : clients_) {
-      if (!c->done()) {
-        return false;
-      }
-    }
-    return true;
-  };
-  while (now_ < options_.safety_ticks && checker_.ok() && !clients_done()) {
+  while (now_ < options_.safety_ticks && all_ok() && !clients_done()) {
     step();
   }
   bool done = false;  // converged (decided once: the final checks below drive the disks, and reads finishing then
                       // may hand clients more work)
-  if (checker_.ok()) {
+  if (all_ok()) {
     enter_liveness();
     const std::uint64_t bound = now_ + options_.liveness_ticks;
-    while (now_ < bound && checker_.ok() && !converged()) {
+    while (now_ < bound && all_ok() && !converged()) {
       step();
     }
     done = converged();
-    if (checker_.ok() && done) {
+    if (all_ok() && done) {
       const auto converged_core = core();
       result_.lagging = options_.replicas - converged_core.size();
       checker_.check_acks_applied(now_, converged_core);
       check_partitions_at_end(converged_core);
+      for (std::size_t k = 0; k < sides_.size(); ++k) {
+        sides_[k].chk->check_acks_applied(now_, side_core(k));
+      }
     }
   }
   result_.ticks = now_;
@@ -745,9 +975,20 @@ run_result cluster::run() {
   }
   result_.committed = checker_.committed();
   result_.acks = checker_.acks();
+  for (const auto& g : sides_) {
+    result_.side_committed += g.chk->committed();
+  }
   if (!checker_.ok()) {
     result_.result = outcome::safety_failure;
     result_.detail = checker_.violation();
+  } else if (!all_ok()) {
+    result_.result = outcome::safety_failure;
+    for (const auto& g : sides_) {
+      if (!g.chk->ok()) {
+        result_.detail = fmt::format("group {}: {}", g.id.value(), g.chk->violation());
+        break;
+      }
+    }
   } else if (!done) {
     result_.result = outcome::liveness_failure;
     std::string state;
@@ -763,6 +1004,19 @@ run_result cluster::run() {
         state += fmt::format(" [r{} partition: {}{}]", n->index, n->mirror->describe(*n->r),
                              n->d->checkpoint_held() ? ", checkpoint held" : "");
       }
+    }
+    for (std::size_t k = 0; k < sides_.size(); ++k) {
+      state += fmt::format(" [group {}:", sides_[k].id.value());
+      for (const auto& n : nodes_) {
+        if (n->up) {
+          state += " [" + n->sides[k].d->replica().describe() + "]";
+        }
+      }
+      std::uint64_t side_finished = 0;
+      for (const auto& c : sides_[k].clients) {
+        side_finished += c->done() ? 1 : 0;
+      }
+      state += fmt::format(" clients done {}/{}]", side_finished, sides_[k].clients.size());
     }
     result_.detail = fmt::format("not converged {} ticks after healing:{}; clients done {}/{}", options_.liveness_ticks,
                                  state, finished, clients_.size());

@@ -85,11 +85,21 @@ struct cluster_options {
   // copy of an op: data loss, not a bug), with 3 or more replicas, and at most replicas - quorum of them lost or
   // recovering at once (else no quorum can ever vote).
   std::uint32_t disk_lost_ppm = 0;
+  // Groups each node hosts (1 to groups_max_sim): group 0 is the partition above; each further one is a side group,
+  // the same ledger with side_clients clients of its own, on the in-memory journal model (the storage faults,
+  // crashes and disk losses of its node), through the node's one group_host. A side group has its own cluster
+  // identity in its headers and its own checker.
+  std::uint32_t groups = 1;
+  std::uint32_t side_clients = 2;
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
   consensus::replica_bugs bugs;
   bool check_ack_durable = true;  // the checker's "prepare_ok only for a durable write" (off: end-to-end checks only)
   bool bug_partition_trusts_own_suffix = false;  // test only: see partition_mirror::set_bug_trust_own_suffix
 };
+
+inline constexpr std::uint32_t groups_max_sim = 4;
+inline constexpr std::uint32_t side_client_stride = 100;  // client endpoints: client_base + stride * group + index
+static_assert(side_client_stride > 8, "more endpoints per group than clients a group may have");
 
 enum class outcome { passed, safety_failure, liveness_failure };
 
@@ -99,6 +109,7 @@ struct run_result {
   std::uint64_t hash = 0;
   std::uint64_t ticks = 0;
   std::uint64_t committed = 0;
+  std::uint64_t side_committed = 0;  // ops committed in the side groups, all together
   std::uint64_t acks = 0;
   std::uint64_t crashes = 0;
   std::uint64_t disks_lost = 0;
@@ -123,9 +134,19 @@ class cluster {
 
  private:
   struct node;
+  struct side_replica;
+  struct side_group;
   class node_transport;
   void step();
-  void send(node& n, consensus::replica_t to, consensus::message m);
+  void send(node& n, consensus::replica_t to, consensus::message m, consensus::group_t g);
+  [[nodiscard]] checker& checker_of(consensus::group_t g);
+  [[nodiscard]] consensus::driver* driver_of(node& n, consensus::group_t g);
+  void restart_side(node& n, std::size_t k);
+  [[nodiscard]] consensus::driver_hooks side_hooks(node& n, std::size_t k);
+  [[nodiscard]] bool all_ok() const;
+  [[nodiscard]] bool clients_done() const;
+  [[nodiscard]] bool sides_converged() const;
+  [[nodiscard]] std::vector<const consensus::replica*> side_core(std::size_t k) const;
   void send_beat(node& n, consensus::replica_t to, const consensus::node_heartbeat& beat);
   // The one group each node hosts (its replica of the simulated partition).
   static constexpr consensus::group_t group{0};
@@ -153,6 +174,7 @@ class cluster {
   checker checker_;
   std::vector<std::unique_ptr<node>> nodes_;
   std::vector<std::unique_ptr<sim_client>> clients_;
+  std::vector<side_group> sides_;  // groups 1.. (options_.groups - 1 of them)
   std::uint64_t now_ = 0;
   bool liveness_ = false;
   bool debug_ = false;  // RILL_SIM_DEBUG set: every delivery and state change on stdout

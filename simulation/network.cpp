@@ -2,12 +2,12 @@
 
 namespace rill::simulation {
 
-void sim_network::send(node_t from, node_t to, consensus::message m, std::uint64_t now) {
-  post(packet{0, 0, from, to, std::move(m), {}}, now);
+void sim_network::send(node_t from, node_t to, consensus::message m, std::uint64_t now, std::uint64_t group) {
+  post(packet{0, 0, from, to, std::move(m), {}, group}, now);
 }
 
 void sim_network::send_beat(node_t from, node_t to, std::vector<std::byte> beat, std::uint64_t now) {
-  post(packet{0, 0, from, to, {}, std::move(beat)}, now);
+  post(packet{0, 0, from, to, {}, std::move(beat), 0}, now);
 }
 
 void sim_network::post(packet p, std::uint64_t now) {

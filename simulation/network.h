@@ -35,13 +35,14 @@ struct packet {
   node_t to;
   consensus::message m;         // a VSR message (to a replica or a client), or empty for
   std::vector<std::byte> beat;  // a node heartbeat in its wire form (group_host.h), replica to replica
+  std::uint64_t group = 0;      // the group a message belongs to (consensus::group_t)
 };
 
 class sim_network {
  public:
   sim_network(const network_options& options, std::uint64_t seed) : options_(options), rng_(seed) {}
 
-  void send(node_t from, node_t to, consensus::message m, std::uint64_t now);
+  void send(node_t from, node_t to, consensus::message m, std::uint64_t now, std::uint64_t group = 0);
   // A node heartbeat's bytes: the same delays, loss, duplication and cuts as messages.
   void send_beat(node_t from, node_t to, std::vector<std::byte> beat, std::uint64_t now);
   // Packets due at or before `now`, in delivery order.

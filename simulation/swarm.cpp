@@ -34,6 +34,10 @@ const std::vector<knob_range>& swarm_knobs() {
       {"disk-lost-ppm", 0, 400,
        "chance per replica per tick that its disk is lost, ppm; drawn, only above 200 (then rot and read faults are "
        "off)"},
+      // Last, so that adding it left every other knob's draw as it was.
+      {"groups", 1, 3,
+       "groups per node: the partition, and side groups (a ledger each, 2 clients, on the journal model) through "
+       "the node's one group_host"},
   };
   return knobs;
 }
@@ -118,6 +122,7 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.storage.read_fault_ppm = 0;
     }
   }
+  o.groups = static_cast<std::uint32_t>(v["groups"]);
   o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
   // A small ring wraps many times in a run: checkpoints, and state transfers for replicas left behind.
   o.journal.slot_count = std::uint64_t{1} << v["journal-slots-log2"];

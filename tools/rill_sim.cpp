@@ -109,13 +109,15 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
                                                               : "LIVENESS FAILURE";
   if (!quiet || r.result != outcome::passed) {
     std::printf(
-        "seed %llu: %s replicas=%u clients=%u loss=%u dup=%u crash=%u partition=%u faults=%u/%u/%u ticks=%llu "
+        "seed %llu: %s replicas=%u groups=%u side_committed=%llu clients=%u loss=%u dup=%u crash=%u partition=%u "
+        "faults=%u/%u/%u ticks=%llu "
         "committed=%llu acks=%llu crashes=%llu lost=%llu partitions=%llu view=%u lagging=%zu checkpoints=%llu "
         "syncs=%llu "
         "consumed=%llu cuts=%llu copies=%llu messages=%llu hash=%016llx\n",
-        static_cast<unsigned long long>(seed), verdict, o.replicas, o.clients, o.network.loss_ppm,
-        o.network.duplicate_ppm, o.crash_ppm, o.partition_ppm, o.storage.write_fault_ppm, o.storage.read_fault_ppm,
-        o.rot_ppm, static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.committed),
+        static_cast<unsigned long long>(seed), verdict, o.replicas, o.groups,
+        static_cast<unsigned long long>(r.side_committed), o.clients, o.network.loss_ppm, o.network.duplicate_ppm,
+        o.crash_ppm, o.partition_ppm, o.storage.write_fault_ppm, o.storage.read_fault_ppm, o.rot_ppm,
+        static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.committed),
         static_cast<unsigned long long>(r.acks), static_cast<unsigned long long>(r.crashes),
         static_cast<unsigned long long>(r.disks_lost), static_cast<unsigned long long>(r.partitions), r.final_view,
         r.lagging, static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
