@@ -20,7 +20,7 @@
 //   104 timestamp        8  prepare: the primary's tick count; commit: a heartbeat sequence (dedupe);
 //                           request_start_view, start_view, recovery_response: a recovering replica's nonce (or 0)
 //   112 view             4
-//   116 log_view         4  do_view_change: the sender's last normal view
+//   116 log_view         4  do_view_change, start_view_change: the sender's last normal view
 //   120 size             4  header + body bytes
 //   124 command          1
 //   125 replica          1  the sender (for prepares: the primary that created it)

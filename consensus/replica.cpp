@@ -893,6 +893,7 @@ void replica::resend_view_change_vote(std::vector<effect>& out) {
     return;
   }
   message svc = make(command::start_view_change);
+  svc.h.log_view = log_view_.value();
   seal(svc);
   for (replica_t r = 0; r < options_.replica_count; ++r) {
     if (r != options_.replica) {

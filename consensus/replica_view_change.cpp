@@ -104,6 +104,7 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
   if (fresh || ticks_ % options_.resend_ticks == 0) {
     message svc = make(command::start_view_change);
     svc.h.view = v.value();
+    svc.h.log_view = log_view_.value();  // the newest view it was normal in (a peer still in an older one joins)
     seal(svc);
     for (replica_t r = 0; r < options_.replica_count; ++r) {
       if (r != options_.replica) {
@@ -128,6 +129,7 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
     }
     echo_due_[m.h.replica] = ticks_ + options_.resend_ticks;
     message svc = make(command::start_view_change);
+    svc.h.log_view = log_view_.value();
     seal(svc);
     out.push_back(send_effect{m.h.replica, std::move(svc)});
     return;
@@ -136,6 +138,12 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
     return;
   }
   svc_votes_[v.value()] |= bit(m.h.replica);
+  if (!voted_ && m.h.log_view > view_.value()) {
+    // The voter was normal in a view newer than ours: a quorum formed it without us, so our view is over (its
+    // primary may be a replica that has since lost its disk and can lead nothing). Vote with it.
+    vote_view_change(v, out);
+    return;
+  }
   if (voted_ && v > vote_view_) {
     vote_view_change(v, out);  // we want out of view_ too: join the highest vote rather than split the votes
     return;

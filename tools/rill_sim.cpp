@@ -321,6 +321,11 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(values["replicas"]));
     return 2;
   }
+  if (values.contains("groups") && (values["groups"] < 1 || values["groups"] > groups_max_sim)) {
+    std::fprintf(stderr, "rill-sim: --groups %llu: allowed is 1..%u\n",
+                 static_cast<unsigned long long>(values["groups"]), groups_max_sim);
+    return 2;
+  }
   if (values.contains("pipeline") && (values["pipeline"] < 1 || values["pipeline"] > 64)) {
     std::fprintf(stderr, "rill-sim: --pipeline: allowed is 1..64\n");
     return 2;
