@@ -14,6 +14,7 @@
 #include "consensus/group_host.h"
 #include "simulation/sim_disk.h"
 #include "storage/io/run.h"
+#include "tests/consensus/counter_machine.h"
 
 using namespace rill;
 using namespace rill::consensus;
@@ -22,26 +23,7 @@ using rill::simulation::sim_disk;
 namespace {
 constexpr std::uint64_t cluster_id = 9;
 
-class counter final : public state_machine {
- public:
-  std::vector<std::byte> apply(const header&, std::span<const std::byte> body) override {
-    total += body.size();
-    return std::vector<std::byte>(8);
-  }
-  std::vector<std::byte> snapshot() const override {
-    std::vector<std::byte> out(8);
-    store_le<std::uint64_t>(out.data(), total);
-    return out;
-  }
-  bool restore(std::span<const std::byte> bytes) override {
-    if (bytes.size() != 8) {
-      return false;
-    }
-    total = load_le<std::uint64_t>(bytes.data());
-    return true;
-  }
-  std::uint64_t total = 0;
-};
+using counter = rill::consensus::testing::counter_machine;
 
 struct group_message {
   node_t from;
