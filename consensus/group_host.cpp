@@ -45,6 +45,20 @@ std::vector<std::byte> encode(const node_heartbeat& beat) {
   return out;
 }
 
+message commit_message(const heartbeat_entry& e, std::uint64_t cluster, replica_t primary, std::uint64_t sequence) {
+  message c;
+  c.h.cmd = command::commit;
+  c.h.cluster = cluster;
+  c.h.view = e.beat.view.value();
+  c.h.commit = e.beat.commit;
+  c.h.op = e.beat.commit;
+  c.h.parent = e.beat.checksum;
+  c.h.timestamp = sequence;
+  c.h.replica = primary;
+  seal(c);
+  return c;
+}
+
 expected<node_heartbeat> decode_node_heartbeat(std::span<const std::byte> bytes) {
   if (bytes.size() < head_bytes) {
     return bad(fmt::format("{} bytes, fewer than its {}-byte head", bytes.size(), head_bytes));
@@ -249,19 +263,9 @@ void group_host::on_heartbeat(const node_heartbeat& beat) {
         continue;
       }
     }
-    message c;
-    c.h.cmd = command::commit;
-    c.h.cluster = r.durable_state().cluster;
-    c.h.view = e.beat.view.value();
-    c.h.commit = e.beat.commit;
-    c.h.op = e.beat.commit;
-    c.h.parent = e.beat.checksum;
-    c.h.timestamp = beat.sequence;
-    c.h.replica = primary;
-    seal(c);
     ++counters_.commits_delivered;
     activate(e.group);
-    h.d->on_message(c);
+    h.d->on_message(commit_message(e, r.durable_state().cluster, primary, beat.sequence));
   }
   // A group this node believes the sender leads, left out: the sender abdicates, lost the group, or restarted
   // without it. The group ticks until its primary names it again (or it elects another).

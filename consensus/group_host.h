@@ -82,6 +82,10 @@ struct node_heartbeat {
 // entry (group, view, reserved, commit, checksum). Decoding checks the size, the checksum, the count against
 // groups_per_host_max, and zero reserved fields; its errors (corrupt_data) say which.
 [[nodiscard]] std::vector<std::byte> encode(const node_heartbeat& beat);
+// The commit message entry `e` stands for: what the primary (replica index `primary`, cluster identity `cluster`)
+// would have sent itself, numbered with the heartbeat's sequence.
+[[nodiscard]] message commit_message(const heartbeat_entry& e, std::uint64_t cluster, replica_t primary,
+                                     std::uint64_t sequence);
 [[nodiscard]] expected<node_heartbeat> decode_node_heartbeat(std::span<const std::byte> bytes);
 
 // Where the host's traffic goes. Best effort, like transport. Neither call may call back into the host.

@@ -186,11 +186,7 @@ void cluster::restart(node& n) {
   ho.heartbeat_ticks = o.heartbeat_ticks;
   ho.peer_timeout_ticks = std::max<std::uint32_t>(o.heartbeat_ticks * 4, o.heartbeat_ticks + 1);
   n.host = std::make_unique<consensus::group_host>(ho, *n.net);
-  std::vector<consensus::node_t> members;
-  for (replica_t i = 0; i < options_.replicas; ++i) {
-    members.push_back(consensus::node_t(i));
-  }
-  auto link = n.host->join(group, std::move(members));
+  auto link = n.host->join(group, members());
   RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
   n.sm = std::make_unique<ledger>();
   auto recovered = n.storage->recover();
@@ -249,11 +245,7 @@ void cluster::restart_side(node& n, std::size_t k) {
   g.chk->on_persisted(now_, n.index, recovered.state);
   g.chk->on_recovered(n.index, recovered.journal);
   const consensus::header checkpoint = recovered.state.checkpoint.at;
-  std::vector<consensus::node_t> members;
-  for (replica_t i = 0; i < options_.replicas; ++i) {
-    members.push_back(consensus::node_t(i));
-  }
-  auto link = n.host->join(g.id, std::move(members));
+  auto link = n.host->join(g.id, members());
   RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
   sr.d = std::make_unique<consensus::driver>(o, *sr.sm, std::move(recovered), *sr.storage, *link, side_hooks(n, k),
                                              options_.bugs);
@@ -310,6 +302,14 @@ consensus::driver_hooks cluster::side_hooks(node& np, std::size_t k) {
     }
   };
   return h;
+}
+
+std::vector<consensus::node_t> cluster::members() const {
+  std::vector<consensus::node_t> m;
+  for (replica_t i = 0; i < options_.replicas; ++i) {
+    m.push_back(consensus::node_t(i));
+  }
+  return m;
 }
 
 checker& cluster::checker_of(consensus::group_t g) {
@@ -409,16 +409,10 @@ bool cluster::may_crash() const {
 }
 
 void cluster::send_beat(node& n, replica_t to, const consensus::node_heartbeat& beat) {
-  ++result_.heartbeats;
   for (const auto& e : beat.entries) {
     // Each entry is the commit heartbeat its replica would have sent: the checker sees it as one (a view
     // advertised before it is durable, say).
-    consensus::message c;
-    c.h.cmd = consensus::command::commit;
-    c.h.view = e.beat.view.value();
-    c.h.commit = e.beat.commit;
-    c.h.op = e.beat.commit;
-    checker_of(e.group).on_sent(now_, n.index, c);
+    checker_of(e.group).on_sent(now_, n.index, consensus::commit_message(e, 0, n.index, beat.sequence));
     trace_.mix((std::uint64_t{n.index} << 56) ^ (std::uint64_t{to} << 48) ^ (std::uint64_t{0xbe} << 40) ^
                e.beat.commit);
   }
@@ -878,12 +872,14 @@ void cluster::enter_liveness() {
   trace_.event(now_, "liveness", {});
 }
 
-std::vector<const consensus::replica*> cluster::core() const {
+std::vector<const consensus::replica*> cluster::core_of(
+    const std::function<const consensus::replica&(const node&)>& pick,
+    const std::function<bool(const node&)>& caught_up) const {
   // The replicas normal in the highest normal view, caught up (everything committed applied) at the same op.
   std::uint32_t view = 0;
   for (const auto& n : nodes_) {
-    if (n->up && n->r->status() == consensus::status::normal) {
-      view = std::max(view, n->r->view().value());
+    if (n->up && pick(*n).status() == consensus::status::normal) {
+      view = std::max(view, pick(*n).view().value());
     }
   }
   std::map<std::uint64_t, std::vector<const consensus::replica*>> by_op;
@@ -891,16 +887,23 @@ std::vector<const consensus::replica*> cluster::core() const {
     if (!n->up) {
       continue;
     }
-    const auto& r = *n->r;
-    const bool partition_caught_up =
-        !n->mirror || (!n->mirror->transfer_pending() && n->mirror->committed_op() >= r.commit_min().value() &&
-                       !n->d->checkpoint_held());
+    const auto& r = pick(*n);
     if (r.status() == consensus::status::normal && r.view().value() == view && r.commit_min() == r.commit_max() &&
-        r.commit_max() == r.op() && partition_caught_up) {
+        r.commit_max() == r.op() && caught_up(*n)) {
       by_op[r.op().value()].push_back(&r);
     }
   }
   return by_op.empty() ? std::vector<const consensus::replica*>{} : by_op.rbegin()->second;
+}
+
+std::vector<const consensus::replica*> cluster::core() const {
+  // The partition's log must have caught up too.
+  return core_of([](const node& n) -> const consensus::replica& { return *n.r; },
+                 [](const node& n) {
+                   return !n.mirror ||
+                          (!n.mirror->transfer_pending() && n.mirror->committed_op() >= n.r->commit_min().value() &&
+                           !n.d->checkpoint_held());
+                 });
 }
 
 bool cluster::converged() const {
@@ -913,25 +916,8 @@ bool cluster::converged() const {
 }
 
 std::vector<const consensus::replica*> cluster::side_core(std::size_t k) const {
-  // As core(), for a side group: normal in its highest normal view, caught up, at one op.
-  std::uint32_t view = 0;
-  for (const auto& n : nodes_) {
-    if (n->up && n->sides[k].d->replica().status() == consensus::status::normal) {
-      view = std::max(view, n->sides[k].d->replica().view().value());
-    }
-  }
-  std::map<std::uint64_t, std::vector<const consensus::replica*>> by_op;
-  for (const auto& n : nodes_) {
-    if (!n->up) {
-      continue;
-    }
-    const auto& r = n->sides[k].d->replica();
-    if (r.status() == consensus::status::normal && r.view().value() == view && r.commit_min() == r.commit_max() &&
-        r.commit_max() == r.op()) {
-      by_op[r.op().value()].push_back(&r);
-    }
-  }
-  return by_op.empty() ? std::vector<const consensus::replica*>{} : by_op.rbegin()->second;
+  return core_of([k](const node& n) -> const consensus::replica& { return n.sides[k].d->replica(); },
+                 [](const node&) { return true; });
 }
 
 bool cluster::sides_converged() const {

@@ -121,7 +121,6 @@ struct run_result {
   std::uint64_t partition_truncations = 0;  // suffixes cut from partition logs (view changes)
   std::uint64_t partition_transfers = 0;    // partition logs filled from a peer after a state transfer
   std::uint64_t messages = 0;
-  std::uint64_t heartbeats = 0;  // node heartbeats sent (group_host: one per peer per interval)
   std::uint32_t final_view = 0;
   std::size_t lagging = 0;  // replicas outside the converged core at the end (stuck in a view change of their own)
 };
@@ -148,8 +147,9 @@ class cluster {
   [[nodiscard]] bool sides_converged() const;
   [[nodiscard]] std::vector<const consensus::replica*> side_core(std::size_t k) const;
   void send_beat(node& n, consensus::replica_t to, const consensus::node_heartbeat& beat);
-  // The one group each node hosts (its replica of the simulated partition).
+  // Group 0: the simulated partition (side groups are 1..groups - 1).
   static constexpr consensus::group_t group{0};
+  [[nodiscard]] std::vector<consensus::node_t> members() const;  // every group's: node i runs replica i
   [[nodiscard]] consensus::driver_hooks hooks(node& n);
   void crash_if_due(node& n);
   void inject_faults();
@@ -161,6 +161,10 @@ class cluster {
   void enter_liveness();
   [[nodiscard]] bool converged() const;
   [[nodiscard]] std::vector<const consensus::replica*> core() const;
+  // The converged core of the group `pick` names on each node, counting only nodes where `caught_up` holds.
+  [[nodiscard]] std::vector<const consensus::replica*> core_of(
+      const std::function<const consensus::replica&(const node&)>& pick,
+      const std::function<bool(const node&)>& caught_up) const;
   [[nodiscard]] bool may_fault(consensus::replica_t r, std::uint64_t op) const;
   void observe(node& n);
   void step_partition(node& n);
