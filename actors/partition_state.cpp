@@ -115,20 +115,6 @@ task<expected<std::unique_ptr<partition_state>>> partition_state::open(storage::
   co_return p;
 }
 
-void partition_state::record(std::map<std::int64_t, producer>& table, std::int64_t id, std::int16_t epoch,
-                             std::int32_t first, std::int32_t last, std::int64_t base_offset) {
-  producer& p = table[id];
-  if (epoch != p.epoch) {
-    p = producer{};
-    p.epoch = epoch;
-  }
-  p.last_sequence = last;
-  p.recent.push_back(producer_batch{first, last, base_offset});
-  while (p.recent.size() > producer_batches_kept) {
-    p.recent.pop_front();
-  }
-}
-
 task<expected<void>> partition_state::rebuild_producers() {
   // The newest segment's batches, in order: enough for the retries a producer can still send.
   const auto bases = log_->segment_bases();
@@ -142,8 +128,10 @@ task<expected<void>> partition_state::rebuild_producers() {
       // Batches from before producer fields were checked may carry a producer id with a negative epoch or
       // sequence: they take no part in idempotence.
       if (v.producer_id() >= 0 && v.producer_epoch() >= 0 && v.base_sequence() >= 0) {
-        record(written_, v.producer_id(), v.producer_epoch(), v.base_sequence(),
-               storage::sequence_plus(v.base_sequence(), v.last_offset_delta()), v.base_offset().value());
+        written_.record(v.producer_id(), v.producer_epoch(),
+                        storage::producer_batch{v.base_sequence(),
+                                                storage::sequence_plus(v.base_sequence(), v.last_offset_delta()),
+                                                v.base_offset().value()});
       }
     }
   }
@@ -165,14 +153,10 @@ task<expected<produce_result>> partition_state::produce(storage::validated_batch
   std::vector<std::size_t> fresh;  // indexes of batches to append
   // What this request's batches recorded in accepted_ before their append: each producer as it was (nullopt: not
   // known). A refusal in the loop below puts them back, so a refused request leaves no trace in the table.
-  std::map<std::int64_t, std::optional<producer>> touched_before;
+  std::map<std::int64_t, std::optional<storage::producer_state>> touched_before;
   const auto refuse = [&](net::status st, std::string message) {
     for (const auto& [id, before] : touched_before) {
-      if (before) {
-        accepted_[id] = *before;
-      } else {
-        accepted_.erase(id);
-      }
+      accepted_.put(id, before);
     }
     return fail(st, std::move(message));
   };
@@ -185,60 +169,32 @@ task<expected<produce_result>> partition_state::produce(storage::validated_batch
     RILL_ASSERT(h.producer_epoch >= 0, "validate checked the epoch");
     RILL_ASSERT(h.base_sequence >= 0, "validate checked the sequence");
     const std::int32_t last = storage::last_sequence_of(h.base_sequence, static_cast<std::int32_t>(h.records));
-    auto it = accepted_.find(h.producer_id);
-    if (it == accepted_.end() && h.base_sequence != 0) {
-      co_return refuse(net::status::unknown_producer_id,
-                       fmt::format("producer {} epoch {}: the partition knows no batch of this producer, and its first "
-                                   "batch starts at sequence {}, not 0 (its earlier batches are gone: start a new "
-                                   "producer id at sequence 0)",
-                                   h.producer_id, h.producer_epoch, h.base_sequence));
-    }
-    if (it != accepted_.end()) {
-      const producer& p = it->second;
-      RILL_ASSERT(p.last_sequence >= 0, "producer {}: a known producer has written a sequence", h.producer_id);
-      if (h.producer_epoch < p.epoch) {
-        co_return refuse(net::status::producer_fenced,
-                         fmt::format("producer {} epoch {} is older than the current epoch {}", h.producer_id,
-                                     h.producer_epoch, p.epoch));
-      }
-      if (h.producer_epoch == p.epoch) {
-        const auto dup = std::find_if(p.recent.begin(), p.recent.end(), [&](const producer_batch& b) {
-          return b.first_sequence == h.base_sequence && b.last_sequence == last;
-        });
-        if (dup != p.recent.end()) {
-          if (dup->base_offset < 0) {
-            co_return refuse(net::status::overloaded,
-                             fmt::format("producer {}: sequence {} is a retry of a batch still being written; retry",
-                                         h.producer_id, h.base_sequence));
-          }
-          result.base_offsets[i] = dup->base_offset;  // a retry: answered with its original offset
-          continue;
+    auto verdict = accepted_.check(h.producer_id, h.producer_epoch, h.base_sequence, h.records);
+    switch (verdict.verdict) {
+      case storage::producer_verdict::fresh:
+        break;
+      case storage::producer_verdict::duplicate:
+        if (verdict.original->base_offset < 0) {
+          co_return refuse(net::status::overloaded,
+                           fmt::format("producer {}: sequence {} is a retry of a batch still being written; retry",
+                                       h.producer_id, h.base_sequence));
         }
-        // At or up to 2^30 before the last sequence, counting across the wrap (INT32_MAX, then 0): written before.
-        const bool behind = storage::sequence_distance(h.base_sequence, p.last_sequence) < (std::int64_t{1} << 30);
-        if (behind) {
-          co_return refuse(net::status::duplicate_sequence,
-                           fmt::format("producer {} epoch {}: sequences {}..{} were written before (the partition "
-                                       "remembers the last {} batches only)",
-                                       h.producer_id, h.producer_epoch, h.base_sequence, last, producer_batches_kept));
-        }
-        if (h.base_sequence != storage::next_sequence(p.last_sequence)) {
-          co_return refuse(
-              net::status::sequence_gap,
-              fmt::format("producer {} epoch {}: sequence {} after {} (expected {})", h.producer_id, h.producer_epoch,
-                          h.base_sequence, p.last_sequence, storage::next_sequence(p.last_sequence)));
-        }
-      } else if (h.base_sequence != 0) {
-        co_return refuse(net::status::sequence_gap, fmt::format("producer {}: a new epoch {} must start at sequence 0, "
-                                                                "not {}",
-                                                                h.producer_id, h.producer_epoch, h.base_sequence));
-      }
+        result.base_offsets[i] = verdict.original->base_offset;  // a retry: answered with its original offset
+        continue;
+      case storage::producer_verdict::duplicate_sequence:
+        co_return refuse(net::status::duplicate_sequence, std::move(verdict.detail));
+      case storage::producer_verdict::sequence_gap:
+        co_return refuse(net::status::sequence_gap, std::move(verdict.detail));
+      case storage::producer_verdict::producer_fenced:
+        co_return refuse(net::status::producer_fenced, std::move(verdict.detail));
+      case storage::producer_verdict::unknown_producer_id:
+        co_return refuse(net::status::unknown_producer_id, std::move(verdict.detail));
     }
     if (!touched_before.count(h.producer_id)) {
-      auto prev = accepted_.find(h.producer_id);
-      touched_before[h.producer_id] = prev == accepted_.end() ? std::nullopt : std::optional<producer>(prev->second);
+      touched_before[h.producer_id] = accepted_.find(h.producer_id);
     }
-    record(accepted_, h.producer_id, h.producer_epoch, h.base_sequence, last, -1);  // offset known after append
+    // The offset is known after the append.
+    accepted_.record(h.producer_id, h.producer_epoch, storage::producer_batch{h.base_sequence, last, -1});
     fresh.push_back(i);
   }
   if (fresh.empty()) {
@@ -252,12 +208,7 @@ task<expected<produce_result>> partition_state::produce(storage::validated_batch
   if (!appended) {
     // Back to what is really written, for every producer this request (and those queued with it) touched.
     for (const auto& [id, p] : touched_before) {
-      auto w = written_.find(id);
-      if (w == written_.end()) {
-        accepted_.erase(id);
-      } else {
-        accepted_[id] = w->second;
-      }
+      accepted_.put(id, written_.find(id));
     }
     co_return unexpected(std::move(appended).error());
   }
@@ -267,13 +218,8 @@ task<expected<produce_result>> partition_state::produce(storage::validated_batch
     result.base_offsets[i] = offset;
     if (h.producer_id >= 0) {
       const std::int32_t last = storage::last_sequence_of(h.base_sequence, static_cast<std::int32_t>(h.records));
-      record(written_, h.producer_id, h.producer_epoch, h.base_sequence, last, offset);
-      // Fill in the offset of the accepted entry recorded before the append.
-      for (auto& b : accepted_[h.producer_id].recent) {
-        if (b.first_sequence == h.base_sequence && b.last_sequence == last) {
-          b.base_offset = offset;
-        }
-      }
+      written_.record(h.producer_id, h.producer_epoch, storage::producer_batch{h.base_sequence, last, offset});
+      accepted_.set_offset(h.producer_id, h.base_sequence, last, offset);  // recorded before the append
     }
     offset += h.records;
   }

@@ -11,14 +11,9 @@
 //   3. the log appends without validating again (partition_log::append(validated_batches)), checking only the
 //      batch sizes against its own max_message_bytes.
 //
-// Idempotent producers: a batch with producer_id >= 0 carries its producer epoch and base sequence. Per producer
-// the state keeps the epoch, the last sequence and the last five batches: a retried batch (same sequences) is
-// answered with its original offsets and not appended again; a retry older than those is refused as
-// duplicate_sequence (it was written; its offsets are no longer known); a sequence gap is refused (sequence_gap); an
-// older epoch is refused (producer_fenced); a newer epoch must start at sequence 0 (sequence_gap). A producer the
-// table does not hold must start at sequence 0 (unknown_producer_id otherwise: as in Kafka, the client starts a new
-// producer id). Sequences wrap from INT32_MAX to 0 as in Kafka (storage/producer_sequence.h): a batch may span the
-// wrap, and duplicates and gaps are told apart across it ("behind" means at most 2^30 before the last sequence).
+// Idempotent producers: a batch with producer_id >= 0 carries its producer epoch and base sequence; the rules
+// (retries answered with their original offsets, duplicate_sequence, sequence_gap, producer_fenced,
+// unknown_producer_id, the wrap) are storage::producer_table's, shared with the replicated partition.
 // Checks use the sequences of accepted appends still in flight; when an append fails, every producer it touched goes
 // back to its last written state (all appends queued behind a failure fail with it, so the producers retry from
 // there). At open, the state is rebuilt from the batches of the newest segment (a producer whose batches are all in
@@ -48,6 +43,7 @@
 #include "base/task.h"
 #include "net/proto/rill.pb.h"
 #include "storage/partition_log.h"
+#include "storage/producer_table.h"
 #include "storage/validated_batches.h"
 
 namespace rill::actors {
@@ -60,7 +56,7 @@ struct produce_result {
 
 class partition_state {
  public:
-  static constexpr std::size_t producer_batches_kept = 5;
+  static constexpr std::size_t producer_batches_kept = storage::producer_table::batches_kept;
 
   static task<expected<std::unique_ptr<partition_state>>> open(storage::io::engine& engine, storage::buffer_pool& pool,
                                                                const clock& clk, storage::log_reporter& reporter,
@@ -96,17 +92,6 @@ class partition_state {
   task<expected<void>> close();
 
  private:
-  struct producer_batch {
-    std::int32_t first_sequence;
-    std::int32_t last_sequence;
-    std::int64_t base_offset;
-  };
-  struct producer {
-    std::int16_t epoch = -1;
-    std::int32_t last_sequence = -1;
-    std::deque<producer_batch> recent;  // at most producer_batches_kept
-  };
-
   partition_state(storage::io::engine& engine, storage::buffer_pool& pool, const clock& clk,
                   storage::log_reporter& reporter, std::string dir, storage::log_options options)
       : engine_(engine),
@@ -117,8 +102,6 @@ class partition_state {
         options_(std::move(options)) {}
   task<expected<void>> rebuild_producers();
   task<expected<void>> load_consumer_offsets();
-  void record(std::map<std::int64_t, producer>& table, std::int64_t id, std::int16_t epoch, std::int32_t first,
-              std::int32_t last, std::int64_t base_offset);
 
   storage::io::engine& engine_;
   storage::buffer_pool& pool_;
@@ -129,8 +112,8 @@ class partition_state {
   std::unique_ptr<storage::partition_log> log_;
   std::optional<rill::error> fencing_;  // set while a recovery is failing (the log's own error is gone with it)
   std::uint64_t recoveries_ = 0;
-  std::map<std::int64_t, producer> written_;   // producers as of the last successful append
-  std::map<std::int64_t, producer> accepted_;  // including appends still in flight (what checks use)
+  storage::producer_table written_;   // producers as of the last successful append
+  storage::producer_table accepted_;  // including appends still in flight (what checks use)
   std::map<std::string, std::int64_t> consumer_offsets_;
   std::map<std::string, std::uint64_t> consumer_files_;  // the id of each consumer's offset file (reserved or written)
   std::uint64_t consumer_file_next_ = 0;
