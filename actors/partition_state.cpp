@@ -128,10 +128,10 @@ task<expected<void>> partition_state::rebuild_producers() {
       // Batches from before producer fields were checked may carry a producer id with a negative epoch or
       // sequence: they take no part in idempotence.
       if (v.producer_id() >= 0 && v.producer_epoch() >= 0 && v.base_sequence() >= 0) {
-        written_.record(v.producer_id(), v.producer_epoch(),
-                        storage::producer_batch{v.base_sequence(),
-                                                storage::sequence_plus(v.base_sequence(), v.last_offset_delta()),
-                                                v.base_offset().value()});
+        written_.record(
+            v.producer_id(), v.producer_epoch(),
+            storage::producer_batch{v.base_sequence(), storage::sequence_plus(v.base_sequence(), v.last_offset_delta()),
+                                    v.base_offset().value()});
       }
     }
   }

@@ -471,6 +471,7 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
   }
   for (const auto& q : request_queue_) {
     if (same(q.h)) {
+      prepare_next(out);  // queued behind ops this primary did not hold yet: perhaps it does now
       return;
     }
   }
@@ -487,9 +488,30 @@ void replica::prepare_next(std::vector<effect>& out) {
   // whose journal slot still holds one the durable checkpoint does not cover (clients retry once it moves on).
   while (!request_queue_.empty() && pipeline_.size() < options_.pipeline_max && status_ == status::normal &&
          is_primary() && durable_.log_view == view_ && writable(op_ + 1)) {
+    // The state machine decides against everything above what it has applied: those ops must be here with their
+    // bodies (a new primary may still be repairing some; requests wait in the queue until it has them).
+    std::vector<const message*> pending;
+    for (std::uint64_t k = commit_min_ + 1; k <= op_; ++k) {
+      auto e = log_.find(k);
+      const message* body = e == log_.end() ? nullptr : cached(k, e->second.h.checksum);
+      if (body == nullptr) {
+        break;
+      }
+      pending.push_back(body);
+    }
+    if (pending.size() != op_ - commit_min_) {
+      break;
+    }
     message req = std::move(request_queue_.front());
     request_queue_.pop_front();
     RILL_ASSERT(req.h.cmd == command::request);
+    if (req.h.operation >= operation_user_min) {
+      auto proposed = sm_.prepare(req.h, op_ + 1, std::move(req.body), pending);
+      RILL_ASSERT(proposed.operation >= operation_user_min, "a state machine proposed operation {}",
+                  proposed.operation);
+      req.h.operation = proposed.operation;
+      req.body = std::move(proposed.body);
+    }
     auto parent = log_.find(op_);
     RILL_ASSERT(parent != log_.end(), "primary without a header at its op {}", op_);
     RILL_ASSERT(!log_.contains(op_ + 1), "primary with a header above its op {}", op_);
@@ -772,7 +794,9 @@ void replica::apply(const message& prepare, std::vector<effect>& out) {
         seal(ev);
         out.push_back(reply_effect{std::move(ev)});
       }
+      sm_.skip(h, prepare.body);
     } else if (h.request <= session->request && !bugs_.forget_client_table) {
+      sm_.skip(h, prepare.body);
       if (answer && h.request == session->request) {
         out.push_back(reply_effect{session->reply});
       }

@@ -6,6 +6,15 @@
 //
 // The replica owns sessions (client table); the state machine sees only user operations (operation >=
 // operation_user_min).
+//
+// Two hooks serve state that is fed from prepares rather than from apply (a replicated partition: its batches are
+// the prepares' bodies, written to the partition log as they are prepared, before they commit):
+// - prepare(): the primary's say over an op before it enters the log. What depends on history not yet committed is
+//   decided here, against the committed state plus the uncommitted ops the primary holds: a retried produce
+//   becomes a body-less answer that names the op holding the batch, so no batch is in the log twice.
+// - skip(): a committed user op that the replica does not execute (its session was evicted, or the request was
+//   executed before). Its body is in the log all the same; a state machine whose state follows the log accounts for
+//   it here (deterministically, like apply). No reply is made.
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -20,6 +29,24 @@ class state_machine {
   // Applies a committed prepare; returns the reply body sent to the client. Must not fail: whatever a request means,
   // its outcome (including "rejected") is part of the reply, decided the same way everywhere.
   virtual std::vector<std::byte> apply(const header& prepare, std::span<const std::byte> body) = 0;
+  virtual void skip(const header& prepare, std::span<const std::byte> body) {
+    (void)prepare;
+    (void)body;
+  }
+
+  struct proposal {
+    std::uint8_t operation = 0;
+    std::vector<std::byte> body;
+  };
+  // Called on the primary as it turns a request into the prepare of op `op`, when every op from the last one applied
+  // here up to op - 1 is held with its body: `pending` (in op order). Deterministic in its arguments and the state.
+  // Returns the operation (>= operation_user_min) and body to prepare; by default the request's own.
+  virtual proposal prepare(const header& request, std::uint64_t op, std::vector<std::byte> body,
+                           std::span<const message* const> pending) {
+    (void)op;
+    (void)pending;
+    return {request.operation, std::move(body)};
+  }
   // Checkpoints: the whole state as bytes (deterministic: the same state gives the same bytes), and back. restore()
   // is given only bytes some replica's snapshot() produced (checksummed on disk and in transit); it returns false
   // when it cannot use them, and then leaves the state as it was.

@@ -68,7 +68,9 @@ void checker::on_installed(std::uint64_t tick, consensus::replica_t r, const con
     fail(tick, fmt::format("replica {} installed a checkpoint of op {} {}, not of the canonical history", r, at.op,
                            consensus::to_string(at.checksum)));
   } else if (digests_.at(at.op) != digest) {
-    fail(tick, fmt::format("replica {} restored a state at op {} that differs from the canonical one", r, at.op));
+    fail(tick, fmt::format("replica {} restored a state at op {} that differs from the canonical one (digest {:x}, "
+                           "canonical {:x})",
+                           r, at.op, digest, digests_.at(at.op)));
   }
   t.applied = at.op;
 }
@@ -157,6 +159,16 @@ void checker::on_ack(std::uint64_t tick, std::uint64_t client, const client_ack&
     pos->second = std::max(pos->second, ack.base_offset);
     return;
   }
+  if (ack.verdict != storage::producer_verdict::fresh && ack.verdict != storage::producer_verdict::duplicate) {
+    fail(tick, fmt::format("client {} payload {} was refused ({}): its producer keeps the rules, so its state was "
+                           "lost or wrong",
+                           client, ack.payload.sequence, storage::to_string(ack.verdict)));
+    return;
+  }
+  if (ack.verdict == storage::producer_verdict::fresh && ack.batch_op != ack.op) {
+    fail(tick, fmt::format("client {} payload {} was stored at op {}, its reply says op {}", client,
+                           ack.payload.sequence, ack.op, ack.batch_op));
+  }
   for (std::uint32_t i = 0; i < ack.records; ++i) {
     auto o = offsets_.find(ack.base_offset + i);
     if (o == offsets_.end() || !(o->second == record_id{ack.payload, i})) {
@@ -177,9 +189,10 @@ void checker::on_ack(std::uint64_t tick, std::uint64_t client, const client_ack&
                            consensus::to_string(ack.prepare_checksum), consensus::to_string(it->second)));
   }
   auto p = payload_op_.find(ack.payload);
-  if (p == payload_op_.end() || p->second != ack.op) {
-    fail(tick, fmt::format("client {} payload {} acknowledged at op {}, which holds another payload", client,
-                           ack.payload.sequence, ack.op));
+  if (p == payload_op_.end() || p->second != ack.batch_op) {
+    fail(tick, fmt::format("client {} payload {} acknowledged as the batch of op {} (answered at op {}), which holds "
+                           "another payload",
+                           client, ack.payload.sequence, ack.batch_op, ack.op));
   }
   acked_[ack.op] = client;
 }
@@ -224,8 +237,8 @@ void checker::check_acks_visible(std::uint64_t tick, consensus::replica_t r, std
 }
 
 void checker::on_duplicate(std::uint64_t tick, consensus::replica_t r) {
-  fail(tick, fmt::format("replica {} executed a payload twice (a retried request was not answered from the client "
-                         "table)",
+  fail(tick, fmt::format("replica {} has a payload's batch twice in its log, or executed a request twice (a retried "
+                         "produce was not answered by idempotence, or a retried request not by the client table)",
                          r));
 }
 

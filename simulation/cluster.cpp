@@ -188,7 +188,7 @@ void cluster::restart(node& n) {
   n.host = std::make_unique<consensus::group_host>(ho, *n.net);
   auto link = n.host->join(group, members());
   RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
-  n.sm = std::make_unique<ledger>();
+  n.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only);
   auto recovered = n.storage->recover();
   if (n.mirror) {
     n.mirror->open(recovered.state.checkpoint);
@@ -240,7 +240,7 @@ void cluster::restart_side(node& n, std::size_t k) {
   o.replica_count = options_.replicas;
   o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation) ^ (0xc2b2ae3d27d4eb4fULL * (k + 1));
   o.heartbeats_by_host = true;
-  sr.sm = std::make_unique<ledger>();
+  sr.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only);
   auto recovered = sr.storage->recover();
   g.chk->on_persisted(now_, n.index, recovered.state);
   g.chk->on_recovered(n.index, recovered.journal);
@@ -263,7 +263,7 @@ consensus::driver_hooks cluster::side_hooks(node& np, std::size_t k) {
   const std::size_t clients = sides_[k].clients.size();
   consensus::driver_hooks h;
   h.reply = [this, n, id, clients](consensus::message m) {
-    const std::uint64_t client = m.h.client;
+    const std::uint64_t client = client_of_session(m.h.client);
     if (client >= 1 && client <= clients) {
       network_.send(
           n->index,
@@ -440,7 +440,7 @@ consensus::driver_hooks cluster::hooks(node& np) {
   node* n = &np;
   consensus::driver_hooks h;
   h.reply = [this, n](consensus::message m) {
-    const std::uint64_t client = m.h.client;
+    const std::uint64_t client = client_of_session(m.h.client);
     if (client >= 1 && client <= clients_.size()) {
       network_.send(n->index, client_base + static_cast<node_t>(client - 1), std::move(m), now_);
     }
@@ -629,6 +629,7 @@ void cluster::step() {
       sim_client& c = *g.clients.at(endpoint % side_client_stride);
       if (auto ack = c.on_message(p.m, now_, {})) {
         g.chk->on_ack(now_, c.id(), *ack);
+        result_.retries_answered += ack->verdict == storage::producer_verdict::duplicate ? 1 : 0;
       }
     } else {
       sim_client& c = *clients_.at(endpoint);
@@ -640,6 +641,7 @@ void cluster::step() {
       auto ack = c.on_message(p.m, now_, {});
       if (ack) {
         checker_.on_ack(now_, c.id(), *ack);
+        result_.retries_answered += ack->verdict == storage::producer_verdict::duplicate ? 1 : 0;
         trace_.event(now_, "ack",
                      {{"client", static_cast<std::int64_t>(c.id())},
                       {"op", static_cast<std::int64_t>(ack->op)},

@@ -95,6 +95,7 @@ struct cluster_options {
   consensus::replica_bugs bugs;
   bool check_ack_durable = true;  // the checker's "prepare_ok only for a durable write" (off: end-to-end checks only)
   bool bug_partition_trusts_own_suffix = false;  // test only: see partition_mirror::set_bug_trust_own_suffix
+  bool bug_idempotence_committed_only = false;   // test only: see ledger's constructor
 };
 
 inline constexpr std::uint32_t groups_max_sim = 4;
@@ -111,6 +112,7 @@ struct run_result {
   std::uint64_t committed = 0;
   std::uint64_t side_committed = 0;  // ops committed in the side groups, all together
   std::uint64_t acks = 0;
+  std::uint64_t retries_answered = 0;  // produce acks that idempotence answered (a retry under another session)
   std::uint64_t crashes = 0;
   std::uint64_t disks_lost = 0;
   std::uint64_t partitions = 0;

@@ -44,8 +44,8 @@ const std::vector<knob_range>& swarm_knobs() {
 
 const std::vector<std::string>& bug_names() {
   static const std::vector<std::string> names = {
-      "commit_without_quorum", "advertise_before_persist", "accept_out_of_order",        "forget_client_table",
-      "vote_while_recovering", "ack_before_durable",       "partition_trusts_own_suffix"};
+      "commit_without_quorum", "advertise_before_persist", "accept_out_of_order",         "forget_client_table",
+      "vote_while_recovering", "ack_before_durable",       "partition_trusts_own_suffix", "idempotence_committed_only"};
   return names;
 }
 
@@ -145,6 +145,8 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bugs.ack_before_durable = true;
     } else if (b == "partition_trusts_own_suffix") {
       o.bug_partition_trusts_own_suffix = true;
+    } else if (b == "idempotence_committed_only") {
+      o.bug_idempotence_committed_only = true;
     } else {
       RILL_UNREACHABLE("unknown bug {}", b);
     }

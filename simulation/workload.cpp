@@ -6,6 +6,7 @@
 
 #include "base/endian.h"
 #include "config/log_config.h"
+#include "storage/producer_sequence.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
 
@@ -29,9 +30,13 @@ void put_u64(std::vector<std::byte>& out, std::uint64_t v) {
 }
 }  // namespace
 
-std::vector<std::byte> make_batch(payload_id id, std::uint32_t records, std::size_t filler, prng& rng) {
+std::vector<std::byte> make_batch(payload_id id, std::uint32_t records, std::size_t filler, prng& rng,
+                                  std::int32_t base_sequence) {
   RILL_ASSERT(records >= 1);
   storage::batch_builder b;
+  if (base_sequence >= 0) {
+    b.producer(static_cast<std::int64_t>(id.client), 0, base_sequence);
+  }
   for (std::uint32_t i = 0; i < records; ++i) {
     std::byte key[key_bytes];
     store_le<std::uint64_t>(key, id.client);
@@ -78,14 +83,25 @@ std::vector<std::pair<payload_id, std::uint32_t>> records_of_batch(std::span<con
   return out;
 }
 
+std::optional<batch_producer> producer_of_batch(std::span<const std::byte> batch) {
+  auto view = storage::batch_view::validate(batch, produce_limits());
+  if (!view || view->size() != batch.size() || view->producer_id() < 0 || view->producer_epoch() < 0 ||
+      view->base_sequence() < 0) {
+    return std::nullopt;
+  }
+  return batch_producer{view->producer_id(), view->producer_epoch(), view->base_sequence(),
+                        storage::sequence_plus(view->base_sequence(), view->last_offset_delta())};
+}
+
 payload_id payload_of(std::span<const std::byte> batch) {
   auto records = records_of_batch(batch);
   return records.empty() ? payload_id{} : records.front().first;
 }
 
-ledger::ledger() {
+ledger::ledger(bool bug_idempotence_committed_only) : bug_idempotence_committed_only_(bug_idempotence_committed_only) {
   const auto snap = metadata_.snapshot();
   metadata_digest_ = XXH3_64bits(snap.data(), snap.size());
+  base_digest_ = digest();  // the state before any op (a checkpoint of ops without user payloads restores it)
 }
 
 std::uint64_t ledger::digest() const noexcept {
@@ -93,7 +109,103 @@ std::uint64_t ledger::digest() const noexcept {
   for (const auto& [client, offset] : consumer_offsets_) {
     d = (d ^ (client * 31 + offset)) * 0x100000001b3ULL;
   }
+  for (const auto& [id, p] : producers_.producers()) {
+    d = (d ^ (static_cast<std::uint64_t>(id) * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(p.last_sequence))) *
+        0x100000001b3ULL;
+  }
   return d ^ metadata_digest_;
+}
+
+namespace {
+// operation_produce_answered's body: verdict, producer id, epoch, first and last sequence, the original's op.
+constexpr std::size_t answered_bytes = 1 + 8 + 2 + 4 + 4 + 8;
+
+void put_produce_reply(std::vector<std::byte>& out, const ledger::produce_reply& r) {
+  put_u64(out, r.applied);
+  put_u64(out, r.hash);
+  put_u64(out, r.base_offset);
+  put_u64(out, r.records);
+  put_u64(out, r.op);
+  put_u64(out, static_cast<std::uint64_t>(r.verdict));
+}
+}  // namespace
+
+std::pair<std::uint64_t, std::uint32_t> ledger::absorb(const consensus::header& prepare,
+                                                       std::span<const std::byte> body) {
+  const auto records = records_of_batch(body);
+  const payload_id id = records.empty() ? payload_id{} : records.front().first;
+  if (!records.empty() && !seen_.insert(id).second) {
+    ++duplicates_;  // a batch in the log twice
+  }
+  by_op_[prepare.op] = id;
+  const std::uint64_t base = next_offset_;
+  const auto count = static_cast<std::uint32_t>(records.size());
+  next_offset_ += count;
+  offsets_by_op_[prepare.op] = {base, count};
+  if (auto p = producer_of_batch(body); p && count > 0) {
+    // Fresh when the primary prepared it (unless a deliberate bug let a retry in: then it is not recorded again).
+    if (producers_.check(p->id, p->epoch, p->first_sequence, count).verdict == storage::producer_verdict::fresh) {
+      producers_.record(
+          p->id, p->epoch,
+          storage::producer_batch{p->first_sequence, p->last_sequence, static_cast<std::int64_t>(base), prepare.op});
+    }
+  }
+  return {base, count};
+}
+
+void ledger::skip(const consensus::header& prepare, std::span<const std::byte> body) {
+  if (prepare.operation == operation_produce) {
+    absorb(prepare, body);
+    digests_[prepare.op] = digest();
+  }
+}
+
+consensus::state_machine::proposal ledger::prepare(const consensus::header& request, std::uint64_t op,
+                                                   std::vector<std::byte> body,
+                                                   std::span<const consensus::message* const> pending) {
+  (void)op;
+  if (request.operation != operation_produce) {
+    return {request.operation, std::move(body)};
+  }
+  const auto fields = producer_of_batch(body);
+  if (!fields) {
+    return {request.operation, std::move(body)};
+  }
+  const std::int64_t records = storage::sequence_distance(fields->first_sequence, fields->last_sequence) + 1;
+  // The producer as it will be once every pending op is applied (their batches are in the log: executed or not).
+  std::optional<storage::producer_state> state = producers_.find(fields->id);
+  if (!bug_idempotence_committed_only_) {
+    for (const consensus::message* m : pending) {
+      if (m->h.operation != operation_produce) {
+        continue;
+      }
+      const auto f = producer_of_batch(m->body);
+      if (!f || f->id != fields->id) {
+        continue;
+      }
+      const std::int64_t n = storage::sequence_distance(f->first_sequence, f->last_sequence) + 1;
+      if (storage::producer_table::check(state, f->id, f->epoch, f->first_sequence, n).verdict ==
+          storage::producer_verdict::fresh) {
+        if (!state) {
+          state.emplace();
+        }
+        storage::producer_table::record(*state, f->epoch,
+                                        storage::producer_batch{f->first_sequence, f->last_sequence, -1, m->h.op});
+      }
+    }
+  }
+  const auto c = storage::producer_table::check(state, fields->id, fields->epoch, fields->first_sequence, records);
+  if (c.verdict == storage::producer_verdict::fresh) {
+    return {request.operation, std::move(body)};
+  }
+  std::vector<std::byte> answer(answered_bytes);
+  answer[0] = static_cast<std::byte>(c.verdict);
+  store_le<std::int64_t>(answer.data() + 1, fields->id);
+  store_le<std::int16_t>(answer.data() + 9, fields->epoch);
+  store_le<std::int32_t>(answer.data() + 11, fields->first_sequence);
+  store_le<std::int32_t>(answer.data() + 15, fields->last_sequence);
+  store_le<std::uint64_t>(answer.data() + 19, c.original ? c.original->tag : 0);
+  return {operation_produce_answered, std::move(answer)};
 }
 
 std::vector<std::byte> ledger::apply(const consensus::header& prepare, std::span<const std::byte> body) {
@@ -103,43 +215,64 @@ std::vector<std::byte> ledger::apply(const consensus::header& prepare, std::span
     const auto snap = metadata_.snapshot();
     metadata_digest_ = XXH3_64bits(snap.data(), snap.size());
   } else if (prepare.operation == operation_consumer_offset) {
-    std::uint64_t& stored = consumer_offsets_[prepare.client];
-    if (body.size() == 8) {
-      const std::uint64_t wanted = load_le<std::uint64_t>(body.data());
-      if (wanted >= stored && wanted <= next_offset_) {
-        stored = wanted;  // a position never goes back, nor past what exists
+    std::uint64_t stored = 0;
+    if (body.size() == 16) {
+      std::uint64_t& at = consumer_offsets_[load_le<std::uint64_t>(body.data())];
+      const std::uint64_t wanted = load_le<std::uint64_t>(body.data() + 8);
+      if (wanted >= at && wanted <= next_offset_) {
+        at = wanted;  // a position never goes back, nor past what exists
       }
+      stored = at;
     }
     put_u64(reply, stored);
-  } else {
-    const auto records = records_of_batch(body);
-    const payload_id id = records.empty() ? payload_id{} : records.front().first;
-    if (!seen_.insert(id).second) {
-      ++duplicates_;
+  } else if (prepare.operation == operation_produce_answered) {
+    produce_reply r{applied_, hash_, 0, 0, 0, storage::producer_verdict::duplicate_sequence};
+    if (body.size() == answered_bytes) {
+      r.verdict = static_cast<storage::producer_verdict>(body[0]);
+      const auto id = load_le<std::int64_t>(body.data() + 1);
+      const auto first = load_le<std::int32_t>(body.data() + 11);
+      const auto last = load_le<std::int32_t>(body.data() + 15);
+      const auto original = load_le<std::uint64_t>(body.data() + 19);
+      if (r.verdict == storage::producer_verdict::duplicate) {
+        // The original precedes this op in the log, so it is applied by now; it may have left the kept batches
+        // since (a producer far ahead of its retry): then its offset is no longer known.
+        r.verdict = storage::producer_verdict::duplicate_sequence;
+        if (const auto p = producers_.find(id)) {
+          for (const auto& b : p->recent) {
+            if (b.first_sequence == first && b.last_sequence == last && b.tag == original) {
+              r.verdict = storage::producer_verdict::duplicate;
+              r.base_offset = static_cast<std::uint64_t>(b.base_offset);
+              r.records = static_cast<std::uint32_t>(storage::sequence_distance(first, last) + 1);
+              r.op = original;
+            }
+          }
+        }
+      }
     }
-    by_op_[prepare.op] = id;
-    const std::uint64_t base = next_offset_;
-    const auto count = static_cast<std::uint32_t>(records.size());
-    next_offset_ += count;
-    offsets_by_op_[prepare.op] = {base, count};
+    put_produce_reply(reply, r);
+  } else {
+    const auto [base, count] = absorb(prepare, body);
     ++applied_;
     hash_ = hash_ * 0x100000001b3ULL ^ prepare.checksum.low;
-    put_u64(reply, applied_);
-    put_u64(reply, hash_);
-    put_u64(reply, base);
-    put_u64(reply, count);
+    put_produce_reply(reply, produce_reply{applied_, hash_, base, count, prepare.op, storage::producer_verdict::fresh});
+  }
+  if (!executed_.emplace(prepare.client, prepare.request).second) {
+    ++duplicates_;  // a request executed twice: the client table should have answered it
   }
   digests_[prepare.op] = digest();
   return reply;
 }
 
 std::optional<ledger::produce_reply> ledger::decode_produce_reply(std::span<const std::byte> body) {
-  if (body.size() != 32) {
+  if (body.size() != 48) {
     return std::nullopt;
   }
-  return produce_reply{load_le<std::uint64_t>(body.data()), load_le<std::uint64_t>(body.data() + 8),
+  return produce_reply{load_le<std::uint64_t>(body.data()),
+                       load_le<std::uint64_t>(body.data() + 8),
                        load_le<std::uint64_t>(body.data() + 16),
-                       static_cast<std::uint32_t>(load_le<std::uint64_t>(body.data() + 24))};
+                       static_cast<std::uint32_t>(load_le<std::uint64_t>(body.data() + 24)),
+                       load_le<std::uint64_t>(body.data() + 32),
+                       static_cast<storage::producer_verdict>(load_le<std::uint64_t>(body.data() + 40))};
 }
 
 std::optional<std::uint64_t> ledger::decode_offset_reply(std::span<const std::byte> body) {
@@ -149,8 +282,9 @@ std::optional<std::uint64_t> ledger::decode_offset_reply(std::span<const std::by
   return load_le<std::uint64_t>(body.data());
 }
 
-// Snapshot: applied, hash, duplicates, next offset, consumer count, payload count, then (client, offset) pairs and
-// (client, sequence) pairs.
+// Snapshot: applied, hash, duplicates, next offset, then counted lists: (consumer, offset) pairs, (client,
+// sequence) payloads, (client, request) pairs executed, producers (id, epoch, last sequence, then their kept batches:
+// first, last, base offset, op); then the metadata machine's snapshot (the rest). All integers 8 bytes.
 std::vector<std::byte> ledger::snapshot() const {
   std::vector<std::byte> out;
   put_u64(out, applied_);
@@ -158,14 +292,32 @@ std::vector<std::byte> ledger::snapshot() const {
   put_u64(out, duplicates_);
   put_u64(out, next_offset_);
   put_u64(out, consumer_offsets_.size());
-  put_u64(out, seen_.size());
   for (const auto& [client, offset] : consumer_offsets_) {
     put_u64(out, client);
     put_u64(out, offset);
   }
+  put_u64(out, seen_.size());
   for (const auto& id : seen_) {
     put_u64(out, id.client);
     put_u64(out, id.sequence);
+  }
+  put_u64(out, executed_.size());
+  for (const auto& [client, request] : executed_) {
+    put_u64(out, client);
+    put_u64(out, request);
+  }
+  put_u64(out, producers_.size());
+  for (const auto& [id, p] : producers_.producers()) {
+    put_u64(out, static_cast<std::uint64_t>(id));
+    put_u64(out, static_cast<std::uint64_t>(p.epoch));
+    put_u64(out, static_cast<std::uint64_t>(p.last_sequence));
+    put_u64(out, p.recent.size());
+    for (const auto& b : p.recent) {
+      put_u64(out, static_cast<std::uint64_t>(b.first_sequence));
+      put_u64(out, static_cast<std::uint64_t>(b.last_sequence));
+      put_u64(out, static_cast<std::uint64_t>(b.base_offset));
+      put_u64(out, b.tag);
+    }
   }
   const auto meta = metadata_.snapshot();
   out.insert(out.end(), meta.begin(), meta.end());  // the rest
@@ -173,37 +325,83 @@ std::vector<std::byte> ledger::snapshot() const {
 }
 
 bool ledger::restore(std::span<const std::byte> bytes) {
-  if (bytes.size() < 48) {
+  std::size_t at = 0;
+  bool ok = true;
+  const auto u64 = [&]() -> std::uint64_t {
+    if (!ok || bytes.size() - at < 8) {
+      ok = false;
+      return 0;
+    }
+    at += 8;
+    return load_le<std::uint64_t>(bytes.data() + at - 8);
+  };
+  // A count of entries of `words` integers each, no more than the bytes left could hold.
+  const auto count = [&](std::size_t words) -> std::uint64_t {
+    const std::uint64_t n = u64();
+    if (n > (bytes.size() - at) / (8 * words)) {
+      ok = false;
+      return 0;
+    }
+    return n;
+  };
+  const std::uint64_t applied = u64();
+  const std::uint64_t hash = u64();
+  const std::uint64_t duplicates = u64();
+  const std::uint64_t next_offset = u64();
+  std::map<std::uint64_t, std::uint64_t> offsets;
+  for (std::uint64_t i = 0, n = count(2); i < n; ++i) {
+    const std::uint64_t client = u64();
+    offsets[client] = u64();
+  }
+  std::set<payload_id> seen;
+  for (std::uint64_t i = 0, n = count(2); i < n; ++i) {
+    const std::uint64_t client = u64();
+    seen.insert(payload_id{client, u64()});
+  }
+  std::set<std::pair<std::uint64_t, std::uint64_t>> executed;
+  for (std::uint64_t i = 0, n = count(2); i < n; ++i) {
+    const std::uint64_t client = u64();
+    executed.emplace(client, u64());
+  }
+  storage::producer_table producers;
+  for (std::uint64_t i = 0, n = count(4); i < n && ok; ++i) {
+    const auto id = static_cast<std::int64_t>(u64());
+    const auto epoch = static_cast<std::int16_t>(u64());
+    (void)u64();  // the last sequence: the newest kept batch's
+    const std::uint64_t kept = count(4);
+    if (id < 0 || epoch < 0 || kept == 0 || kept > storage::producer_table::batches_kept) {
+      return false;
+    }
+    for (std::uint64_t k = 0; k < kept; ++k) {
+      storage::producer_batch b;
+      b.first_sequence = static_cast<std::int32_t>(u64());
+      b.last_sequence = static_cast<std::int32_t>(u64());
+      b.base_offset = static_cast<std::int64_t>(u64());
+      b.tag = u64();
+      if (b.first_sequence < 0 || b.last_sequence < 0) {
+        return false;
+      }
+      producers.record(id, epoch, b);
+    }
+  }
+  if (!ok) {
     return false;
   }
-  const std::uint64_t consumers = load_le<std::uint64_t>(bytes.data() + 32);
-  const std::uint64_t payloads = load_le<std::uint64_t>(bytes.data() + 40);
-  if (consumers > bytes.size() / 16 || payloads > bytes.size() / 16 ||
-      bytes.size() < 48 + (consumers + payloads) * 16) {
-    return false;
-  }
-  const auto meta = bytes.subspan(48 + (consumers + payloads) * 16);
+  const auto meta = bytes.subspan(at);
   actors::metadata_machine metadata;
   if (!metadata.restore(meta)) {
     return false;
   }
-  const std::byte* p = bytes.data() + 48;
-  std::map<std::uint64_t, std::uint64_t> offsets;
-  for (std::uint64_t i = 0; i < consumers; ++i, p += 16) {
-    offsets[load_le<std::uint64_t>(p)] = load_le<std::uint64_t>(p + 8);
-  }
-  std::set<payload_id> seen;
-  for (std::uint64_t i = 0; i < payloads; ++i, p += 16) {
-    seen.insert(payload_id{load_le<std::uint64_t>(p), load_le<std::uint64_t>(p + 8)});
-  }
-  applied_ = load_le<std::uint64_t>(bytes.data());
-  hash_ = load_le<std::uint64_t>(bytes.data() + 8);
-  duplicates_ = load_le<std::uint64_t>(bytes.data() + 16);
-  next_offset_ = load_le<std::uint64_t>(bytes.data() + 24);
+  applied_ = applied;
+  hash_ = hash;
+  duplicates_ = duplicates;
+  next_offset_ = next_offset;
   consumer_offsets_ = std::move(offsets);
   metadata_ = std::move(metadata);
   metadata_digest_ = XXH3_64bits(meta.data(), meta.size());
   seen_ = std::move(seen);
+  executed_ = std::move(executed);
+  producers_ = std::move(producers);
   by_op_.clear();
   offsets_by_op_.clear();
   digests_.clear();
@@ -228,8 +426,9 @@ std::pair<std::uint64_t, std::uint32_t> ledger::offsets_at(std::uint64_t op) con
 
 sim_client::sim_client(std::uint64_t cluster, std::uint64_t id, std::uint8_t replica_count,
                        const client_options& options, std::uint64_t seed)
-    : cluster_(cluster), id_(id), replica_count_(replica_count), options_(options), rng_(seed) {
+    : cluster_(cluster), id_(id), replica_count_(replica_count), options_(options), rng_(seed), session_(id) {
   RILL_ASSERT(replica_count_ >= 1);
+  RILL_ASSERT(client_of_session(id_) == id_, "client id {} leaves no room for session numbers", id_);
   in_flight_payload_ = payload_id{id_, 1};
 }
 
@@ -237,6 +436,11 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
   if (in_flight_) {
     if (now - sent_at_ >= options_.request_timeout_ticks) {
       target_ = static_cast<std::uint8_t>((target_ + 1) % replica_count_);
+      if (in_flight_->h.operation == operation_produce && !spares_.empty() &&
+          rng_.chance_ppm(options_.session_switch_ppm)) {
+        switch_session();  // the next tick registers the new session
+        return;
+      }
       send_current(now, send, true);
     }
     return;
@@ -247,10 +451,20 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
   message m;
   m.h.cmd = command::request;
   m.h.cluster = cluster_;
-  m.h.client = id_;
+  m.h.client = session_;
   if (!registered_) {
     request_ = 0;
     m.h.operation = consensus::operation_register;
+  } else if (!retry_body_ && spares_.empty() && sessions_opened_ < options_.sessions_max &&
+             completed_ < options_.requests) {
+    // A spare session, registered ahead, so that a retry can move to it at once.
+    m.h.client = id_ | (std::uint64_t{sessions_opened_++} << session_number_shift);
+    m.h.operation = consensus::operation_register;
+  } else if (retry_body_) {
+    ++request_;
+    m.h.operation = operation_produce;
+    m.body = std::move(*retry_body_);  // the same batch, the same sequences
+    retry_body_.reset();
   } else if (completed_ < options_.requests && rng_.below(6) == 0) {
     ++request_;
     m.h.operation = operation_metadata;
@@ -258,20 +472,37 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
   } else if (position_to_commit_) {
     ++request_;
     m.h.operation = operation_consumer_offset;
-    m.body.resize(8);
-    store_le<std::uint64_t>(m.body.data(), *position_to_commit_);
+    m.body.resize(16);
+    store_le<std::uint64_t>(m.body.data(), id_);  // the consumer: the client, whichever session carries it
+    store_le<std::uint64_t>(m.body.data() + 8, *position_to_commit_);
     position_to_commit_.reset();
   } else {
     ++request_;
     m.h.operation = operation_produce;
     m.body = make_batch(in_flight_payload_, static_cast<std::uint32_t>(1 + rng_.below(3)),
-                        rng_.below(options_.body_bytes_max / 3 + 1), rng_);
+                        rng_.below(options_.body_bytes_max / 3 + 1), rng_, next_sequence_);
   }
-  m.h.request = request_;
+  m.h.request = m.h.operation == consensus::operation_register ? 0 : request_;
   consensus::seal(m);
   in_flight_ = std::move(m);
   first_sent_at_ = now;
   send_current(now, send, false);
+}
+
+void sim_client::switch_session() {
+  if (in_flight_ && in_flight_->h.operation == operation_produce) {
+    retry_body_ = in_flight_->body;
+  }
+  in_flight_.reset();
+  request_ = 0;
+  if (!spares_.empty()) {
+    session_ = spares_.front();
+    spares_.pop_front();
+    return;
+  }
+  RILL_ASSERT(sessions_opened_ < (1u << 16));
+  registered_ = false;
+  session_ = id_ | (std::uint64_t{sessions_opened_++} << session_number_shift);
 }
 
 std::vector<std::byte> sim_client::metadata_command(std::uint64_t now) {
@@ -313,22 +544,33 @@ void sim_client::send_current(std::uint64_t now, const sender& send, bool all) {
 }
 
 std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t now, const sender&) {
-  if (!in_flight_ || m.h.client != id_ || m.h.request != request_) {
+  if (!in_flight_ || m.h.client != in_flight_->h.client || m.h.request != in_flight_->h.request) {
     return std::nullopt;
   }
   if (m.h.cmd == command::eviction) {
     ++evictions_;
-    registered_ = false;  // the same payload goes again under a new session
-    in_flight_.reset();
+    // The same batch goes again under a new session (a session number is never used twice: the ledger counts a
+    // request executed twice as a duplicate).
+    const bool produce = in_flight_->h.operation == operation_produce;
+    switch_session();
+    if (!produce) {
+      retry_body_.reset();
+    }
     return std::nullopt;
   }
   if (m.h.cmd != command::reply) {
     return std::nullopt;
   }
   target_ = m.h.replica < replica_count_ ? m.h.replica : target_;
+  const bool registration = in_flight_->h.operation == consensus::operation_register;
+  const std::uint64_t session = in_flight_->h.client;
   in_flight_.reset();
-  if (request_ == 0) {
-    registered_ = true;
+  if (registration) {
+    if (session == session_) {
+      registered_ = true;
+    } else {
+      spares_.push_back(session);
+    }
     return std::nullopt;
   }
   client_ack ack;
@@ -356,6 +598,11 @@ std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t
   if (auto r = ledger::decode_produce_reply(m.body)) {
     ack.base_offset = r->base_offset;
     ack.records = r->records;
+    ack.batch_op = r->op;
+    ack.verdict = r->verdict;
+    if (r->records > 0) {
+      next_sequence_ = storage::sequence_plus(next_sequence_, r->records);
+    }
   }
   ++completed_;
   in_flight_payload_.sequence += 1;

@@ -2,10 +2,18 @@
 // The simulator's workload: the replicated partition's state machine (ledger) and the clients that drive it.
 //
 // A produce request's body is one record batch in the storage layer's format (1..3 records, each keyed by the
-// payload id and its index). The ledger assigns offsets at apply, in op order: the batch gets the next
-// `records` offsets, and the reply names the base offset (with the ops applied and a running hash, so a reply for
+// payload id and its index), from an idempotent producer (producer id = the client's id, epoch 0, sequences counted
+// per record). The ledger assigns offsets at apply, in op order: the batch gets the next `records` offsets, and the
+// reply names the base offset and the op holding the batch (with the ops applied and a running hash, so a reply for
 // the wrong history is visible). A consumer-offset request stores a client's consumer position; the ledger never
 // lets a stored position go back (a lower one is refused, the reply says which position is stored).
+//
+// Idempotent produce is decided when the primary prepares (ledger::prepare, storage::producer_table's rules),
+// against the committed producer state plus the produce batches of the uncommitted ops the primary holds: a retried
+// batch (a client that gave up on one session and sent it again under another, as a producer does through another
+// broker) becomes an operation_produce_answered op, which carries no batch and which apply answers with the
+// original's offsets. So no batch is in the log twice, even when its original is not yet committed. A batch the
+// replica does not execute (an evicted session's) is in the log all the same: skip() gives it its offsets too.
 //
 // A metadata request carries one proto::MetadataCommand (create a stream, create a topic in one, delete one); the
 // ledger applies it through rilld's own metadata state machine (actors/metadata_machine.h), so the group replicates
@@ -19,6 +27,7 @@
 // to every replica again, with the same request number; an eviction makes it register again and resend. Between
 // produces it commits its consumer position when the harness gives it one.
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -29,12 +38,22 @@
 #include "base/random.h"
 #include "consensus/state_machine.h"
 #include "simulation/network.h"
+#include "storage/producer_table.h"
 
 namespace rill::simulation {
 
 inline constexpr std::uint8_t operation_produce = consensus::operation_user_min;
 inline constexpr std::uint8_t operation_consumer_offset = consensus::operation_user_min + 1;
 inline constexpr std::uint8_t operation_metadata = consensus::operation_user_min + 2;
+// A produce the primary answered at prepare without a batch (a retry, or a refusal): see ledger::prepare.
+inline constexpr std::uint8_t operation_produce_answered = consensus::operation_user_min + 3;
+
+// A client's VSR sessions: the first is its id; each one it opens after it (a retry through "another broker", an
+// eviction) puts the session's number in the top 16 bits. Replies are routed to the client the low bits name.
+inline constexpr unsigned session_number_shift = 48;
+[[nodiscard]] inline constexpr std::uint64_t client_of_session(std::uint64_t session) noexcept {
+  return session & ((std::uint64_t{1} << session_number_shift) - 1);
+}
 
 struct payload_id {
   std::uint64_t client = 0;
@@ -44,7 +63,17 @@ struct payload_id {
 
 // A produce body: one record batch of `records` records, keys "<client>/<sequence>/<index>" (as 20 bytes: client,
 // sequence, index), values `filler` seeded bytes.
-std::vector<std::byte> make_batch(payload_id id, std::uint32_t records, std::size_t filler, prng& rng);
+// With base_sequence >= 0 the batch is an idempotent producer's: producer id = id.client, epoch 0.
+std::vector<std::byte> make_batch(payload_id id, std::uint32_t records, std::size_t filler, prng& rng,
+                                  std::int32_t base_sequence = -1);
+// The producer fields of a valid batch from an idempotent producer (nullopt otherwise).
+struct batch_producer {
+  std::int64_t id = -1;
+  std::int16_t epoch = -1;
+  std::int32_t first_sequence = -1;
+  std::int32_t last_sequence = -1;
+};
+std::optional<batch_producer> producer_of_batch(std::span<const std::byte> batch);
 // The payload of a produce body or of a stored batch (its first record's key); {} when it is not a valid batch.
 payload_id payload_of(std::span<const std::byte> batch);
 // Payload and record index of each record of a valid batch (in offset order); empty when it does not parse.
@@ -52,11 +81,16 @@ std::vector<std::pair<payload_id, std::uint32_t>> records_of_batch(std::span<con
 
 class ledger final : public consensus::state_machine {
  public:
-  ledger();
+  // bug_idempotence_committed_only (test only, a deliberate bug the simulator must find): prepare() checks a batch
+  // against the committed producer state alone, not the uncommitted pipeline.
+  explicit ledger(bool bug_idempotence_committed_only = false);
   std::vector<std::byte> apply(const consensus::header& prepare, std::span<const std::byte> body) override;
-  // The checkpoint holds applied, hash, duplicates, the next offset, the consumer positions and every payload seen
-  // (so a payload executed again after a restore still counts as a duplicate); not the per-op indexes, which only
-  // serve the checker at apply time.
+  void skip(const consensus::header& prepare, std::span<const std::byte> body) override;
+  proposal prepare(const consensus::header& request, std::uint64_t op, std::vector<std::byte> body,
+                   std::span<const consensus::message* const> pending) override;
+  // The checkpoint holds applied, hash, duplicates, the next offset, the consumer positions, the producer table,
+  // every payload seen and every request executed (so one executed again after a restore still counts as a
+  // duplicate); not the per-op indexes, which only serve the checker at apply time.
   [[nodiscard]] std::vector<std::byte> snapshot() const override;
   [[nodiscard]] bool restore(std::span<const std::byte> bytes) override;
 
@@ -81,12 +115,20 @@ class ledger final : public consensus::state_machine {
     std::uint64_t hash = 0;
     std::uint64_t base_offset = 0;
     std::uint32_t records = 0;
+    std::uint64_t op = 0;  // the op that holds the batch (a retry's answer names the original's)
+    storage::producer_verdict verdict = storage::producer_verdict::fresh;
   };
   static std::optional<produce_reply> decode_produce_reply(std::span<const std::byte> body);
   static std::optional<std::uint64_t> decode_offset_reply(std::span<const std::byte> body);
 
  private:
   [[nodiscard]] std::uint64_t digest() const noexcept;
+  // Gives a batch in the log its offsets (apply and skip); returns {base, records}.
+  std::pair<std::uint64_t, std::uint32_t> absorb(const consensus::header& prepare, std::span<const std::byte> body);
+
+  bool bug_idempotence_committed_only_ = false;
+  storage::producer_table producers_;                           // committed; a batch's tag is its op
+  std::set<std::pair<std::uint64_t, std::uint64_t>> executed_;  // (client, request) of the user ops executed
 
   std::map<std::uint64_t, payload_id> by_op_;
   std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> offsets_by_op_;
@@ -106,6 +148,11 @@ struct client_options {
   std::uint64_t requests = 50;  // produce requests to complete
   std::uint32_t request_timeout_ticks = 60;
   std::size_t body_bytes_max = 256;
+  // A produce that timed out is given up on its session, with this chance, and sent again at once under a spare
+  // session registered ahead (a producer retrying through another broker, whose session is open): only idempotence,
+  // checked against the pipeline too, keeps its batch from the log twice while the original is uncommitted.
+  std::uint32_t session_switch_ppm = 250'000;
+  std::uint32_t sessions_max = 6;  // per client (clients * sessions_max stays below the client table's size)
 };
 
 struct client_ack {
@@ -117,6 +164,8 @@ struct client_ack {
   std::uint64_t latency_ticks = 0;
   std::uint64_t base_offset = 0;  // produce: the first offset; consumer_offset: the position stored
   std::uint32_t records = 0;
+  std::uint64_t batch_op = 0;  // produce: the op holding the batch (ack.op for a fresh one; a retry names another)
+  storage::producer_verdict verdict = storage::producer_verdict::fresh;
 };
 
 class sim_client {
@@ -138,9 +187,12 @@ class sim_client {
   [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
   [[nodiscard]] std::uint64_t completed() const noexcept { return completed_; }
   [[nodiscard]] std::uint64_t evictions() const noexcept { return evictions_; }
+  [[nodiscard]] std::uint32_t sessions_opened() const noexcept { return sessions_opened_; }
 
  private:
   void send_current(std::uint64_t now, const sender& send, bool all);
+  // Leaves the session: the next request registers a new one; a produce in flight goes again under it.
+  void switch_session();
   [[nodiscard]] std::vector<std::byte> metadata_command(std::uint64_t now);
 
   std::uint64_t cluster_;
@@ -153,7 +205,12 @@ class sim_client {
   std::optional<consensus::message> in_flight_;
   payload_id in_flight_payload_;
   std::optional<std::uint64_t> position_to_commit_;
-  std::vector<std::uint32_t> streams_;  // ids of streams this client created (and has not deleted)
+  std::uint64_t session_ = 0;         // the VSR client id in use (the first is id_)
+  std::deque<std::uint64_t> spares_;  // sessions registered ahead (a retry moves to the first at once)
+  std::uint32_t sessions_opened_ = 1;
+  std::int32_t next_sequence_ = 0;                    // the producer's next sequence
+  std::optional<std::vector<std::byte>> retry_body_;  // a produce given up on one session, sent again under the next
+  std::vector<std::uint32_t> streams_;                // ids of streams this client created (and has not deleted)
   enum class sent_kind { other, create_stream, create_topic, delete_stream } in_flight_sent_ = sent_kind::other;
   std::uint64_t metadata_sent_ = 0;
   std::uint64_t sent_at_ = 0;

@@ -53,9 +53,9 @@ producer_check producer_table::check(const std::optional<producer_state>& p, std
     if (base_sequence == 0) {
       return {};
     }
-    return {producer_verdict::sequence_gap, std::nullopt,
-            fmt::format("producer {}: a new epoch {} must start at sequence 0, not {}", producer_id, epoch,
-                        base_sequence)};
+    return {
+        producer_verdict::sequence_gap, std::nullopt,
+        fmt::format("producer {}: a new epoch {} must start at sequence 0, not {}", producer_id, epoch, base_sequence)};
   }
   const auto dup = std::find_if(p->recent.begin(), p->recent.end(), [&](const producer_batch& b) {
     return b.first_sequence == base_sequence && b.last_sequence == last;
