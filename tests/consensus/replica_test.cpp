@@ -39,8 +39,24 @@ class counter final : public state_machine {
     applied = load_le<std::uint64_t>(bytes.data() + 8);
     return true;
   }
+  // With `propose` on, the primary's prepare() appends one byte to each body: how many pending ops it was shown.
+  proposal prepare(const header& request, std::uint64_t op, std::vector<std::byte> body,
+                   std::span<const message* const> pending) override {
+    if (!propose) {
+      return {request.operation, std::move(body)};
+    }
+    std::vector<std::uint64_t> ops;
+    for (const message* m : pending) {
+      ops.push_back(m->h.op);
+    }
+    shown[op] = std::move(ops);
+    body.push_back(static_cast<std::byte>(pending.size()));
+    return {request.operation, std::move(body)};
+  }
   std::uint64_t total() const { return total_; }
   std::uint64_t applied = 0;
+  bool propose = false;
+  std::map<std::uint64_t, std::vector<std::uint64_t>> shown;  // op prepared -> the pending ops shown
 
  private:
   std::uint64_t total_ = 0;
@@ -279,6 +295,32 @@ BOOST_AUTO_TEST_CASE(a_single_replica_cuts_a_stale_prepare_left_above_a_gap_it_f
   BOOST_TEST(n.r->op() == op_t(2));  // the stale op 3 does not chain onto the new op 2
   BOOST_TEST(n.r->commit_min() == op_t(2));
   BOOST_TEST(n.applied == (std::vector<std::uint64_t>{1, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(the_state_machine_decides_each_prepare_seeing_every_uncommitted_op_before_it) {
+  mini c(3);
+  c.nodes[0]->sm->propose = true;
+  c.request(0, 5, 0, 0);
+  c.request(0, 6, 0, 0);
+  BOOST_REQUIRE(c.replies.size() == 2u);
+  c.drop_oks = true;  // nothing commits: each new prepare has the earlier ones pending
+  c.request(0, 5, 1, 8);
+  c.request(0, 6, 1, 8);
+  const auto& shown = c.nodes[0]->sm->shown;
+  BOOST_REQUIRE(shown.size() == 2u);
+  BOOST_TEST(shown.at(3).empty());
+  BOOST_TEST((shown.at(4) == std::vector<std::uint64_t>{3}));
+  // What the backups journal is what the state machine proposed (the body with its extra byte).
+  c.pump();
+  BOOST_REQUIRE(c.nodes[1]->journal.count(4) == 1u);
+  BOOST_TEST(c.nodes[1]->journal.at(4).body.size() == 9u);
+  BOOST_TEST(static_cast<int>(c.nodes[1]->journal.at(4).body.back()) == 1);
+  c.drop_oks = false;
+  c.tick(12);
+  BOOST_REQUIRE(c.replies.size() == 4u);
+  c.request(0, 5, 2, 8);  // everything before it applied: nothing pending
+  BOOST_TEST(shown.at(5).empty());
+  BOOST_TEST(c.nodes[1]->sm->total() == 9u + 9u);  // (the backup has applied ops 3 and 4 once committed)
 }
 
 BOOST_AUTO_TEST_CASE(the_primary_answers_only_once_a_quorum_holds_the_prepare_durably) {
