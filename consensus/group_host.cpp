@@ -166,10 +166,14 @@ void group_host::attach(group_t g, driver& d) {
               g.value(), d.replica().index(), it->second.self);
   it->second.d = &d;
   activate(g);
+  index_primary(g, it->second);
 }
 
 void group_host::leave(group_t g) {
   active_.erase(g);
+  if (auto it = groups_.find(g); it != groups_.end() && it->second.led_by) {
+    led_[*it->second.led_by].erase(g);
+  }
   groups_.erase(g);
   // Peers it no longer shares a group with get no more heartbeats.
   std::set<node_t> still;
@@ -181,6 +185,25 @@ void group_host::leave(group_t g) {
 
 void group_host::activate(group_t g) {
   active_.insert(g);
+}
+
+void group_host::index_primary(group_t g, hosted& h) {
+  if (h.d == nullptr) {
+    return;
+  }
+  const node_t primary = h.members[primary_of(h.d->replica().view(), h.members.size())];
+  if (h.led_by == primary) {
+    return;
+  }
+  if (h.led_by) {
+    auto old = led_.find(*h.led_by);
+    old->second.erase(g);
+    if (old->second.empty()) {
+      led_.erase(old);
+    }
+  }
+  led_[primary].insert(g);
+  h.led_by = primary;
 }
 
 bool group_host::quiet(const driver& d) {
@@ -215,6 +238,7 @@ void group_host::on_message(node_t from, group_t g, const message& m) {
   (void)from;
   activate(g);
   it->second.d->on_message(m);
+  index_primary(g, it->second);
 }
 
 void group_host::on_request(group_t g, const message& m) {
@@ -224,6 +248,7 @@ void group_host::on_request(group_t g, const message& m) {
   }
   activate(g);
   it->second.d->on_message(m);
+  index_primary(g, it->second);
 }
 
 void group_host::on_heartbeat(const node_heartbeat& beat) {
@@ -266,13 +291,23 @@ void group_host::on_heartbeat(const node_heartbeat& beat) {
     ++counters_.commits_delivered;
     activate(e.group);
     h.d->on_message(commit_message(e, r.durable_state().cluster, primary, beat.sequence));
+    index_primary(e.group, h);
   }
   // A group this node believes the sender leads, left out: the sender abdicates, lost the group, or restarted
   // without it. The group ticks until its primary names it again (or it elects another).
-  for (auto& [g, h] : groups_) {
-    if (h.d == nullptr || h.unheard || named.contains(g) ||
-        h.members[primary_of(h.d->replica().view(), h.members.size())] != beat.from) {
-      continue;
+  wake_led_by(beat.from, &named);
+}
+
+void group_host::wake_led_by(node_t n, const std::set<group_t>* named) {
+  auto led = led_.find(n);
+  if (led == led_.end()) {
+    return;
+  }
+  for (group_t g : led->second) {
+    hosted& h = groups_.at(g);
+    if (h.d == nullptr || h.unheard || (named != nullptr && named->contains(g)) ||
+        h.members[primary_of(h.d->replica().view(), h.members.size())] != n) {
+      continue;  // (a stale entry, its view moved on since: refreshed at the next input or heartbeat)
     }
     h.unheard = true;
     ++counters_.wakes;
@@ -287,6 +322,7 @@ void group_host::poke(group_t g) {
   }
   activate(g);
   it->second.d->poke();
+  index_primary(g, it->second);
 }
 
 void group_host::tick(std::uint64_t elapsed) {
@@ -302,6 +338,7 @@ void group_host::tick(std::uint64_t elapsed) {
     }
     ++counters_.group_ticks;
     it->second.d->on_tick();
+    index_primary(g, it->second);
     settle_idle(g, it->second);
   }
   if (now_ >= heartbeat_due_) {
@@ -317,7 +354,8 @@ void group_host::tick(std::uint64_t elapsed) {
 
 void group_host::send_heartbeats() {
   std::map<node_t, node_heartbeat> out;
-  for (const auto& [g, h] : groups_) {
+  for (auto& [g, h] : groups_) {
+    index_primary(g, h);
     if (h.d == nullptr || h.d->fenced()) {
       continue;
     }
@@ -354,17 +392,7 @@ void group_host::wake_silent_peers() {
       continue;
     }
     p.woken = true;
-    for (auto& [g, h] : groups_) {
-      if (h.d == nullptr || h.unheard) {
-        continue;
-      }
-      const class replica& r = h.d->replica();
-      if (h.members[primary_of(r.view(), h.members.size())] == n) {
-        h.unheard = true;
-        ++counters_.wakes;
-        activate(g);
-      }
-    }
+    wake_led_by(n, nullptr);
   }
 }
 

@@ -36,9 +36,9 @@
 // - An inactive group is quiet (checked at every heartbeat sent).
 // - At most groups_max groups, so a heartbeat holds at most groups_max entries.
 //
-// Costs: a tick costs O(active groups + peers), plus O(groups hosted) when a peer falls silent, and O(groups
-// hosted) when the heartbeats go out; each heartbeat received costs O(groups hosted) (the groups it leaves out),
-// so O(peers x groups) per heartbeat interval, never per tick.
+// Costs: a tick costs O(active groups + peers), plus O(groups the peer leads) when a peer falls silent, and
+// O(groups hosted) when the heartbeats go out; each heartbeat received costs O(its entries + the groups its sender
+// leads here) (an index by primary node, led_), so O(groups) per heartbeat interval, never per tick.
 //
 // Contract: single-threaded, like the drivers. The transport must not call back into the host. Detach a group before
 // its driver is destroyed.
@@ -158,15 +158,20 @@ class group_host {
     // Its primary (as this node knows it) has gone silent about it: its node's heartbeats stopped, or left it out.
     // It stays active, whether idle or not, until an entry for it arrives or it is primary here.
     bool unheard = false;
+    std::optional<node_t> led_by;  // where led_ files it: the node of its primary, as of the last refresh
   };
   struct peer {
     std::uint64_t heard = 0;  // host tick of its last heartbeat (or of the first group it shares)
     bool woken = false;       // this silence has woken its groups already
   };
   void activate(group_t g);
+  // Files the group in led_ under the node of its replica's current primary.
+  void index_primary(group_t g, hosted& h);
   void settle_idle(group_t g, const hosted& h);
   void send_heartbeats();
   void wake_silent_peers();
+  // Wakes (marks unheard) the groups whose primary is n here, except those `named` lists.
+  void wake_led_by(node_t n, const std::set<group_t>* named);
   [[nodiscard]] static bool quiet(const driver& d);
   [[nodiscard]] bool silent(node_t n) const;  // no heartbeat from n for more than peer_timeout_ticks
 
@@ -175,6 +180,11 @@ class group_host {
   std::map<group_t, hosted> groups_;
   std::set<group_t> active_;
   std::map<node_t, peer> peers_;
+  // The groups each node leads, as this node's replicas believe (refreshed after every input a group gets, and
+  // for every group at each heartbeat this node sends): a heartbeat's check for groups left out, and a silent
+  // peer's wake, look only at the sender's groups, not at every group hosted. A group's entry may be a tick
+  // stale (an I/O completion between ticks changed its view); the checks confirm the primary before they act.
+  std::map<node_t, std::set<group_t>> led_;
   std::uint64_t now_ = 0;
   std::uint64_t heartbeat_due_ = 0;
   std::uint64_t sequence_ = 0;
