@@ -719,6 +719,7 @@ void replica::advance_commit_max(std::uint64_t commit, std::vector<effect>& out)
 }
 
 void replica::commit_journal(std::vector<effect>& out) {
+  const std::uint64_t applied_before = commit_min_;
   while (commit_min_ < commit_max_) {
     const std::uint64_t k = commit_min_ + 1;
     auto it = log_.find(k);
@@ -755,6 +756,9 @@ void replica::commit_journal(std::vector<effect>& out) {
   if (commit_min_ >= commit_persisted_ + commit_persist_every) {
     commit_persisted_ = commit_min_;
     persist(out);
+  }
+  if (commit_min_ > applied_before && !request_queue_.empty()) {
+    prepare_next(out);  // requests may have waited for an op applied now (read back, or repaired)
   }
 }
 

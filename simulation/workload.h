@@ -129,6 +129,7 @@ class ledger final : public consensus::state_machine {
   bool bug_idempotence_committed_only_ = false;
   storage::producer_table producers_;                           // committed; a batch's tag is its op
   std::set<std::pair<std::uint64_t, std::uint64_t>> executed_;  // (client, request) of the user ops executed
+  std::uint64_t executed_digest_ = 0;                           // of executed_, kept as it grows
 
   std::map<std::uint64_t, payload_id> by_op_;
   std::map<std::uint64_t, std::pair<std::uint64_t, std::uint32_t>> offsets_by_op_;
