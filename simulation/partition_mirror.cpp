@@ -286,7 +286,9 @@ task<void> partition_mirror::copy_from(partition_mirror* peer, consensus::header
       chain_.clear();
       offered_.erase(offered_.begin(), offered_.lower_bound(offer_key{at.op + 1, 0, 0}));
       log->commit_to(offset_t(committed_end_));
-      target_.reset();
+      if (target_ && target_->op <= at.op) {
+        target_.reset();  // (a later checkpoint installed during the copy stays the target: the next step copies it)
+      }
       ++transfers_;
     }
   };
