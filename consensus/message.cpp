@@ -41,6 +41,14 @@ rill::unexpected bad(std::string detail) {
 }
 }  // namespace
 
+std::uint64_t session_of(const header& h) noexcept {
+  return h.context.low;
+}
+
+void set_session(header& h, std::uint64_t session) noexcept {
+  h.context = checksum_t{session, 0};
+}
+
 checksum_t checksum_of(std::span<const std::byte> bytes, std::uint64_t domain) noexcept {
   const XXH128_hash_t h = XXH3_128bits_withSeed(bytes.data(), bytes.size(), domain);
   return {h.low64, h.high64};

@@ -8,7 +8,8 @@
 //    32 parent          16  prepare: the previous op's header checksum (the hash chain);
 //                           commit: the checksum of the committed op's header
 //    48 context         16  prepare_ok: the checksum of the prepare acknowledged; request_prepare: the one wanted;
-//                           reply: the checksum of the prepare that produced it
+//                           reply: the checksum of the prepare that produced it; request/prepare: the session
+//                           (session_of: the op that registered it, low 8 bytes; 0: not stamped)
 //    64 cluster          8
 //    72 client           8  request/prepare/reply: the client id
 //    80 request          8  request/prepare/reply: the client's request number
@@ -67,6 +68,12 @@ inline constexpr std::uint8_t operation_register = 1;  // opens a client session
 inline constexpr std::uint8_t operation_user_min = 8;
 
 [[nodiscard]] std::string_view to_string(command c) noexcept;
+
+struct header;
+// A request's (and its prepare's) session: the op whose register opened it, as the register's reply names it (its
+// op). 0: not stamped (a client or a journal of an earlier build): the replica does not check it.
+[[nodiscard]] std::uint64_t session_of(const header& h) noexcept;
+void set_session(header& h, std::uint64_t session) noexcept;
 
 struct header {
   checksum_t checksum;

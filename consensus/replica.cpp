@@ -449,10 +449,23 @@ void replica::on_request(const message& m, std::vector<effect>& out) {
       return;
     }
   } else {
-    if (session == nullptr) {
+    const std::uint64_t stamped = session_of(m.h);
+    if (session != nullptr && stamped != 0 && stamped < session->session) {
+      // A request of a session that a later register of this client replaced (sessions only move forward, and the
+      // table is a committed prefix): it can never be executed. Answered without an op.
+      message ev = make(command::eviction);
+      ev.h.client = m.h.client;
+      ev.h.request = m.h.request;
+      set_session(ev.h, stamped);
+      seal(ev);
+      out.push_back(reply_effect{std::move(ev)});
+      return;
+    }
+    if (session == nullptr || (stamped != 0 && stamped != session->session)) {
       // Possibly evicted, possibly registered in an op this primary has not applied (or knows not to be committed):
       // only the log can tell. The request is prepared; apply answers it with an eviction if the session is gone
       // then. (A primary never evicts from its own view of the table: it may be stale, or not the primary at all.)
+      session = nullptr;
     } else if (m.h.request <= session->request) {
       if (m.h.request == session->request) {
         out.push_back(reply_effect{session->reply});  // a retry of what is done: answered from the table
@@ -527,6 +540,7 @@ void replica::prepare_next(std::vector<effect>& out) {
     p.h.replica = options_.replica;
     p.h.operation = req.h.operation;
     p.h.parent = parent->second.h.checksum;
+    set_session(p.h, session_of(req.h));
     p.body = std::move(req.body);
     seal(p);
     op_ = p.h.op;
@@ -790,11 +804,14 @@ void replica::apply(const message& prepare, std::vector<effect>& out) {
     }
   } else if (h.operation >= operation_user_min) {
     const client_session* session = clients_.find(h.client);
-    if (session == nullptr) {
+    const std::uint64_t stamped = session_of(h);
+    if (session == nullptr || (stamped != 0 && stamped != session->session)) {
+      // Gone, or another session of the client id (a register delivered late opened a new one): not executed.
       if (answer) {
         message ev = make(command::eviction);
         ev.h.client = h.client;
         ev.h.request = h.request;
+        set_session(ev.h, stamped);
         seal(ev);
         out.push_back(reply_effect{std::move(ev)});
       }

@@ -963,6 +963,9 @@ run_result cluster::run() {
   }
   result_.committed = checker_.committed();
   result_.acks = checker_.acks();
+  for (const auto& c : clients_) {
+    result_.evictions += c->evictions();
+  }
   for (const auto& g : sides_) {
     result_.side_committed += g.chk->committed();
   }

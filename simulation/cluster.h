@@ -113,6 +113,7 @@ struct run_result {
   std::uint64_t side_committed = 0;  // ops committed in the side groups, all together
   std::uint64_t acks = 0;
   std::uint64_t retries_answered = 0;  // produce acks that idempotence answered (a retry under another session)
+  std::uint64_t evictions = 0;         // sessions of the partition group's clients evicted while in use
   std::uint64_t crashes = 0;
   std::uint64_t disks_lost = 0;
   std::uint64_t partitions = 0;

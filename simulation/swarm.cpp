@@ -38,6 +38,10 @@ const std::vector<knob_range>& swarm_knobs() {
       {"groups", 1, 3,
        "groups per node: the partition, and side groups (a ledger each, 2 clients, on the journal model) through "
        "the node's one group_host"},
+      // After groups, for the same reason.
+      {"clients-max", 8, 64,
+       "client sessions each replica keeps (at least twice the clients plus one: a client's current and spare "
+       "sessions are never evicted by the others'); fewer than the sessions opened makes evictions"},
   };
   return knobs;
 }
@@ -123,6 +127,8 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
     }
   }
   o.groups = static_cast<std::uint32_t>(v["groups"]);
+  o.replica.clients_max =
+      static_cast<std::uint32_t>(std::max<std::uint64_t>(v["clients-max"], 2 * std::uint64_t{o.clients} + 1));
   o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
   // A small ring wraps many times in a run: checkpoints, and state transfers for replicas left behind.
   o.journal.slot_count = std::uint64_t{1} << v["journal-slots-log2"];

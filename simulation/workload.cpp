@@ -499,7 +499,12 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
     m.body = make_batch(in_flight_payload_, static_cast<std::uint32_t>(1 + rng_.below(3)),
                         rng_.below(options_.body_bytes_max / 3 + 1), rng_, next_sequence_);
   }
-  m.h.request = m.h.operation == consensus::operation_register ? 0 : request_;
+  if (m.h.operation == consensus::operation_register) {
+    m.h.request = 0;
+  } else {
+    m.h.request = request_;
+    consensus::set_session(m.h, session_op_);
+  }
   consensus::seal(m);
   in_flight_ = std::move(m);
   first_sent_at_ = now;
@@ -513,7 +518,8 @@ void sim_client::switch_session() {
   in_flight_.reset();
   request_ = 0;
   if (!spares_.empty()) {
-    session_ = spares_.front();
+    session_ = spares_.front().client;
+    session_op_ = spares_.front().op;
     spares_.pop_front();
     return;
   }
@@ -585,8 +591,9 @@ std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t
   if (registration) {
     if (session == session_) {
       registered_ = true;
+      session_op_ = m.h.op;
     } else {
-      spares_.push_back(session);
+      spares_.push_back(spare{session, m.h.op});
     }
     return std::nullopt;
   }

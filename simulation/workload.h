@@ -206,8 +206,13 @@ class sim_client {
   std::optional<consensus::message> in_flight_;
   payload_id in_flight_payload_;
   std::optional<std::uint64_t> position_to_commit_;
-  std::uint64_t session_ = 0;         // the VSR client id in use (the first is id_)
-  std::deque<std::uint64_t> spares_;  // sessions registered ahead (a retry moves to the first at once)
+  std::uint64_t session_ = 0;     // the VSR client id in use (the first is id_)
+  std::uint64_t session_op_ = 0;  // the op that registered it (stamped into every request: consensus::session_of)
+  struct spare {
+    std::uint64_t client = 0;
+    std::uint64_t op = 0;
+  };
+  std::deque<spare> spares_;  // sessions registered ahead (a retry moves to the first at once)
   std::uint32_t sessions_opened_ = 1;
   std::int32_t next_sequence_ = 0;                    // the producer's next sequence
   std::optional<std::vector<std::byte>> retry_body_;  // a produce given up on one session, sent again under the next

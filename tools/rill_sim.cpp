@@ -111,7 +111,7 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
     std::printf(
         "seed %llu: %s replicas=%u groups=%u side_committed=%llu clients=%u loss=%u dup=%u crash=%u partition=%u "
         "faults=%u/%u/%u ticks=%llu "
-        "committed=%llu acks=%llu retried=%llu crashes=%llu lost=%llu partitions=%llu view=%u lagging=%zu "
+        "committed=%llu acks=%llu retried=%llu evicted=%llu crashes=%llu lost=%llu partitions=%llu view=%u lagging=%zu "
         "checkpoints=%llu "
         "syncs=%llu "
         "consumed=%llu cuts=%llu copies=%llu messages=%llu hash=%016llx\n",
@@ -120,9 +120,9 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
         o.crash_ppm, o.partition_ppm, o.storage.write_fault_ppm, o.storage.read_fault_ppm, o.rot_ppm,
         static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.committed),
         static_cast<unsigned long long>(r.acks), static_cast<unsigned long long>(r.retries_answered),
-        static_cast<unsigned long long>(r.crashes), static_cast<unsigned long long>(r.disks_lost),
-        static_cast<unsigned long long>(r.partitions), r.final_view, r.lagging,
-        static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
+        static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.crashes),
+        static_cast<unsigned long long>(r.disks_lost), static_cast<unsigned long long>(r.partitions), r.final_view,
+        r.lagging, static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
         static_cast<unsigned long long>(r.records_consumed), static_cast<unsigned long long>(r.partition_truncations),
         static_cast<unsigned long long>(r.partition_transfers), static_cast<unsigned long long>(r.messages),
         static_cast<unsigned long long>(r.hash));
