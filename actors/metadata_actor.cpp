@@ -1,4 +1,5 @@
-// metadata_actor: the CAF shell of the metadata: commits what metadata_handlers decide, runs the effects, answers.
+// metadata_actor: the CAF shell of the metadata: commits what metadata_handlers decide, runs the reconciler's steps,
+// answers.
 #include "actors/metadata_actor.hpp"
 
 #include <fmt/core.h>
@@ -68,6 +69,16 @@ metadata_actor::behavior_type metadata_actor::serving() {
         }
         return rp;
       },
+      [this](reconcile_atom) {
+        reconcile_scheduled_ = false;
+        mutations_.push_back([this] {
+          rill::spawn(reconcile(), [this](expected<void>) {  // a failure was reported and rescheduled
+            mutating_ = false;
+            pump();
+          });
+        });
+        pump();
+      },
       [this](close_atom) -> caf::result<outcome> {
         auto rp = make_response_promise<outcome>();
         auto job = [](metadata_actor* self) -> task<expected<void>> {
@@ -122,50 +133,127 @@ void metadata_actor::publish() {
   services_->routes->publish(std::move(table));
 }
 
-void metadata_actor::spawn_partitions(const partition_range& range) {
+task<expected<void>> metadata_actor::reconcile() {
   const auto view = state_.view();
-  const topic_meta& t = view->streams.at(range.stream_id).topics.at(range.topic_id);
-  storage::log_options options;
-  options.config = log_config_for(t.config, services_->config->storage);
-  for (std::uint32_t p = range.from; p < range.to; ++p) {
-    const std::uint64_t ns = partition_namespace(range.stream_id, range.topic_id, p);
-    partition_identity id{range.stream_id, range.topic_id, p,
-                          partition_dir(services_->config->data_dir, range.stream_id, range.topic_id, p)};
-    partitions_[ns] =
-        system().spawn<partition_actor>(shard_of(ns, services_->shards), id, options, services_->partitions);
-  }
-}
-
-void metadata_actor::spawn_group(const group_ref& ref) {
-  const auto view = state_.view();
-  const topic_meta& topic = view->streams.at(ref.stream_id).topics.at(ref.topic_id);
-  const group_meta& group = topic.groups.at(ref.group_id);
-  const std::uint64_t ns = group_namespace(ref.stream_id, topic.id, group.id);
-  group_identity id{ref.stream_id,
-                    topic.id,
-                    group.id,
-                    group.name,
-                    group.created_ms,
-                    group.config,
-                    topic.config.partitions(),
-                    group_dir(services_->config->data_dir, ref.stream_id, topic.id, group.id)};
-  groups_[ns] = system().spawn<group_actor>(shard_of(ns, services_->shards), std::move(id), services_->groups);
-}
-
-task<expected<void>> metadata_actor::destroy_groups(std::vector<std::uint64_t> namespaces) {
-  for (auto ns : namespaces) {
-    auto it = groups_.find(ns);
-    if (it == groups_.end()) {
-      continue;
+  const std::string& data_dir = services_->config->data_dir;
+  const auto steps = plan_reconcile(*view, running_, services_->config->storage, data_dir);
+  bool published = false;
+  for (const auto& step : steps) {
+    if (step.kind == reconcile_kind::resize_group && !published) {
+      publish();  // groups hand out partitions the routing table already names
+      published = true;
     }
-    group_actor_hdl g = it->second;
-    groups_.erase(it);
-    RILL_CO_TRY(r, co_await await_request<outcome>(this, g, destroy_atom::value));
-    if (!r.ok()) {
-      co_return fail(r.st, r.message);
+    if (auto ran = co_await run_step(step); !ran) {
+      reconcile_error_ = fmt::format("{}: {}", step.describe(), ran.error().message());
+      services_->partitions->reporter->notice(
+          fmt::format("metadata: could not carry out the committed metadata ({}); retrying in {} ms", reconcile_error_,
+                      reconcile_retry_.count()));
+      publish();
+      schedule_reconcile();
+      co_return fail(net::status::storage_error, reconcile_error_);
     }
+    record(running_, step);
   }
+  publish();  // also a change that needs no step (a rename) has a new view
+  if (!reconcile_error_.empty()) {
+    services_->partitions->reporter->notice("metadata: the committed metadata is carried out on this node again");
+  }
+  reconcile_error_.clear();
+  reconcile_retry_ = reconcile_retry_min;
   co_return expected<void>{};
+}
+
+void metadata_actor::schedule_reconcile() {
+  if (reconcile_scheduled_) {
+    return;
+  }
+  reconcile_scheduled_ = true;
+  auto self = caf::actor_cast<metadata_actor_impl>(this);
+  current_shard()->timers().schedule(monotonic_now() + reconcile_retry_,
+                                     [self] { caf::anon_send(self, reconcile_atom::value); });
+  reconcile_retry_ = std::min(reconcile_retry_ * 2, reconcile_retry_max);
+}
+
+task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
+  const std::string& data_dir = services_->config->data_dir;
+  const std::uint64_t delete_step = services_->config->storage.delete_step_bytes;
+  switch (step.kind) {
+    case reconcile_kind::destroy_partition: {
+      auto it = partitions_.find(step.ns);
+      if (it == partitions_.end()) {
+        // An earlier destroy stopped the actor but could not remove all of its data: remove the rest.
+        co_return co_await storage::remove_tree(*io_, partition_dir(data_dir, step.stream_id, step.topic_id, step.id),
+                                                delete_step);
+      }
+      partition_actor_hdl p = it->second;
+      partitions_.erase(it);  // the actor stops whatever its destroy answers
+      RILL_CO_TRY(r, co_await await_request<outcome>(this, p, destroy_atom::value));
+      if (!r.ok()) {
+        co_return fail(r.st, r.message);
+      }
+      co_return expected<void>{};
+    }
+    case reconcile_kind::destroy_group: {
+      auto it = groups_.find(step.ns);
+      if (it == groups_.end()) {
+        co_return co_await storage::remove_tree(*io_, group_dir(data_dir, step.stream_id, step.topic_id, step.id),
+                                                delete_step);
+      }
+      group_actor_hdl g = it->second;
+      groups_.erase(it);
+      RILL_CO_TRY(r, co_await await_request<outcome>(this, g, destroy_atom::value));
+      if (!r.ok()) {
+        co_return fail(r.st, r.message);
+      }
+      co_return expected<void>{};
+    }
+    case reconcile_kind::remove_topic_data:
+    case reconcile_kind::remove_stream_data:
+      for (const auto& path : step.paths) {
+        RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, path, delete_step));
+      }
+      co_return expected<void>{};
+    case reconcile_kind::close_partition: {
+      auto it = partitions_.find(step.ns);
+      if (it != partitions_.end()) {
+        partition_actor_hdl p = it->second;
+        partitions_.erase(it);
+        // The actor stops either way; a reopen recovers from what its files hold.
+        auto r = co_await await_request<outcome>(this, p, close_atom::value);
+        if (!r || !r->ok()) {
+          services_->partitions->reporter->notice(
+              fmt::format("metadata: {} before it reopens: {}", step.describe(), r ? r->message : r.error().message()));
+        }
+      }
+      co_return expected<void>{};
+    }
+    case reconcile_kind::spawn_partition: {
+      storage::log_options options;
+      options.config = step.config;
+      partition_identity id{step.stream_id, step.topic_id, step.id,
+                            partition_dir(data_dir, step.stream_id, step.topic_id, step.id)};
+      partitions_[step.ns] =
+          system().spawn<partition_actor>(shard_of(step.ns, services_->shards), id, options, services_->partitions);
+      co_return expected<void>{};
+    }
+    case reconcile_kind::spawn_group: {
+      const auto view = state_.view();
+      const topic_meta& topic = view->streams.at(step.stream_id).topics.at(step.topic_id);
+      const group_meta& group = topic.groups.at(step.id);
+      group_identity id{
+          step.stream_id,   topic.id,     group.id,        group.name,
+          group.created_ms, group.config, step.partitions, group_dir(data_dir, step.stream_id, topic.id, group.id)};
+      groups_[step.ns] =
+          system().spawn<group_actor>(shard_of(step.ns, services_->shards), std::move(id), services_->groups);
+      co_return expected<void>{};
+    }
+    case reconcile_kind::resize_group:
+      if (auto it = groups_.find(step.ns); it != groups_.end()) {
+        anon_send(it->second, resize_atom::value, step.partitions);
+      }
+      co_return expected<void>{};
+  }
+  RILL_UNREACHABLE("reconcile step {}", static_cast<int>(step.kind));
 }
 
 task<expected<void>> metadata_actor::recover() {
@@ -183,16 +271,9 @@ task<expected<void>> metadata_actor::recover() {
   options.journal.slot_count = services_->journal_slots;
   RILL_CO_TRY(group, co_await consensus::local_group::open(*io_, dir, machine_, options));
   group_ = std::move(group);
-  // Partitions of every topic, on their shards; data of anything deleted before a crash could remove it goes.
-  const auto view = state_.view();
-  for (const auto& [sid, s] : view->streams) {
-    for (const auto& [tid, t] : s.topics) {
-      spawn_partitions(partition_range{sid, tid, 0, t.config.partitions()});
-      for (const auto& [gid, g] : t.groups) {
-        spawn_group(group_ref{sid, tid, gid});
-      }
-    }
-  }
+  // Partitions and groups of every topic, on their shards (nothing runs yet: a reconciler pass only spawns, which
+  // cannot fail); then data of anything deleted before a crash could remove it goes.
+  RILL_CO_TRY_VOID(co_await reconcile());
   // Group state of deleted streams, topics and groups first, then their partitions' data.
   std::vector<std::string> orphans;
   for (const auto tree : {data_tree::groups, data_tree::streams}) {
@@ -241,28 +322,22 @@ task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
   co_return expected<void>{};
 }
 
-task<expected<void>> metadata_actor::destroy_partitions(std::vector<std::uint64_t> namespaces) {
-  for (auto ns : namespaces) {
-    auto it = partitions_.find(ns);
-    if (it == partitions_.end()) {
-      continue;
-    }
-    partition_actor_hdl p = it->second;
-    partitions_.erase(it);
-    RILL_CO_TRY(r, co_await await_request<outcome>(this, p, destroy_atom::value));
-    if (!r.ok()) {
-      co_return fail(r.st, r.message);
-    }
-  }
-  co_return expected<void>{};
-}
-
 task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::string header) {
   RILL_CO_TRY(plan, plan_read(*state_.view(), api, header));
   co_return co_await answer(std::move(plan));
 }
 
 task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::string header) {
+  // A change is planned against a node that carries out everything committed before it: a step still failing
+  // refuses the change (nothing is committed), naming the step.
+  if (!reconcile_error_.empty()) {
+    if (auto carried = co_await reconcile(); !carried) {
+      co_return fail(net::status::unavailable,
+                     fmt::format("this node has not yet carried out the metadata committed before ({}); the change "
+                                 "was not made, retry it later",
+                                 carried.error().message()));
+    }
+  }
   RILL_CO_TRY(change, plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits));
   // What a deleted one with a reused id left goes before the creation is committed: after the commit, recovery
   // would take it for the new one's data.
@@ -271,35 +346,10 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
   }
   // The command first: a crash after it leaves only data, which recovery removes.
   RILL_CO_TRY_VOID(co_await commit(change.command));
-  co_return co_await run_effects(effects_of(change, *state_.view(), services_->config->data_dir));
-}
-
-task<expected<metadata_reply>> metadata_actor::run_effects(metadata_effects e) {
-  for (auto ns : e.close_partitions) {
-    auto it = partitions_.find(ns);
-    if (it != partitions_.end()) {
-      (void)co_await await_request<outcome>(this, it->second, close_atom::value);
-    }
-  }
-  if (e.spawn_partitions) {
-    spawn_partitions(*e.spawn_partitions);
-  }
-  RILL_CO_TRY_VOID(co_await destroy_partitions(std::move(e.destroy_partitions)));
-  RILL_CO_TRY_VOID(co_await destroy_groups(std::move(e.destroy_groups)));
-  if (e.spawn_group) {
-    spawn_group(*e.spawn_group);
-  }
-  publish();
-  for (auto ns : e.resize_groups) {
-    auto it = groups_.find(ns);
-    if (it != groups_.end()) {
-      anon_send(it->second, resize_atom::value, e.resize_to);
-    }
-  }
-  for (const auto& dir : e.remove_trees) {
-    RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, dir, services_->config->storage.delete_step_bytes));
-  }
-  co_return co_await answer(std::move(e.reply));
+  // The change is made once committed, and answered so (a retry would find it made): a step that fails here (only
+  // a destroy or a removal can) was reported and is retried on its own, and further changes wait for it.
+  (void)co_await reconcile();
+  co_return co_await answer(reply_of(change, *state_.view()));
 }
 
 task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {

@@ -2,11 +2,15 @@
 // metadata_actor: the only writer of metadata (shard 0). Each change is checked against metadata_state, then
 // committed through a one-replica VSR group (consensus::local_group over <data>/metadata/journal.wal, superblock and
 // snapshot.bin): durable in the journal, applied by metadata_machine, and only then published as a new routing
-// table; partitions are spawned on their shards and destroyed with their data. A restart restores the last
-// checkpoint and replays the journal after it. Mutations run one at a time, in arrival order. Its public contract
+// table. What the committed view names is then carried out by the reconciler (reconciler.h): partitions and groups
+// spawned on their shards, closed to reopen, destroyed with their data, the data of deleted streams and topics removed;
+// a step that fails is retried (reconcile_retry_min, doubling to reconcile_retry_max), and no further change is made
+// while one is left. A restart restores the last checkpoint, replays the journal after it and reconciles from nothing
+// running. Mutations run one at a time, in arrival order. Its public contract
 // is metadata_actor_hdl (interfaces.hpp); metadata_actor_impl adds its I/O completions.
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -19,6 +23,7 @@
 #include "actors/metadata_machine.h"
 #include "actors/metadata_state.h"
 #include "actors/partition_actor.hpp"
+#include "actors/reconciler.h"
 #include "actors/routing.hpp"
 #include "actors/runtime/actor_io.hpp"
 #include "actors/runtime/homed.h"
@@ -39,7 +44,14 @@ struct metadata_services {
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
 
-using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature>;
+// Internal message: retry carrying out the committed metadata after a step failed.
+using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
+
+using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>>;
+
+// After a failed reconcile step, the first retry waits this long; each further failure doubles it, up to the max.
+inline constexpr std::chrono::milliseconds reconcile_retry_min{1000};
+inline constexpr std::chrono::milliseconds reconcile_retry_max{30000};
 
 class metadata_actor final : public metered<metadata_actor_impl::base>, public homed {
  public:
@@ -55,16 +67,15 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
                           std::vector<std::string>* orphans);
   task<expected<metadata_reply>> mutate(std::uint16_t api, std::string header);
   task<expected<metadata_reply>> read(std::uint16_t api, std::string header);
-  // Runs a committed change's effects (metadata_handlers.h), then answers its reply plan.
-  task<expected<metadata_reply>> run_effects(metadata_effects effects);
   // Asks the partitions and groups what the plan needs, and builds the reply.
   task<expected<metadata_reply>> answer(reply_plan plan);
   task<expected<void>> commit(proto::MetadataCommand cmd);
-  task<expected<void>> destroy_partitions(std::vector<std::uint64_t> namespaces);
-  void spawn_partitions(const partition_range& range);
-  void spawn_group(const group_ref& group);
-  // Destroys the group actors (and their state) of these group namespaces.
-  task<expected<void>> destroy_groups(std::vector<std::uint64_t> namespaces);
+  // One reconciler pass (reconciler.h): runs the steps from what this node runs to what the view names, recording
+  // each that succeeds, publishes the routing table, and on a failure reports it and schedules a retry. Runs as a
+  // mutation does (one at a time with them).
+  task<expected<void>> reconcile();
+  task<expected<void>> run_step(const reconcile_step& step);
+  void schedule_reconcile();
   void publish();
   void pump();
 
@@ -75,7 +86,11 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, partition_actor_hdl> partitions_;
   std::map<std::uint64_t, group_actor_hdl> groups_;  // by group_namespace()
-  std::deque<std::function<void()>> mutations_;      // queued while one runs
+  node_inventory running_;                           // what partitions_ and groups_ run, and the data they held
+  std::string reconcile_error_;                      // of the last pass; empty once it carried everything out
+  std::chrono::milliseconds reconcile_retry_ = reconcile_retry_min;
+  bool reconcile_scheduled_ = false;
+  std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;
 };

@@ -55,22 +55,6 @@ reply_plan one_topic(net::api api, const stream_meta& s, const topic_meta& t) {
   return plan;
 }
 
-std::vector<std::uint64_t> partitions_of(std::uint32_t sid, std::uint32_t tid, std::uint32_t from, std::uint32_t to) {
-  std::vector<std::uint64_t> out;
-  for (std::uint32_t p = from; p < to; ++p) {
-    out.push_back(partition_namespace(sid, tid, p));
-  }
-  return out;
-}
-
-void doom_topic(metadata_change& c, std::uint32_t sid, const topic_meta& t) {
-  auto parts = partitions_of(sid, t.id, 0, t.config.partitions());
-  c.doomed_partitions.insert(c.doomed_partitions.end(), parts.begin(), parts.end());
-  for (const auto& [gid, g] : t.groups) {
-    c.doomed_groups.push_back(group_namespace(sid, t.id, gid));
-  }
-}
-
 // The refusal of a change that would pass limit `key` (its value `max`).
 rill::unexpected over_limit(std::string_view key, std::uint64_t max, std::string what) {
   return fail(net::status::limit_exceeded, fmt::format("limits.{} = {}: {}", key, max, what));
@@ -262,9 +246,6 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(req, parse_request_header<proto::StreamDeleteRequest>(header));
       RILL_TRY(s, view.find_stream(req.stream()));
       c.stream_id = s->id;
-      for (const auto& [tid, t] : s->topics) {
-        doom_topic(c, s->id, t);
-      }
       c.command.mutable_delete_stream()->set_stream_id(s->id);
       return c;
     }
@@ -310,7 +291,6 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(t, view.find_topic(*s, req.topic()));
       c.stream_id = s->id;
       c.topic_id = t->id;
-      doom_topic(c, s->id, *t);
       c.command.mutable_delete_topic()->set_stream_id(s->id);
       c.command.mutable_delete_topic()->set_topic_id(t->id);
       return c;
@@ -369,7 +349,6 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(g, metadata_view::find_group(*t, req.group()));
       c.stream_id = s->id;
       c.topic_id = t->id;
-      c.doomed_groups.push_back(group_namespace(s->id, t->id, g->id));
       auto* cmd = c.command.mutable_delete_group();
       cmd->set_stream_id(s->id);
       cmd->set_topic_id(t->id);
@@ -415,8 +394,7 @@ std::vector<std::string> leftovers_of(const metadata_change& change, const std::
   return out;
 }
 
-metadata_effects effects_of(const metadata_change& change, const metadata_view& after, const std::string& data_dir) {
-  metadata_effects e;
+reply_plan reply_of(const metadata_change& change, const metadata_view& after) {
   const std::uint32_t sid = change.stream_id;
   const std::uint32_t tid = change.topic_id;
   switch (change.api) {
@@ -427,31 +405,17 @@ metadata_effects effects_of(const metadata_change& change, const metadata_view& 
           fill_stream(*out.mutable_stream(), s);
         }
       }
-      e.reply = ready(change.api, out);
-      return e;
+      return ready(change.api, out);
     }
     case net::api::stream_update: {
       proto::StreamUpdateReply out;
       fill_stream(*out.mutable_stream(), after.streams.at(sid));
-      e.reply = ready(change.api, out);
-      return e;
+      return ready(change.api, out);
     }
     case net::api::stream_delete:
-    case net::api::topic_delete: {
-      // The command first: a crash after it leaves only data, which recovery removes.
-      e.destroy_partitions = change.doomed_partitions;
-      e.destroy_groups = change.doomed_groups;
-      if (change.api == net::api::stream_delete) {
-        e.remove_trees.push_back(fmt::format("{}/groups/{}", data_dir, sid));
-        e.remove_trees.push_back(fmt::format("{}/{}", streams_root(data_dir), sid));
-        e.reply = ready(change.api, proto::StreamDeleteReply{});
-      } else {
-        e.remove_trees.push_back(fmt::format("{}/groups/{}/{}", data_dir, sid, tid));
-        e.remove_trees.push_back(fmt::format("{}/{}/topics/{}", streams_root(data_dir), sid, tid));
-        e.reply = ready(change.api, proto::TopicDeleteReply{});
-      }
-      return e;
-    }
+      return ready(change.api, proto::StreamDeleteReply{});
+    case net::api::topic_delete:
+      return ready(change.api, proto::TopicDeleteReply{});
     case net::api::topic_create: {
       const stream_meta& s = after.streams.at(sid);
       const topic_meta* created = nullptr;
@@ -461,34 +425,12 @@ metadata_effects effects_of(const metadata_change& change, const metadata_view& 
         }
       }
       RILL_ASSERT(created != nullptr, "topic '{}' not in stream {} after its creation", change.name, sid);
-      e.spawn_partitions = partition_range{sid, created->id, 0, created->config.partitions()};
-      e.reply = one_topic(change.api, s, *created);
-      return e;
+      return one_topic(change.api, s, *created);
     }
-    case net::api::topic_update: {
-      const topic_meta& t = after.streams.at(sid).topics.at(tid);
-      e.close_partitions = partitions_of(sid, tid, 0, t.config.partitions());
-      e.spawn_partitions = partition_range{sid, tid, 0, t.config.partitions()};
-      e.reply = one_topic(change.api, after.streams.at(sid), t);
-      return e;
-    }
+    case net::api::topic_update:
     case net::api::partitions_add:
-    case net::api::partitions_delete: {
-      const std::uint32_t before = change.partitions_from;
-      if (change.api == net::api::partitions_add) {
-        e.spawn_partitions = partition_range{sid, tid, before, before + change.count};
-      } else {
-        RILL_ASSERT(change.count <= before, "deleting {} of {} partitions", change.count, before);
-        e.destroy_partitions = partitions_of(sid, tid, before - change.count, before);
-      }
-      const topic_meta& t = after.streams.at(sid).topics.at(tid);
-      for (const auto& [gid, g] : t.groups) {
-        e.resize_groups.push_back(group_namespace(sid, tid, gid));
-      }
-      e.resize_to = t.config.partitions();
-      e.reply = one_topic(change.api, after.streams.at(sid), t);
-      return e;
-    }
+    case net::api::partitions_delete:
+      return one_topic(change.api, after.streams.at(sid), after.streams.at(sid).topics.at(tid));
     case net::api::group_create: {
       const topic_meta& t = after.streams.at(sid).topics.at(tid);
       const group_meta* created = nullptr;
@@ -498,18 +440,16 @@ metadata_effects effects_of(const metadata_change& change, const metadata_view& 
         }
       }
       RILL_ASSERT(created != nullptr, "group '{}' not in topic {} after its creation", change.name, tid);
-      e.spawn_group = group_ref{sid, tid, created->id};
-      e.reply.api = change.api;
-      e.reply.kind = reply_kind::group;
-      e.reply.groups.push_back(group_namespace(sid, tid, created->id));
-      return e;
+      reply_plan plan;
+      plan.api = change.api;
+      plan.kind = reply_kind::group;
+      plan.groups.push_back(group_namespace(sid, tid, created->id));
+      return plan;
     }
     case net::api::group_delete:
-      e.destroy_groups = change.doomed_groups;
-      e.reply = ready(change.api, proto::GroupDeleteReply{});
-      return e;
+      return ready(change.api, proto::GroupDeleteReply{});
     default:
-      RILL_UNREACHABLE("effects of api {}, not a change", static_cast<int>(change.api));
+      RILL_UNREACHABLE("reply of api {}, not a change", static_cast<int>(change.api));
   }
 }
 

@@ -1,14 +1,13 @@
 #pragma once
 // metadata_handlers: every decision of the metadata API, in plain code (no CAF). A request header comes in; out
-// comes an error, or a read's reply plan, or a change: the command to commit and, once it is committed, the effects
-// the metadata actor runs (partitions to close, spawn and destroy, groups to destroy, spawn and resize, data to
-// remove) and the plan of its reply. The actor only commits (through the local VSR group), runs the effects, asks
-// the partitions and groups what a reply plan needs, and answers with build_reply().
+// comes an error, or a read's reply plan, or a change: the command to commit and, once it is committed, the plan of
+// its reply. The actor only commits (through the local VSR group), has the reconciler's steps run (reconciler.h:
+// what the committed view names, spawned, closed, destroyed, resized, removed), asks the partitions and groups what
+// a reply plan needs, and answers with build_reply().
 //
 // Invariants
 // - Functions of the view they are given only: the same view and request give the same decision.
-// - A change's effects are computed from the view after its command applied; everything a delete destroys was
-//   listed from the view before it (the view after no longer names it).
+// - A change's reply is planned from the view after its command applied.
 // - A reply plan names each partition or group it needs by namespace, in the order the reply lists them.
 #include <cstdint>
 #include <optional>
@@ -69,8 +68,8 @@ struct reply_plan {
 // A read. Errors: bad_header, stream_not_found, topic_not_found, unknown_api (not a read).
 expected<reply_plan> plan_read(const metadata_view& view, std::uint16_t api, std::string_view header);
 
-// A change the request asks for: the command to commit (its time is set when it is committed) and what its effects
-// need from the view before it.
+// A change the request asks for: the command to commit (its time is set when it is committed) and what its reply
+// needs from the view before it.
 struct metadata_change {
   net::api api = net::api::ping;
   proto::MetadataCommand command;
@@ -79,8 +78,6 @@ struct metadata_change {
   std::string name;                   // what it creates: stream, topic or group
   std::uint32_t partitions_from = 0;  // partitions add, delete: the topic's count before
   std::uint32_t count = 0;            // and how many it adds or deletes
-  std::vector<std::uint64_t> doomed_partitions;
-  std::vector<std::uint64_t> doomed_groups;
   // stream, topic, group create: the id it will get (free_*_id of the view; the commit assigns the same, since
   // changes run one at a time).
   std::optional<std::uint32_t> created_id;
@@ -98,35 +95,9 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
 // there (its removal failed, or a crash cut it short) must never become the new one's data. Empty for other changes.
 [[nodiscard]] std::vector<std::string> leftovers_of(const metadata_change& change, const std::string& data_dir);
 
-struct partition_range {
-  std::uint32_t stream_id = 0;
-  std::uint32_t topic_id = 0;
-  std::uint32_t from = 0;  // [from, to)
-  std::uint32_t to = 0;
-};
-struct group_ref {
-  std::uint32_t stream_id = 0;
-  std::uint32_t topic_id = 0;
-  std::uint32_t group_id = 0;
-};
-
-// What the actor runs once a change is committed, in this order, stopping at the first error: close, spawn and
-// destroy partitions, destroy and spawn groups, publish the routing table, resize groups, remove data, reply.
-struct metadata_effects {
-  std::vector<std::uint64_t> close_partitions;  // closed, not destroyed: they reopen with the new settings
-  std::optional<partition_range> spawn_partitions;
-  std::vector<std::uint64_t> destroy_partitions;  // with their data
-  std::vector<std::uint64_t> destroy_groups;      // with their state
-  std::optional<group_ref> spawn_group;
-  std::vector<std::uint64_t> resize_groups;  // told the topic's partition count now
-  std::uint32_t resize_to = 0;
-  std::vector<std::string> remove_trees;  // directories of what was deleted
-  reply_plan reply;
-};
-
-// `after`: the view once `change` applied.
-[[nodiscard]] metadata_effects effects_of(const metadata_change& change, const metadata_view& after,
-                                          const std::string& data_dir);
+// The plan of a committed change's reply. `after`: the view once `change` applied. (What the change makes this node
+// run or remove is not decided here: the reconciler (reconciler.h) plans that from the view alone.)
+[[nodiscard]] reply_plan reply_of(const metadata_change& change, const metadata_view& after);
 
 // Recovery removes the data directories the view does not know, in two trees: <data>/groups/<s>/<t>/<g> and
 // <data>/streams/<s>/topics/<t>/partitions/<p>.

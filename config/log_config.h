@@ -55,6 +55,8 @@ struct log_config {
   // superblock_interval_records: persist the committed offset after this many newly committed records (it is a
   // lower bound; recovery finds the rest in the log). [1, 1e9], default 10000.
   std::uint64_t superblock_interval_records = 10'000;
+
+  friend bool operator==(const log_config&, const log_config&) = default;
 };
 
 // Checks every field against its range. The error names the key, the value and the allowed range.

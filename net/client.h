@@ -77,7 +77,8 @@ class client {
   expected<std::vector<proto::TopicInfo>> list_topics(const proto::Identifier& stream);
   expected<void> delete_topic(const proto::Identifier& stream, const proto::Identifier& topic);
   expected<proto::StreamInfo> update_stream(const proto::Identifier& stream, const std::string& new_name);
-  // Changes the fields `config` sets (and the name, if given); the topic's partitions reopen with them.
+  // Changes the fields `config` sets (and the name, if given); when its storage settings change, the topic's
+  // partitions reopen with them.
   expected<proto::TopicInfo> update_topic(const proto::Identifier& stream, const proto::Identifier& topic,
                                           const proto::TopicConfig& config,
                                           std::optional<std::string> new_name = std::nullopt);

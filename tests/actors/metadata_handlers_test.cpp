@@ -1,7 +1,7 @@
-// metadata_handlers: every metadata API's decisions without CAF: the command a change commits, the effects it has
-// once committed (partitions and groups spawned, closed, destroyed, resized; data removed), the reply plans of reads
-// and changes and the replies built from them, the errors (bad header, not found, exists, limits, unknown API), and
-// which data directories recovery keeps.
+// metadata_handlers: every metadata API's decisions without CAF: the command a change commits, what the reconciler
+// then does on the node (partitions and groups spawned, closed, destroyed, resized; data removed), the reply plans of
+// reads and changes and the replies built from them, the errors (bad header, not found, exists, limits, unknown API),
+// and which data directories recovery keeps.
 #include <boost/test/unit_test.hpp>
 
 #include <set>
@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "actors/metadata_handlers.h"
+#include "actors/reconciler.h"
 #include "net/status.h"
 #include "tests/test_util.h"
 
@@ -38,36 +39,76 @@ net::status status_of(const E& r) {
   return r ? net::status::ok : net::status_of(r.error().code());
 }
 
-// The metadata actor's steps without the actor: plan, check, apply (as the VSR group would), effects.
+// A committed change: its reply plan and the reconciler's steps on a node that carried out everything before it.
+struct committed {
+  reply_plan reply;
+  std::vector<reconcile_step> steps;
+
+  [[nodiscard]] std::vector<std::uint64_t> ns_of(reconcile_kind k) const {
+    std::vector<std::uint64_t> out;
+    for (const auto& s : steps) {
+      if (s.kind == k) {
+        out.push_back(s.ns);
+      }
+    }
+    return out;
+  }
+  [[nodiscard]] std::vector<std::string> paths_of(reconcile_kind k) const {
+    std::vector<std::string> out;
+    for (const auto& s : steps) {
+      if (s.kind == k) {
+        out.insert(out.end(), s.paths.begin(), s.paths.end());
+      }
+    }
+    return out;
+  }
+};
+
+std::vector<std::uint64_t> partitions_ns(std::uint32_t sid, std::uint32_t tid, std::uint32_t from, std::uint32_t to) {
+  std::vector<std::uint64_t> out;
+  for (std::uint32_t p = from; p < to; ++p) {
+    out.push_back(partition_namespace(sid, tid, p));
+  }
+  return out;
+}
+
+// The metadata actor's steps without the actor: plan, check, apply (as the VSR group would), reconcile (every step
+// succeeding).
 struct harness {
   metadata_state state;
   config::log_config defaults;
   config::resource_limits limits;
   std::string data_dir = "/data";
+  node_inventory running;
 
   expected<metadata_change> plan(net::api api, const google::protobuf::MessageLite& req) {
     return plan_change(*state.view(), wire(api), req.SerializeAsString(), defaults, limits);
   }
-  // Plans, checks and applies the change; its effects.
-  expected<metadata_effects> change(net::api api, const google::protobuf::MessageLite& req) {
+  // Plans, checks and applies the change, and carries it out.
+  expected<committed> change(net::api api, const google::protobuf::MessageLite& req) {
     RILL_TRY(c, plan(api, req));
     c.command.set_time_ms(1234);
     RILL_TRY_VOID(state.check(c.command));
     (void)state.apply(c.command);
-    return effects_of(c, *state.view(), data_dir);
+    committed out{reply_of(c, *state.view()), plan_reconcile(*state.view(), running, defaults, data_dir)};
+    for (const auto& step : out.steps) {
+      record(running, step);
+    }
+    BOOST_TEST(plan_reconcile(*state.view(), running, defaults, data_dir).empty());
+    return out;
   }
   expected<reply_plan> read(net::api api, const google::protobuf::MessageLite& req) {
     return plan_read(*state.view(), wire(api), req.SerializeAsString());
   }
 
-  metadata_effects create_stream(const std::string& name) {
+  committed create_stream(const std::string& name) {
     proto::StreamCreateRequest req;
     req.set_name(name);
     auto e = change(net::api::stream_create, req);
     BOOST_REQUIRE(e.has_value());
     return *e;
   }
-  metadata_effects create_topic(const std::string& stream, const std::string& name, std::uint32_t partitions) {
+  committed create_topic(const std::string& stream, const std::string& name, std::uint32_t partitions) {
     proto::TopicCreateRequest req;
     *req.mutable_stream() = by_name(stream);
     req.set_name(name);
@@ -76,7 +117,7 @@ struct harness {
     BOOST_REQUIRE(e.has_value());
     return *e;
   }
-  metadata_effects create_group(const std::string& stream, const std::string& topic, const std::string& name) {
+  committed create_group(const std::string& stream, const std::string& topic, const std::string& name) {
     proto::GroupCreateRequest req;
     *req.mutable_stream() = by_name(stream);
     *req.mutable_topic() = by_name(topic);
@@ -104,14 +145,8 @@ std::string described_group(std::uint32_t id, const std::string& name) {
   return r.SerializeAsString();
 }
 
-void require_no_actor_effects(const metadata_effects& e) {
-  BOOST_TEST(e.close_partitions.empty());
-  BOOST_TEST(!e.spawn_partitions.has_value());
-  BOOST_TEST(e.destroy_partitions.empty());
-  BOOST_TEST(e.destroy_groups.empty());
-  BOOST_TEST(!e.spawn_group.has_value());
-  BOOST_TEST(e.resize_groups.empty());
-  BOOST_TEST(e.remove_trees.empty());
+void require_no_actor_effects(const committed& e) {
+  BOOST_TEST(e.steps.empty());
 }
 
 }  // namespace
@@ -190,12 +225,17 @@ BOOST_AUTO_TEST_CASE(a_stream_is_created_updated_listed_got_and_deleted) {
   BOOST_TEST(planned->command.delete_stream().stream_id() == 0u);
   auto deleted = h.change(net::api::stream_delete, del);
   RILL_REQUIRE_OK(deleted);
-  BOOST_TEST(deleted->destroy_partitions ==
+  BOOST_TEST(deleted->ns_of(reconcile_kind::destroy_partition) ==
              (std::vector<std::uint64_t>{partition_namespace(0, 0, 0), partition_namespace(0, 0, 1),
                                          partition_namespace(0, 1, 0)}));
-  BOOST_TEST(deleted->destroy_groups == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
-  BOOST_TEST(deleted->remove_trees == (std::vector<std::string>{"/data/groups/0", "/data/streams/0"}));
-  BOOST_TEST(!deleted->spawn_partitions.has_value());
+  BOOST_TEST(deleted->ns_of(reconcile_kind::destroy_group) == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
+  BOOST_TEST(deleted->paths_of(reconcile_kind::remove_topic_data) ==
+             (std::vector<std::string>{"/data/groups/0/0", "/data/streams/0/topics/0", "/data/groups/0/1",
+                                       "/data/streams/0/topics/1"}));
+  BOOST_TEST(deleted->paths_of(reconcile_kind::remove_stream_data) ==
+             (std::vector<std::string>{"/data/groups/0", "/data/streams/0"}));
+  BOOST_TEST(deleted->ns_of(reconcile_kind::spawn_partition).empty());
+  BOOST_TEST(deleted->steps.size() == 7u);
   BOOST_TEST(build_reply(deleted->reply, {}).empty());  // StreamDeleteReply has no fields
   BOOST_TEST((status_of(h.read(net::api::stream_get, get)) == net::status::stream_not_found));
 }
@@ -271,13 +311,8 @@ BOOST_AUTO_TEST_CASE(a_topic_is_created_got_listed_updated_and_deleted) {
   h.create_stream("other");
   h.create_topic("other", "x", 1);
   auto created = h.create_topic("orders", "eu", 3);
-  BOOST_REQUIRE(created.spawn_partitions.has_value());
-  BOOST_TEST(created.spawn_partitions->stream_id == 0u);
-  BOOST_TEST(created.spawn_partitions->topic_id == 0u);
-  BOOST_TEST(created.spawn_partitions->from == 0u);
-  BOOST_TEST(created.spawn_partitions->to == 3u);
-  BOOST_TEST(created.close_partitions.empty());
-  BOOST_TEST(created.destroy_partitions.empty());
+  BOOST_TEST(created.ns_of(reconcile_kind::spawn_partition) == partitions_ns(0, 0, 0, 3));
+  BOOST_TEST(created.steps.size() == 3u);  // nothing closed, destroyed or removed
   BOOST_TEST((created.reply.kind == reply_kind::topic));
   BOOST_REQUIRE(created.reply.topics.size() == 1u);
   BOOST_TEST(created.reply.topics[0].partitions.size() == 3u);
@@ -317,12 +352,10 @@ BOOST_AUTO_TEST_CASE(a_topic_is_created_got_listed_updated_and_deleted) {
   up.mutable_config()->set_retention_ms(60'000);
   auto updated = h.change(net::api::topic_update, up);
   RILL_REQUIRE_OK(updated);
-  BOOST_TEST(updated->close_partitions ==
-             (std::vector<std::uint64_t>{partition_namespace(0, 0, 0), partition_namespace(0, 0, 1),
-                                         partition_namespace(0, 0, 2)}));
-  BOOST_REQUIRE(updated->spawn_partitions.has_value());
-  BOOST_TEST(updated->spawn_partitions->from == 0u);
-  BOOST_TEST(updated->spawn_partitions->to == 3u);
+  BOOST_TEST(updated->ns_of(reconcile_kind::close_partition) == partitions_ns(0, 0, 0, 3));
+  BOOST_TEST(updated->ns_of(reconcile_kind::spawn_partition) == partitions_ns(0, 0, 0, 3));
+  BOOST_TEST(updated->steps.size() == 6u);  // the other topics' partitions keep running
+  BOOST_TEST(updated->steps.back().config.retention_ms == 60'000u);
   proto::TopicUpdateReply ur;
   BOOST_REQUIRE(ur.ParseFromString(fill_and_build(updated->reply)));
   BOOST_TEST(ur.topic().name() == "europe");
@@ -335,10 +368,12 @@ BOOST_AUTO_TEST_CASE(a_topic_is_created_got_listed_updated_and_deleted) {
   *del.mutable_topic() = by_id(0);
   auto deleted = h.change(net::api::topic_delete, del);
   RILL_REQUIRE_OK(deleted);
-  BOOST_TEST(deleted->destroy_partitions.size() == 3u);
-  BOOST_TEST(deleted->destroy_groups ==
+  BOOST_TEST(deleted->ns_of(reconcile_kind::destroy_partition) == partitions_ns(0, 0, 0, 3));
+  BOOST_TEST(deleted->ns_of(reconcile_kind::destroy_group) ==
              (std::vector<std::uint64_t>{group_namespace(0, 0, 0), group_namespace(0, 0, 1)}));
-  BOOST_TEST(deleted->remove_trees == (std::vector<std::string>{"/data/groups/0/0", "/data/streams/0/topics/0"}));
+  BOOST_TEST(deleted->paths_of(reconcile_kind::remove_topic_data) ==
+             (std::vector<std::string>{"/data/groups/0/0", "/data/streams/0/topics/0"}));
+  BOOST_TEST(deleted->steps.size() == 6u);
   BOOST_TEST(build_reply(deleted->reply, {}).empty());
   BOOST_TEST((status_of(h.read(net::api::topic_get, get)) == net::status::topic_not_found));
 }
@@ -388,12 +423,11 @@ BOOST_AUTO_TEST_CASE(partitions_are_added_and_deleted_and_the_groups_resized) {
   add.set_count(3);
   auto added = h.change(net::api::partitions_add, add);
   RILL_REQUIRE_OK(added);
-  BOOST_REQUIRE(added->spawn_partitions.has_value());
-  BOOST_TEST(added->spawn_partitions->from == 2u);
-  BOOST_TEST(added->spawn_partitions->to == 5u);
-  BOOST_TEST(added->destroy_partitions.empty());
-  BOOST_TEST(added->resize_groups == (std::vector<std::uint64_t>{group_namespace(0, 0, 0), group_namespace(0, 0, 1)}));
-  BOOST_TEST(added->resize_to == 5u);
+  BOOST_TEST(added->ns_of(reconcile_kind::spawn_partition) == partitions_ns(0, 0, 2, 5));  // the others keep running
+  BOOST_TEST(added->ns_of(reconcile_kind::resize_group) ==
+             (std::vector<std::uint64_t>{group_namespace(0, 0, 0), group_namespace(0, 0, 1)}));
+  BOOST_TEST(added->steps.size() == 5u);
+  BOOST_TEST(added->steps.back().partitions == 5u);
   proto::PartitionsAddReply ar;
   BOOST_REQUIRE(ar.ParseFromString(fill_and_build(added->reply)));
   BOOST_TEST(ar.topic().config().partitions() == 5u);
@@ -405,11 +439,10 @@ BOOST_AUTO_TEST_CASE(partitions_are_added_and_deleted_and_the_groups_resized) {
   del.set_count(2);
   auto deleted = h.change(net::api::partitions_delete, del);
   RILL_REQUIRE_OK(deleted);
-  BOOST_TEST(!deleted->spawn_partitions.has_value());
-  BOOST_TEST(deleted->destroy_partitions ==
-             (std::vector<std::uint64_t>{partition_namespace(0, 0, 3), partition_namespace(0, 0, 4)}));
-  BOOST_TEST(deleted->resize_to == 3u);
-  BOOST_TEST(deleted->resize_groups.size() == 2u);
+  BOOST_TEST(deleted->ns_of(reconcile_kind::destroy_partition) == partitions_ns(0, 0, 3, 5));
+  BOOST_TEST(deleted->ns_of(reconcile_kind::resize_group).size() == 2u);
+  BOOST_TEST(deleted->steps.size() == 4u);
+  BOOST_TEST(deleted->steps.back().partitions == 3u);
   proto::PartitionsDeleteReply dr;
   BOOST_REQUIRE(dr.ParseFromString(fill_and_build(deleted->reply)));
   BOOST_TEST(dr.topic().partitions_size() == 3);
@@ -429,11 +462,9 @@ BOOST_AUTO_TEST_CASE(a_group_is_created_listed_and_deleted) {
   h.create_stream("orders");
   h.create_topic("orders", "eu", 2);
   auto created = h.create_group("orders", "eu", "audit");
-  BOOST_REQUIRE(created.spawn_group.has_value());
-  BOOST_TEST(created.spawn_group->stream_id == 0u);
-  BOOST_TEST(created.spawn_group->topic_id == 0u);
-  BOOST_TEST(created.spawn_group->group_id == 0u);
-  BOOST_TEST(!created.spawn_partitions.has_value());
+  BOOST_TEST(created.ns_of(reconcile_kind::spawn_group) == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
+  BOOST_REQUIRE(created.steps.size() == 1u);
+  BOOST_TEST(created.steps[0].partitions == 2u);
   BOOST_TEST((created.reply.kind == reply_kind::group));
   BOOST_TEST(created.reply.groups == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
   const std::string described = described_group(0, "audit");
@@ -463,9 +494,8 @@ BOOST_AUTO_TEST_CASE(a_group_is_created_listed_and_deleted) {
   *del.mutable_group() = by_name("audit");
   auto deleted = h.change(net::api::group_delete, del);
   RILL_REQUIRE_OK(deleted);
-  BOOST_TEST(deleted->destroy_groups == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
-  BOOST_TEST(deleted->destroy_partitions.empty());
-  BOOST_TEST(deleted->remove_trees.empty());  // the group actor removes its own state
+  BOOST_TEST(deleted->ns_of(reconcile_kind::destroy_group) == std::vector<std::uint64_t>{group_namespace(0, 0, 0)});
+  BOOST_TEST(deleted->steps.size() == 1u);  // the group actor removes its own state
   BOOST_TEST(build_reply(deleted->reply, {}).empty());
   BOOST_TEST((status_of(h.change(net::api::group_delete, del)) == net::status::group_not_found));
 }
@@ -688,8 +718,9 @@ BOOST_AUTO_TEST_CASE(ids_are_reused_once_their_topic_is_gone) {
         boost::test_tools::per_element());
     auto e = h.change(net::api::topic_create, req);
     RILL_REQUIRE_OK(e);
-    BOOST_REQUIRE(e->spawn_partitions.has_value());
-    BOOST_REQUIRE(e->spawn_partitions->topic_id == id);  // the commit assigned the planned id
+    BOOST_REQUIRE(e->steps.size() == 1u);
+    BOOST_REQUIRE(e->steps[0].kind == reconcile_kind::spawn_partition);
+    BOOST_REQUIRE(e->steps[0].topic_id == id);  // the commit assigned the planned id
     seen.insert(id);
     proto::TopicDeleteRequest del;
     *del.mutable_stream() = by_name("s");

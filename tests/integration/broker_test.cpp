@@ -4,10 +4,16 @@
 #include <boost/test/unit_test.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/fs.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -689,6 +695,74 @@ BOOST_AUTO_TEST_CASE(updates_partitions_and_the_consumer_class) {
   auto t = s.cli->get_topic(by_name("s2"), by_name("t2"));
   RILL_REQUIRE_OK(t);
   BOOST_TEST(t->partitions(1).high_watermark() == 1u);  // kept across the topic's reopen
+}
+
+// Sets or clears a directory's immutable flag (FS_IMMUTABLE_FL: even root can then neither add nor remove entries).
+// False where the file system or the process's capabilities do not allow it.
+bool set_immutable(const std::string& dir, bool on) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return false;
+  }
+  int flags = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  flags = on ? (flags | FS_IMMUTABLE_FL) : (flags & ~FS_IMMUTABLE_FL);
+  ok = ok && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+  ::close(fd);
+  return ok;
+}
+
+BOOST_AUTO_TEST_CASE(a_delete_the_disk_refuses_is_answered_retried_and_holds_further_changes_back) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 1);
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("t"), 0, batch_of({{"k", "v"}})));
+  const std::string partition = s.data() + "/streams/0/topics/0/partitions/0";
+  if (!set_immutable(partition, true)) {
+    BOOST_TEST_MESSAGE("skipped: cannot make " << partition << " immutable here (" << std::strerror(errno) << ")");
+    return;
+  }
+  struct unset {
+    std::string dir;
+    ~unset() { set_immutable(dir, false); }
+  } cleanup{partition};
+  // The delete is committed and answered so, although the partition's data cannot go yet (the log says why).
+  RILL_REQUIRE_OK(s.cli->delete_topic(by_name("s"), by_name("t")));
+  BOOST_TEST((status_of(s.cli->get_topic(by_name("s"), by_name("t")).error()) == status::topic_not_found));
+  // Until the node has carried it out, it makes no further change: nothing is committed, and the refusal is
+  // retriable (a client that retries would have retried it, with backoff; this one does not).
+  proto::TopicConfig one;
+  one.set_partitions(1);
+  net::client_options once;
+  once.server = s.proc.address();
+  once.retries = 0;
+  auto impatient = client::connect(once);
+  RILL_REQUIRE_OK(impatient);
+  auto refused = (*impatient)->create_topic(by_name("s"), "u", one);
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST((status_of(refused.error()) == status::unavailable));
+  BOOST_TEST(refused.error().message().find("not yet carried out") != std::string::npos, refused.error().message());
+  BOOST_TEST((status_of(s.cli->get_topic(by_name("s"), by_name("u")).error()) == status::topic_not_found));
+  BOOST_TEST(std::filesystem::exists(partition));
+  // Once the disk lets it, the retry (1 s, then 2 s, ...) removes the data on its own.
+  BOOST_REQUIRE(set_immutable(partition, false));
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = !std::filesystem::exists(s.data() + "/streams/0/topics/0");
+    if (!gone) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  BOOST_TEST(gone, "the deleted topic's data was removed by a retry");
+  BOOST_TEST(s.proc.log().find("could not carry out the committed metadata") != std::string::npos);
+  BOOST_TEST(s.proc.log().find("carried out on this node again") != std::string::npos);
+  auto created = s.cli->create_topic(by_name("s"), "u", one);
+  RILL_REQUIRE_OK(created);
+  RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("u"), 0, batch_of({{"k", "new"}})));
+  s.restart();
+  auto t = s.cli->get_topic(by_name("s"), by_name("u"));
+  RILL_REQUIRE_OK(t);
+  BOOST_TEST(t->partitions(0).high_watermark() == 1u);
+  BOOST_TEST((status_of(s.cli->get_topic(by_name("s"), by_name("t")).error()) == status::topic_not_found));
 }
 
 BOOST_AUTO_TEST_CASE(metadata_survives_sigkill_across_checkpoints_and_an_old_format_directory_is_refused) {

@@ -464,7 +464,7 @@ BOOST_AUTO_TEST_CASE(streams_and_topics_are_monitored_by_name_and_api_topics_sum
 
   // A renamed topic shows its new name at once (names are looked up when a page is rendered).
   BOOST_REQUIRE((*c)->update_topic(by_name("shop"), by_name("orders"), proto::TopicConfig{}, "purchases").has_value());
-  // (The update reopens the topic's partitions: wait until the reopened one has published its offsets.)
+  // (A rename reopens nothing, but the metrics are sampled: wait until they are rendered with the new name.)
   auto renamed = p1;
   renamed["topic_name"] = "purchases";
   bool seen = false;
