@@ -29,6 +29,7 @@ void driver::on_message(const message& m) {
   std::vector<effect> out;
   replica_->on_message(m, out);
   run(out);
+  changed();
 }
 
 void driver::on_tick() {
@@ -38,6 +39,13 @@ void driver::on_tick() {
   std::vector<effect> out;
   replica_->on_tick(out);
   run(out);
+  changed();
+}
+
+void driver::changed() {
+  if (!fenced_ && !halted_) {
+    storage_->replica_changed(*replica_);
+  }
 }
 
 void driver::poke() {
@@ -99,6 +107,14 @@ void driver::execute(effect& e) {
       hooks_.writing(op);
     }
     storage_->write(std::move(w->m), completion<expected<void>>([this, op, checksum](expected<void> r) {
+                      std::vector<effect> next;
+                      if (!r && r.error().code() == make_error_code(storage::errc::superseded)) {
+                        // Given up before it landed (the replica moved on): not written, and nothing failed.
+                        replica_->on_write_done(op, checksum, false, next);
+                        run(next);
+                        changed();
+                        return;
+                      }
                       if (!r) {
                         fence(std::move(r.error()));
                         return;
@@ -106,9 +122,9 @@ void driver::execute(effect& e) {
                       if (hooks_.written) {
                         hooks_.written(op, checksum);
                       }
-                      std::vector<effect> next;
                       replica_->on_write_done(op, checksum, true, next);
                       run(next);
+                      changed();
                     }));
   } else if (auto* rd = std::get_if<read_effect>(&e)) {
     const std::uint64_t op = rd->op;
@@ -125,6 +141,7 @@ void driver::execute(effect& e) {
                      std::vector<effect> next;
                      replica_->on_read_done(op, checksum, r ? &*r : nullptr, next);
                      run(next);
+                     changed();
                    }));
   } else if (auto* p = std::get_if<persist_effect>(&e)) {
     auto state = std::make_shared<vsr_state>(std::move(p->state));
@@ -139,16 +156,19 @@ void driver::execute(effect& e) {
       std::vector<effect> next;
       replica_->on_persist_done(*state, next);
       run(next);
+      changed();
     }));
   } else if (auto* c = std::get_if<checkpoint_effect>(&e)) {
     RILL_ASSERT(!held_checkpoint_, "a checkpoint at op {} while the one at op {} is held", c->at.op,
                 held_checkpoint_->at.op);
     held_checkpoint_ = std::move(*c);  // written now, or once the gate reaches it (run() releases it)
   } else if (auto* in = std::get_if<installed_effect>(&e)) {
+    storage_->installed(in->at);
     if (hooks_.installed) {
       hooks_.installed(in->at);
     }
   } else if (auto* a = std::get_if<applied_effect>(&e)) {
+    storage_->applied(a->prepare);
     if (hooks_.applied) {
       hooks_.applied(a->prepare);
     }
@@ -157,6 +177,9 @@ void driver::execute(effect& e) {
 
 void driver::release_checkpoint() {
   if (!held_checkpoint_) {
+    return;
+  }
+  if (storage_->durable_through() < held_checkpoint_->at.op) {
     return;
   }
   if (hooks_.checkpoint_gate && hooks_.checkpoint_gate() < held_checkpoint_->at.op) {
@@ -178,6 +201,7 @@ void driver::release_checkpoint() {
                                std::vector<effect> next;
                                replica_->on_checkpoint_done(slot, op, true, next);
                                run(next);
+                               changed();
                              }));
 }
 

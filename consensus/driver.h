@@ -13,8 +13,13 @@
 // lost). Once fenced, the driver feeds the replica nothing and executes nothing: completions still in flight are
 // dropped, the hooks' fenced() is called once, and the host restarts the replica from storage or gives up.
 //
+// Storage that keeps state of its own beside the journal (partition_storage) is told what the replica applied and
+// installed, and looks at the replica after each input (group_storage.h); a write it gave up (errc::superseded) is
+// reported to the replica as not written, without a fence.
+//
 // Checkpoint gate: a host whose state machine keeps state outside the checkpoint bytes (a partition's records in
-// its own log) says through hooks.checkpoint_gate how far that state is durable. A checkpoint is written only once
+// its own log) says through hooks.checkpoint_gate, or its storage through durable_through(), how far that state is
+// durable. A checkpoint is written only once
 // the gate reaches its op; until then it is held (at most one: the replica writes one at a time) and retried at
 // every input and at poke(). So a checkpoint never covers an op whose external state a restart would miss.
 //
@@ -96,6 +101,8 @@ class driver {
   void run(std::vector<effect>& effects);
   void execute(effect& e);
   void release_checkpoint();
+  // After each input the replica took: storage looks at what it holds now (group_storage::replica_changed).
+  void changed();
   void fence(error e);
   void started();
   void completed();

@@ -9,7 +9,8 @@
 // Contract: a callback runs at most once, on the engine's thread, possibly before the call that started the
 // operation returns (an operation refused before any I/O); an implementation may drop the callbacks of operations in
 // flight at a crash (a crash destroys the driver too). Operations may complete in any order; the
-// replica copes (each completion names its op and checksum).
+// replica copes (each completion names its op and checksum). A write may complete with errc::superseded: given up,
+// nothing durable, and not a failure of the disk (the driver tells the replica "not written" and fences nothing).
 //
 // journal_storage::open does recovery's reading: it opens (or creates) the three files, reads the checkpoint the
 // superblock names back, and returns what the replica's constructor needs (recovered_state). It does not judge
@@ -42,6 +43,19 @@ class group_storage {
   // Writes a checkpoint's bytes (the state after op) into snapshot.bin's region `slot` (0 or 1), synced.
   virtual void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
                                 std::function<void(expected<void>)> done) = 0;
+
+  // What the replica did, for storage that keeps state of its own beside the journal (partition_storage: a
+  // partition's batches). The driver calls them as it executes the effects; by default they do nothing.
+  // An op applied on this replica (ops come in op order, each once per start; after installed(), from its op on).
+  virtual void applied(const header& prepare) { (void)prepare; }
+  // A peer's checkpoint replaced everything up to at.op (state transfer): what storage keeps must reach it too.
+  virtual void installed(const header& at) { (void)at; }
+  // After each input the replica took (its effects executed): storage whose writes may wait (partition_storage,
+  // for the ops below a batch) gives up those the replica no longer holds (errc::superseded).
+  virtual void replica_changed(const replica& r) { (void)r; }
+  // The checkpoint gate (driver.h): the op through which the state kept outside the checkpoint bytes is durable.
+  // UINT64_MAX: none is kept.
+  [[nodiscard]] virtual std::uint64_t durable_through() const { return UINT64_MAX; }
 };
 
 struct journal_storage_options {

@@ -118,10 +118,13 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
       auto h = decode_header(hbytes);
       const bool h_ok = h && h->cmd == command::prepare && h->op % o.slot_count == slot;
       std::optional<header> p;
-      if (auto ph = decode_header(pbytes);
-          ph && ph->cmd == command::prepare && ph->size <= o.message_size_max && ph->op % o.slot_count == slot) {
-        if (auto m = decode(pbytes.first(ph->size)); m) {
-          p = m->h;
+      if (auto ph = decode_header(pbytes); ph && ph->cmd == command::prepare && ph->op % o.slot_count == slot) {
+        if (o.detached_operation != operation_root && ph->operation == o.detached_operation) {
+          p = *ph;  // its header alone (the body is the owner's)
+        } else if (ph->size <= o.message_size_max) {
+          if (auto m = decode(pbytes.first(ph->size)); m) {
+            p = m->h;
+          }
         }
       }
       const bool p_zero = !p && all_zero(pbytes.first(header::encoded_size));
@@ -144,16 +147,24 @@ journal::~journal() = default;
 
 task<expected<void>> journal::write(const message& prepare) {
   RILL_ASSERT(prepare.h.cmd == command::prepare);
-  RILL_ASSERT(prepare.h.size == header::encoded_size + prepare.body.size());
+  RILL_ASSERT(is_detached(prepare.h) || prepare.h.size == header::encoded_size + prepare.body.size());
+  RILL_ASSERT(!is_detached(prepare.h) || prepare.body.empty(), "a detached prepare's body is not the journal's");
   RILL_ASSERT(prepare.h.op > 0, "op 0 is the root: never prepared, never written");
   RILL_ASSERT(fd_ >= 0);
-  if (prepare.h.size > options_.message_size_max) {
+  const bool detached = is_detached(prepare.h);
+  if (!detached && prepare.h.size > options_.message_size_max) {
     co_return make_unexpected(errc::invalid_argument,
                               fmt::format("prepare of op {} is {} bytes; the journal holds at most {}", prepare.h.op,
                                           prepare.h.size, options_.message_size_max));
   }
   const std::uint64_t slot = prepare.h.op % options_.slot_count;
-  const auto bytes = encode(prepare);
+  std::vector<std::byte> bytes;
+  if (detached) {
+    bytes.resize(header::encoded_size);
+    encode_header(prepare.h, bytes.data());
+  } else {
+    bytes = encode(prepare);
+  }
   RILL_CO_TRY_VOID(
       co_await storage::write_all(*engine_, fd_, prepares_offset() + slot * options_.message_size_max, bytes, path_));
   RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
@@ -176,9 +187,14 @@ task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read at slot {}", path_, slot));
   }
   auto h = decode_header(head);
-  if (!h || h->op != op || h->checksum != checksum || h->size > options_.message_size_max) {
+  if (!h || h->op != op || h->checksum != checksum || (!is_detached(*h) && h->size > options_.message_size_max)) {
     co_return make_unexpected(errc::corrupt_data,
                               fmt::format("{}: slot {} does not hold op {} {}", path_, slot, op, to_string(checksum)));
+  }
+  if (is_detached(*h)) {
+    message m;
+    m.h = *h;  // one read: the header is the whole of what the slot holds for it
+    co_return m;
   }
   std::vector<std::byte> bytes(h->size);
   RILL_CO_TRY(got2, co_await storage::read_at(*engine_, fd_, at, bytes, path_));

@@ -6,6 +6,9 @@
 // journal.wal layout: slot_count headers of 128 bytes (the header ring), padded to 4096, then slot_count prepare
 // slots of message_size_max bytes each (the prepare ring). Op k lives in slot k mod slot_count.
 //
+// A detached prepare (journal_options::detached_operation) is its header alone in the prepare slot: valid when the
+// header is, whatever follows it in the slot. Its body is the owner's to keep, check and give back.
+//
 // Writes: the prepare goes to its slot and is synced (fdatasync); only then does its header go to the header ring
 // (made durable by the next write's sync), and the write is complete (a replica acknowledges nothing before). A
 // header thus never lands before its prepare is durable, whatever a crash keeps or tears. So at recovery, for each
@@ -44,6 +47,12 @@ namespace rill::consensus {
 struct journal_options {
   std::uint64_t slot_count = 1024;               // ops the ring holds
   std::uint32_t message_size_max = 1024 * 1024;  // the largest prepare, header included (a multiple of 512)
+  // Prepares of this operation are stored as their 128-byte header alone: their bodies live elsewhere (a partition
+  // group's record batches, in the partition log: consensus/partition_storage.h), so nothing is written twice.
+  // Recovery counts such a slot valid when its header is; read() returns the header with an empty body (its size
+  // still says how large the body is), which the owner of the bodies completes. 0 (operation_root, never written):
+  // every prepare is stored whole.
+  std::uint8_t detached_operation = 0;
 };
 inline constexpr std::uint64_t journal_slot_count_max = 1 << 20;
 
@@ -61,9 +70,11 @@ class journal {
                                                        bool create, journal_recovery& recovered);
   ~journal();
 
-  // Writes a prepare into its slot (replacing whatever op was there) and makes it durable. The message must fit.
+  // Writes a prepare into its slot (replacing whatever op was there) and makes it durable. The message must fit
+  // (a detached one: its header only, so any size).
   task<expected<void>> write(const message& prepare);
-  // Reads op back; errors: corrupt_data when the slot holds another op, a different checksum, or bad bytes.
+  // Reads op back; errors: corrupt_data when the slot holds another op, a different checksum, or bad bytes. A
+  // detached prepare comes back with an empty body.
   task<expected<message>> read(std::uint64_t op, checksum_t checksum);
   task<expected<void>> close();
 
@@ -74,6 +85,9 @@ class journal {
   journal(storage::io::engine& e, std::string path, journal_options o, int fd)
       : engine_(&e), path_(std::move(path)), options_(o), fd_(fd) {}
   [[nodiscard]] std::uint64_t prepares_offset() const noexcept;
+  [[nodiscard]] bool is_detached(const header& h) const noexcept {
+    return options_.detached_operation != operation_root && h.operation == options_.detached_operation;
+  }
 
   storage::io::engine* engine_;
   std::string path_;

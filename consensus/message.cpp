@@ -185,6 +185,10 @@ expected<header> decode_header(std::span<const std::byte> bytes) {
   return h;
 }
 
+bool body_matches(const header& h, std::span<const std::byte> body) noexcept {
+  return h.size == header::encoded_size + body.size() && checksum_of(body, domain_body) == h.checksum_body;
+}
+
 expected<message> decode(std::span<const std::byte> bytes) {
   RILL_TRY(h, decode_header(bytes));
   if (h.size != bytes.size()) {

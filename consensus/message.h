@@ -107,6 +107,9 @@ struct message {
 void seal(message& m);
 // The checksum a header has once sealed (for headers that travel without a body, e.g. in start_view).
 [[nodiscard]] checksum_t header_checksum(const header& h) noexcept;
+// Whether `body` is the body `h` was sealed with (its size and checksum_body): for a body stored apart from its
+// header (a partition group's batch).
+[[nodiscard]] bool body_matches(const header& h, std::span<const std::byte> body) noexcept;
 
 // Encoding. encode_header writes exactly 128 bytes.
 void encode_header(const header& h, std::byte* out) noexcept;

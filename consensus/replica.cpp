@@ -519,7 +519,8 @@ void replica::prepare_next(std::vector<effect>& out) {
     request_queue_.pop_front();
     RILL_ASSERT(req.h.cmd == command::request);
     if (req.h.operation >= operation_user_min) {
-      auto proposed = sm_.prepare(req.h, op_ + 1, std::move(req.body), pending);
+      auto proposed = sm_.prepare(req.h, state_machine::prepare_context{op_ + 1, view_, ticks_}, std::move(req.body),
+                                  pending);
       RILL_ASSERT(proposed.operation >= operation_user_min, "a state machine proposed operation {}",
                   proposed.operation);
       req.h.operation = proposed.operation;
@@ -739,6 +740,9 @@ void replica::commit_journal(std::vector<effect>& out) {
     auto it = log_.find(k);
     if (it == log_.end() || !it->second.verified) {
       break;  // repair fetches (or confirms) it
+    }
+    if (options_.apply_durable_only && !it->second.durable) {
+      break;  // on_write_done (or repair, which writes it again) comes back here
     }
     const auto prev = log_.find(commit_min_);
     RILL_ASSERT(prev != log_.end(), "no header at the applied op {}", commit_min_);

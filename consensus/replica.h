@@ -84,6 +84,11 @@ struct replica_options {
   // The host sends the primary's commit heartbeats (group_host: one message per peer node for all the groups it
   // leads, built from beat()); the replica then sends none of its own. Backups take them as commit messages.
   bool heartbeats_by_host = false;
+  // Apply an op only once it is durable here (its write done, or recovered), not from memory alone. For storage
+  // that keeps state of its own from the writes (partition_storage: the batches in the partition log): what the
+  // replica applies is then always there too, and an op whose write was given up is repaired (written again) before
+  // it applies, like any op above the commit.
+  bool apply_durable_only = false;
 };
 
 // What a primary's commit heartbeat says (replica::beat()).

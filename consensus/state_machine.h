@@ -38,12 +38,21 @@ class state_machine {
     std::uint8_t operation = 0;
     std::vector<std::byte> body;
   };
-  // Called on the primary as it turns a request into the prepare of op `op`, when every op from the last one applied
-  // here up to op - 1 is held with its body: `pending` (in op order). Deterministic in its arguments and the state.
-  // Returns the operation (>= operation_user_min) and body to prepare; by default the request's own.
-  virtual proposal prepare(const header& request, std::uint64_t op, std::vector<std::byte> body,
+  // Where a prepare is made: its op, the view it is prepared in, and the primary's tick count (the prepare header's
+  // timestamp).
+  struct prepare_context {
+    std::uint64_t op = 0;
+    view_t view{0};
+    std::uint64_t ticks = 0;
+  };
+  // Called on the primary as it turns a request into the prepare of op `at.op`, when every op from the last one
+  // applied here up to at.op - 1 is held with its body: `pending` (in op order). What it returns is replicated as
+  // is, so it may stamp what only the primary decides (a partition's offsets, leader epoch and log-append time);
+  // given the same arguments and state it decides the same way. Returns the operation (>= operation_user_min) and
+  // body to prepare; by default the request's own.
+  virtual proposal prepare(const header& request, const prepare_context& at, std::vector<std::byte> body,
                            std::span<const message* const> pending) {
-    (void)op;
+    (void)at;
     (void)pending;
     return {request.operation, std::move(body)};
   }

@@ -139,6 +139,7 @@ status status_of(const std::error_code& code) noexcept {
       case storage::errc::fenced:
         return status::partition_fenced;
       case storage::errc::closed:
+      case storage::errc::superseded:  // (a replica's write, never a client's: retriable if it ever reached one)
         return status::unavailable;
       case storage::errc::invalid_argument:
         return status::bad_header;

@@ -9,7 +9,6 @@
 #include "consensus/driver.h"
 #include "simulation/disk_storage.h"
 #include "simulation/model_storage.h"
-#include "simulation/partition_mirror.h"
 
 namespace rill::simulation {
 
@@ -58,7 +57,9 @@ struct cluster::node {
   std::unique_ptr<consensus::driver> d;         // production's driver of the replica, over `storage` and `net`
   const consensus::replica* r = nullptr;        // d's replica (null while down)
   disk_storage* disk = nullptr;                 // storage, when it is the simulated disk
-  std::unique_ptr<partition_mirror> mirror;     // the partition log on that disk
+  bool transferring = false;      // its partition storage is copying a peer's batches (a state transfer)
+  std::uint64_t truncations = 0;  // its partition logs' cuts and transfers, over the incarnations before this one
+  std::uint64_t transfers = 0;
   bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
   // Crashed once the input under way returns (the driver is on the stack): its driver fenced at a storage failure,
   // or the crash-after-ack fault halted it.
@@ -95,13 +96,14 @@ cluster::cluster(const cluster_options& options, trace& t)
     initial.replica_count = options_.replicas;
     auto atlas = [this, i](std::uint64_t op) { return may_fault(i, op); };
     if (options_.disk) {
-      auto d = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas);
-      n->disk = d.get();
+      std::optional<partition_config> partition;
       if (options_.partition) {
-        n->mirror = std::make_unique<partition_mirror>(options_.replica.cluster, d->disk(), pool_, clock_, reporter_);
-        d->on_power_off([m = n->mirror.get()] { m->abandon(); });
-        n->mirror->set_bug_trust_own_suffix(options_.bug_partition_trusts_own_suffix);
+        partition = partition_config{&pool_, &clock_, &reporter_, operation_produce,
+                                     options_.bug_partition_trusts_own_suffix};
       }
+      auto d = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas,
+                                              partition);
+      n->disk = d.get();
       n->storage = std::move(d);
     } else {
       n->storage =
@@ -180,6 +182,8 @@ void cluster::restart(node& n) {
   o.replica_count = options_.replicas;
   o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation);
   o.heartbeats_by_host = true;
+  // A partition group's replica applies only what its storage holds (the batch is then in the log it serves from).
+  o.apply_durable_only = options_.disk && options_.partition;
   consensus::host_options ho;
   ho.cluster = options_.replica.cluster;
   ho.node = consensus::node_t(n.index);
@@ -190,9 +194,6 @@ void cluster::restart(node& n) {
   RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
   n.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only);
   auto recovered = n.storage->recover();
-  if (n.mirror) {
-    n.mirror->open(recovered.state.checkpoint);
-  }
   // What the disk holds is durable, whether or not the replica saw its completion before the crash.
   checker_.on_persisted(now_, n.index, recovered.state);
   checker_.on_recovered(n.index, recovered.journal);
@@ -377,6 +378,11 @@ void cluster::lose_disk(node& n) {
 }
 
 void cluster::crash(node& n) {
+  if (const consensus::partition_storage* p = partition_of(n)) {
+    n.truncations += p->truncations();  // (the storage goes with the crash; its counts stay with the node)
+    n.transfers += p->transfers();
+  }
+  n.transferring = false;
   n.storage->crash();  // drops every callback in flight: the driver may go
   n.r = nullptr;
   n.host.reset();
@@ -445,11 +451,6 @@ consensus::driver_hooks cluster::hooks(node& np) {
       network_.send(n->index, client_base + static_cast<node_t>(client - 1), std::move(m), now_);
     }
   };
-  h.prepare = [n](const consensus::message& m) {
-    if (n->mirror) {
-      n->mirror->offer(m);
-    }
-  };
   h.persisted = [this, n](const consensus::vsr_state& s) { checker_.on_persisted(now_, n->index, s); };
   h.writing = [this, n](std::uint64_t op) { checker_.on_write_submitted(n->index, op); };
   h.written = [this, n](std::uint64_t op, consensus::checksum_t checksum) {
@@ -459,14 +460,9 @@ consensus::driver_hooks cluster::hooks(node& np) {
     ++result_.checkpoints;
     ++n->checkpoints;
   };
-  // The partition log must hold every batch a checkpoint covers before the checkpoint is written.
-  if (n->mirror) {
-    h.checkpoint_gate = [n] { return n->mirror->committed_op(); };
-  }
+  // (The partition log must hold every batch a checkpoint covers before the checkpoint is written: partition_storage
+  // is the driver's checkpoint gate, durable_through().)
   h.installed = [this, n](const consensus::header& at) {
-    if (n->mirror) {
-      n->mirror->need_through(at);
-    }
     checker_.on_installed(now_, n->index, at, n->sm->digest_at(at.op));
     ++result_.state_transfers;
     trace_.event(now_, "sync", {{"replica", n->index}, {"op", static_cast<std::int64_t>(at.op)}});
@@ -732,35 +728,74 @@ void cluster::step() {
   }
 }
 
+consensus::partition_storage* cluster::partition_of(node& n) {
+  return n.up && n.disk != nullptr ? n.disk->partition() : nullptr;
+}
+
 void cluster::step_partition(node& n) {
-  if (!n.mirror || !n.mirror->open_now()) {
+  consensus::partition_storage* part = partition_of(n);
+  if (part == nullptr) {
     return;
   }
-  n.mirror->step(*n.r);
-  n.mirror->transfer([&](std::uint64_t op) -> partition_mirror* {
+  storage::partition_log& log = part->log();
+  if (auto due = log.next_deadline(); due && *due <= clock_.monotonic()) {
+    log.tick();  // rolls by age
+  }
+  // A state transfer: the batches up to the installed checkpoint, from a peer whose log has committed them (the
+  // harness carries the chunks; in a cluster, the replica plane does).
+  if (const auto target = part->transfer_target(); target && !n.transferring) {
     for (auto& peer : nodes_) {
-      if (peer.get() != &n && peer->up && peer->mirror && peer->mirror->open_now() &&
-          peer->mirror->committed_op() >= op) {
-        return peer->mirror.get();
+      consensus::partition_storage* from = peer.get() == &n ? nullptr : partition_of(*peer);
+      if (from == nullptr || from->committed_op() < target->op) {
+        continue;
       }
+      n.transferring = true;
+      const replica_t source_index = peer->index;
+      const std::uint32_t source_incarnation = peer->incarnation;
+      auto source = [this, source_index, source_incarnation](offset_t at, std::uint64_t through)
+          -> task<expected<consensus::transfer_chunk>> {
+        node& s = *nodes_.at(source_index);
+        consensus::partition_storage* p = partition_of(s);
+        if (p == nullptr || s.incarnation != source_incarnation) {
+          co_return rill::unexpected(error(make_error_code(storage::errc::closed), "the peer went down"));
+        }
+        auto chunk = co_await p->read_for_transfer(at, through, 64 * 1024);
+        if (!*alive_ || partition_of(s) != p || s.incarnation != source_incarnation) {
+          co_return rill::unexpected(error(make_error_code(storage::errc::closed), "the peer went down"));
+        }
+        co_return chunk;
+      };
+      const std::uint32_t incarnation = n.incarnation;
+      spawn(part->transfer(std::move(source)),
+            [this, alive = alive_, index = n.index, incarnation](expected<bool> r) {
+              if (!*alive) {
+                return;
+              }
+              node& m = *nodes_.at(index);
+              if (m.incarnation != incarnation) {
+                return;  // it crashed meanwhile
+              }
+              m.transferring = false;
+              if (r && *r) {
+                m.host->poke(group);  // a checkpoint held for the partition log may go now
+              }
+            });
+      break;
     }
-    return nullptr;
-  });
-  n.host->poke(group);  // a checkpoint held for the partition log may go now
+  }
   crash_if_due(n);
   if (!n.up) {
     return;
   }
   // Visible <= committed: what consumers can read was committed (the checker knows every committed offset).
-  const std::int64_t visible = n.mirror->log()->committed().value();
-  checker_.on_visible(now_, n.index, static_cast<std::uint64_t>(visible));
+  checker_.on_visible(now_, n.index, static_cast<std::uint64_t>(log.committed().value()));
 }
 
 void cluster::consume(std::size_t c) {
   // A consumer reads from whichever replica it picks (committed records only), from its position on.
   std::vector<node*> up;
   for (auto& n : nodes_) {
-    if (n->up && n->mirror && n->mirror->open_now()) {
+    if (partition_of(*n) != nullptr) {
       up.push_back(n.get());
     }
   }
@@ -776,7 +811,7 @@ void cluster::consume(std::size_t c) {
   auto read = [](storage::partition_log* log, storage::read_request r) -> task<expected<storage::read_result>> {
     co_return co_await log->read(r);
   };
-  spawn(read(from->mirror->log(), rq), [this, c, index, alive = alive_](expected<storage::read_result> r) {
+  spawn(read(&partition_of(*from)->log(), rq), [this, c, index, alive = alive_](expected<storage::read_result> r) {
     if (!*alive) {
       return;
     }
@@ -816,10 +851,10 @@ void cluster::check_partitions_at_end(const std::vector<const consensus::replica
   // order, without gaps; and everything acknowledged is visible there.
   for (const consensus::replica* r : core) {
     node& n = *nodes_.at(r->index());
-    if (!n.mirror || !n.mirror->open_now()) {
+    if (partition_of(n) == nullptr) {
       continue;
     }
-    storage::partition_log& log = *n.mirror->log();
+    storage::partition_log& log = partition_of(n)->log();
     std::uint64_t next = 0;
     while (next < static_cast<std::uint64_t>(log.committed().value())) {
       storage::read_request rq;
@@ -902,9 +937,9 @@ std::vector<const consensus::replica*> cluster::core() const {
   // The partition's log must have caught up too.
   return core_of([](const node& n) -> const consensus::replica& { return *n.r; },
                  [](const node& n) {
-                   return !n.mirror ||
-                          (!n.mirror->transfer_pending() && n.mirror->committed_op() >= n.r->commit_min().value() &&
-                           !n.d->checkpoint_held());
+                   const consensus::partition_storage* p = n.disk != nullptr ? n.disk->partition() : nullptr;
+                   return p == nullptr || (!p->transfer_target() && p->committed_op() >= n.r->commit_min().value() &&
+                                           !n.d->checkpoint_held());
                  });
 }
 
@@ -956,9 +991,11 @@ run_result cluster::run() {
   }
   result_.ticks = now_;
   for (const auto& m : nodes_) {
-    if (m->mirror) {
-      result_.partition_truncations += m->mirror->truncations();
-      result_.partition_transfers += m->mirror->transfers();
+    result_.partition_truncations += m->truncations;
+    result_.partition_transfers += m->transfers;
+    if (const consensus::partition_storage* p = m->disk != nullptr ? m->disk->partition() : nullptr) {
+      result_.partition_truncations += p->truncations();
+      result_.partition_transfers += p->transfers();
     }
   }
   result_.committed = checker_.committed();
@@ -991,8 +1028,8 @@ run_result cluster::run() {
       finished += c->done() ? 1 : 0;
     }
     for (const auto& n : nodes_) {
-      if (n->mirror && n->up) {
-        state += fmt::format(" [r{} partition: {}{}]", n->index, n->mirror->describe(*n->r),
+      if (const consensus::partition_storage* p = n->up && n->disk != nullptr ? n->disk->partition() : nullptr) {
+        state += fmt::format(" [r{} partition: {}{}]", n->index, p->describe(),
                              n->d->checkpoint_held() ? ", checkpoint held" : "");
       }
     }

@@ -8,10 +8,12 @@
 // everything is healed and restarted; within a bound, a core of at least a replication quorum must converge (normal
 // in one view, everything committed and applied, at one op) and the clients must finish.
 //
-// The replicated state: a partition. Each replica's ledger assigns offsets at apply; with disk storage each
-// replica also keeps the partition's real log (partition_mirror: appended from prepares, cut at view changes,
-// committed as the replica commits), and simulated consumers read it (committed records only) from whichever
-// replica is up, commit their positions through the group, and the checker ties offsets, acks and reads together.
+// The replicated state: a partition. The primary's ledger stamps each batch's offsets when it prepares it, and every
+// replica's ledger gives the same offsets at apply; with disk storage each replica's storage is production's
+// consensus::partition_storage: a journal of headers and the partition's real log of batches (appended as the
+// prepares are written, cut where the chain diverges, committed as the replica applies), and simulated consumers
+// read it (committed records only) from whichever replica is up, commit their positions through the group, and the
+// checker ties offsets, acks and reads together.
 //
 // The fault atlas: storage faults on op k are allowed only on the replicas k names (quorum_replication - 1 of
 // them), so every committed op keeps a readable copy on a replication quorum minus those. A lost disk is outside
@@ -27,6 +29,7 @@
 #include "base/clock.h"
 #include "consensus/driver.h"
 #include "consensus/group_host.h"
+#include "consensus/partition_storage.h"
 #include "consensus/journal.h"
 #include "consensus/replica.h"
 #include "simulation/checker.h"
@@ -69,7 +72,7 @@ struct cluster_options {
   // true: each replica's journal.wal and superblock on its own simulated disk (the production code); false: the
   // in-memory storage model (faster; no file formats).
   bool disk = true;
-  bool partition = true;                           // with disk storage: each replica's partition log (partition_mirror)
+  bool partition = true;  // with disk storage: the partition group's storage (partition_storage: its log of batches)
   std::uint32_t consume_every_ticks = 20;          // each client's consumer reads about this often
   consensus::journal_options journal{1024, 1024};  // the ring; the replicas checkpoint every slot_count / 4 ops
   std::uint32_t crash_ppm = 200;                   // per replica per tick
@@ -94,7 +97,7 @@ struct cluster_options {
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
   consensus::replica_bugs bugs;
   bool check_ack_durable = true;  // the checker's "prepare_ok only for a durable write" (off: end-to-end checks only)
-  bool bug_partition_trusts_own_suffix = false;  // test only: see partition_mirror::set_bug_trust_own_suffix
+  bool bug_partition_trusts_own_suffix = false;  // test only: see partition_storage::set_bug_trust_own_suffix
   bool bug_idempotence_committed_only = false;   // test only: see ledger's constructor
 };
 
@@ -171,6 +174,8 @@ class cluster {
   [[nodiscard]] bool may_fault(consensus::replica_t r, std::uint64_t op) const;
   void observe(node& n);
   void step_partition(node& n);
+  // The node's partition storage while it is up (null with the storage model or without a partition).
+  [[nodiscard]] consensus::partition_storage* partition_of(node& n);
   void consume(std::size_t client);
   void check_partitions_at_end(const std::vector<const consensus::replica*>& core);
 

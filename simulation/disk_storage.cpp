@@ -7,7 +7,19 @@
 namespace rill::simulation {
 namespace {
 constexpr const char* dir = "/replica";
+constexpr const char* log_dir = "/partition";
 constexpr std::uint64_t snapshot_bytes_max = 1024 * 1024;  // the ledger's checkpoints are a few KiB
+constexpr std::uint64_t log_open_files_max = 3;            // descriptors of the partition log (file_cache.h)
+
+storage::log_options partition_log_options() {
+  storage::log_options o;
+  // Runs write far less than a segment (1 MiB at least): segments roll by age instead, every 300 simulated ms, so
+  // that a run has several and truncations cross them.
+  o.config.segment_bytes = 1024 * 1024;
+  o.config.segment_ms = 300;
+  o.config.preallocate_bytes = 0;
+  return o;
+}
 
 simulation::sim_disk_faults disk_faults(const storage_options& o) {
   simulation::sim_disk_faults f;
@@ -29,13 +41,18 @@ T run(simulation::sim_disk& d, task<T> t) {
 }  // namespace
 
 disk_storage::disk_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
-                           consensus::journal_options journal, std::function<bool(std::uint64_t)> may_fault)
+                           consensus::journal_options journal, std::function<bool(std::uint64_t)> may_fault,
+                           std::optional<partition_config> partition)
     : options_(options),
       rng_(seed),
       disk_(seed ^ 0xd15c, disk_faults(options)),
       initial_(std::move(initial)),
       journal_options_(journal),
-      may_fault_(std::move(may_fault)) {}
+      may_fault_(std::move(may_fault)),
+      partition_config_(partition) {
+  RILL_ASSERT(!partition_config_ || (partition_config_->pool != nullptr && partition_config_->clk != nullptr &&
+                                     partition_config_->reporter != nullptr));
+}
 
 disk_storage::~disk_storage() {
   *alive_ = false;
@@ -113,6 +130,26 @@ void disk_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::ve
                            });
 }
 
+void disk_storage::applied(const consensus::header& prepare) {
+  RILL_ASSERT(open_);
+  files_->applied(prepare);
+}
+
+void disk_storage::installed(const consensus::header& at) {
+  RILL_ASSERT(open_);
+  files_->installed(at);
+}
+
+void disk_storage::replica_changed(const consensus::replica& r) {
+  RILL_ASSERT(open_);
+  files_->replica_changed(r);
+}
+
+std::uint64_t disk_storage::durable_through() const {
+  RILL_ASSERT(open_);
+  return files_->durable_through();
+}
+
 void disk_storage::complete(std::uint64_t now) {
   for (auto& f : std::exchange(failed_, {})) {
     f();
@@ -130,13 +167,17 @@ void disk_storage::crash() {
   while (disk_.in_flight() > 0) {
     disk_.poll(true);  // everything in flight fails now, as at a power loss
   }
-  if (before_power_off_) {
-    before_power_off_();
+  if (partition_ != nullptr) {
+    // The partition log closes its files before the disk powers off (its operations fail: the disk is halted).
+    (void)run(disk_, partition_->abandon());
+    RILL_ASSERT(log_files_->open_count() == 0, "the abandoned log left {} descriptors", log_files_->open_count());
   }
   crashing_ = false;
   failed_.clear();
   disk_.crash();
+  partition_ = nullptr;
   files_.reset();
+  log_files_.reset();
   open_ = false;
 }
 
@@ -156,9 +197,25 @@ consensus::recovered_state disk_storage::recover() {
   consensus::recovered_state r;
   // Bit rot is not injected into snapshot.bin or the superblock (the atlas covers journal prepares): an error here
   // is a bug.
-  auto files = run(disk_, consensus::journal_storage::open(disk_, dir, o, initial_, r));
-  RILL_ASSERT(files.has_value(), "{}", files.error().message());
-  files_ = std::move(*files);
+  if (partition_config_) {
+    consensus::partition_storage_options po;
+    po.files = o;
+    po.batch_operation = partition_config_->batch_operation;
+    po.log = partition_log_options();
+    log_files_ = std::make_unique<storage::file_cache>(log_open_files_max);
+    po.log.files = log_files_.get();
+    auto files = run(disk_, consensus::partition_storage::open(disk_, *partition_config_->pool, *partition_config_->clk,
+                                                               *partition_config_->reporter, dir, log_dir, po,
+                                                               initial_, r));
+    RILL_ASSERT(files.has_value(), "{}", files.error().message());
+    partition_ = files->get();
+    partition_->set_bug_trust_own_suffix(partition_config_->bug_trust_own_suffix);
+    files_ = std::move(*files);
+  } else {
+    auto files = run(disk_, consensus::journal_storage::open(disk_, dir, o, initial_, r));
+    RILL_ASSERT(files.has_value(), "{}", files.error().message());
+    files_ = std::move(*files);
+  }
   open_ = true;
   r.formatted = fresh && !formatted_;
   formatted_ = true;

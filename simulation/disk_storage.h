@@ -1,7 +1,9 @@
 #pragma once
 // disk_storage: a replica's storage in the simulator as it is in production: consensus::journal_storage (journal.wal,
 // the superblock and snapshot.bin, exactly as rilld runs them) on the storage layer's simulated disk
-// (simulation::sim_disk), one disk per replica.
+// (simulation::sim_disk), one disk per replica; or, for a partition group, consensus::partition_storage: the same
+// files with a journal of batch headers, and the partition's storage::partition_log (directory /partition on the
+// same disk) holding the batches.
 //
 // What is real: the file formats, the write order (prepare, redundant header, fdatasync), recovery's decision table,
 // the superblock's copies, and the disk's crash semantics (unsynced writes survive, vanish or tear by sector). What
@@ -18,18 +20,34 @@
 #include <optional>
 #include <vector>
 
+#include "base/clock.h"
 #include "consensus/group_storage.h"
+#include "consensus/partition_storage.h"
 #include "simulation/replica_storage.h"
 #include "simulation/sim_disk.h"
+#include "storage/buffer_pool.h"
+#include "storage/file_cache.h"
+#include "storage/partition_log.h"
 
 namespace rill::simulation {
+
+// What a partition group's storage needs beside the journal's options (all outlive the disk_storage).
+struct partition_config {
+  storage::buffer_pool* pool = nullptr;
+  const clock* clk = nullptr;
+  storage::log_reporter* reporter = nullptr;
+  std::uint8_t batch_operation = 0;
+  bool bug_trust_own_suffix = false;  // partition_storage::set_bug_trust_own_suffix
+};
 
 class disk_storage final : public replica_storage {
  public:
   static constexpr std::uint64_t tick_ns = 1'000'000;
 
+  // `partition`: the replica is a partition group's (partition_storage); without it, journal_storage.
   disk_storage(const storage_options& options, std::uint64_t seed, consensus::vsr_state initial,
-               consensus::journal_options journal, std::function<bool(std::uint64_t op)> may_fault);
+               consensus::journal_options journal, std::function<bool(std::uint64_t op)> may_fault,
+               std::optional<partition_config> partition = std::nullopt);
   ~disk_storage() override;
 
   void write(consensus::message prepare, std::function<void(expected<void>)> done) override;
@@ -38,6 +56,10 @@ class disk_storage final : public replica_storage {
   void persist(const consensus::vsr_state& state, std::function<void(expected<void>)> done) override;
   void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
                         std::function<void(expected<void>)> done) override;
+  void applied(const consensus::header& prepare) override;
+  void installed(const consensus::header& at) override;
+  void replica_changed(const consensus::replica& r) override;
+  [[nodiscard]] std::uint64_t durable_through() const override;
   void complete(std::uint64_t now) override;
   void crash() override;
   void wipe() override;
@@ -46,9 +68,9 @@ class disk_storage final : public replica_storage {
   void set_options(const storage_options& o) override { options_ = o; }
 
   [[nodiscard]] simulation::sim_disk& disk() noexcept { return disk_; }
-  // Called by crash() once the disk is halted and drained, before it powers off (other users of the disk close
-  // their files then: the partition log).
-  void on_power_off(std::function<void()> f) { before_power_off_ = std::move(f); }
+  // The partition group's storage while it is open (between recover() and crash()); null otherwise, or for a
+  // replica of another group.
+  [[nodiscard]] consensus::partition_storage* partition() noexcept { return partition_; }
 
  private:
   void settle();  // polls the disk until nothing is due at its current time
@@ -59,8 +81,14 @@ class disk_storage final : public replica_storage {
   consensus::vsr_state initial_;
   consensus::journal_options journal_options_;
   std::function<bool(std::uint64_t)> may_fault_;
-  std::function<void()> before_power_off_;
-  std::unique_ptr<consensus::journal_storage> files_;  // production's storage, open between recover() and crash()
+  std::optional<partition_config> partition_config_;
+  // Production's storage, open between recover() and crash(): journal_storage, or partition_storage (partition_).
+  std::unique_ptr<consensus::group_storage> files_;
+  consensus::partition_storage* partition_ = nullptr;
+  // The partition log's descriptors, under a limit far below what it holds (superblocks, segments, index, metadata),
+  // so every run closes and reopens files between its appends, reads, rolls and truncations. One per open: a crash
+  // closes every descriptor on the disk.
+  std::unique_ptr<storage::file_cache> log_files_;
   // Injected failures, reported at the next complete() (an operation's callback never runs inside its call here).
   std::vector<std::function<void()>> failed_;
   std::map<std::uint64_t, std::uint64_t> stored_;  // op -> slot, for choosing what rots (adapter knowledge only)

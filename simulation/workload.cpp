@@ -151,6 +151,14 @@ std::pair<std::uint64_t, std::uint32_t> ledger::absorb(const consensus::header& 
   by_op_[prepare.op] = id;
   const std::uint64_t base = next_offset_;
   const auto count = static_cast<std::uint32_t>(records.size());
+  if (count > 0) {
+    // Stamped by the primary against the same history: the offsets apply gives are the ones in the bytes.
+    const auto v = storage::batch_view::trusted(body);
+    RILL_ASSERT(v.base_offset().value() == static_cast<std::int64_t>(base),
+                "op {}'s batch was stamped at offset {}; the ops before it end at {}", prepare.op,
+                v.base_offset().value(), base);
+    last_timestamp_ = std::max(last_timestamp_, v.max_timestamp().value());
+  }
   next_offset_ += count;
   offsets_by_op_[prepare.op] = {base, count};
   if (auto p = producer_of_batch(body); p && count > 0) {
@@ -171,17 +179,14 @@ void ledger::skip(const consensus::header& prepare, std::span<const std::byte> b
   }
 }
 
-consensus::state_machine::proposal ledger::prepare(const consensus::header& request, std::uint64_t op,
+consensus::state_machine::proposal ledger::prepare(const consensus::header& request, const prepare_context& at,
                                                    std::vector<std::byte> body,
                                                    std::span<const consensus::message* const> pending) {
-  (void)op;
   if (request.operation != operation_produce) {
     return {request.operation, std::move(body)};
   }
   const auto fields = producer_of_batch(body);
-  if (!fields) {
-    return {request.operation, std::move(body)};
-  }
+  RILL_ASSERT(fields.has_value(), "a produce request whose body is not one idempotent producer's batch");
   const std::int64_t records = storage::sequence_distance(fields->first_sequence, fields->last_sequence) + 1;
   // The producer as it will be once every pending op is applied (their batches are in the log: executed or not).
   std::optional<storage::producer_state> state = producers_.find(fields->id);
@@ -207,6 +212,23 @@ consensus::state_machine::proposal ledger::prepare(const consensus::header& requ
   }
   const auto c = storage::producer_table::check(state, fields->id, fields->epoch, fields->first_sequence, records);
   if (c.verdict == storage::producer_verdict::fresh) {
+    // The primary stamps the batch: offsets after every batch before it (committed, then pending), leader epoch =
+    // the view, and a log-append time that never goes back. Backups append these bytes as they are.
+    std::int64_t base = static_cast<std::int64_t>(next_offset_);
+    std::int64_t time = last_timestamp_;
+    for (const consensus::message* m : pending) {
+      if (m->h.operation == operation_produce) {
+        const auto v = storage::batch_view::trusted(m->body);
+        base = v.next_offset().value();
+        time = std::max(time, v.max_timestamp().value());
+      }
+    }
+    time = std::max(time, timestamp_base_ms + static_cast<std::int64_t>(at.ticks));
+    std::uint32_t crc_tail = 0;
+    const auto v = storage::batch_view::validate(body, produce_limits(), &crc_tail);
+    RILL_ASSERT(v.has_value() && v->size() == body.size());
+    storage::stamp_batch(body, offset_t(base), epoch_t(static_cast<std::int32_t>(at.view.value())),
+                         timestamp_ms_t(time), crc_tail);
     return {request.operation, std::move(body)};
   }
   std::vector<std::byte> answer(answered_bytes);
@@ -295,7 +317,7 @@ std::optional<std::uint64_t> ledger::decode_offset_reply(std::span<const std::by
   return load_le<std::uint64_t>(body.data());
 }
 
-// Snapshot: applied, hash, duplicates, next offset, then counted lists: (consumer, offset) pairs, (client,
+// Snapshot: applied, hash, duplicates, next offset, last timestamp, then counted lists: (consumer, offset) pairs, (client,
 // sequence) payloads, (client, request) pairs executed, producers (id, epoch, last sequence, then their kept batches:
 // first, last, base offset, op); then the metadata machine's snapshot (the rest). All integers 8 bytes.
 std::vector<std::byte> ledger::snapshot() const {
@@ -304,6 +326,7 @@ std::vector<std::byte> ledger::snapshot() const {
   put_u64(out, hash_);
   put_u64(out, duplicates_);
   put_u64(out, next_offset_);
+  put_u64(out, static_cast<std::uint64_t>(last_timestamp_));
   put_u64(out, consumer_offsets_.size());
   for (const auto& [client, offset] : consumer_offsets_) {
     put_u64(out, client);
@@ -361,6 +384,7 @@ bool ledger::restore(std::span<const std::byte> bytes) {
   const std::uint64_t hash = u64();
   const std::uint64_t duplicates = u64();
   const std::uint64_t next_offset = u64();
+  const auto last_timestamp = static_cast<std::int64_t>(u64());
   std::map<std::uint64_t, std::uint64_t> offsets;
   for (std::uint64_t i = 0, n = count(2); i < n; ++i) {
     const std::uint64_t client = u64();
@@ -409,6 +433,7 @@ bool ledger::restore(std::span<const std::byte> bytes) {
   hash_ = hash;
   duplicates_ = duplicates;
   next_offset_ = next_offset;
+  last_timestamp_ = last_timestamp;
   consumer_offsets_ = std::move(offsets);
   metadata_ = std::move(metadata);
   metadata_digest_ = XXH3_64bits(meta.data(), meta.size());

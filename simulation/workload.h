@@ -3,7 +3,9 @@
 //
 // A produce request's body is one record batch in the storage layer's format (1..3 records, each keyed by the
 // payload id and its index), from an idempotent producer (producer id = the client's id, epoch 0, sequences counted
-// per record). The ledger assigns offsets at apply, in op order: the batch gets the next `records` offsets, and the
+// per record). The primary stamps each fresh batch when it prepares it (its offsets after every batch before it on
+// the chain, leader epoch, log-append time), so the prepare's body is the batch as every replica's partition log
+// stores it; apply gives the batch the next `records` offsets (the stamped ones: asserted), and the
 // reply names the base offset and the op holding the batch (with the ops applied and a running hash, so a reply for
 // the wrong history is visible). A consumer-offset request stores a client's consumer position; the ledger never
 // lets a stored position go back (a lower one is refused, the reply says which position is stored).
@@ -19,9 +21,9 @@
 // ledger applies it through rilld's own metadata state machine (actors/metadata_machine.h), so the group replicates
 // the broker's metadata as rilld's one-replica group does, and the checker's state digest covers it.
 //
-// The partition log itself (storage::partition_log on each replica's simulated disk) is fed from the prepares, not
-// from apply: see partition_mirror.h. The checker ties the two together (the offsets the ledger assigns are the
-// offsets the logs hold).
+// The partition log itself (storage::partition_log on each replica's simulated disk) is the replica's storage of the
+// prepares' bodies, fed as they are written, not at apply: see consensus/partition_storage.h. The checker ties the
+// two together (the offsets the ledger assigns are the offsets the logs hold).
 //
 // sim_client: registers, then sends its requests one at a time; a request not answered within its timeout is sent
 // to every replica again, with the same request number; an eviction makes it register again and resend. Between
@@ -86,8 +88,12 @@ class ledger final : public consensus::state_machine {
   explicit ledger(bool bug_idempotence_committed_only = false);
   std::vector<std::byte> apply(const consensus::header& prepare, std::span<const std::byte> body) override;
   void skip(const consensus::header& prepare, std::span<const std::byte> body) override;
-  proposal prepare(const consensus::header& request, std::uint64_t op, std::vector<std::byte> body,
+  // A fresh produce is stamped here, as a partition's primary does: base offset after every batch before it
+  // (committed and pending), leader epoch = the view, log-append time = timestamp_base_ms + the primary's ticks,
+  // never below a timestamp before it.
+  proposal prepare(const consensus::header& request, const prepare_context& at, std::vector<std::byte> body,
                    std::span<const consensus::message* const> pending) override;
+  static constexpr std::int64_t timestamp_base_ms = 1'700'000'000'000;
   // The checkpoint holds applied, hash, duplicates, the next offset, the consumer positions, the producer table,
   // every payload seen and every request executed (so one executed again after a restore still counts as a
   // duplicate); not the per-op indexes, which only serve the checker at apply time.
@@ -138,6 +144,7 @@ class ledger final : public consensus::state_machine {
   std::uint64_t applied_ = 0;
   std::uint64_t hash_ = 0;
   std::uint64_t next_offset_ = 0;
+  std::int64_t last_timestamp_ = 0;                          // the newest log-append time of a batch applied
   std::map<std::uint64_t, std::uint64_t> consumer_offsets_;  // client -> stored position
   actors::metadata_machine metadata_;
   std::uint64_t metadata_digest_ = 0;  // XXH3-64 of the metadata snapshot (updated at metadata ops and restores)

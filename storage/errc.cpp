@@ -42,6 +42,8 @@ class category final : public std::error_category {
         return "unsupported batch attributes (transactional or control)";
       case errc::invalid_producer_fields:
         return "inconsistent producer id, epoch and sequence";
+      case errc::superseded:
+        return "write superseded before it landed";
     }
     return "unknown storage error";
   }

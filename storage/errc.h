@@ -26,6 +26,8 @@ enum class errc : int {
   closed,                   // the log is closed or shutting down
   unsupported_attributes,   // a producer batch with the transactional or control attribute bit set
   invalid_producer_fields,  // a producer batch whose producer id, epoch and base sequence do not agree
+  superseded,               // a replica's write given up before it landed: a later write replaced its op, or the
+                            // replica's log no longer reaches it (not a failure of the disk: nothing is fenced)
 };
 
 const std::error_category& storage_category() noexcept;

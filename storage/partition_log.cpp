@@ -532,7 +532,7 @@ task<expected<void>> partition_log::sync_group(append_group& g) {
   // The metadata first, so that a batch is never synced before its entry: after a crash between the two syncs, an
   // entry whose batch did not land is dropped by recovery (it names an offset past the segment's end). A batch
   // written back early, before either sync, may still be found without its entry; it was never acknowledged, and
-  // the replicated partition's owner cuts such a tail (simulation/partition_mirror.cpp).
+  // the replicated partition's owner cuts such a tail (consensus/partition_storage.cpp).
   RILL_ASSERT(!g.synced);
   segment& active = *g.active;
   expected<void> synced = co_await sync_file(active.meta_file);
@@ -1429,6 +1429,19 @@ std::optional<batch_meta> partition_log::meta_for(offset_t base_offset) const {
     return std::nullopt;
   }
   return it->meta;
+}
+
+std::vector<meta_entry> partition_log::metas(offset_t from) const {
+  std::vector<meta_entry> out;
+  for (const auto& s : segments_) {
+    for (const auto& m : s->metas) {
+      if (m.base_offset >= from) {
+        RILL_ASSERT(out.empty() || out.back().base_offset < m.base_offset, "metadata entries out of offset order");
+        out.push_back(m);
+      }
+    }
+  }
+  return out;
 }
 
 std::vector<offset_t> partition_log::segment_bases() const {

@@ -260,6 +260,9 @@ class partition_log {
   [[nodiscard]] const superblock_state& superblock() const noexcept { return superblock_.current(); }
   // Replication metadata stored for the batch starting at `base_offset`, if any.
   [[nodiscard]] std::optional<batch_meta> meta_for(offset_t base_offset) const;
+  // Every replication metadata entry the log holds at or above `from`, in offset order (O(entries): for recovery
+  // of a replicated partition, which indexes them once).
+  [[nodiscard]] std::vector<meta_entry> metas(offset_t from = offset_t(0)) const;
   // Base offsets of the live segments, oldest first (for tools and tests).
   [[nodiscard]] std::vector<offset_t> segment_bases() const;
 

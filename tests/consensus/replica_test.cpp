@@ -40,8 +40,9 @@ class counter final : public state_machine {
     return true;
   }
   // With `propose` on, the primary's prepare() appends one byte to each body: how many pending ops it was shown.
-  proposal prepare(const header& request, std::uint64_t op, std::vector<std::byte> body,
+  proposal prepare(const header& request, const prepare_context& at, std::vector<std::byte> body,
                    std::span<const message* const> pending) override {
+    const std::uint64_t op = at.op;
     if (!propose) {
       return {request.operation, std::move(body)};
     }

@@ -7,6 +7,7 @@
 
 #include "base/endian.h"
 #include "simulation/workload.h"
+#include "storage/record_batch.h"
 
 using namespace rill;
 using namespace rill::simulation;
@@ -23,6 +24,8 @@ namespace {
 struct fixture {
   prng rng{42};
   std::uint64_t op = 0;
+  consensus::view_t view{0};
+  std::uint64_t ticks = 0;
 
   // A prepare of `operation` with `body` at the next op, from client session `client`, request `request`.
   message prepare_of(std::uint8_t operation, std::vector<std::byte> body, std::uint64_t client, std::uint64_t request) {
@@ -47,13 +50,43 @@ struct fixture {
   // What the primary prepares for a produce of `body`, given the pending prepares.
   message propose(ledger& l, std::vector<std::byte> body, std::uint64_t client, std::uint64_t request,
                   const std::vector<const message*>& pending) {
-    auto p = l.prepare(request_of(client, request), op + 1, std::move(body), pending);
+    auto p = l.prepare(request_of(client, request), consensus::state_machine::prepare_context{op + 1, view, ticks},
+                       std::move(body), pending);
     return prepare_of(p.operation, std::move(p.body), client, request);
   }
 };
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(ledger_suite, fixture)
+
+BOOST_AUTO_TEST_CASE(the_primary_stamps_offsets_after_every_batch_before_it_the_view_and_a_time_that_never_goes_back) {
+  ledger l;
+  view = consensus::view_t(3);
+  ticks = 500;
+  const message first = propose(l, make_batch(payload_id{7, 1}, 3, 10, rng, 0), 7, 1, {});
+  ticks = 400;  // a primary whose tick count is lower (another replica, or a restart)
+  const message second = propose(l, make_batch(payload_id{8, 1}, 2, 10, rng, 0), 8, 1, {&first});
+  for (const message* m : {&first, &second}) {
+    auto v = storage::batch_view::validate(m->body, storage::batch_limits{});
+    BOOST_REQUIRE(v.has_value());  // stamped bytes keep a valid CRC
+  }
+  const auto a = storage::batch_view::trusted(first.body);
+  const auto b = storage::batch_view::trusted(second.body);
+  BOOST_TEST(a.base_offset().value() == 0);
+  BOOST_TEST(b.base_offset().value() == 3, "after the pending batch's 3 records");
+  BOOST_TEST(a.leader_epoch().value() == 3);
+  BOOST_TEST(a.max_timestamp().value() == ledger::timestamp_base_ms + 500);
+  BOOST_TEST(b.max_timestamp().value() == ledger::timestamp_base_ms + 500, "never below the time before it");
+  // Applied, the offsets are the stamped ones; a third batch prepared after both applied follows them.
+  const auto r1 = ledger::decode_produce_reply(l.apply(first.h, first.body));
+  const auto r2 = ledger::decode_produce_reply(l.apply(second.h, second.body));
+  BOOST_REQUIRE(r1 && r2);
+  BOOST_TEST(r2->base_offset == 3u);
+  ticks = 900;
+  const message third = propose(l, make_batch(payload_id{7, 2}, 1, 10, rng, 3), 7, 2, {});
+  BOOST_TEST(storage::batch_view::trusted(third.body).base_offset().value() == 5);
+  BOOST_TEST(storage::batch_view::trusted(third.body).max_timestamp().value() == ledger::timestamp_base_ms + 900);
+}
 
 BOOST_AUTO_TEST_CASE(a_retry_of_an_uncommitted_batch_is_answered_with_the_original_not_stored_again) {
   ledger l;

@@ -1,0 +1,575 @@
+// consensus::partition_storage on the simulated disk, fed prepares as a replica's driver feeds them: a batch prepare
+// is written once (its header in a journal whose slots are smaller than the batch, its batch in the partition log)
+// and reads back whole; writes out of order wait for their chain and go in one append; the log is cut only where
+// the chain diverges, keeping what is below byte for byte; an applied op commits its batch, and one the committed
+// chain does not hold is cut; a header whose batch is gone is faulty after a restart, at every crash point of a
+// workload too; a state transfer copies a peer's committed batches; close() answers what still waits.
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/endian.h"
+#include "consensus/partition_storage.h"
+#include "simulation/sim_disk.h"
+#include "storage/errc.h"
+#include "storage/io/run.h"
+#include "storage/record_batch.h"
+#include "storage/record_batch_builder.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using namespace rill::consensus;
+using rill::simulation::sim_disk;
+
+namespace {
+constexpr std::uint64_t cluster_id = 9;
+constexpr std::uint8_t op_batch = operation_user_min;       // a produce: one stamped batch
+constexpr std::uint8_t op_other = operation_user_min + 1;   // kept whole in the journal
+constexpr std::uint32_t journal_slot_bytes = 512;           // smaller than every batch below
+
+// A batch stamped as a primary stamps it: its base offset, `records` records of 300 bytes (so > 512 bytes).
+std::vector<std::byte> stamped(std::int64_t base, std::uint32_t records, std::uint8_t tag) {
+  storage::batch_builder b;
+  b.base_offset(offset_t(base));
+  b.leader_epoch(epoch_t(0));
+  b.base_timestamp(timestamp_ms_t(1'000));
+  for (std::uint32_t i = 0; i < records; ++i) {
+    std::vector<std::byte> key{std::byte{tag}, static_cast<std::byte>(i)};
+    std::vector<std::byte> value(300, static_cast<std::byte>(tag + i));
+    b.add(std::span<const std::byte>(key), std::span<const std::byte>(value));
+  }
+  auto built = b.build();
+  BOOST_REQUIRE(built.has_value());
+  return std::move(*built);
+}
+
+// Prepares on a hash chain: op k's parent is the checksum of the op below it as this chain has it.
+struct chain {
+  std::map<std::uint64_t, message> ops;
+  std::uint32_t view = 0;
+
+  checksum_t checksum_below(std::uint64_t op) const {
+    return op == 1 ? root_header(cluster_id).checksum : ops.at(op - 1).h.checksum;
+  }
+  const message& add(std::uint64_t op, std::uint8_t operation, std::vector<std::byte> body) {
+    message m;
+    m.h.cmd = command::prepare;
+    m.h.cluster = cluster_id;
+    m.h.op = op;
+    m.h.view = view;
+    m.h.client = 1;
+    m.h.request = op;
+    m.h.operation = operation;
+    m.h.parent = checksum_below(op);
+    m.body = std::move(body);
+    seal(m);
+    ops[op] = std::move(m);
+    return ops[op];
+  }
+  const message& batch(std::uint64_t op, std::int64_t base, std::uint32_t records, std::uint8_t tag) {
+    return add(op, op_batch, stamped(base, records, tag));
+  }
+  const message& other(std::uint64_t op, std::uint8_t tag) {
+    return add(op, op_other, std::vector<std::byte>(16, std::byte{tag}));
+  }
+};
+
+struct node {
+  explicit node(std::uint64_t seed, simulation::sim_disk_faults faults = {}) : disk(seed, faults) {}
+
+  sim_disk disk;
+  storage::buffer_pool pool;
+  manual_clock clk;
+  storage::collecting_reporter reporter;
+  std::unique_ptr<partition_storage> s;
+  recovered_state rec;
+  std::map<std::uint64_t, std::optional<expected<void>>> results;  // by op: the newest write's answer
+
+  static partition_storage_options options() {
+    partition_storage_options o;
+    o.files.journal = journal_options{64, journal_slot_bytes};
+    o.files.snapshot_bytes_max = 64 * 1024;
+    o.batch_operation = op_batch;
+    o.log.config.segment_bytes = 1024 * 1024;
+    o.log.config.preallocate_bytes = 0;
+    return o;
+  }
+  void open() {
+    vsr_state initial;
+    initial.cluster = cluster_id;
+    initial.replica = 0;
+    initial.replica_count = 3;
+    rec = recovered_state{};
+    auto opened = storage::io::run_task(
+        disk, partition_storage::open(disk, pool, clk, reporter, "/g", "/p", options(), initial, rec));
+    BOOST_REQUIRE(opened.has_value());
+    RILL_REQUIRE_OK(*opened);
+    s = std::move(**opened);
+  }
+  void write(const message& m) {
+    const std::uint64_t op = m.h.op;
+    results[op].reset();
+    s->write(m, [this, op](expected<void> r) { results[op] = std::move(r); });
+  }
+  // Every disk operation due completes, and what they start too.
+  void run() {
+    while (disk.poll(true) > 0) {
+    }
+  }
+  bool ok(std::uint64_t op) const {
+    auto it = results.find(op);
+    return it != results.end() && it->second.has_value() && it->second->has_value();
+  }
+  bool waiting(std::uint64_t op) const {
+    auto it = results.find(op);
+    return it != results.end() && !it->second.has_value();
+  }
+  expected<message> read(std::uint64_t op, checksum_t checksum) {
+    std::optional<expected<message>> got;
+    s->read(op, checksum, [&](expected<message> r) { got.emplace(std::move(r)); });
+    storage::io::run_until(disk, [&] { return got.has_value(); });
+    BOOST_REQUIRE(got.has_value());
+    return std::move(*got);
+  }
+  // The log's bytes from offset 0 to its end (uncommitted too).
+  std::vector<std::byte> log_bytes() {
+    std::vector<std::byte> out;
+    std::int64_t at = s->log().log_start().value();
+    while (at < s->log().log_end().value()) {
+      storage::read_request rq;
+      rq.offset = offset_t(at);
+      rq.uncommitted = true;
+      auto r = storage::io::run_task(disk, s->log().read(rq));
+      BOOST_REQUIRE(r.has_value() && r->has_value() && (*r)->batches > 0);
+      for (const auto& v : (*r)->batch_views()) {
+        out.insert(out.end(), v.bytes().begin(), v.bytes().end());
+        at = v.next_offset().value();
+      }
+    }
+    return out;
+  }
+  // Power loss: the disk stops, what was in flight fails, unsynced writes survive, vanish or tear.
+  void crash() {
+    disk.halt();
+    while (disk.in_flight() > 0) {
+      disk.poll(true);
+    }
+    (void)storage::io::run_task(disk, s->abandon());
+    s.reset();
+    disk.crash();
+    disk.restart_process();
+  }
+  void restart() {
+    run();
+    crash();
+    open();
+  }
+  bool holds_batch_of(std::uint64_t op) const {
+    for (const auto& e : s->log().metas()) {
+      if (batch_op_of(e.meta).op == op) {
+        return true;
+      }
+    }
+    return false;
+  }
+  bool recovered_valid(std::uint64_t op, checksum_t c) const {
+    for (const auto& h : rec.journal) {
+      if (h.op == op && h.checksum == c) {
+        return true;
+      }
+    }
+    return false;
+  }
+  bool recovered_faulty(std::uint64_t op) const {
+    for (const auto& h : rec.faulty) {
+      if (h.op == op) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(partition_storage_suite)
+
+BOOST_AUTO_TEST_CASE(a_batch_prepare_is_written_once_header_in_the_journal_batch_in_the_log_and_reads_back_whole) {
+  node n(1);
+  n.open();
+  chain c;
+  c.other(1, 1);
+  c.batch(2, 0, 3, 2);
+  c.other(3, 3);
+  c.batch(4, 3, 2, 4);
+  BOOST_REQUIRE(c.ops.at(2).h.size > journal_slot_bytes);  // the journal could not hold it whole
+  for (const auto& [op, m] : c.ops) {
+    n.write(m);
+  }
+  n.run();
+  for (std::uint64_t op = 1; op <= 4; ++op) {
+    BOOST_TEST(n.ok(op), "op " << op);
+  }
+  BOOST_TEST(n.s->log().log_end().value() == 5);
+  const auto metas = n.s->log().metas();
+  BOOST_REQUIRE(metas.size() == 2u);
+  BOOST_TEST(batch_op_of(metas[0].meta).op == 2u);
+  BOOST_TEST((batch_op_of(metas[1].meta).checksum == c.ops.at(4).h.checksum));
+  for (std::uint64_t op = 1; op <= 4; ++op) {
+    auto m = n.read(op, c.ops.at(op).h.checksum);
+    RILL_REQUIRE_OK(m);
+    BOOST_TEST((m->h == c.ops.at(op).h));
+    BOOST_TEST((m->body == c.ops.at(op).body), "op " << op);
+  }
+  // Nothing is committed before it is applied; consumers see nothing yet.
+  BOOST_TEST(n.s->log().committed().value() == 0);
+  BOOST_TEST(n.s->durable_through() == 0u);
+  n.restart();
+  BOOST_TEST(n.rec.faulty.empty());
+  for (std::uint64_t op = 1; op <= 4; ++op) {
+    BOOST_TEST(n.recovered_valid(op, c.ops.at(op).h.checksum), "op " << op);
+  }
+  for (std::uint64_t op = 1; op <= 4; ++op) {
+    n.s->applied(c.ops.at(op).h);
+  }
+  n.s->poke();
+  BOOST_TEST(n.s->log().committed().value() == 5);
+  BOOST_TEST(n.s->durable_through() == 4u);
+  auto m = n.read(4, c.ops.at(4).h.checksum);
+  RILL_REQUIRE_OK(m);
+  BOOST_TEST((m->body == c.ops.at(4).body));
+  n.run();
+  n.crash();
+}
+
+BOOST_AUTO_TEST_CASE(writes_out_of_order_wait_for_their_chain_and_go_in_one_append) {
+  node n(2);
+  n.open();
+  chain c;
+  c.other(1, 1);
+  c.batch(2, 0, 2, 2);
+  c.other(3, 3);
+  c.batch(4, 2, 2, 4);
+  c.batch(5, 4, 1, 5);
+  n.write(c.ops.at(1));
+  n.run();
+  n.write(c.ops.at(5));
+  n.write(c.ops.at(4));
+  n.write(c.ops.at(3));
+  n.run();
+  // Op 2 is missing: nothing after it can go into the log (its offsets follow op 2's batch).
+  BOOST_TEST(n.ok(3));  // kept whole in the journal: it waits for nothing
+  BOOST_TEST(n.waiting(4));
+  BOOST_TEST(n.waiting(5));
+  BOOST_TEST(n.s->log().log_end().value() == 0);
+  const auto appends_before = n.s->log().stats().appends;
+  n.write(c.ops.at(2));
+  n.run();
+  BOOST_TEST(n.ok(2));
+  BOOST_TEST(n.ok(4));
+  BOOST_TEST(n.ok(5));
+  BOOST_TEST(n.s->log().log_end().value() == 5);
+  BOOST_TEST(n.s->log().stats().appends - appends_before == 1u, "ops 2, 4 and 5 in one append");
+  n.run();
+  n.crash();
+}
+
+BOOST_AUTO_TEST_CASE(the_log_is_cut_only_where_the_chain_diverges_and_keeps_what_is_below_byte_for_byte) {
+  node n(3);
+  n.open();
+  chain a;
+  a.other(1, 1);
+  a.batch(2, 0, 2, 2);
+  a.batch(3, 2, 2, 3);
+  a.batch(4, 4, 2, 4);
+  for (const auto& [op, m] : a.ops) {
+    n.write(m);
+  }
+  n.run();
+  BOOST_REQUIRE(n.ok(4));
+  const auto before = n.log_bytes();
+  const auto first_batch = std::vector<std::byte>(a.ops.at(2).body);
+  // A new view's log: ops 1 and 2 as before, op 3 without a batch, op 4 another batch at offset 2.
+  chain b;
+  b.view = 1;
+  b.ops[1] = a.ops.at(1);
+  b.ops[2] = a.ops.at(2);
+  b.other(3, 33);
+  b.batch(4, 2, 3, 44);
+  // Op 2 written again (a repair): the same checksum, so the log is not touched.
+  n.write(b.ops.at(2));
+  n.run();
+  BOOST_TEST(n.ok(2));
+  BOOST_TEST(n.s->truncations() == 0u);
+  BOOST_TEST((n.log_bytes() == before));
+  // Op 3 without a batch: no evidence yet that the log's op 3 is stale for op 4 (nothing to place).
+  n.write(b.ops.at(3));
+  n.run();
+  BOOST_TEST(n.ok(3));
+  BOOST_TEST(n.s->log().log_end().value() == 6);
+  // Op 4's chain runs through the new op 3 down to op 2, which the log holds: ops 3 and 4 of the log go, op 2 stays.
+  n.write(b.ops.at(4));
+  n.run();
+  BOOST_TEST(n.ok(4));
+  BOOST_TEST(n.s->truncations() == 1u);
+  BOOST_TEST(n.s->log().log_end().value() == 5);
+  const auto after = n.log_bytes();
+  BOOST_REQUIRE(after.size() == first_batch.size() + b.ops.at(4).body.size());
+  BOOST_TEST((std::vector<std::byte>(after.begin(), after.begin() + static_cast<std::ptrdiff_t>(first_batch.size())) ==
+              first_batch));
+  BOOST_TEST((std::vector<std::byte>(after.begin() + static_cast<std::ptrdiff_t>(first_batch.size()), after.end()) ==
+              b.ops.at(4).body));
+  auto m4 = n.read(4, b.ops.at(4).h.checksum);
+  RILL_REQUIRE_OK(m4);
+  BOOST_TEST((m4->body == b.ops.at(4).body));
+  // A suffix the new chain does not reach: ops 1..4 of b, then op 5 of a third chain on b's op 4... the log's op 5
+  // (none here) or any batch above the op a write attaches to goes; below it nothing moves.
+  chain c = b;
+  c.view = 2;
+  c.batch(5, 5, 1, 55);
+  n.write(c.ops.at(5));
+  n.run();
+  BOOST_TEST(n.ok(5));
+  BOOST_TEST(n.s->truncations() == 1u);
+  BOOST_TEST(n.s->log().log_end().value() == 6);
+  n.crash();
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_above_where_the_chain_attaches_is_cut) {
+  node n(4);
+  n.open();
+  chain a;
+  a.other(1, 1);
+  a.batch(2, 0, 2, 2);
+  a.batch(3, 2, 2, 3);
+  a.batch(4, 4, 2, 4);
+  for (const auto& [op, m] : a.ops) {
+    n.write(m);
+  }
+  n.run();
+  // The new view's log ends at op 3 (a's), then its own op 4: a's op 4 is not on it.
+  chain b;
+  b.view = 1;
+  b.ops[1] = a.ops.at(1);
+  b.ops[2] = a.ops.at(2);
+  b.ops[3] = a.ops.at(3);
+  b.batch(4, 4, 1, 40);
+  n.write(b.ops.at(4));
+  n.run();
+  BOOST_TEST(n.ok(4));
+  BOOST_TEST(n.s->truncations() == 1u);
+  BOOST_TEST(n.s->log().log_end().value() == 5);
+  BOOST_TEST(n.holds_batch_of(3));
+  auto m = n.read(4, b.ops.at(4).h.checksum);
+  RILL_REQUIRE_OK(m);
+  BOOST_TEST((m->body == b.ops.at(4).body));
+  // a's op 4 no longer reads back: its batch is gone.
+  BOOST_TEST(!n.read(4, a.ops.at(4).h.checksum).has_value());
+  n.crash();
+}
+
+BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain_does_not_hold_is_cut) {
+  node n(5);
+  n.open();
+  chain a;
+  a.other(1, 1);
+  a.batch(2, 0, 2, 2);
+  a.batch(3, 2, 2, 3);
+  for (const auto& [op, m] : a.ops) {
+    n.write(m);
+  }
+  n.run();
+  n.s->applied(a.ops.at(1).h);
+  n.s->applied(a.ops.at(2).h);
+  n.s->poke();
+  BOOST_TEST(n.s->log().committed().value() == 2);
+  BOOST_TEST(n.s->durable_through() == 2u);
+  // The committed op 3 is another one, without a batch (this replica's op 3 was stale): its batch is cut.
+  chain b;
+  b.ops[1] = a.ops.at(1);
+  b.ops[2] = a.ops.at(2);
+  b.other(3, 33);
+  n.s->applied(b.ops.at(3).h);
+  n.s->poke();
+  n.run();
+  BOOST_TEST(n.s->truncations() == 1u);
+  BOOST_TEST(n.s->log().log_end().value() == 2);
+  BOOST_TEST(n.s->log().committed().value() == 2);
+  BOOST_TEST(n.s->durable_through() == 3u);
+  n.crash();
+}
+
+BOOST_AUTO_TEST_CASE(a_header_whose_batch_is_gone_is_faulty_after_a_restart_never_missing) {
+  node n(6);
+  n.open();
+  chain c;
+  c.other(1, 1);
+  c.batch(2, 0, 2, 2);
+  c.other(3, 3);
+  for (const auto& [op, m] : c.ops) {
+    n.write(m);
+  }
+  n.run();
+  BOOST_REQUIRE(n.ok(2));
+  n.run();
+  n.crash();
+  // The batch is lost (the log's files emptied; its header in the journal is intact).
+  n.disk.set_file_content("/p/00000000000000000000.log", {});
+  n.disk.set_file_content("/p/00000000000000000000.meta", {});
+  n.disk.set_file_content("/p/00000000000000000000.index", {});
+  n.open();
+  BOOST_TEST(n.s->log().log_end().value() == 0);
+  BOOST_TEST(n.recovered_faulty(2), "a header without its batch is faulty");
+  BOOST_TEST(!n.recovered_valid(2, c.ops.at(2).h.checksum));
+  BOOST_TEST(n.recovered_valid(1, c.ops.at(1).h.checksum));
+  BOOST_TEST(n.recovered_valid(3, c.ops.at(3).h.checksum));
+  n.crash();
+}
+
+BOOST_AUTO_TEST_CASE(at_every_crash_point_an_acknowledged_write_survives_and_a_valid_header_has_its_batch) {
+  chain c;
+  c.other(1, 1);
+  c.batch(2, 0, 2, 2);
+  c.batch(3, 2, 1, 3);
+  c.other(4, 4);
+  c.batch(5, 3, 2, 5);
+  auto workload = [&](node& n) {
+    for (const auto& [op, m] : c.ops) {
+      n.write(m);
+    }
+    n.run();
+  };
+  std::uint64_t ops_total = 0;
+  {
+    node dry(7);
+    dry.open();
+    const std::uint64_t start = dry.disk.mutating_ops();
+    workload(dry);
+    ops_total = dry.disk.mutating_ops() - start;
+    dry.crash();
+  }
+  BOOST_REQUIRE(ops_total > 10);
+  std::uint64_t faulty_seen = 0;
+  for (std::uint64_t stop = 1; stop <= ops_total; ++stop) {
+    for (std::uint64_t seed = 0; seed < 3; ++seed) {
+      simulation::sim_disk_faults f;
+      f.crash_torn_ppm = 300'000;
+      f.crash_keep_ppm = 300'000;
+      node n(1000 * stop + seed, f);
+      n.open();
+      n.disk.fail_stop_after(stop);
+      workload(n);
+      std::map<std::uint64_t, bool> acked;
+      for (const auto& [op, r] : n.results) {
+        acked[op] = r.has_value() && r->has_value();
+      }
+      n.crash();
+      n.open();
+      BOOST_TEST_CONTEXT("crash at mutating operation " << stop << ", seed " << seed) {
+        for (const auto& [op, m] : c.ops) {
+          const bool valid = n.recovered_valid(op, m.h.checksum);
+          if (acked[op]) {
+            BOOST_TEST(valid, "acknowledged op " << op << " is lost");
+          }
+          if (valid && m.h.operation == op_batch) {
+            auto back = n.read(op, m.h.checksum);
+            BOOST_TEST(back.has_value(), "op " << op << " recovered valid without its batch");
+            if (back) {
+              BOOST_TEST((back->body == m.body));
+            }
+          }
+          faulty_seen += n.recovered_faulty(op) ? 1 : 0;
+        }
+      }
+      n.run();
+      n.crash();
+    }
+  }
+  BOOST_TEST_MESSAGE(ops_total << " crash points, " << faulty_seen << " faulty headers recovered");
+}
+
+BOOST_AUTO_TEST_CASE(a_state_transfer_copies_the_committed_batches_of_a_peer) {
+  node a(8);
+  node b(9);
+  a.open();
+  b.open();
+  chain c;
+  c.other(1, 1);
+  c.batch(2, 0, 2, 2);
+  c.batch(3, 2, 3, 3);
+  c.other(4, 4);
+  c.batch(5, 5, 1, 5);
+  for (const auto& [op, m] : c.ops) {
+    a.write(m);
+  }
+  a.run();
+  for (const auto& [op, m] : c.ops) {
+    a.s->applied(m.h);
+  }
+  a.s->poke();
+  BOOST_REQUIRE(a.s->durable_through() == 5u);
+  // Beyond what a has committed, it refuses.
+  {
+    auto beyond = storage::io::run_task(a.disk, a.s->read_for_transfer(offset_t(0), 6, 1024));
+    BOOST_REQUIRE(beyond.has_value());
+    BOOST_TEST((!beyond->has_value() && beyond->error().code() == make_error_code(storage::errc::offset_out_of_range)));
+  }
+  // b wrote ops 1..3 itself (its log holds 2 and 3, uncommitted), then installed a checkpoint at op 5: nothing is
+  // appended until the transfer, which keeps what b's log already holds of the committed chain.
+  for (std::uint64_t op = 1; op <= 3; ++op) {
+    b.write(c.ops.at(op));
+  }
+  b.run();
+  BOOST_REQUIRE(b.ok(3));
+  b.s->installed(c.ops.at(5).h);
+  BOOST_REQUIRE(b.s->transfer_target().has_value());
+  BOOST_TEST(b.s->durable_through() == 0u);
+  auto source = [&a](offset_t from, std::uint64_t through) -> task<expected<transfer_chunk>> {
+    co_return co_await a.s->read_for_transfer(from, through, 700);  // small chunks: several rounds
+  };
+  std::optional<expected<bool>> done;
+  spawn(b.s->transfer(source), [&](expected<bool> r) { done.emplace(std::move(r)); });
+  while (!done) {
+    const std::size_t ran = a.disk.poll(false) + b.disk.poll(false);
+    if (ran == 0 && !done) {
+      a.disk.poll(true);
+      b.disk.poll(true);
+    }
+  }
+  RILL_REQUIRE_OK(*done);
+  BOOST_TEST(**done);
+  BOOST_TEST(!b.s->transfer_target().has_value());
+  BOOST_TEST(b.s->durable_through() == 5u);
+  BOOST_TEST(b.s->log().committed().value() == 6);
+  BOOST_TEST((b.log_bytes() == a.log_bytes()));
+  BOOST_TEST(b.s->transfers() == 1u);
+  BOOST_TEST(b.s->truncations() == 0u, "what b held of the committed chain was kept, not cut and copied again");
+  a.crash();
+  b.crash();
+}
+
+BOOST_AUTO_TEST_CASE(close_answers_the_writes_still_waiting) {
+  node n(10);
+  n.open();
+  chain c;
+  c.other(1, 1);
+  c.batch(2, 0, 1, 2);
+  c.batch(3, 1, 1, 3);
+  n.write(c.ops.at(1));
+  n.write(c.ops.at(3));  // waits for op 2
+  n.run();
+  BOOST_TEST(n.waiting(3));
+  auto closed = storage::io::run_task(n.disk, n.s->close());
+  BOOST_REQUIRE(closed.has_value());
+  RILL_REQUIRE_OK(*closed);
+  BOOST_REQUIRE(n.results[3].has_value());
+  BOOST_TEST(!n.results[3]->has_value());
+  BOOST_TEST((n.results[3]->error().code() == make_error_code(storage::errc::closed)));
+  n.s.reset();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
