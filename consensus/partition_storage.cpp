@@ -59,6 +59,7 @@ struct partition_storage::pending {
   header h;
   std::vector<std::byte> body;  // a batch prepare's: kept until the write is answered (a cut may need it again)
   bool batch = false;
+  bool journal_started = false;  // its journal half (a batch prepare's: once its batch goes to the log)
   bool journal_done = false;
   bool batch_done = false;  // its batch is in the log (always, for other prepares)
   std::function<void(expected<void>)> done;
@@ -247,30 +248,54 @@ void partition_storage::write(message prepare, std::function<void(expected<void>
   p->done = std::move(done);
   message to_journal;
   to_journal.h = prepare.h;
-  if (p->batch) {
+  const bool batch = p->batch;
+  if (batch) {
     p->body = std::move(prepare.body);  // the journal keeps the header alone (detached_operation)
   } else {
     to_journal.body = std::move(prepare.body);
   }
-  const std::uint64_t id = p->id;
   writes_[op] = std::move(p);
+  if (!batch) {
+    start_journal(op, std::move(to_journal));
+  }
+  // A batch prepare's header goes to the journal only once its batch is durable in the log (do_append), so a crash
+  // never leaves a header without its batch: recovery must count that faulty, and an op faulty on every replica
+  // keeps a group in its view for good.
+  pump();
+}
+
+void partition_storage::start_journal(std::uint64_t op, message m) {
+  auto it = writes_.find(op);
+  RILL_ASSERT(it != writes_.end());
+  RILL_ASSERT(!it->second->journal_started, "op {}'s header written twice", op);
+  it->second->journal_started = true;
+  const std::uint64_t id = it->second->id;
   auto own = std::make_shared<partition_storage_own_op>(own_in_flight_, own_idle_, alive_);
-  files_->write(std::move(to_journal), [this, alive = alive_, own, op, id](expected<void> r) {
+  files_->write(std::move(m), [this, alive = alive_, own, op, id](expected<void> r) {
     if (!*alive) {
       return;
     }
-    auto it = writes_.find(op);
-    if (it != writes_.end() && it->second->id == id) {
+    auto w = writes_.find(op);
+    if (w != writes_.end() && w->second->id == id) {
       if (!r) {
         answer(op, std::move(r));
       } else {
-        it->second->journal_done = true;
+        w->second->journal_done = true;
         maybe_answer(op);
       }
     }
     pump();
   });
-  pump();
+}
+
+void partition_storage::start_header(std::uint64_t op) {
+  auto it = writes_.find(op);
+  if (it == writes_.end() || it->second->journal_started) {
+    return;
+  }
+  message m;
+  m.h = it->second->h;
+  start_journal(op, std::move(m));
 }
 
 void partition_storage::read(std::uint64_t op, checksum_t checksum, std::function<void(expected<message>)> done) {
@@ -456,7 +481,8 @@ void partition_storage::step() {
         continue;
       case placement::kind::done:
         w.batch_done = true;
-        it = writes_.upper_bound(op);  // (maybe_answer may erase it)
+        it = writes_.upper_bound(op);  // (maybe_answer and start_header's answer may erase it)
+        start_header(op);
         maybe_answer(op);
         continue;
       case placement::kind::cut:
@@ -554,6 +580,7 @@ task<void> partition_storage::do_append(std::vector<std::uint64_t> ops, std::vec
     auto w = writes_.find(ops[i]);
     if (w != writes_.end() && w->second->batch && w->second->h.checksum == entries[i].checksum) {
       w->second->batch_done = true;
+      start_header(ops[i]);  // the header once its batch is durable
       maybe_answer(ops[i]);
     }
   }
@@ -776,7 +803,25 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
       co_return give_up(error(make_error_code(errc::not_found), "state transfer: the peer sent nothing"), false);
     }
   }
-  // Our batches above the target (if any were kept) stay, uncommitted, for the chain to confirm or cut.
+  // Our batches above the target may stay, uncommitted, for the chain to confirm or cut; but one of an op at or below
+  // the target that the peer did not send (its op there has no batch) is stale, and so is all that follows it.
+  if (auto first = std::find_if(index_.begin(), index_.end(), [&](const auto& kv) { return kv.second.base >= next; });
+      first != index_.end() && first->first <= at.op) {
+    auto cut = co_await log_->truncate_after(offset_t(next - 1));
+    if (!*alive) {
+      co_return false;
+    }
+    if (!cut) {
+      co_return give_up(cut.error(), true);
+    }
+    std::erase_if(index_, [&](const auto& kv) { return kv.second.base >= next; });
+    for (auto& [op, w] : writes_) {
+      if (w->batch) {
+        w->batch_done = false;
+      }
+    }
+    ++truncations_;
+  }
   base_op_ = at.op;
   base_checksum_ = at.checksum;
   base_end_ = next;

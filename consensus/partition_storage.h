@@ -7,7 +7,11 @@
 // kept whole in the journal. The superblock and snapshot.bin are journal_storage's, unchanged.
 //
 // A write of a batch prepare completes once both halves are durable: its header in the journal and its batch in
-// the log, synced. So a replica acknowledges a prepare only when a restart finds both.
+// the log, synced. So a replica acknowledges a prepare only when a restart finds both. The header is written once
+// the batch is durable, so a crash leaves a batch without its header (an uncommitted batch the chain confirms or
+// cuts later), never a header without its batch: that needs the log's bytes to be lost, and recovery counts it
+// faulty. (Written in parallel, or as soon as the write arrived while the batch waited for its chain, crashes left
+// unacknowledged ops faulty on every replica of a group in the simulator, and the group could never leave its view.)
 //
 // The log holds the batches of one hash chain, in op order, contiguous in offsets. A batch prepare is appended
 // when the ops between the log's last batch and it are known to chain (its parent, the parent of the header below,
@@ -183,6 +187,8 @@ class partition_storage final : public group_storage {
   void fail_all(const error& e);
   void maybe_answer(std::uint64_t op);
   void start(task<void> t);
+  void start_journal(std::uint64_t op, message m);
+  void start_header(std::uint64_t op);  // a batch prepare's journal half, unless started
   task<void> read_body(message m, logged at, std::function<void(expected<message>)> done);
   task<void> do_append(std::vector<std::uint64_t> ops, std::vector<std::byte> bytes,
                        std::vector<storage::batch_meta> metas);
