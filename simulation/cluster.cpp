@@ -33,14 +33,17 @@ class cluster::node_transport final : public consensus::host_transport {
 
 // Node n's replica of a side group.
 struct cluster::side_replica {
-  std::unique_ptr<replica_storage> storage;  // the in-memory journal model
+  std::unique_ptr<replica_storage> storage;  // on a simulated disk of its own (or the in-memory journal model)
+  disk_storage* disk = nullptr;              // storage, when it is a disk
   std::unique_ptr<ledger> sm;
   std::unique_ptr<consensus::driver> d;  // null while its node is down
+  bool transferring = false;             // its partition storage is copying a peer's batches
 };
 
 struct cluster::side_group {
   consensus::group_t id;
   std::uint64_t identity = 0;  // the cluster field of its headers
+  bool metadata = false;       // the metadata group: metadata commands only, prepares whole in journal_storage
   std::unique_ptr<checker> chk;
   std::vector<std::unique_ptr<sim_client>> clients;
 };
@@ -58,7 +61,8 @@ struct cluster::node {
   const consensus::replica* r = nullptr;        // d's replica (null while down)
   disk_storage* disk = nullptr;                 // storage, when it is the simulated disk
   bool transferring = false;      // its partition storage is copying a peer's batches (a state transfer)
-  std::uint64_t truncations = 0;  // its partition logs' cuts and transfers, over the incarnations before this one
+  std::uint64_t truncations = 0;  // its partition logs' cuts and transfers (every group's), over the incarnations
+                                  // before this one
   std::uint64_t transfers = 0;
   bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
   // Crashed once the input under way returns (the driver is on the stack): its driver fenced at a storage failure,
@@ -119,10 +123,12 @@ cluster::cluster(const cluster_options& options, trace& t)
     side_group g;
     g.id = consensus::group_t(k);
     g.identity = options_.replica.cluster + 1000 * k;
+    g.metadata = k == 1;
     g.chk = std::make_unique<checker>(options_.replicas, options_.check_ack_durable);
+    client_options co = options_.client;
+    co.metadata_only = g.metadata;
     for (std::uint32_t c = 0; c < options_.side_clients; ++c) {
-      g.clients.push_back(
-          std::make_unique<sim_client>(g.identity, c + 1, options_.replicas, options_.client, side_rng.next()));
+      g.clients.push_back(std::make_unique<sim_client>(g.identity, c + 1, options_.replicas, co, side_rng.next()));
     }
     for (auto& n : nodes_) {
       consensus::vsr_state initial;
@@ -132,8 +138,22 @@ cluster::cluster(const cluster_options& options, trace& t)
       const replica_t i = n->index;
       auto atlas = [this, i](std::uint64_t op) { return may_fault(i, op); };
       side_replica r;
-      r.storage = std::make_unique<model_storage>(options_.storage, side_rng.next(), initial,
-                                                  options_.journal.slot_count, atlas);
+      if (options_.disk) {
+        // On disk: the metadata group on journal_storage, the others partition groups on partition_storage (each
+        // on a simulated disk of its own: a fault stream of its own; the node's crashes and disk losses take all).
+        std::optional<partition_config> partition;
+        if (!g.metadata && options_.partition) {
+          partition = partition_config{&pool_, &clock_, &reporter_, operation_produce,
+                                       options_.bug_partition_trusts_own_suffix};
+        }
+        auto d = std::make_unique<disk_storage>(options_.storage, side_rng.next(), initial, options_.journal, atlas,
+                                                partition);
+        r.disk = d.get();
+        r.storage = std::move(d);
+      } else {
+        r.storage = std::make_unique<model_storage>(options_.storage, side_rng.next(), initial,
+                                                    options_.journal.slot_count, atlas);
+      }
       n->sides.push_back(std::move(r));
     }
     sides_.push_back(std::move(g));
@@ -241,6 +261,8 @@ void cluster::restart_side(node& n, std::size_t k) {
   o.replica_count = options_.replicas;
   o.seed = n.seed ^ (0x9e3779b97f4a7c15ULL * n.incarnation) ^ (0xc2b2ae3d27d4eb4fULL * (k + 1));
   o.heartbeats_by_host = true;
+  o.apply_durable_only = sr.disk != nullptr && !g.metadata && options_.partition;
+  sr.transferring = false;
   sr.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only);
   auto recovered = sr.storage->recover();
   g.chk->on_persisted(now_, n.index, recovered.state);
@@ -378,9 +400,11 @@ void cluster::lose_disk(node& n) {
 }
 
 void cluster::crash(node& n) {
-  if (const consensus::partition_storage* p = partition_of(n)) {
-    n.truncations += p->truncations();  // (the storage goes with the crash; its counts stay with the node)
-    n.transfers += p->transfers();
+  for (std::size_t g = 0; g < options_.groups; ++g) {
+    if (const consensus::partition_storage* p = partition_of(n, g)) {
+      n.truncations += p->truncations();  // (the storage goes with the crash; its counts stay with the node)
+      n.transfers += p->transfers();
+    }
   }
   n.transferring = false;
   n.storage->crash();  // drops every callback in flight: the driver may go
@@ -728,12 +752,22 @@ void cluster::step() {
   }
 }
 
-consensus::partition_storage* cluster::partition_of(node& n) {
-  return n.up && n.disk != nullptr ? n.disk->partition() : nullptr;
+consensus::partition_storage* cluster::partition_of(node& n, std::size_t g) const {
+  if (!n.up) {
+    return nullptr;
+  }
+  disk_storage* d = g == 0 ? n.disk : n.sides.at(g - 1).disk;
+  return d != nullptr ? d->partition() : nullptr;
 }
 
 void cluster::step_partition(node& n) {
-  consensus::partition_storage* part = partition_of(n);
+  for (std::size_t g = 0; g < options_.groups && n.up; ++g) {
+    step_partition(n, g);
+  }
+}
+
+void cluster::step_partition(node& n, std::size_t g) {
+  consensus::partition_storage* part = partition_of(n, g);
   if (part == nullptr) {
     return;
   }
@@ -743,31 +777,32 @@ void cluster::step_partition(node& n) {
   }
   // A state transfer: the batches up to the installed checkpoint, from a peer whose log has committed them (the
   // harness carries the chunks; in a cluster, the replica plane does).
-  if (const auto target = part->transfer_target(); target && !n.transferring) {
+  bool& transferring = g == 0 ? n.transferring : n.sides.at(g - 1).transferring;
+  if (const auto target = part->transfer_target(); target && !transferring) {
     for (auto& peer : nodes_) {
-      consensus::partition_storage* from = peer.get() == &n ? nullptr : partition_of(*peer);
+      consensus::partition_storage* from = peer.get() == &n ? nullptr : partition_of(*peer, g);
       if (from == nullptr || from->committed_op() < target->op) {
         continue;
       }
-      n.transferring = true;
+      transferring = true;
       const replica_t source_index = peer->index;
       const std::uint32_t source_incarnation = peer->incarnation;
-      auto source = [this, source_index, source_incarnation](offset_t at, std::uint64_t through)
+      auto source = [this, source_index, source_incarnation, g](offset_t at, std::uint64_t through)
           -> task<expected<consensus::transfer_chunk>> {
         node& s = *nodes_.at(source_index);
-        consensus::partition_storage* p = partition_of(s);
+        consensus::partition_storage* p = partition_of(s, g);
         if (p == nullptr || s.incarnation != source_incarnation) {
           co_return rill::unexpected(error(make_error_code(storage::errc::closed), "the peer went down"));
         }
         auto chunk = co_await p->read_for_transfer(at, through, 64 * 1024);
-        if (!*alive_ || partition_of(s) != p || s.incarnation != source_incarnation) {
+        if (!*alive_ || partition_of(s, g) != p || s.incarnation != source_incarnation) {
           co_return rill::unexpected(error(make_error_code(storage::errc::closed), "the peer went down"));
         }
         co_return chunk;
       };
       const std::uint32_t incarnation = n.incarnation;
       spawn(part->transfer(std::move(source)),
-            [this, alive = alive_, index = n.index, incarnation](expected<bool> r) {
+            [this, alive = alive_, index = n.index, incarnation, g](expected<bool> r) {
               if (!*alive) {
                 return;
               }
@@ -775,9 +810,9 @@ void cluster::step_partition(node& n) {
               if (m.incarnation != incarnation) {
                 return;  // it crashed meanwhile
               }
-              m.transferring = false;
+              (g == 0 ? m.transferring : m.sides.at(g - 1).transferring) = false;
               if (r && *r) {
-                m.host->poke(group);  // a checkpoint held for the partition log may go now
+                m.host->poke(consensus::group_t(static_cast<std::uint32_t>(g)));  // a held checkpoint may go now
               }
             });
       break;
@@ -788,14 +823,15 @@ void cluster::step_partition(node& n) {
     return;
   }
   // Visible <= committed: what consumers can read was committed (the checker knows every committed offset).
-  checker_.on_visible(now_, n.index, static_cast<std::uint64_t>(log.committed().value()));
+  checker_of(consensus::group_t(static_cast<std::uint32_t>(g)))
+      .on_visible(now_, n.index, static_cast<std::uint64_t>(log.committed().value()));
 }
 
 void cluster::consume(std::size_t c) {
   // A consumer reads from whichever replica it picks (committed records only), from its position on.
   std::vector<node*> up;
   for (auto& n : nodes_) {
-    if (partition_of(*n) != nullptr) {
+    if (partition_of(*n, 0) != nullptr) {
       up.push_back(n.get());
     }
   }
@@ -811,7 +847,7 @@ void cluster::consume(std::size_t c) {
   auto read = [](storage::partition_log* log, storage::read_request r) -> task<expected<storage::read_result>> {
     co_return co_await log->read(r);
   };
-  spawn(read(&partition_of(*from)->log(), rq), [this, c, index, alive = alive_](expected<storage::read_result> r) {
+  spawn(read(&partition_of(*from, 0)->log(), rq), [this, c, index, alive = alive_](expected<storage::read_result> r) {
     if (!*alive) {
       return;
     }
@@ -846,15 +882,18 @@ void cluster::consume(std::size_t c) {
   });
 }
 
-void cluster::check_partitions_at_end(const std::vector<const consensus::replica*>& core) {
+void cluster::check_partitions_at_end(const std::vector<const consensus::replica*>& core, std::size_t g) {
   // Every core replica's partition log holds exactly the canonical records, from offset 0 to its committed end, in
   // order, without gaps; and everything acknowledged is visible there.
+  checker& chk = checker_of(consensus::group_t(static_cast<std::uint32_t>(g)));
   for (const consensus::replica* r : core) {
     node& n = *nodes_.at(r->index());
-    if (partition_of(n) == nullptr) {
+    consensus::partition_storage* part = partition_of(n, g);
+    if (part == nullptr) {
       continue;
     }
-    storage::partition_log& log = partition_of(n)->log();
+    storage::partition_log& log = part->log();
+    disk_storage& disk = g == 0 ? *n.disk : *n.sides.at(g - 1).disk;
     std::uint64_t next = 0;
     while (next < static_cast<std::uint64_t>(log.committed().value())) {
       storage::read_request rq;
@@ -862,9 +901,9 @@ void cluster::check_partitions_at_end(const std::vector<const consensus::replica
       rq.max_bytes = 64 * 1024;
       std::optional<expected<storage::read_result>> got;
       spawn(log.read(rq), [&](expected<storage::read_result> v) { got.emplace(std::move(v)); });
-      storage::io::run_until(n.disk->disk(), [&] { return got.has_value(); });
+      storage::io::run_until(disk.disk(), [&] { return got.has_value(); });
       if (!got || !*got || (*got)->batches == 0) {
-        checker_.fail_partition(
+        chk.fail_partition(
             now_, fmt::format("replica {} partition log: reading committed offset {} failed: {}", r->index(), next,
                               got && !*got ? (*got).error().message() : "nothing returned"));
         return;
@@ -872,17 +911,17 @@ void cluster::check_partitions_at_end(const std::vector<const consensus::replica
       for (const auto& v : (*got)->batch_views()) {
         const auto records = records_of_batch(v.bytes());
         if (static_cast<std::uint64_t>(v.base_offset().value()) != next || records.empty()) {
-          checker_.fail_partition(now_, fmt::format("replica {} partition log: batch at {} where {} was next",
+          chk.fail_partition(now_, fmt::format("replica {} partition log: batch at {} where {} was next",
                                                     r->index(), v.base_offset().value(), next));
           return;
         }
         for (std::size_t i = 0; i < records.size(); ++i) {
-          checker_.on_consumed(now_, r->index(), next + i, records[i].first, records[i].second);
+          chk.on_consumed(now_, r->index(), next + i, records[i].first, records[i].second);
         }
         next += records.size();
       }
     }
-    checker_.check_acks_visible(now_, r->index(), next);
+    chk.check_acks_visible(now_, r->index(), next);
   }
 }
 
@@ -933,14 +972,18 @@ std::vector<const consensus::replica*> cluster::core_of(
   return by_op.empty() ? std::vector<const consensus::replica*>{} : by_op.rbegin()->second;
 }
 
+namespace {
+// A partition group's replica has caught up in its log too: no transfer due, its batches committed as far as it
+// applied, no checkpoint held for them.
+bool log_caught_up(const consensus::partition_storage* p, const consensus::driver& d) {
+  return p == nullptr || (!p->transfer_target() && p->committed_op() >= d.replica().commit_min().value() &&
+                          !d.checkpoint_held());
+}
+}  // namespace
+
 std::vector<const consensus::replica*> cluster::core() const {
-  // The partition's log must have caught up too.
   return core_of([](const node& n) -> const consensus::replica& { return *n.r; },
-                 [](const node& n) {
-                   const consensus::partition_storage* p = n.disk != nullptr ? n.disk->partition() : nullptr;
-                   return p == nullptr || (!p->transfer_target() && p->committed_op() >= n.r->commit_min().value() &&
-                                           !n.d->checkpoint_held());
-                 });
+                 [](const node& n) { return log_caught_up(n.disk != nullptr ? n.disk->partition() : nullptr, *n.d); });
 }
 
 bool cluster::converged() const {
@@ -954,7 +997,10 @@ bool cluster::converged() const {
 
 std::vector<const consensus::replica*> cluster::side_core(std::size_t k) const {
   return core_of([k](const node& n) -> const consensus::replica& { return n.sides[k].d->replica(); },
-                 [](const node&) { return true; });
+                 [k](const node& n) {
+                   const side_replica& sr = n.sides[k];
+                   return log_caught_up(sr.disk != nullptr ? sr.disk->partition() : nullptr, *sr.d);
+                 });
 }
 
 bool cluster::sides_converged() const {
@@ -983,9 +1029,11 @@ run_result cluster::run() {
       const auto converged_core = core();
       result_.lagging = options_.replicas - converged_core.size();
       checker_.check_acks_applied(now_, converged_core);
-      check_partitions_at_end(converged_core);
+      check_partitions_at_end(converged_core, 0);
       for (std::size_t k = 0; k < sides_.size(); ++k) {
-        sides_[k].chk->check_acks_applied(now_, side_core(k));
+        const auto side = side_core(k);
+        sides_[k].chk->check_acks_applied(now_, side);
+        check_partitions_at_end(side, k + 1);
       }
     }
   }
@@ -993,9 +1041,11 @@ run_result cluster::run() {
   for (const auto& m : nodes_) {
     result_.partition_truncations += m->truncations;
     result_.partition_transfers += m->transfers;
-    if (const consensus::partition_storage* p = m->disk != nullptr ? m->disk->partition() : nullptr) {
-      result_.partition_truncations += p->truncations();
-      result_.partition_transfers += p->transfers();
+    for (std::size_t g = 0; g < options_.groups; ++g) {
+      if (const consensus::partition_storage* p = partition_of(*m, g)) {
+        result_.partition_truncations += p->truncations();
+        result_.partition_transfers += p->transfers();
+      }
     }
   }
   result_.committed = checker_.committed();
@@ -1038,6 +1088,10 @@ run_result cluster::run() {
       for (const auto& n : nodes_) {
         if (n->up) {
           state += " [" + n->sides[k].d->replica().describe() + "]";
+          if (const consensus::partition_storage* p = partition_of(*n, k + 1)) {
+            state += fmt::format(" [r{} partition: {}{}]", n->index, p->describe(),
+                                 n->sides[k].d->checkpoint_held() ? ", checkpoint held" : "");
+          }
         }
       }
       std::uint64_t side_finished = 0;

@@ -88,10 +88,12 @@ struct cluster_options {
   // copy of an op: data loss, not a bug), with 3 or more replicas, and at most replicas - quorum of them lost or
   // recovering at once (else no quorum can ever vote).
   std::uint32_t disk_lost_ppm = 0;
-  // Groups each node hosts (1 to groups_max_sim): group 0 is the partition above; each further one is a side group,
-  // the same ledger with side_clients clients of its own, on the in-memory journal model (the storage faults,
-  // crashes and disk losses of its node), through the node's one group_host. A side group has its own cluster
-  // identity in its headers and its own checker.
+  // Groups each node hosts (1 to groups_max_sim): group 0 is the partition above; each further one is a side group
+  // with side_clients clients of its own, through the node's one group_host: group 1 the metadata group (its clients
+  // send only metadata commands, which the ledger applies through rilld's metadata_machine; journal_storage on
+  // disk), groups 2.. partition groups like group 0 (partition_storage on disk, no consumers). Each side replica's
+  // storage is a simulated disk of its own (or the journal model with disk = false); its node's crashes and disk
+  // losses take them all. A side group has its own cluster identity in its headers and its own checker.
   std::uint32_t groups = 1;
   std::uint32_t side_clients = 2;
   consensus::replica_options replica;  // timeouts and limits (cluster, index and count are set per replica)
@@ -173,11 +175,13 @@ class cluster {
       const std::function<bool(const node&)>& caught_up) const;
   [[nodiscard]] bool may_fault(consensus::replica_t r, std::uint64_t op) const;
   void observe(node& n);
-  void step_partition(node& n);
-  // The node's partition storage while it is up (null with the storage model or without a partition).
-  [[nodiscard]] consensus::partition_storage* partition_of(node& n);
+  void step_partition(node& n);           // every partition group of the node
+  void step_partition(node& n, std::size_t g);
+  // The partition storage of the node's replica of group g while it is up (null with the storage model, or for a
+  // group that is not a partition group on disk).
+  [[nodiscard]] consensus::partition_storage* partition_of(node& n, std::size_t g) const;
   void consume(std::size_t client);
-  void check_partitions_at_end(const std::vector<const consensus::replica*>& core);
+  void check_partitions_at_end(const std::vector<const consensus::replica*>& core, std::size_t g);
 
   cluster_options options_;
   trace& trace_;

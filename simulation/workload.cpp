@@ -507,7 +507,7 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
     m.h.operation = operation_produce;
     m.body = std::move(*retry_body_);  // the same batch, the same sequences
     retry_body_.reset();
-  } else if (completed_ < options_.requests && rng_.below(6) == 0) {
+  } else if (completed_ < options_.requests && (options_.metadata_only || rng_.below(6) == 0)) {
     ++request_;
     m.h.operation = operation_metadata;
     m.body = metadata_command(now);
@@ -635,6 +635,9 @@ std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t
       streams_.push_back(applied->stream_id);
     } else if (sent == sent_kind::delete_stream && !streams_.empty()) {
       streams_.pop_back();  // deleted (or already gone: either way not ours to use)
+    }
+    if (options_.metadata_only) {
+      ++completed_;
     }
     return ack;
   }

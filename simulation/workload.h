@@ -161,6 +161,9 @@ struct client_options {
   // checked against the pipeline too, keeps its batch from the log twice while the original is uncommitted.
   std::uint32_t session_switch_ppm = 250'000;
   std::uint32_t sessions_max = 6;  // per client (clients * sessions_max stays below the client table's size)
+  // Every request is a metadata command (create a stream or a topic, delete a stream), and `requests` counts them:
+  // a client of a metadata group.
+  bool metadata_only = false;
 };
 
 struct client_ack {
