@@ -608,16 +608,26 @@ task<expected<void>> partition_storage::cut_from(std::uint64_t from_op) {
   if (it == index_.end()) {
     co_return expected<void>{};
   }
-  const std::int64_t keep = it->second.base;
   RILL_ASSERT(from_op > base_op_, "a cut from op {}, committed (the committed base is op {})", from_op, base_op_);
-  RILL_ASSERT(keep >= base_end_, "a cut at offset {} below the committed end {}", keep, base_end_);
-  RILL_ASSERT(keep >= log_->committed().value());
-  RILL_CO_TRY_VOID(co_await log_->truncate_after(offset_t(keep - 1)));
-  index_.erase(index_.lower_bound(from_op), index_.end());
+  co_return co_await cut_at(it->second.base);
+}
+
+task<expected<void>> partition_storage::cut_at(std::int64_t offset) {
+  auto alive = alive_;
+  RILL_ASSERT(offset >= base_end_, "a cut at offset {} below the committed end {}", offset, base_end_);
+  RILL_ASSERT(offset >= log_->committed().value());
+  if (log_->log_end().value() <= offset) {
+    co_return expected<void>{};
+  }
+  RILL_CO_TRY_VOID(co_await log_->truncate_after(offset_t(offset - 1)));
+  if (!*alive) {
+    co_return expected<void>{};
+  }
+  std::erase_if(index_, [&](const auto& kv) { return kv.second.base >= offset; });
   ++truncations_;
   // A write whose batch was cut is placed again (if the replica still holds it; otherwise it is superseded).
   for (auto& [op, w] : writes_) {
-    if (op >= from_op && w->batch) {
+    if (w->batch && w->batch_done && !index_.contains(op) && op > base_op_) {
       w->batch_done = false;
     }
   }
@@ -764,22 +774,12 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
       co_return corrupt("the peer's batches and their entries do not match");
     }
     if (copy_from != SIZE_MAX) {
-      const std::int64_t cut_at = entries[copy_meta].second.base;
-      if (log_->log_end().value() > cut_at) {
-        auto cut = co_await log_->truncate_after(offset_t(cut_at - 1));
-        if (!*alive) {
-          co_return false;
-        }
-        if (!cut) {
-          co_return give_up(cut.error(), true);
-        }
-        std::erase_if(index_, [&](const auto& kv) { return kv.second.base >= cut_at; });
-        for (auto& [op, w] : writes_) {
-          if (w->batch) {
-            w->batch_done = false;  // placed again (or superseded)
-          }
-        }
-        ++truncations_;
+      auto cut = co_await cut_at(entries[copy_meta].second.base);
+      if (!*alive) {
+        co_return false;
+      }
+      if (!cut) {
+        co_return give_up(cut.error(), true);
       }
       std::vector<std::byte> bytes(chunk->batches.begin() + static_cast<std::ptrdiff_t>(copy_from),
                                    chunk->batches.end());
@@ -807,20 +807,13 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
   // the target that the peer did not send (its op there has no batch) is stale, and so is all that follows it.
   if (auto first = std::find_if(index_.begin(), index_.end(), [&](const auto& kv) { return kv.second.base >= next; });
       first != index_.end() && first->first <= at.op) {
-    auto cut = co_await log_->truncate_after(offset_t(next - 1));
+    auto cut = co_await cut_at(next);
     if (!*alive) {
       co_return false;
     }
     if (!cut) {
       co_return give_up(cut.error(), true);
     }
-    std::erase_if(index_, [&](const auto& kv) { return kv.second.base >= next; });
-    for (auto& [op, w] : writes_) {
-      if (w->batch) {
-        w->batch_done = false;
-      }
-    }
-    ++truncations_;
   }
   base_op_ = at.op;
   base_checksum_ = at.checksum;

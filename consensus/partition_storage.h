@@ -194,6 +194,8 @@ class partition_storage final : public group_storage {
                        std::vector<storage::batch_meta> metas);
   task<void> do_cut(std::uint64_t from_op);
   task<expected<void>> cut_from(std::uint64_t from_op);
+  // Cuts the log from this offset (a batch boundary at or above the committed end) and forgets what it cut.
+  task<expected<void>> cut_at(std::int64_t offset);
   void prune();
 
   std::unique_ptr<journal_storage> files_;
