@@ -55,4 +55,10 @@ static_assert(batch_records_limit * std::uint64_t{7} <= batch_uncompressed_bytes
 // Segments in one partition (bounds the in-memory segment table).
 inline constexpr std::uint32_t segments_per_partition_max = 1u << 20;
 
+// A cluster: its members are the replicas of the metadata group, which spans every node (a VSR group has at most
+// consensus::replicas_max replicas; consensus/types.h asserts the two agree). Node ids are small positive integers.
+inline constexpr std::uint64_t cluster_members_limit = 6;
+inline constexpr std::uint64_t node_id_limit = 1'000'000;
+inline constexpr std::uint64_t cluster_id_limit = (std::uint64_t{1} << 63) - 1;
+
 }  // namespace rill::limits

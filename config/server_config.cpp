@@ -14,6 +14,7 @@
 
 #include "config/cpu_allocation.h"
 #include "config/errc.h"
+#include "config/limits.h"
 
 namespace rill::config {
 
@@ -37,7 +38,7 @@ const char* to_string(log_level l) noexcept {
 
 namespace {
 
-enum class kind : std::uint8_t { integer, boolean, string, addr, choice };
+enum class kind : std::uint8_t { integer, boolean, string, addr, choice, members, optional_addr };
 
 struct key_spec {
   std::string name;
@@ -112,6 +113,53 @@ key_spec address_key(std::string name, std::string description, address server_c
                   [field](const server_config& c) { return config_value{(c.*field).to_string()}; }};
 }
 
+}  // namespace
+
+expected<std::vector<cluster_member>> parse_members(std::string_view text) {
+  std::vector<cluster_member> out;
+  if (text.empty()) {
+    return out;
+  }
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view entry = text.substr(at, comma - at);
+    const std::size_t sign = entry.find('@');
+    if (sign == std::string_view::npos || sign == 0) {
+      return unexpected(make_error_code(errc::bad_value),
+                        fmt::format("member '{}': expected ID@HOST:PORT, e.g. 1@127.0.0.1:9422", entry));
+    }
+    std::uint64_t id = 0;
+    const auto [end, ec] = std::from_chars(entry.data(), entry.data() + sign, id);
+    if (ec != std::errc{} || end != entry.data() + sign || id == 0 || id > limits::node_id_limit) {
+      return unexpected(make_error_code(errc::bad_value),
+                        fmt::format("member '{}': the node id must be an integer in [1, {}]", entry,
+                                    limits::node_id_limit));
+    }
+    auto a = parse_address(entry.substr(sign + 1));
+    if (!a) {
+      return unexpected(make_error_code(errc::bad_value), fmt::format("member '{}': {}", entry, a.error().detail()));
+    }
+    if (a->port == 0) {
+      return unexpected(make_error_code(errc::bad_value),
+                        fmt::format("member '{}': a member's replica address needs its port (not 0)", entry));
+    }
+    out.push_back(cluster_member{id, std::move(*a)});
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string members_text(const std::vector<cluster_member>& members) {
+  std::string out;
+  for (const auto& m : members) {
+    out += fmt::format("{}{}@{}", out.empty() ? "" : ",", m.node_id, m.replica_address.to_string());
+  }
+  return out;
+}
+
+namespace {
+
 const std::vector<key_spec>& registry() {
   constexpr std::uint64_t kib = limits::kib;
   constexpr std::uint64_t mib = limits::mib;
@@ -129,10 +177,49 @@ const std::vector<key_spec>& registry() {
                  false,
                  [](server_config& c, const config_value& v) { c.data_dir = std::get<std::string>(v); },
                  [](const server_config& c) { return config_value{c.data_dir}; }});
+    k.push_back(integer("cluster.id", 0, limits::cluster_id_limit,
+                        "The cluster this node belongs to; every member names the same. 0: none given (a node alone "
+                        "makes one up when it formats its data directory; members must name it).",
+                        &server_config::cluster_id));
+    k.push_back(integer("cluster.node_id", 1, limits::node_id_limit,
+                        "This node's id: one of the members' ids (ignored by a node alone).",
+                        &server_config::node_id));
+    k.push_back(key_spec{"cluster.members",
+                         kind::members,
+                         "Every member's node id and replica-plane address, this node's included: a TOML array of "
+                         "\"ID@HOST:PORT\" strings, or on --set and in the environment one string separated by "
+                         "commas. Empty: a cluster of this node alone.",
+                         0,
+                         0,
+                         {},
+                         false,
+                         [](server_config& c, const config_value& v) {
+                           c.members = *parse_members(std::get<std::string>(v));  // checked before set
+                         },
+                         [](const server_config& c) { return config_value{members_text(c.members)}; }});
     k.push_back(address_key("network.tcp_address", "Client protocol listener (HOST:PORT; port 0 picks a free port).",
                             &server_config::tcp_address));
     k.push_back(address_key("network.http_address", "HTTP listener for /metrics, /healthz, /api and /ui.",
                             &server_config::http_address));
+    k.push_back(address_key("network.replica_address",
+                            "Replica-plane listener: the other members of the cluster connect here (HOST:PORT).",
+                            &server_config::replica_address));
+    k.push_back(key_spec{"network.advertised_address",
+                         kind::optional_addr,
+                         "The client address other nodes hand out for this one (HOST:PORT); empty: the bound "
+                         "client address.",
+                         0,
+                         0,
+                         {},
+                         false,
+                         [](server_config& c, const config_value& v) {
+                           const auto& text = std::get<std::string>(v);
+                           c.advertised_address = text.empty() ? address{} : *parse_address(text);
+                         },
+                         [](const server_config& c) {
+                           return config_value{c.advertised_address.host.empty() ? std::string()
+                                                                                 : c.advertised_address.to_string()};
+                         }});
     k.push_back(
         integer("network.max_frame_bytes", 4 * kib, 256 * mib,
                 "Largest request frame accepted; a larger one gets an error reply and the connection is closed.",
@@ -336,6 +423,10 @@ std::string allowed_text(const key_spec& k) {
                  : "a string";
     case kind::addr:
       return "HOST:PORT";
+    case kind::optional_addr:
+      return "HOST:PORT, or empty";
+    case kind::members:
+      return "ID@HOST:PORT entries (at most " + std::to_string(limits::cluster_members_limit) + ")";
     case kind::choice: {
       std::string s = "one of ";
       for (std::size_t i = 0; i < k.choices.size(); ++i) {
@@ -378,6 +469,28 @@ expected<void> check_and_set(server_config& c, const key_spec& k, const config_v
                           fmt::format("{} (from {}): {}", k.name, origin, a.error().detail()));
       }
       break;
+    case kind::optional_addr:
+      if (const auto& text = std::get<std::string>(v); !text.empty()) {
+        if (auto a = parse_address(text); !a) {
+          return unexpected(make_error_code(errc::bad_value),
+                            fmt::format("{} (from {}): {}", k.name, origin, a.error().detail()));
+        }
+      }
+      break;
+    case kind::members: {
+      auto m = parse_members(std::get<std::string>(v));
+      if (!m) {
+        return unexpected(make_error_code(errc::bad_value),
+                          fmt::format("{} (from {}): {}", k.name, origin, m.error().detail()));
+      }
+      if (m->size() > limits::cluster_members_limit) {
+        return unexpected(make_error_code(errc::out_of_range),
+                          fmt::format("{} (from {}): {} members; allowed is at most {} (the metadata group spans "
+                                      "every member)",
+                                      k.name, origin, m->size(), limits::cluster_members_limit));
+      }
+      break;
+    }
     case kind::choice:
       if (std::find(k.choices.begin(), k.choices.end(), std::get<std::string>(v)) == k.choices.end()) {
         return key_error(errc::bad_value, k, value_text(v), origin);
@@ -436,11 +549,12 @@ std::vector<key_doc> describe_keys() {
     key_doc d;
     d.key = k.name;
     d.env = env_name(k.name);
-    d.type = k.k == kind::integer   ? "integer"
-             : k.k == kind::boolean ? "boolean"
-             : k.k == kind::addr    ? "address"
-             : k.k == kind::choice  ? "choice"
-                                    : "string";
+    d.type = k.k == kind::integer                                 ? "integer"
+             : k.k == kind::boolean                               ? "boolean"
+             : k.k == kind::addr || k.k == kind::optional_addr    ? "address"
+             : k.k == kind::choice                                ? "choice"
+             : k.k == kind::members                               ? "members"
+                                                                  : "string";
     d.allowed = allowed_text(k);
     d.default_text = value_text(k.get(defaults));
     d.description = k.description;
@@ -489,6 +603,16 @@ expected<void> config_builder::load_toml(std::string_view text, const std::strin
           return key_error(errc::bad_value, *k, "a non-boolean", where);
         }
         v = b->get();
+      } else if (k->k == kind::members && node.as_array() != nullptr) {
+        std::string joined;
+        for (const auto& entry : *node.as_array()) {
+          const auto* s = entry.as_string();
+          if (s == nullptr || s->get().find(',') != std::string::npos) {
+            return key_error(errc::bad_value, *k, "an array entry that is not one \"ID@HOST:PORT\" string", where);
+          }
+          joined += (joined.empty() ? "" : ",") + s->get();
+        }
+        v = joined;
       } else {
         const auto* s = node.as_string();
         if (s == nullptr) {
@@ -556,6 +680,34 @@ expected<server_config> config_builder::build() const {
   if (!storage) {
     return unexpected(storage.error().code(), "storage." + storage.error().detail());
   }
+  if (!config_.members.empty()) {
+    const std::string listed = members_text(config_.members);
+    std::set<std::uint64_t> ids;
+    std::set<std::string> addresses;
+    for (const auto& m : config_.members) {
+      if (!ids.insert(m.node_id).second) {
+        return unexpected(make_error_code(errc::bad_value),
+                          fmt::format("cluster.members = '{}': node id {} is listed twice", listed, m.node_id));
+      }
+      if (!addresses.insert(m.replica_address.to_string()).second) {
+        return unexpected(make_error_code(errc::bad_value),
+                          fmt::format("cluster.members = '{}': address {} is listed twice", listed,
+                                      m.replica_address.to_string()));
+      }
+    }
+    if (!ids.contains(config_.node_id)) {
+      return unexpected(make_error_code(errc::bad_value),
+                        fmt::format("cluster.node_id = {}: not one of cluster.members = '{}' (this node must be "
+                                    "listed too)",
+                                    config_.node_id, listed));
+    }
+    if (config_.cluster_id == 0) {
+      return unexpected(make_error_code(errc::bad_value),
+                        fmt::format("cluster.id = 0: a cluster of {} members needs its id, the same on every member "
+                                    "(an integer in [1, {}])",
+                                    config_.members.size(), limits::cluster_id_limit));
+    }
+  }
   return config_;
 }
 
@@ -578,6 +730,14 @@ std::string render_toml(const server_config& c) {
       shown = std::to_string(*u);
     } else if (const auto* b = std::get_if<bool>(&v)) {
       shown = *b ? "true" : "false";
+    } else if (k.k == kind::members) {
+      shown = "[";
+      for (const auto& m : c.members) {
+        std::ostringstream quoted;
+        quoted << toml::value<std::string>(fmt::format("{}@{}", m.node_id, m.replica_address.to_string()));
+        shown += (shown.size() > 1 ? ", " : "") + quoted.str();
+      }
+      shown += "]";
     } else {
       std::ostringstream quoted;
       quoted << toml::value<std::string>(std::get<std::string>(v));

@@ -32,12 +32,32 @@ static_assert(actor_series_limit >= partitions_limit, "a partition actor per par
 static_assert(actor_series_limit >= groups_limit, "a group actor per group");
 const char* to_string(log_level l) noexcept;
 
+// One member of a cluster: its node id and the replica-plane address the others reach it at.
+struct cluster_member {
+  std::uint64_t node_id = 0;
+  address replica_address;
+  friend bool operator==(const cluster_member&, const cluster_member&) = default;
+};
+
+// "ID@HOST:PORT[,ID@HOST:PORT...]" (also one entry of a TOML array). The error says what is wrong with which entry.
+expected<std::vector<cluster_member>> parse_members(std::string_view text);
+// The same text back ("1@127.0.0.1:9422,2@127.0.0.1:9432").
+std::string members_text(const std::vector<cluster_member>& members);
+
 struct server_config {
   // [server]
   std::string data_dir = "./rill-data";
+  // [cluster]: which cluster this node belongs to (docs/operations.md, Clusters). No members: a cluster of this
+  // node alone, which formats itself at its first start.
+  std::uint64_t cluster_id = 0;  // 0: not given (a node alone then makes one up when it formats its directory)
+  std::uint64_t node_id = 1;
+  std::vector<cluster_member> members;
   // [network]
   address tcp_address{"127.0.0.1", 9420};
   address http_address{"127.0.0.1", 9421};
+  address replica_address{"127.0.0.1", 9422};  // the replica plane: what the other members connect to
+  // The client address other nodes hand out for this one (empty host: the bound client address).
+  address advertised_address;
   std::uint64_t max_frame_bytes = 16 * limits::mib;
   std::uint64_t connections_max = 10'000;
   std::uint64_t connection_inflight_requests_max = 64;
@@ -89,7 +109,8 @@ class config_builder {
   expected<void> load_environment(const std::vector<std::string>& environment);
   // One key from a flag or an override, e.g. set("network.tcp_address", "0.0.0.0:9420", "--tcp").
   expected<void> set(std::string_view key, std::string_view value, const std::string& origin);
-  // Cross-key checks (storage limits together, cpu_allocation against its grammar); the finished config.
+  // Cross-key checks (storage limits together; a members list that names this node, with distinct ids and
+  // addresses, and a cluster id); the finished config.
   expected<server_config> build() const;
 
  private:

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/strong.h"
+#include "config/limits.h"
 
 namespace rill::consensus {
 
@@ -25,6 +26,7 @@ inline constexpr std::size_t replicas_max = 6;
 static_assert(replicas_max >= 1);
 static_assert(replicas_max <= 32, "votes and acknowledgements are a std::uint32_t bitset of replicas");
 static_assert(replicas_max <= 255, "replica_t is one byte (the header's replica field)");
+static_assert(replicas_max == limits::cluster_members_limit, "the metadata group spans every member of a cluster");
 
 // The most prepares in flight at a primary (replica_options::pipeline_max). The view change's suffixes and the
 // vsr_state's view headers hold at most pipeline_max + 1 headers.

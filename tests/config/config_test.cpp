@@ -359,3 +359,69 @@ BOOST_AUTO_TEST_CASE(an_empty_data_dir_is_refused_by_name) {
   config_builder file;
   BOOST_TEST(contains(error_of(file.load_toml("[server]\ndata_dir = \"\"\n", "f")), "server.data_dir"));
 }
+
+BOOST_AUTO_TEST_CASE(cluster_keys_from_a_file_the_environment_and_flags_and_what_a_members_list_must_hold) {
+  // A TOML array of members, and the same as one comma-separated string from the environment and --set.
+  config_builder file;
+  RILL_REQUIRE_OK(file.load_toml(
+      "[cluster]\nid = 77\nnode_id = 2\nmembers = [\"1@127.0.0.1:9422\", \"2@127.0.0.1:9432\", \"3@[::1]:9442\"]\n"
+      "[network]\nreplica_address = \"0.0.0.0:9432\"\nadvertised_address = \"rill-2.example:9420\"\n",
+      "rill.toml"));
+  auto c = file.build();
+  RILL_REQUIRE_OK(c);
+  BOOST_TEST(c->cluster_id == 77u);
+  BOOST_TEST(c->node_id == 2u);
+  BOOST_REQUIRE(c->members.size() == 3u);
+  BOOST_TEST(c->members[2].node_id == 3u);
+  BOOST_TEST(c->members[2].replica_address.host == "::1");
+  BOOST_TEST(c->replica_address.port == 9432);
+  BOOST_TEST(c->advertised_address.host == "rill-2.example");
+  // Rendered and loaded back.
+  config_builder again;
+  RILL_REQUIRE_OK(again.load_toml(render_toml(*c), "current_config.toml"));
+  auto d = again.build();
+  RILL_REQUIRE_OK(d);
+  BOOST_TEST((d->members == c->members));
+  BOOST_TEST(render_toml(*d) == render_toml(*c));
+  config_builder env;
+  RILL_REQUIRE_OK(env.load_environment({"RILL_CLUSTER_ID=5", "RILL_CLUSTER_NODE_ID=1",
+                                        "RILL_CLUSTER_MEMBERS=1@127.0.0.1:9422,2@127.0.0.1:9432,3@127.0.0.1:9442"}));
+  auto e = env.build();
+  RILL_REQUIRE_OK(e);
+  BOOST_TEST(e->members.size() == 3u);
+  BOOST_TEST(members_text(e->members) == "1@127.0.0.1:9422,2@127.0.0.1:9432,3@127.0.0.1:9442");
+  // Defaults: a node alone, the replica plane on 9422, no advertised address.
+  auto defaults = config_builder{}.build();
+  RILL_REQUIRE_OK(defaults);
+  BOOST_TEST(defaults->members.empty());
+  BOOST_TEST(defaults->replica_address.to_string() == "127.0.0.1:9422");
+  BOOST_TEST(defaults->advertised_address.host.empty());
+
+  // Every refusal names the key, the value and what is allowed.
+  auto refused = [](std::initializer_list<std::pair<std::string, std::string>> sets) {
+    config_builder b;
+    for (const auto& [k, v] : sets) {
+      if (auto r = b.set(k, v, "--set " + k); !r) {
+        return error_of(r);
+      }
+    }
+    return error_of(b.build());
+  };
+  const std::string three = "1@127.0.0.1:9422,2@127.0.0.1:9432,3@127.0.0.1:9442";
+  BOOST_TEST(contains(refused({{"cluster.members", "1@127.0.0.1"}}), "cluster.members (from --set cluster.members)"));
+  BOOST_TEST(contains(refused({{"cluster.members", "x@127.0.0.1:9422"}}), "the node id must be an integer"));
+  BOOST_TEST(contains(refused({{"cluster.members", "127.0.0.1:9422"}}), "expected ID@HOST:PORT"));
+  BOOST_TEST(contains(refused({{"cluster.members", "1@127.0.0.1:0"}}), "needs its port"));
+  BOOST_TEST(contains(refused({{"cluster.members",
+                                "1@h:1,2@h:2,3@h:3,4@h:4,5@h:5,6@h:6,7@h:7"}}),
+                      "7 members; allowed is at most 6"));
+  BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.members", "1@h:1,1@h:2"}}), "node id 1 is listed twice"));
+  BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.members", "1@h:1,2@h:1"}}), "address h:1 is listed twice"));
+  BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.node_id", "4"}, {"cluster.members", three}}),
+                      "cluster.node_id = 4: not one of cluster.members"));
+  BOOST_TEST(contains(refused({{"cluster.members", three}}), "cluster.id = 0: a cluster of 3 members needs its id"));
+  BOOST_TEST(contains(refused({{"cluster.node_id", "0"}}), "cluster.node_id = 0 (from --set cluster.node_id): allowed"));
+  BOOST_TEST(contains(refused({{"network.advertised_address", "nohost"}}), "network.advertised_address"));
+  config_builder bad_array;
+  BOOST_TEST(contains(error_of(bad_array.load_toml("[cluster]\nmembers = [1, 2]\n", "f")), "cluster.members"));
+}
