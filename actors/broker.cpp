@@ -17,10 +17,12 @@
 #include <filesystem>
 #include <future>
 #include <map>
+#include <random>
 #include <thread>
 #include <variant>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "actors/connection_actor.hpp"
 #include "actors/dashboard.h"
@@ -36,6 +38,8 @@
 #include "actors/sample_names.h"
 #include "config/descriptor_budget.h"
 #include "config/errc.h"
+#include "config/limits.h"
+#include "consensus/node_identity.h"
 #include "net/http_server.h"
 #include "net/listen.h"
 #include "storage/atomic_file.h"
@@ -422,7 +426,85 @@ expected<void> take_lock(claim& c, const std::string& data_dir) {
   return fail(
       fmt::format("server.data_dir = {}: {} keeps being replaced; is another rilld starting?", data_dir, c.lock_path));
 }
+
+consensus::wanted_identity wanted_of(const config::server_config& c) {
+  consensus::wanted_identity w;
+  w.cluster_id = c.cluster_id;
+  w.node_id = c.node_id;
+  for (const auto& m : c.members) {
+    w.members.push_back(m.node_id);
+  }
+  if (w.members.size() == 1 && w.members[0] == c.node_id) {
+    w.members.clear();  // a members list of this node alone is a node alone
+  }
+  return w;
+}
+
+// A cluster id for a node alone that names none: random, never 0.
+std::uint64_t new_cluster_id() {
+  std::random_device rd;
+  std::uint64_t id = 0;
+  while (id == 0 || id > limits::cluster_id_limit) {
+    id = ((std::uint64_t{rd()} << 32) | rd()) & limits::cluster_id_limit;
+  }
+  return id;
+}
+
+// Whether the data directory holds a node's data already (its metadata group), identity or not.
+bool holds_data(const std::string& data_dir) {
+  std::error_code ec;
+  return std::filesystem::exists(storage::join_path(data_dir, "metadata/superblock"), ec);
+}
+
+// The identity check of a start (broker.h, phase 2): what to start as, or why not.
+expected<consensus::identity_verdict> judge_start(storage::io::engine& e, const config::server_config& c) {
+  RILL_TRY(found, run_sync(e, consensus::read_node_identity(e, c.data_dir)));
+  auto judged = consensus::judge_identity(found, wanted_of(c), holds_data(c.data_dir), new_cluster_id());
+  if (!judged) {
+    return fail(fmt::format("server.data_dir = {}: {}", c.data_dir, judged.error().detail()));
+  }
+  auto verdict = std::move(*judged);
+  if (!verdict.use.members.empty()) {
+    return fail(fmt::format("server.data_dir = {} is node {} of the cluster of nodes {}: this build does not serve a "
+                            "cluster of several nodes yet (the replica plane comes with issue 17)",
+                            c.data_dir, verdict.use.node_id, fmt::join(verdict.use.members, ", ")));
+  }
+  return verdict;
+}
 }  // namespace
+
+expected<format_result> broker::format(const config::server_config& cfg, bool recover) {
+  storage::io::sync_engine sync;
+  const std::string runtime_dir = storage::join_path(cfg.data_dir, "runtime");
+  claim c;
+  c.dirs_created = missing_dirs(runtime_dir);
+  c.lock_path = storage::join_path(runtime_dir, "lock");
+  if (auto made = run_sync(sync, storage::make_dirs(sync, runtime_dir)); !made) {
+    c.release();
+    return unexpected(std::move(made).error());
+  }
+  if (auto locked = take_lock(c, cfg.data_dir); !locked) {
+    c.release();
+    return unexpected(std::move(locked).error());
+  }
+  auto found = run_sync(sync, consensus::read_node_identity(sync, cfg.data_dir));
+  if (!found) {
+    c.release();
+    return unexpected(std::move(found).error());
+  }
+  auto id = consensus::identity_to_format(*found, wanted_of(cfg), holds_data(cfg.data_dir), recover, new_cluster_id());
+  if (!id) {
+    c.release();
+    return unexpected(std::move(id).error());
+  }
+  if (auto written = run_sync(sync, consensus::write_node_identity(sync, cfg.data_dir, *id)); !written) {
+    c.release();
+    return unexpected(std::move(written).error());
+  }
+  c.dirs_created.clear();  // the directory is formatted: it stays
+  c.release();
+  return format_result{id->cluster_id, id->node_id, id->members, id->recovering};
+}
 
 expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   auto p = std::make_unique<impl>();
@@ -452,6 +534,11 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     c.release();
     return unexpected(std::move(locked).error());
   }
+  auto identity = judge_start(sync, p->config);
+  if (!identity) {
+    c.release();
+    return unexpected(std::move(identity).error());
+  }
   auto client_socket = net::listen_tcp(p->config.tcp_address, "network.tcp_address", 1024, on_retry);
   if (!client_socket) {
     c.release();
@@ -469,8 +556,17 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->http = std::move(*http);
   p->http_bound = p->http->address();
 
-  // Phase 3, recover: the shards start, the metadata and every partition are recovered (a fresh directory is
-  // initialised). Connections the kernel queues meanwhile wait; none is accepted.
+  // Phase 3, recover: a node alone's first start formats its directory (its identity), the shards start, the
+  // metadata and every partition are recovered (a fresh directory is initialised). Connections the kernel queues
+  // meanwhile wait; none is accepted.
+  if (identity->format_alone) {
+    if (auto written = run_sync(sync, consensus::write_node_identity(sync, p->config.data_dir, identity->use));
+        !written) {
+      broker b(std::move(p));
+      b.stop();
+      return unexpected(std::move(written).error());
+    }
+  }
   runtime_options ro;
   ro.cpus = cpus;
   ro.pin = p->config.pin_cores;

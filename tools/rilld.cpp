@@ -1,6 +1,10 @@
 // rilld: the rill server.
 //
-//   rilld [--config FILE] [--data-dir DIR] [--tcp ADDR:PORT] [--http ADDR:PORT] [--set KEY=VALUE]...
+//   rilld [--config FILE] [--data-dir DIR] [--tcp ADDR:PORT] [--http ADDR:PORT] [--replica ADDR:PORT]
+//         [--set KEY=VALUE]...
+//   rilld format  [the same flags]: formats the data directory as a node of a new cluster (or a node alone)
+//   rilld recover [the same flags]: formats it for a member of a cluster whose data was lost (it votes for nothing
+//                                  until it has caught up)
 //
 // Configuration layers: defaults < FILE (TOML) < RILL_* environment variables < flags. SIGTERM or SIGINT: stop
 // accepting, finish in-flight requests, sync and close every partition, exit 0. Exit 2 for a bad configuration
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "actors/broker.h"
 #include "config/server_config.h"
@@ -26,6 +31,7 @@ int main(int argc, char** argv) {
   std::string data_dir;
   std::string tcp;
   std::string http;
+  std::string replica;
   std::vector<std::string> sets;
   bool print_config = false;
   bool list_keys = false;
@@ -36,7 +42,18 @@ int main(int argc, char** argv) {
       app.add_option("--tcp", tcp, "client listener ADDR:PORT (network.tcp_address; default 127.0.0.1:9420)");
   auto* http_option =
       app.add_option("--http", http, "HTTP listener ADDR:PORT (network.http_address; default 127.0.0.1:9421)");
+  auto* replica_option = app.add_option(
+      "--replica", replica, "replica-plane listener ADDR:PORT (network.replica_address; default 127.0.0.1:9422)");
   app.add_option("--set", sets, "any configuration key, KEY=VALUE (repeatable)");
+  auto* format_command = app.add_subcommand(
+      "format", "format the data directory as a node of a new cluster (cluster.id, cluster.node_id, "
+                "cluster.members), or as a node alone, and exit");
+  format_command->fallthrough();
+  auto* recover_command = app.add_subcommand(
+      "recover", "format the data directory for a member of a cluster whose data was lost, and exit: it votes for "
+                 "nothing until it has caught up");
+  recover_command->fallthrough();
+  app.require_subcommand(0, 1);
   app.add_flag("--print-config", print_config, "print the effective configuration and exit");
   app.add_flag("--list-keys", list_keys, "list every configuration key with its range and default, and exit");
   try {
@@ -80,7 +97,8 @@ int main(int argc, char** argv) {
   };
   for (auto r : {flag("server.data_dir", data_dir_option, data_dir, "--data-dir"),
                  flag("network.tcp_address", tcp_option, tcp, "--tcp"),
-                 flag("network.http_address", http_option, http, "--http")}) {
+                 flag("network.http_address", http_option, http, "--http"),
+                 flag("network.replica_address", replica_option, replica, "--replica")}) {
     if (!r) {
       return bad(r.error());
     }
@@ -101,6 +119,19 @@ int main(int argc, char** argv) {
   }
   if (print_config) {
     fmt::print("{}", rill::config::render_toml(*config));
+    return 0;
+  }
+  if (format_command->parsed() || recover_command->parsed()) {
+    const bool recover = recover_command->parsed();
+    auto formatted = rill::actors::broker::format(*config, recover);
+    if (!formatted) {
+      fmt::print(stderr, "rilld: cannot {}: {}\n", recover ? "recover" : "format", formatted.error().detail());
+      return 1;
+    }
+    fmt::print("rilld: {} {} as node {} of cluster {}{}\n", config->data_dir,
+               recover ? "formatted to recover" : "formatted", formatted->node_id, formatted->cluster_id,
+               formatted->members.empty() ? std::string(" (a node alone)")
+                                          : fmt::format(" (members {})", fmt::join(formatted->members, ", ")));
     return 0;
   }
 
