@@ -236,6 +236,13 @@ start
 [ "$(r offset get shop orders --partition 1 --consumer app)" = "0" ] || fail "offset after restart"
 r group describe shop orders billing | grep -q "lag 0;" || fail "group offsets after restart"
 r group delete shop orders billing | grep -q "deleted group billing" || fail "group delete"
+# --json on group delete too: one object naming what was deleted; a second delete is a JSON error on stderr, exit 1.
+r group create shop orders audit >/dev/null || fail "group create audit"
+[ "$(r group delete shop orders audit --json)" = '{"deleted":"audit"}' ] || fail "group delete --json"
+set +e
+r group delete shop orders audit --json 2>"$dir/err" >/dev/null; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q '"error"' "$dir/err" && grep -q "group_not_found" "$dir/err" || fail "group delete --json again (rc $rc)"
 set +e
 r group describe shop orders billing 2>"$dir/err"; rc=$?
 set -e
