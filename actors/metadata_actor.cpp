@@ -143,6 +143,10 @@ task<expected<void>> metadata_actor::reconcile() {
       publish();  // groups hand out partitions the routing table already names
       published = true;
     }
+    if (run_now(step)) {
+      record(running_, step);  // a spawn or a resize: done at once, and it cannot fail
+      continue;
+    }
     if (auto ran = co_await run_step(step); !ran) {
       reconcile_error_ = fmt::format("{}: {}", step.describe(), ran.error().message());
       services_->partitions->reporter->notice(
@@ -227,6 +231,19 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
       }
       co_return expected<void>{};
     }
+    case reconcile_kind::spawn_partition:
+    case reconcile_kind::spawn_group:
+    case reconcile_kind::resize_group:
+      RILL_UNREACHABLE("{} runs at once (run_now)", step.describe());
+  }
+  RILL_UNREACHABLE("reconcile step {}", static_cast<int>(step.kind));
+}
+
+bool metadata_actor::run_now(const reconcile_step& step) {
+  // Synchronous steps run here, not as tasks: a pass over thousands of partitions would otherwise chain as many
+  // coroutine completions, which grow the stack where the compiler emits no tail call for them (AddressSanitizer).
+  const std::string& data_dir = services_->config->data_dir;
+  switch (step.kind) {
     case reconcile_kind::spawn_partition: {
       storage::log_options options;
       options.config = step.config;
@@ -234,7 +251,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
                             partition_dir(data_dir, step.stream_id, step.topic_id, step.id)};
       partitions_[step.ns] =
           system().spawn<partition_actor>(shard_of(step.ns, services_->shards), id, options, services_->partitions);
-      co_return expected<void>{};
+      return true;
     }
     case reconcile_kind::spawn_group: {
       const auto view = state_.view();
@@ -245,15 +262,16 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
           group.created_ms, group.config, step.partitions, group_dir(data_dir, step.stream_id, topic.id, group.id)};
       groups_[step.ns] =
           system().spawn<group_actor>(shard_of(step.ns, services_->shards), std::move(id), services_->groups);
-      co_return expected<void>{};
+      return true;
     }
     case reconcile_kind::resize_group:
       if (auto it = groups_.find(step.ns); it != groups_.end()) {
         anon_send(it->second, resize_atom::value, step.partitions);
       }
-      co_return expected<void>{};
+      return true;
+    default:
+      return false;
   }
-  RILL_UNREACHABLE("reconcile step {}", static_cast<int>(step.kind));
 }
 
 task<expected<void>> metadata_actor::recover() {
