@@ -465,9 +465,10 @@ expected<consensus::identity_verdict> judge_start(storage::io::engine& e, const 
   }
   auto verdict = std::move(*judged);
   if (!verdict.use.members.empty()) {
-    return fail(fmt::format("server.data_dir = {} is node {} of the cluster of nodes {}: this build does not serve a "
-                            "cluster of several nodes yet (the replica plane comes with issue 17)",
-                            c.data_dir, verdict.use.node_id, fmt::join(verdict.use.members, ", ")));
+    return fail(
+        fmt::format("server.data_dir = {} is node {} of the cluster of nodes {}: this build does not serve a "
+                    "cluster of several nodes yet (the replica plane comes with issue 17)",
+                    c.data_dir, verdict.use.node_id, fmt::join(verdict.use.members, ", ")));
   }
   return verdict;
 }

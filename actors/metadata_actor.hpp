@@ -75,7 +75,7 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   // mutation does (one at a time with them).
   task<expected<void>> reconcile();
   task<expected<void>> run_step(const reconcile_step& step);  // a step that waits for I/O (destroy, remove, close)
-  bool run_now(const reconcile_step& step);                     // a spawn or a resize, at once; false: not one
+  bool run_now(const reconcile_step& step);                   // a spawn or a resize, at once; false: not one
   void schedule_reconcile();
   void publish();
   void pump();

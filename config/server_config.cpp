@@ -132,9 +132,9 @@ expected<std::vector<cluster_member>> parse_members(std::string_view text) {
     std::uint64_t id = 0;
     const auto [end, ec] = std::from_chars(entry.data(), entry.data() + sign, id);
     if (ec != std::errc{} || end != entry.data() + sign || id == 0 || id > limits::node_id_limit) {
-      return unexpected(make_error_code(errc::bad_value),
-                        fmt::format("member '{}': the node id must be an integer in [1, {}]", entry,
-                                    limits::node_id_limit));
+      return unexpected(
+          make_error_code(errc::bad_value),
+          fmt::format("member '{}': the node id must be an integer in [1, {}]", entry, limits::node_id_limit));
     }
     auto a = parse_address(entry.substr(sign + 1));
     if (!a) {
@@ -182,8 +182,7 @@ const std::vector<key_spec>& registry() {
                         "makes one up when it formats its data directory; members must name it).",
                         &server_config::cluster_id));
     k.push_back(integer("cluster.node_id", 1, limits::node_id_limit,
-                        "This node's id: one of the members' ids (ignored by a node alone).",
-                        &server_config::node_id));
+                        "This node's id: one of the members' ids (ignored by a node alone).", &server_config::node_id));
     k.push_back(key_spec{"cluster.members",
                          kind::members,
                          "Every member's node id and replica-plane address, this node's included: a TOML array of "
@@ -549,12 +548,12 @@ std::vector<key_doc> describe_keys() {
     key_doc d;
     d.key = k.name;
     d.env = env_name(k.name);
-    d.type = k.k == kind::integer                                 ? "integer"
-             : k.k == kind::boolean                               ? "boolean"
-             : k.k == kind::addr || k.k == kind::optional_addr    ? "address"
-             : k.k == kind::choice                                ? "choice"
-             : k.k == kind::members                               ? "members"
-                                                                  : "string";
+    d.type = k.k == kind::integer                              ? "integer"
+             : k.k == kind::boolean                            ? "boolean"
+             : k.k == kind::addr || k.k == kind::optional_addr ? "address"
+             : k.k == kind::choice                             ? "choice"
+             : k.k == kind::members                            ? "members"
+                                                               : "string";
     d.allowed = allowed_text(k);
     d.default_text = value_text(k.get(defaults));
     d.description = k.description;
@@ -690,9 +689,9 @@ expected<server_config> config_builder::build() const {
                           fmt::format("cluster.members = '{}': node id {} is listed twice", listed, m.node_id));
       }
       if (!addresses.insert(m.replica_address.to_string()).second) {
-        return unexpected(make_error_code(errc::bad_value),
-                          fmt::format("cluster.members = '{}': address {} is listed twice", listed,
-                                      m.replica_address.to_string()));
+        return unexpected(
+            make_error_code(errc::bad_value),
+            fmt::format("cluster.members = '{}': address {} is listed twice", listed, m.replica_address.to_string()));
       }
     }
     if (!ids.contains(config_.node_id)) {

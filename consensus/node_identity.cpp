@@ -145,19 +145,20 @@ expected<identity_verdict> judge_identity(const std::optional<node_identity>& fo
                                found->cluster_id));
   }
   if (members.empty() && !found->members.empty()) {
-    return refused(fmt::format("cluster.members is empty (a node alone), but this data directory is node {} of the "
-                               "cluster of nodes {}: configure its members",
-                               found->node_id, nodes_text(found->members)));
+    return refused(
+        fmt::format("cluster.members is empty (a node alone), but this data directory is node {} of the "
+                    "cluster of nodes {}: configure its members",
+                    found->node_id, nodes_text(found->members)));
   }
   if (!members.empty() && members != found->members) {
-    return refused(fmt::format("cluster.members names nodes {}; this data directory was formatted for a cluster of "
-                               "nodes {}",
-                               nodes_text(members), found->members.empty() ? "(none: a node alone)"
-                                                                           : nodes_text(found->members)));
+    return refused(
+        fmt::format("cluster.members names nodes {}; this data directory was formatted for a cluster of "
+                    "nodes {}",
+                    nodes_text(members), found->members.empty() ? "(none: a node alone)" : nodes_text(found->members)));
   }
   if (!members.empty() && wanted.node_id != found->node_id) {
-    return refused(fmt::format("cluster.node_id = {}: this data directory is node {}'s", wanted.node_id,
-                               found->node_id));
+    return refused(
+        fmt::format("cluster.node_id = {}: this data directory is node {}'s", wanted.node_id, found->node_id));
   }
   v.use = *found;
   return v;
@@ -167,15 +168,17 @@ expected<node_identity> identity_to_format(const std::optional<node_identity>& f
                                            bool directory_has_data, bool recover, std::uint64_t new_cluster_id) {
   const char* command = recover ? "rilld recover" : "rilld format";
   if (found) {
-    return refused(fmt::format("{}: this data directory is already node {} of cluster {}; a formatted directory is "
-                               "never formatted again (to replace a node that lost its data, start from an empty "
-                               "directory with rilld recover)",
-                               command, found->node_id, found->cluster_id));
+    return refused(
+        fmt::format("{}: this data directory is already node {} of cluster {}; a formatted directory is "
+                    "never formatted again (to replace a node that lost its data, start from an empty "
+                    "directory with rilld recover)",
+                    command, found->node_id, found->cluster_id));
   }
   if (directory_has_data) {
-    return refused(fmt::format("{}: this data directory holds data but no identity (a node alone's, from a build "
-                               "before identities): start it as a node alone, or use an empty directory",
-                               command));
+    return refused(
+        fmt::format("{}: this data directory holds data but no identity (a node alone's, from a build "
+                    "before identities): start it as a node alone, or use an empty directory",
+                    command));
   }
   std::vector<std::uint64_t> members = wanted.members;
   std::sort(members.begin(), members.end());

@@ -47,7 +47,7 @@ task<expected<void>> write_node_identity(storage::io::engine& e, std::string dat
 
 // What a configuration asks of a data directory.
 struct wanted_identity {
-  std::uint64_t cluster_id = 0;        // 0: not given
+  std::uint64_t cluster_id = 0;  // 0: not given
   std::uint64_t node_id = 0;
   std::vector<std::uint64_t> members;  // the configured members' ids, any order; empty: a node alone
 };
@@ -55,8 +55,8 @@ struct wanted_identity {
 // A start's verdict on what it found. An identity that matches (or a node alone with none yet: `format_alone`) is
 // fine; everything else is an error (invalid_argument) that names the key, the value and what to do.
 struct identity_verdict {
-  node_identity use;         // the identity to start with
-  bool format_alone = false;         // none yet, and the node is alone: write `use` before anything else
+  node_identity use;          // the identity to start with
+  bool format_alone = false;  // none yet, and the node is alone: write `use` before anything else
 };
 [[nodiscard]] expected<identity_verdict> judge_identity(const std::optional<node_identity>& found,
                                                         const wanted_identity& wanted, bool directory_has_data,

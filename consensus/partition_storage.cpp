@@ -95,9 +95,11 @@ class partition_storage_own_op {
   std::shared_ptr<bool> alive_;
 };
 
-partition_storage::partition_storage(std::unique_ptr<journal_storage> files, std::unique_ptr<storage::partition_log> log,
-                                     partition_storage_options o)
-    : files_(std::move(files)), log_(std::move(log)), options_(std::move(o)),
+partition_storage::partition_storage(std::unique_ptr<journal_storage> files,
+                                     std::unique_ptr<storage::partition_log> log, partition_storage_options o)
+    : files_(std::move(files)),
+      log_(std::move(log)),
+      options_(std::move(o)),
       slot_count_(options_.files.journal.slot_count) {
   RILL_ASSERT(slot_count_ > 0);
 }
@@ -116,7 +118,8 @@ task<expected<std::unique_ptr<partition_storage>>> partition_storage::open(
                                           o.batch_operation, operation_user_min));
   }
   if (o.append_bytes_max == 0 || o.transfer_bytes_max == 0) {
-    co_return make_unexpected(errc::invalid_argument, "partition_storage append_bytes_max and transfer_bytes_max: 1 or more");
+    co_return make_unexpected(errc::invalid_argument,
+                              "partition_storage append_bytes_max and transfer_bytes_max: 1 or more");
   }
   o.files.journal.detached_operation = o.batch_operation;
   RILL_CO_TRY(files, co_await journal_storage::open(e, dir, o.files, initial, recovered));
@@ -233,9 +236,8 @@ void partition_storage::write(message prepare, std::function<void(expected<void>
   }
   if (failed_) {
     // (Only before the driver has taken the answers of the failure: it fences at the first.)
-    answers_.push_back([done = std::move(done)] {
-      done(make_unexpected(errc::fenced, "the partition group's log failed earlier"));
-    });
+    answers_.push_back(
+        [done = std::move(done)] { done(make_unexpected(errc::fenced, "the partition group's log failed earlier")); });
     pump();
     return;
   }
@@ -300,24 +302,23 @@ void partition_storage::start_header(std::uint64_t op) {
 
 void partition_storage::read(std::uint64_t op, checksum_t checksum, std::function<void(expected<message>)> done) {
   auto own = std::make_shared<partition_storage_own_op>(own_in_flight_, own_idle_, alive_);
-  files_->read(op, checksum, [this, alive = alive_, own, op, checksum, done = std::move(done)](
-                                 expected<message> r) mutable {
-    if (!*alive) {
-      return;
-    }
-    if (!r || !is_batch(r->h)) {
-      done(std::move(r));
-      return;
-    }
-    auto it = index_.find(op);
-    if (it == index_.end() || it->second.checksum != checksum) {
-      done(make_unexpected(errc::corrupt_data,
-                           fmt::format("{}: op {} {} has no batch in the partition log", log_->dir(), op,
-                                       to_string(checksum))));
-      return;
-    }
-    start(read_body(std::move(*r), it->second, std::move(done)));
-  });
+  files_->read(
+      op, checksum, [this, alive = alive_, own, op, checksum, done = std::move(done)](expected<message> r) mutable {
+        if (!*alive) {
+          return;
+        }
+        if (!r || !is_batch(r->h)) {
+          done(std::move(r));
+          return;
+        }
+        auto it = index_.find(op);
+        if (it == index_.end() || it->second.checksum != checksum) {
+          done(make_unexpected(errc::corrupt_data, fmt::format("{}: op {} {} has no batch in the partition log",
+                                                               log_->dir(), op, to_string(checksum))));
+          return;
+        }
+        start(read_body(std::move(*r), it->second, std::move(done)));
+      });
 }
 
 task<void> partition_storage::read_body(message m, logged at, std::function<void(expected<message>)> done) {
@@ -359,8 +360,8 @@ void partition_storage::applied(const header& prepare) {
   if (prepare.op <= base_op_ || (target_ && prepare.op <= target_->op)) {
     return;  // committed in the log already (a replay at a restart), or below a transfer's target
   }
-  RILL_ASSERT(applied_waiting_.empty() || applied_waiting_.back().op + 1 == prepare.op,
-              "op {} applied after op {}", prepare.op, applied_waiting_.empty() ? 0 : applied_waiting_.back().op);
+  RILL_ASSERT(applied_waiting_.empty() || applied_waiting_.back().op + 1 == prepare.op, "op {} applied after op {}",
+              prepare.op, applied_waiting_.empty() ? 0 : applied_waiting_.back().op);
   applied_waiting_.push_back(prepare);
   settle_applied();  // (pump() runs at replica_changed(), once the replica's input is done)
 }
@@ -833,9 +834,9 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
 task<expected<transfer_chunk>> partition_storage::read_for_transfer(offset_t from, std::uint64_t through_op,
                                                                     std::uint64_t bytes_max) {
   if (through_op > base_op_) {
-    co_return make_unexpected(errc::offset_out_of_range,
-                              fmt::format("op {} is not committed in this log (committed through op {})", through_op,
-                                          base_op_));
+    co_return make_unexpected(
+        errc::offset_out_of_range,
+        fmt::format("op {} is not committed in this log (committed through op {})", through_op, base_op_));
   }
   if (from.value() > base_end_) {
     co_return make_unexpected(errc::offset_out_of_range,
@@ -913,13 +914,14 @@ std::string partition_storage::describe() const {
     batch_writes += w->batch ? 1 : 0;
     logged_writes += w->batch && w->batch_done ? 1 : 0;
   }
-  return fmt::format("base op {} end {}, log end {} committed {}, index {} (ops {}..{}), known {}, writes {} ({} "
-                     "batches, {} in the log), applied waiting {}{}{}{}",
-                     base_op_, base_end_, log_->log_end().value(), log_->committed().value(), index_.size(),
-                     index_.empty() ? 0 : index_.begin()->first, index_.empty() ? 0 : index_.rbegin()->first,
-                     known_.size(), writes_.size(), batch_writes, logged_writes, applied_waiting_.size(),
-                     busy_ ? ", busy" : "", target_ ? fmt::format(", transfer to op {}", target_->op) : "",
-                     cut_due_ ? fmt::format(", cut due at op {}", *cut_due_) : "");
+  return fmt::format(
+      "base op {} end {}, log end {} committed {}, index {} (ops {}..{}), known {}, writes {} ({} "
+      "batches, {} in the log), applied waiting {}{}{}{}",
+      base_op_, base_end_, log_->log_end().value(), log_->committed().value(), index_.size(),
+      index_.empty() ? 0 : index_.begin()->first, index_.empty() ? 0 : index_.rbegin()->first, known_.size(),
+      writes_.size(), batch_writes, logged_writes, applied_waiting_.size(), busy_ ? ", busy" : "",
+      target_ ? fmt::format(", transfer to op {}", target_->op) : "",
+      cut_due_ ? fmt::format(", cut due at op {}", *cut_due_) : "");
 }
 
 }  // namespace rill::consensus

@@ -83,7 +83,7 @@ struct partition_storage_options {
   std::uint8_t batch_operation = operation_user_min;
   // The partition log's options; open() sets auto_commit = false and durability = sync_before_ack.
   storage::log_options log;
-  std::uint64_t append_bytes_max = 1024 * 1024;  // batches gathered into one append
+  std::uint64_t append_bytes_max = 1024 * 1024;   // batches gathered into one append
   std::uint64_t transfer_bytes_max = 256 * 1024;  // bytes asked of the peer per transfer chunk
 };
 
@@ -111,8 +111,7 @@ class partition_storage final : public group_storage {
                                                                  const clock& clk, storage::log_reporter& reporter,
                                                                  std::string dir, std::string log_dir,
                                                                  partition_storage_options options,
-                                                                 const vsr_state& initial,
-                                                                 recovered_state& recovered);
+                                                                 const vsr_state& initial, recovered_state& recovered);
   ~partition_storage() override;
   partition_storage(const partition_storage&) = delete;
   partition_storage& operator=(const partition_storage&) = delete;
@@ -204,17 +203,17 @@ class partition_storage final : public group_storage {
   std::uint64_t slot_count_;
 
   std::map<std::uint64_t, std::unique_ptr<pending>> writes_;  // by op
-  std::map<std::uint64_t, header> known_;    // above the committed base: the newest header written (or recovered)
-  std::map<std::uint64_t, logged> index_;    // the log's batches by op (those of the journal's window)
-  std::uint64_t base_op_ = 0;                // the committed base
+  std::map<std::uint64_t, header> known_;  // above the committed base: the newest header written (or recovered)
+  std::map<std::uint64_t, logged> index_;  // the log's batches by op (those of the journal's window)
+  std::uint64_t base_op_ = 0;              // the committed base
   checksum_t base_checksum_;
   std::int64_t base_end_ = 0;
-  std::deque<header> applied_waiting_;       // applied ops above the base, in op order
-  std::optional<std::uint64_t> cut_due_;     // an applied op found a stale batch there
-  std::optional<header> target_;             // a state transfer to finish
-  bool busy_ = false;                        // a log operation is in flight
+  std::deque<header> applied_waiting_;    // applied ops above the base, in op order
+  std::optional<std::uint64_t> cut_due_;  // an applied op found a stale batch there
+  std::optional<header> target_;          // a state transfer to finish
+  bool busy_ = false;                     // a log operation is in flight
   bool closing_ = false;
-  bool failed_ = false;                      // a log operation failed (every write was answered with its error)
+  bool failed_ = false;  // a log operation failed (every write was answered with its error)
   bool pumping_ = false;
   bool pump_again_ = false;
   std::vector<std::function<void()>> answers_;  // run by pump(), outside its walk of the writes

@@ -64,8 +64,9 @@ expected<peer_hello> decode_peer_hello(std::span<const std::byte> bytes) {
     return make_unexpected(errc::corrupt_data, fmt::format("peer hello of {} bytes", bytes.size()));
   }
   if (std::memcmp(bytes.data(), magic, sizeof magic) != 0) {
-    return make_unexpected(errc::corrupt_data, "not a rill replica-plane peer (its first bytes are not a hello: is "
-                                               "network.replica_address another service?)");
+    return make_unexpected(errc::corrupt_data,
+                           "not a rill replica-plane peer (its first bytes are not a hello: is "
+                           "network.replica_address another service?)");
   }
   if (load_le<std::uint64_t>(bytes.data() + 56) != XXH3_64bits(bytes.data(), 56)) {
     return make_unexpected(errc::corrupt_data, "peer hello: checksum mismatch");
@@ -102,9 +103,9 @@ expected<void> check_peer_hello(const peer_hello& theirs, const peer_hello& ours
                                        theirs.node_id));
   }
   if (expected_node != 0 && theirs.node_id != expected_node) {
-    return make_unexpected(errc::invalid_argument,
-                           fmt::format("the address of member {} in cluster.members answers as node {}",
-                                       expected_node, theirs.node_id));
+    return make_unexpected(
+        errc::invalid_argument,
+        fmt::format("the address of member {} in cluster.members answers as node {}", expected_node, theirs.node_id));
   }
   if (theirs.members_digest != ours.members_digest) {
     return make_unexpected(errc::invalid_argument,

@@ -72,8 +72,8 @@ enum class peer_frame_kind : std::uint8_t { message = 1, heartbeat = 2 };
 struct peer_frame {
   peer_frame_kind kind = peer_frame_kind::message;
   group_t group{0};
-  message m;             // kind message
-  node_heartbeat beat;   // kind heartbeat
+  message m;            // kind message
+  node_heartbeat beat;  // kind heartbeat
 };
 
 [[nodiscard]] std::vector<std::byte> encode_frame(group_t group, const message& m);

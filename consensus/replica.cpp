@@ -519,8 +519,8 @@ void replica::prepare_next(std::vector<effect>& out) {
     request_queue_.pop_front();
     RILL_ASSERT(req.h.cmd == command::request);
     if (req.h.operation >= operation_user_min) {
-      auto proposed = sm_.prepare(req.h, state_machine::prepare_context{op_ + 1, view_, ticks_}, std::move(req.body),
-                                  pending);
+      auto proposed =
+          sm_.prepare(req.h, state_machine::prepare_context{op_ + 1, view_, ticks_}, std::move(req.body), pending);
       RILL_ASSERT(proposed.operation >= operation_user_min, "a state machine proposed operation {}",
                   proposed.operation);
       req.h.operation = proposed.operation;

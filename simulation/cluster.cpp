@@ -60,7 +60,7 @@ struct cluster::node {
   std::unique_ptr<consensus::driver> d;         // production's driver of the replica, over `storage` and `net`
   const consensus::replica* r = nullptr;        // d's replica (null while down)
   disk_storage* disk = nullptr;                 // storage, when it is the simulated disk
-  bool transferring = false;      // its partition storage is copying a peer's batches (a state transfer)
+  bool transferring = false;                    // its partition storage is copying a peer's batches (a state transfer)
   std::uint64_t truncations = 0;  // its partition logs' cuts and transfers (every group's), over the incarnations
                                   // before this one
   std::uint64_t transfers = 0;
@@ -102,11 +102,11 @@ cluster::cluster(const cluster_options& options, trace& t)
     if (options_.disk) {
       std::optional<partition_config> partition;
       if (options_.partition) {
-        partition = partition_config{&pool_, &clock_, &reporter_, operation_produce,
-                                     options_.bug_partition_trusts_own_suffix};
+        partition =
+            partition_config{&pool_, &clock_, &reporter_, operation_produce, options_.bug_partition_trusts_own_suffix};
       }
-      auto d = std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas,
-                                              partition);
+      auto d =
+          std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas, partition);
       n->disk = d.get();
       n->storage = std::move(d);
     } else {
@@ -787,8 +787,8 @@ void cluster::step_partition(node& n, std::size_t g) {
       transferring = true;
       const replica_t source_index = peer->index;
       const std::uint32_t source_incarnation = peer->incarnation;
-      auto source = [this, source_index, source_incarnation, g](offset_t at, std::uint64_t through)
-          -> task<expected<consensus::transfer_chunk>> {
+      auto source = [this, source_index, source_incarnation, g](
+                        offset_t at, std::uint64_t through) -> task<expected<consensus::transfer_chunk>> {
         node& s = *nodes_.at(source_index);
         consensus::partition_storage* p = partition_of(s, g);
         if (p == nullptr || s.incarnation != source_incarnation) {
@@ -911,8 +911,8 @@ void cluster::check_partitions_at_end(const std::vector<const consensus::replica
       for (const auto& v : (*got)->batch_views()) {
         const auto records = records_of_batch(v.bytes());
         if (static_cast<std::uint64_t>(v.base_offset().value()) != next || records.empty()) {
-          chk.fail_partition(now_, fmt::format("replica {} partition log: batch at {} where {} was next",
-                                                    r->index(), v.base_offset().value(), next));
+          chk.fail_partition(now_, fmt::format("replica {} partition log: batch at {} where {} was next", r->index(),
+                                               v.base_offset().value(), next));
           return;
         }
         for (std::size_t i = 0; i < records.size(); ++i) {
@@ -976,8 +976,8 @@ namespace {
 // A partition group's replica has caught up in its log too: no transfer due, its batches committed as far as it
 // applied, no checkpoint held for them.
 bool log_caught_up(const consensus::partition_storage* p, const consensus::driver& d) {
-  return p == nullptr || (!p->transfer_target() && p->committed_op() >= d.replica().commit_min().value() &&
-                          !d.checkpoint_held());
+  return p == nullptr ||
+         (!p->transfer_target() && p->committed_op() >= d.replica().commit_min().value() && !d.checkpoint_held());
 }
 }  // namespace
 

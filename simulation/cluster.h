@@ -29,8 +29,8 @@
 #include "base/clock.h"
 #include "consensus/driver.h"
 #include "consensus/group_host.h"
-#include "consensus/partition_storage.h"
 #include "consensus/journal.h"
+#include "consensus/partition_storage.h"
 #include "consensus/replica.h"
 #include "simulation/checker.h"
 #include "simulation/network.h"
@@ -175,7 +175,7 @@ class cluster {
       const std::function<bool(const node&)>& caught_up) const;
   [[nodiscard]] bool may_fault(consensus::replica_t r, std::uint64_t op) const;
   void observe(node& n);
-  void step_partition(node& n);           // every partition group of the node
+  void step_partition(node& n);  // every partition group of the node
   void step_partition(node& n, std::size_t g);
   // The partition storage of the node's replica of group g while it is up (null with the storage model, or for a
   // group that is not a partition group on disk).

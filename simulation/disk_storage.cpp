@@ -204,9 +204,9 @@ consensus::recovered_state disk_storage::recover() {
     po.log = partition_log_options();
     log_files_ = std::make_unique<storage::file_cache>(log_open_files_max);
     po.log.files = log_files_.get();
-    auto files = run(disk_, consensus::partition_storage::open(disk_, *partition_config_->pool, *partition_config_->clk,
-                                                               *partition_config_->reporter, dir, log_dir, po,
-                                                               initial_, r));
+    auto files =
+        run(disk_, consensus::partition_storage::open(disk_, *partition_config_->pool, *partition_config_->clk,
+                                                      *partition_config_->reporter, dir, log_dir, po, initial_, r));
     RILL_ASSERT(files.has_value(), "{}", files.error().message());
     partition_ = files->get();
     partition_->set_bug_trust_own_suffix(partition_config_->bug_trust_own_suffix);

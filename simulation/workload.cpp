@@ -317,9 +317,9 @@ std::optional<std::uint64_t> ledger::decode_offset_reply(std::span<const std::by
   return load_le<std::uint64_t>(body.data());
 }
 
-// Snapshot: applied, hash, duplicates, next offset, last timestamp, then counted lists: (consumer, offset) pairs, (client,
-// sequence) payloads, (client, request) pairs executed, producers (id, epoch, last sequence, then their kept batches:
-// first, last, base offset, op); then the metadata machine's snapshot (the rest). All integers 8 bytes.
+// Snapshot: applied, hash, duplicates, next offset, last timestamp, then counted lists: (consumer, offset) pairs,
+// (client, sequence) payloads, (client, request) pairs executed, producers (id, epoch, last sequence, then their kept
+// batches: first, last, base offset, op); then the metadata machine's snapshot (the rest). All integers 8 bytes.
 std::vector<std::byte> ledger::snapshot() const {
   std::vector<std::byte> out;
   put_u64(out, applied_);

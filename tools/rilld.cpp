@@ -45,13 +45,15 @@ int main(int argc, char** argv) {
   auto* replica_option = app.add_option(
       "--replica", replica, "replica-plane listener ADDR:PORT (network.replica_address; default 127.0.0.1:9422)");
   app.add_option("--set", sets, "any configuration key, KEY=VALUE (repeatable)");
-  auto* format_command = app.add_subcommand(
-      "format", "format the data directory as a node of a new cluster (cluster.id, cluster.node_id, "
-                "cluster.members), or as a node alone, and exit");
+  auto* format_command =
+      app.add_subcommand("format",
+                         "format the data directory as a node of a new cluster (cluster.id, cluster.node_id, "
+                         "cluster.members), or as a node alone, and exit");
   format_command->fallthrough();
   auto* recover_command = app.add_subcommand(
-      "recover", "format the data directory for a member of a cluster whose data was lost, and exit: it votes for "
-                 "nothing until it has caught up");
+      "recover",
+      "format the data directory for a member of a cluster whose data was lost, and exit: it votes for "
+      "nothing until it has caught up");
   recover_command->fallthrough();
   app.require_subcommand(0, 1);
   app.add_flag("--print-config", print_config, "print the effective configuration and exit");

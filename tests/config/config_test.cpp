@@ -412,15 +412,16 @@ BOOST_AUTO_TEST_CASE(cluster_keys_from_a_file_the_environment_and_flags_and_what
   BOOST_TEST(contains(refused({{"cluster.members", "x@127.0.0.1:9422"}}), "the node id must be an integer"));
   BOOST_TEST(contains(refused({{"cluster.members", "127.0.0.1:9422"}}), "expected ID@HOST:PORT"));
   BOOST_TEST(contains(refused({{"cluster.members", "1@127.0.0.1:0"}}), "needs its port"));
-  BOOST_TEST(contains(refused({{"cluster.members",
-                                "1@h:1,2@h:2,3@h:3,4@h:4,5@h:5,6@h:6,7@h:7"}}),
+  BOOST_TEST(contains(refused({{"cluster.members", "1@h:1,2@h:2,3@h:3,4@h:4,5@h:5,6@h:6,7@h:7"}}),
                       "7 members; allowed is at most 6"));
   BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.members", "1@h:1,1@h:2"}}), "node id 1 is listed twice"));
-  BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.members", "1@h:1,2@h:1"}}), "address h:1 is listed twice"));
+  BOOST_TEST(
+      contains(refused({{"cluster.id", "9"}, {"cluster.members", "1@h:1,2@h:1"}}), "address h:1 is listed twice"));
   BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.node_id", "4"}, {"cluster.members", three}}),
                       "cluster.node_id = 4: not one of cluster.members"));
   BOOST_TEST(contains(refused({{"cluster.members", three}}), "cluster.id = 0: a cluster of 3 members needs its id"));
-  BOOST_TEST(contains(refused({{"cluster.node_id", "0"}}), "cluster.node_id = 0 (from --set cluster.node_id): allowed"));
+  BOOST_TEST(
+      contains(refused({{"cluster.node_id", "0"}}), "cluster.node_id = 0 (from --set cluster.node_id): allowed"));
   BOOST_TEST(contains(refused({{"network.advertised_address", "nohost"}}), "network.advertised_address"));
   config_builder bad_array;
   BOOST_TEST(contains(error_of(bad_array.load_toml("[cluster]\nmembers = [1, 2]\n", "f")), "cluster.members"));

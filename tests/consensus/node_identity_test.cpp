@@ -99,8 +99,8 @@ BOOST_AUTO_TEST_CASE(format_and_recover_refuse_what_they_must) {
                   "holds data but no identity"));
   BOOST_TEST(says(identity_to_format(std::nullopt, wanted_identity{0, 1, {}}, false, true, 999),
                   "no peers to recover its data from"));
-  BOOST_TEST(says(identity_to_format(std::nullopt, wanted_identity{0, 2, {1, 2, 3}}, false, true, 999),
-                  "cluster.id = 0"));
+  BOOST_TEST(
+      says(identity_to_format(std::nullopt, wanted_identity{0, 2, {1, 2, 3}}, false, true, 999), "cluster.id = 0"));
   auto alone = identity_to_format(std::nullopt, wanted_identity{0, 1, {}}, false, false, 999);
   RILL_REQUIRE_OK(alone);
   BOOST_TEST(alone->cluster_id == 999u);

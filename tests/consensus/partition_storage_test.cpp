@@ -27,9 +27,9 @@ using rill::simulation::sim_disk;
 
 namespace {
 constexpr std::uint64_t cluster_id = 9;
-constexpr std::uint8_t op_batch = operation_user_min;       // a produce: one stamped batch
-constexpr std::uint8_t op_other = operation_user_min + 1;   // kept whole in the journal
-constexpr std::uint32_t journal_slot_bytes = 512;           // smaller than every batch below
+constexpr std::uint8_t op_batch = operation_user_min;      // a produce: one stamped batch
+constexpr std::uint8_t op_other = operation_user_min + 1;  // kept whole in the journal
+constexpr std::uint32_t journal_slot_bytes = 512;          // smaller than every batch below
 
 // A batch stamped as a primary stamps it: its base offset, `records` records of 300 bytes (so > 512 bytes).
 std::vector<std::byte> stamped(std::int64_t base, std::uint32_t records, std::uint8_t tag) {

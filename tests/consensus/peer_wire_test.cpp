@@ -63,7 +63,8 @@ BOOST_AUTO_TEST_CASE(hellos_round_trip_and_a_wrong_peer_is_refused_by_name) {
   BOOST_TEST(says(check_peer_hello(peer_hello{8, 2, digest, 1}, ours, 2, ids), "belongs to cluster 8"));
   BOOST_TEST(says(check_peer_hello(peer_hello{7, 9, digest, 1}, ours, 0, ids), "not another member"));
   BOOST_TEST(says(check_peer_hello(peer_hello{7, 1, digest, 1}, ours, 0, ids), "not another member"));
-  BOOST_TEST(says(check_peer_hello(peer_hello{7, 3, digest, 1}, ours, 2, ids), "member 2 in cluster.members answers as node 3"));
+  BOOST_TEST(says(check_peer_hello(peer_hello{7, 3, digest, 1}, ours, 2, ids),
+                  "member 2 in cluster.members answers as node 3"));
   BOOST_TEST(says(check_peer_hello(peer_hello{7, 2, digest + 1, 1}, ours, 2, ids), "another cluster.members list"));
   std::vector<std::byte> http(peer_hello_bytes);
   const std::string get = "GET / HTTP/1.1\r\n";

@@ -326,12 +326,10 @@ BOOST_AUTO_TEST_CASE(loose_ends_are_refused_by_name) {
 BOOST_AUTO_TEST_CASE(a_data_directory_keeps_its_identity_and_a_member_starts_only_once_formatted) {
   temp_data_dir dir;
   const std::string member_dir = dir.path() + "/member";
-  const std::vector<std::string> as_node_2 = {"--data-dir",           member_dir,
-                                              "--set",                "cluster.id=7",
-                                              "--set",                "cluster.node_id=2",
-                                              "--set",                "cluster.members=1@127.0.0.1:9422,2@127.0.0.1:9432,3@127.0.0.1:9442",
-                                              "--tcp",                "127.0.0.1:0",
-                                              "--http",               "127.0.0.1:0"};
+  const std::vector<std::string> as_node_2 = {
+      "--data-dir", member_dir,          "--set",  "cluster.id=7",
+      "--set",      "cluster.node_id=2", "--set",  "cluster.members=1@127.0.0.1:9422,2@127.0.0.1:9432,3@127.0.0.1:9442",
+      "--tcp",      "127.0.0.1:0",       "--http", "127.0.0.1:0"};
   auto with = [&](std::vector<std::string> head, std::vector<std::string> tail = {}) {
     head.insert(head.end(), as_node_2.begin(), as_node_2.end());
     head.insert(head.end(), tail.begin(), tail.end());
@@ -360,8 +358,8 @@ BOOST_AUTO_TEST_CASE(a_data_directory_keeps_its_identity_and_a_member_starts_onl
   auto [other_node, other_node_out] = run_rilld(with({}, {"--set", "cluster.node_id=3"}), dir.path());
   BOOST_TEST(other_node == 1, other_node_out);
   BOOST_TEST(says(other_node_out, "cluster.node_id = 3: this data directory is node 2's"), other_node_out);
-  auto [other_members, other_members_out] = run_rilld(
-      with({}, {"--set", "cluster.members=1@127.0.0.1:9422,2@127.0.0.1:9432,4@127.0.0.1:9442"}), dir.path());
+  auto [other_members, other_members_out] =
+      run_rilld(with({}, {"--set", "cluster.members=1@127.0.0.1:9422,2@127.0.0.1:9432,4@127.0.0.1:9442"}), dir.path());
   BOOST_TEST(other_members == 1, other_members_out);
   BOOST_TEST(says(other_members_out, "formatted for a cluster of nodes 1, 2, 3"), other_members_out);
   // With its own configuration it is refused too, for now, and says why (the replica plane is not built yet).
@@ -369,9 +367,8 @@ BOOST_AUTO_TEST_CASE(a_data_directory_keeps_its_identity_and_a_member_starts_onl
   BOOST_TEST(several == 1, several_out);
   BOOST_TEST(says(several_out, "does not serve a cluster of several nodes yet"), several_out);
   // rilld recover needs members to recover from.
-  auto [alone_recover, alone_recover_out] =
-      run_rilld({"recover", "--data-dir", dir.path() + "/r", "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"},
-                dir.path());
+  auto [alone_recover, alone_recover_out] = run_rilld(
+      {"recover", "--data-dir", dir.path() + "/r", "--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, dir.path());
   BOOST_TEST(alone_recover == 1, alone_recover_out);
   BOOST_TEST(says(alone_recover_out, "no peers to recover its data from"), alone_recover_out);
   BOOST_TEST(!std::filesystem::exists(dir.path() + "/r"));
