@@ -94,6 +94,7 @@ bool is_mutating(const io::request& r) {
     case io::opcode::accept:
     case io::opcode::recv:
     case io::opcode::send:
+    case io::opcode::connect:
     case io::opcode::poll_readable:
     case io::opcode::cancel:
       return false;
@@ -281,6 +282,7 @@ void sim_disk::apply(io::request& r) {
     case io::opcode::accept:
     case io::opcode::recv:
     case io::opcode::send:
+    case io::opcode::connect:
     case io::opcode::poll_readable:
     case io::opcode::cancel:
       r.result = -EOPNOTSUPP;  // a disk: the network is simulated elsewhere

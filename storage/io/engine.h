@@ -58,6 +58,9 @@ enum class opcode : std::uint8_t {
   accept,  // fd (a listening socket) -> the accepted socket, non-blocking and close-on-exec
   recv,    // fd, buffer, length -> bytes received (0: the peer closed)
   send,    // fd, cbuffer, length -> bytes sent (MSG_NOSIGNAL)
+  // fd (a socket), cbuffer = a sockaddr, length = its size -> 0 once connected (a non-blocking socket: the engine
+  // waits for the handshake, io_uring's IORING_OP_CONNECT), or -errno (ECONNREFUSED, ETIMEDOUT, ...).
+  connect,
   // fd -> the poll(2) events once the socket is readable (POLLIN; POLLHUP/POLLERR when it is closed or failed).
   // Needs no buffer: a connection waits in it while idle and takes a receive buffer only once bytes are there.
   poll_readable,

@@ -54,6 +54,8 @@ const char* to_string(opcode op) noexcept {
       return "recv";
     case opcode::send:
       return "send";
+    case opcode::connect:
+      return "connect";
     case opcode::poll_readable:
       return "poll_readable";
     case opcode::cancel:
@@ -173,6 +175,28 @@ void execute_blocking(request& r) noexcept {
     case opcode::send:
       r.result = ok_or_errno(::send(r.fd, r.cbuffer, r.length, MSG_NOSIGNAL));
       return;
+    case opcode::connect: {
+      // Blocking execution: a non-blocking socket answers EINPROGRESS; wait until it is writable, then read the
+      // outcome (SO_ERROR), as the kernel's connect would have waited.
+      const auto* addr = reinterpret_cast<const ::sockaddr*>(r.cbuffer);
+      if (::connect(r.fd, addr, static_cast<::socklen_t>(r.length)) == 0) {
+        r.result = 0;
+        return;
+      }
+      if (errno != EINPROGRESS) {
+        r.result = -errno;
+        return;
+      }
+      ::pollfd p{r.fd, POLLOUT, 0};
+      if (::poll(&p, 1, -1) < 0) {
+        r.result = -errno;
+        return;
+      }
+      int error = 0;
+      ::socklen_t len = sizeof error;
+      r.result = ::getsockopt(r.fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0 ? -errno : -error;
+      return;
+    }
     case opcode::poll_readable: {
       ::pollfd p{r.fd, POLLIN, 0};
       const int rc = ::poll(&p, 1, -1);

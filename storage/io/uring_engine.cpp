@@ -174,6 +174,10 @@ bool uring_engine::prep(request& r) {
     case opcode::send:
       io_uring_prep_send(sqe, r.fd, r.cbuffer, r.length, MSG_NOSIGNAL);
       break;
+    case opcode::connect:
+      io_uring_prep_connect(sqe, r.fd, reinterpret_cast<const ::sockaddr*>(r.cbuffer),
+                            static_cast<::socklen_t>(r.length));
+      break;
     case opcode::poll_readable:
       io_uring_prep_poll_add(sqe, r.fd, POLLIN);
       break;

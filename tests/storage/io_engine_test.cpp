@@ -2,6 +2,9 @@
 // partition log running on io_uring.
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -223,3 +226,50 @@ BOOST_AUTO_TEST_CASE(files_are_0600_and_directories_0700) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// connect (the replica plane dials its peers): a non-blocking socket connects to a listening one, bytes go through,
+// and a port nobody listens on is refused with -ECONNREFUSED; on io_uring and on the blocking backend alike.
+BOOST_AUTO_TEST_CASE(connect_reaches_a_listener_and_a_closed_port_is_refused) {
+  for (const backend b : {backend::uring, backend::sync}) {
+    auto e = make_engine(b);
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ::sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BOOST_REQUIRE(::bind(listener, reinterpret_cast<::sockaddr*>(&at), sizeof at) == 0);
+    BOOST_REQUIRE(::listen(listener, 4) == 0);
+    ::socklen_t len = sizeof at;
+    BOOST_REQUIRE(::getsockname(listener, reinterpret_cast<::sockaddr*>(&at), &len) == 0);
+    auto dial = [&](const ::sockaddr_in& to) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      io::request r;
+      r.op = io::opcode::connect;
+      r.fd = fd;
+      r.cbuffer = reinterpret_cast<const std::byte*>(&to);
+      r.length = sizeof to;
+      bool done = false;
+      r.user = &done;
+      r.on_complete = [](io::request& q) { *static_cast<bool*>(q.user) = true; };
+      e->submit(r);
+      while (!done) {
+        e->poll(true);
+      }
+      return std::pair{fd, r.result};
+    };
+    auto [fd, result] = dial(at);
+    BOOST_TEST(result == 0, "connect: " << result);
+    const int accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    BOOST_REQUIRE(accepted >= 0);
+    BOOST_TEST(::send(fd, "hi", 2, MSG_NOSIGNAL) == 2);
+    char got[2] = {};
+    BOOST_TEST(::recv(accepted, got, 2, MSG_WAITALL) == 2);
+    BOOST_TEST((got[0] == 'h' && got[1] == 'i'));
+    ::close(accepted);
+    ::close(fd);
+    // The same port once nobody listens there.
+    ::close(listener);
+    auto [refused_fd, refused] = dial(at);
+    BOOST_TEST(refused == -ECONNREFUSED, "connect to a closed port: " << refused);
+    ::close(refused_fd);
+  }
+}
