@@ -472,22 +472,29 @@ expected<consensus::identity_verdict> judge_start(storage::io::engine& e, const 
   }
   return verdict;
 }
+
+// Creates <data>/runtime/ and takes its lock (what a start and a format claim first); a failure releases what it
+// created.
+expected<void> claim_directory(claim& c, storage::io::engine& e, const std::string& data_dir) {
+  const std::string runtime_dir = storage::join_path(data_dir, "runtime");
+  c.dirs_created = missing_dirs(runtime_dir);
+  c.lock_path = storage::join_path(runtime_dir, "lock");
+  if (auto made = run_sync(e, storage::make_dirs(e, runtime_dir)); !made) {
+    c.release();
+    return unexpected(std::move(made).error());
+  }
+  if (auto locked = take_lock(c, data_dir); !locked) {
+    c.release();
+    return unexpected(std::move(locked).error());
+  }
+  return {};
+}
 }  // namespace
 
 expected<format_result> broker::format(const config::server_config& cfg, bool recover) {
   storage::io::sync_engine sync;
-  const std::string runtime_dir = storage::join_path(cfg.data_dir, "runtime");
   claim c;
-  c.dirs_created = missing_dirs(runtime_dir);
-  c.lock_path = storage::join_path(runtime_dir, "lock");
-  if (auto made = run_sync(sync, storage::make_dirs(sync, runtime_dir)); !made) {
-    c.release();
-    return unexpected(std::move(made).error());
-  }
-  if (auto locked = take_lock(c, cfg.data_dir); !locked) {
-    c.release();
-    return unexpected(std::move(locked).error());
-  }
+  RILL_TRY_VOID(claim_directory(c, sync, cfg.data_dir));
   auto found = run_sync(sync, consensus::read_node_identity(sync, cfg.data_dir));
   if (!found) {
     c.release();
@@ -525,16 +532,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   storage::io::sync_engine sync;
   const std::string runtime_dir = storage::join_path(p->config.data_dir, "runtime");
   claim c;
-  c.dirs_created = missing_dirs(runtime_dir);
-  c.lock_path = storage::join_path(runtime_dir, "lock");
-  if (auto made = run_sync(sync, storage::make_dirs(sync, runtime_dir)); !made) {
-    c.release();
-    return unexpected(std::move(made).error());
-  }
-  if (auto locked = take_lock(c, p->config.data_dir); !locked) {
-    c.release();
-    return unexpected(std::move(locked).error());
-  }
+  RILL_TRY_VOID(claim_directory(c, sync, p->config.data_dir));
   auto identity = judge_start(sync, p->config);
   if (!identity) {
     c.release();

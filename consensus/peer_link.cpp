@@ -10,10 +10,8 @@
 
 namespace rill::consensus {
 
-peer_link::peer_link(peer_hello ours, std::uint64_t peer, std::vector<std::uint64_t> members,
-                     peer_link_options options)
-    : ours_(ours), peer_(peer), members_(std::move(members)), options_(options),
-      backoff_ms_(options.reconnect_min_ms) {
+peer_link::peer_link(peer_hello ours, std::uint64_t peer, std::vector<std::uint64_t> members, peer_link_options options)
+    : ours_(ours), peer_(peer), members_(std::move(members)), options_(options), backoff_ms_(options.reconnect_min_ms) {
   RILL_ASSERT(peer_ != ours_.node_id, "a link from node {} to itself", peer_);
   RILL_ASSERT(std::find(members_.begin(), members_.end(), peer_) != members_.end(), "node {} is no member", peer_);
   RILL_ASSERT(options_.reconnect_min_ms >= 1);

@@ -45,9 +45,9 @@ struct peer_link_stats {
   std::uint64_t bytes_received = 0;
   std::uint64_t frames_sent = 0;
   std::uint64_t frames_received = 0;
-  std::uint64_t connects = 0;             // connections established (hello checked)
-  std::uint64_t refused = 0;              // messages refused with a full queue
-  std::uint64_t heartbeats_dropped = 0;   // heartbeats dropped with a full queue
+  std::uint64_t connects = 0;            // connections established (hello checked)
+  std::uint64_t refused = 0;             // messages refused with a full queue
+  std::uint64_t heartbeats_dropped = 0;  // heartbeats dropped with a full queue
 };
 
 class peer_link {
