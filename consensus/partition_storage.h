@@ -46,8 +46,11 @@
 // covers a batch a restart would not find.
 //
 // State transfer: after installed() (the replica took a peer's checkpoint beyond this log), nothing is appended
-// until the host runs transfer(): the uncommitted suffix is cut and the peer's committed batches are copied, byte
-// for byte with their .meta entries, up to the checkpoint's op. read_for_transfer() is the serving side.
+// until the host runs transfer(): the peer's committed batches up to the checkpoint's op are compared with this
+// log's from its committed end on; what matches is kept (the replica may count it durable), and from the first
+// difference this log is cut and the peer's batches copied, byte for byte with their .meta entries. A batch this
+// log holds at or below the checkpoint's op that the peer has none for is stale and cut too. read_for_transfer()
+// is the serving side.
 //
 // Invariants (asserted where they are established)
 // - The log's batches are, in offset order, batch prepares of one hash chain in increasing op order, contiguous.
