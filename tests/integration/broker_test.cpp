@@ -745,16 +745,19 @@ BOOST_AUTO_TEST_CASE(a_delete_the_disk_refuses_is_answered_retried_and_holds_fur
   BOOST_TEST(std::filesystem::exists(partition));
   // Once the disk lets it, the retry (1 s, then 2 s, ...) removes the data on its own.
   BOOST_REQUIRE(set_immutable(partition, false));
+  // The directory goes first and the log line follows it: wait for both.
   bool gone = false;
-  for (int i = 0; i < 200 && !gone; ++i) {
+  bool logged = false;
+  for (int i = 0; i < 200 && !(gone && logged); ++i) {
     gone = !std::filesystem::exists(s.data() + "/streams/0/topics/0");
-    if (!gone) {
+    logged = s.proc.log().find("carried out on this node again") != std::string::npos;
+    if (!(gone && logged)) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
   BOOST_TEST(gone, "the deleted topic's data was removed by a retry");
+  BOOST_TEST(logged, "the retry's success is logged");
   BOOST_TEST(s.proc.log().find("could not carry out the committed metadata") != std::string::npos);
-  BOOST_TEST(s.proc.log().find("carried out on this node again") != std::string::npos);
   auto created = s.cli->create_topic(by_name("s"), "u", one);
   RILL_REQUIRE_OK(created);
   RILL_REQUIRE_OK(s.cli->produce(by_name("s"), by_name("u"), 0, batch_of({{"k", "new"}})));
