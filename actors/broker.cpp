@@ -40,6 +40,8 @@
 #include "config/errc.h"
 #include "config/limits.h"
 #include "consensus/node_identity.h"
+#include "consensus/peer_wire.h"
+#include "consensus/replica_plane.h"
 #include "net/http_server.h"
 #include "net/listen.h"
 #include "storage/atomic_file.h"
@@ -105,6 +107,7 @@ struct broker::impl {
   partition_services partition_svc;
   group_services group_svc;
   metadata_services metadata_svc;
+  metadata_cluster cluster;  // a member of a cluster of several nodes
   connection_services connection_svc;
   std::atomic<std::uint32_t> connections{0};
   std::atomic<std::uint64_t> requests_inflight{0};
@@ -463,14 +466,7 @@ expected<consensus::identity_verdict> judge_start(storage::io::engine& e, const 
   if (!judged) {
     return fail(fmt::format("server.data_dir = {}: {}", c.data_dir, judged.error().detail()));
   }
-  auto verdict = std::move(*judged);
-  if (!verdict.use.members.empty()) {
-    return fail(
-        fmt::format("server.data_dir = {} is node {} of the cluster of nodes {}: this build does not serve a "
-                    "cluster of several nodes yet (the replica plane comes with issue 17)",
-                    c.data_dir, verdict.use.node_id, fmt::join(verdict.use.members, ", ")));
-  }
-  return verdict;
+  return std::move(*judged);
 }
 
 // Creates <data>/runtime/ and takes its lock (what a start and a format claim first); a failure releases what it
@@ -548,6 +544,41 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     ::close(client_socket->first);
     c.release();
     return unexpected(std::move(http).error());
+  }
+  // A member of a cluster of several nodes: the replica plane's socket, and every peer's address resolved.
+  if (!identity->use.members.empty()) {
+    auto fail_claim = [&](rill::error e) {
+      ::close(client_socket->first);
+      p->http.reset();
+      c.release();
+      return unexpected(std::move(e));
+    };
+    auto replica_socket = net::listen_tcp(p->config.replica_address, "network.replica_address", 64, on_retry);
+    if (!replica_socket) {
+      return fail_claim(std::move(replica_socket).error());
+    }
+    metadata_cluster& mc = p->cluster;
+    mc.replica_fd = replica_socket->first;
+    mc.cluster_id = identity->use.cluster_id;
+    mc.node_id = identity->use.node_id;
+    mc.members = identity->use.members;
+    mc.recovering = identity->use.recovering;
+    std::vector<consensus::peer_member> digest;
+    for (const auto& m : p->config.members) {
+      digest.push_back({m.node_id, m.replica_address.to_string()});
+      if (m.node_id == mc.node_id) {
+        continue;
+      }
+      auto peer = consensus::resolve_peer(m.node_id, m.replica_address.host, m.replica_address.port);
+      if (!peer) {
+        ::close(mc.replica_fd);
+        return fail_claim(rill::error(config::make_error_code(config::errc::bad_value),
+                                      "cluster.members: " + peer.error().message()));
+      }
+      mc.peers.push_back(std::move(*peer));
+    }
+    mc.members_digest = consensus::members_digest(std::move(digest));
+    p->metadata_svc.cluster = &mc;
   }
   p->lock_fd = c.lock_fd;  // the broker holds the lock from here on; the lock file stays
   p->listen_fd = client_socket->first;

@@ -3,6 +3,9 @@
 #include "actors/metadata_actor.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <random>
 
 #include "actors/runtime/shard.h"
 #include "net/frame.h"
@@ -79,6 +82,18 @@ metadata_actor::behavior_type metadata_actor::serving() {
         });
         pump();
       },
+      [this](replica_tick_atom) { on_replica_tick(); },
+      [this](applied_atom) {
+        apply_noticed_ = false;
+        // What another node committed (or this one, through another node's request) is carried out here too.
+        mutations_.push_back([this] {
+          rill::spawn(reconcile(), [this](expected<void>) {
+            mutating_ = false;
+            pump();
+          });
+        });
+        pump();
+      },
       [this](close_atom) -> caf::result<outcome> {
         auto rp = make_response_promise<outcome>();
         auto job = [](metadata_actor* self) -> task<expected<void>> {
@@ -103,6 +118,13 @@ metadata_actor::behavior_type metadata_actor::serving() {
           }
           if (self->group_) {
             RILL_CO_TRY_VOID(co_await self->group_->close());
+          }
+          self->closing_ = true;
+          if (self->plane_) {
+            co_await self->plane_->stop();
+          }
+          if (self->cluster_) {
+            RILL_CO_TRY_VOID(co_await self->cluster_->close());
           }
           co_return expected<void>{};
         };
@@ -285,10 +307,14 @@ task<expected<void>> metadata_actor::recover() {
                        "metadata in journal.wal. Recreate the data directory, or run the earlier build to export "
                        "its streams");
   }
-  consensus::local_group_options options;
-  options.journal.slot_count = services_->journal_slots;
-  RILL_CO_TRY(group, co_await consensus::local_group::open(*io_, dir, machine_, options));
-  group_ = std::move(group);
+  if (services_->cluster != nullptr) {
+    RILL_CO_TRY_VOID(co_await open_cluster(dir));
+  } else {
+    consensus::local_group_options options;
+    options.journal.slot_count = services_->journal_slots;
+    RILL_CO_TRY(group, co_await consensus::local_group::open(*io_, dir, machine_, options));
+    group_ = std::move(group);
+  }
   // Partitions and groups of every topic, on their shards (nothing runs yet: a reconciler pass only spawns, which
   // cannot fail); then data of anything deleted before a crash could remove it goes.
   RILL_CO_TRY_VOID(co_await reconcile());
@@ -330,7 +356,25 @@ task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
   RILL_CO_TRY_VOID(state_.check(cmd));
   const std::string bytes = cmd.SerializeAsString();
   const auto* p = reinterpret_cast<const std::byte*>(bytes.data());
-  auto committed = co_await group_->submit(operation_metadata_command, std::vector<std::byte>(p, p + bytes.size()));
+  std::vector<std::byte> body(p, p + bytes.size());
+  if (cluster_) {
+    // Through this node's session, to whichever node is primary; then applied here too before the change is
+    // carried out and answered (read-your-writes through this node).
+    auto made = co_await cluster_->submit(operation_metadata_command, std::move(body));
+    if (!made) {
+      services_->partitions->reporter->notice("metadata: " + made.error().message());
+      co_return rill::unexpected(made.error());
+    }
+    if (!co_await cluster_->applied_through(made->op, cluster_apply_wait_ticks)) {
+      co_return fail(net::status::unavailable,
+                     fmt::format("the change was committed at op {} but this node has not applied it yet; it will "
+                                 "(retrying finds it made)",
+                                 made->op));
+    }
+    RILL_CO_TRY_VOID(metadata_machine::decode_reply(made->reply));
+    co_return expected<void>{};
+  }
+  auto committed = co_await group_->submit(operation_metadata_command, std::move(body));
   if (!committed) {
     // The group is fenced (a failed write or fsync): metadata refuses changes until a restart recovers it.
     services_->partitions->reporter->notice("metadata: " + committed.error().message());
@@ -412,6 +456,97 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
     plan.stats.set_bytes(bytes);
   }
   co_return metadata_reply{outcome{}, build_reply(std::move(plan), described)};
+}
+
+task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
+  const metadata_cluster& c = *services_->cluster;
+  auto* reporter = services_->partitions->reporter;
+  consensus::replica_plane_options po;
+  po.ours.cluster_id = c.cluster_id;
+  po.ours.node_id = c.node_id;
+  po.ours.members_digest = c.members_digest;
+  po.ours.incarnation = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+  po.peers = c.peers;
+  po.members = c.members;
+  plane_ = std::make_unique<consensus::replica_plane>(
+      *io_, std::move(po), c.replica_fd, [this](std::uint64_t from, consensus::peer_frame f) { on_frame(from, std::move(f)); },
+      [reporter](const std::string& line) { reporter->notice(line); });
+  consensus::cluster_group_options go;
+  go.cluster = c.cluster_id;
+  go.group = metadata_group;
+  for (auto id : c.members) {
+    go.members.push_back(consensus::node_t(static_cast<std::uint32_t>(id)));
+  }
+  go.self = consensus::node_t(static_cast<std::uint32_t>(c.node_id));
+  go.recovering = c.recovering;
+  go.journal.slot_count = services_->journal_slots;
+  go.seed = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+  consensus::host_options ho;
+  ho.cluster = c.cluster_id;
+  ho.node = go.self;
+  ho.heartbeat_ticks = go.replica.heartbeat_ticks;
+  ho.peer_timeout_ticks = go.replica.heartbeat_ticks * 4;
+  host_ = std::make_unique<consensus::group_host>(ho, *plane_);
+  consensus::driver_hooks hooks;
+  auto self = caf::actor_cast<metadata_actor_impl>(this);
+  auto noticed = [this, self](const consensus::header&) {
+    if (!apply_noticed_ && !closing_) {
+      apply_noticed_ = true;
+      caf::anon_send(self, applied_atom::value);
+    }
+  };
+  hooks.applied = noticed;
+  hooks.installed = noticed;
+  hooks.fenced = [reporter](const error& e) {
+    reporter->notice("metadata: this node's replica of the metadata group stopped at a storage failure (restart "
+                     "the node): " + e.message());
+  };
+  RILL_CO_TRY(group, co_await consensus::cluster_group::open(*io_, dir, machine_, go, *host_, *plane_,
+                                                               std::move(hooks)));
+  cluster_ = std::move(group);
+  plane_->start();
+  schedule_tick();
+  reporter->notice(fmt::format("metadata: node {} of cluster {} (members {}), replica {} of the metadata group", c.node_id,
+                               c.cluster_id, fmt::join(c.members, ", "), cluster_->replica().durable_state().replica));
+  co_return expected<void>{};
+}
+
+void metadata_actor::schedule_tick() {
+  auto self = caf::actor_cast<metadata_actor_impl>(this);
+  current_shard()->timers().schedule(monotonic_now() + replica_tick,
+                                     [self] { caf::anon_send(self, replica_tick_atom::value); });
+}
+
+void metadata_actor::on_replica_tick() {
+  if (closing_ || !cluster_) {
+    return;
+  }
+  host_->tick(1);
+  cluster_->tick();
+  plane_->tick(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));
+  schedule_tick();
+}
+
+void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
+  if (closing_ || !cluster_) {
+    return;
+  }
+  if (frame.kind == consensus::peer_frame_kind::heartbeat) {
+    host_->on_heartbeat(frame.beat);
+    return;
+  }
+  if (frame.group != metadata_group) {
+    return;  // no other group runs on a node yet (issue 18: partition groups)
+  }
+  const auto cmd = frame.m.h.cmd;
+  if (cmd == consensus::command::reply || cmd == consensus::command::eviction) {
+    cluster_->on_client_message(frame.m);
+  } else if (cmd == consensus::command::request) {
+    host_->on_request(metadata_group, frame.m);
+  } else {
+    host_->on_message(consensus::node_t(static_cast<std::uint32_t>(from)), metadata_group, frame.m);
+  }
 }
 
 }  // namespace rill::actors

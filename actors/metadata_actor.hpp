@@ -29,9 +29,24 @@
 #include "actors/runtime/homed.h"
 #include "actors/runtime/metered.hpp"
 #include "config/server_config.h"
+#include "consensus/cluster_group.h"
+#include "consensus/group_host.h"
 #include "consensus/local_group.h"
+#include "consensus/replica_plane.h"
 
 namespace rill::actors {
+
+// A node of a cluster of several (docs/operations.md, Clusters): what the metadata actor needs to host its replica
+// of the metadata group and the replica plane.
+struct metadata_cluster {
+  std::uint64_t cluster_id = 0;
+  std::uint64_t node_id = 0;
+  std::vector<std::uint64_t> members;  // every member's id, ascending
+  std::vector<consensus::plane_peer> peers;
+  std::uint64_t members_digest = 0;
+  bool recovering = false;  // formatted by `rilld recover`
+  int replica_fd = -1;      // listening on network.replica_address (the metadata actor's plane takes it)
+};
 
 struct metadata_services {
   const config::server_config* config = nullptr;
@@ -41,13 +56,25 @@ struct metadata_services {
   std::size_t shards = 1;
   // The metadata group's journal ring and checkpoint interval (commands between checkpoints: a quarter of the ring).
   std::uint64_t journal_slots = 1024;
+  const metadata_cluster* cluster = nullptr;  // null: a node alone (a one-replica local group)
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
 
 // Internal message: retry carrying out the committed metadata after a step failed.
 using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
 
-using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>>;
+// Internal messages of a cluster member: a replica-plane tick (every replica_tick), and "the replica applied
+// something" (a reconciler pass follows, coalesced).
+using replica_tick_atom = caf::atom_constant<caf::atom("rtick")>;
+using applied_atom = caf::atom_constant<caf::atom("applied")>;
+inline constexpr std::chrono::milliseconds replica_tick{10};
+// The metadata group's id on the replica plane.
+inline constexpr consensus::group_t metadata_group{0};
+// How long a change committed through another node may take to be applied here before it is answered unavailable.
+inline constexpr std::uint32_t cluster_apply_wait_ticks = 500;
+
+using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>,
+                                                       caf::reacts_to<replica_tick_atom>, caf::reacts_to<applied_atom>>;
 
 // After a failed reconcile step, the first retry waits this long; each further failure doubles it, up to the max.
 inline constexpr std::chrono::milliseconds reconcile_retry_min{1000};
@@ -77,13 +104,24 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   task<expected<void>> run_step(const reconcile_step& step);  // a step that waits for I/O (destroy, remove, close)
   bool run_now(const reconcile_step& step);                   // a spawn or a resize, at once; false: not one
   void schedule_reconcile();
+  // A cluster member: opens the plane and the replica (recover()), ticks them, takes what the plane delivers.
+  task<expected<void>> open_cluster(const std::string& dir);
+  void on_frame(std::uint64_t from, consensus::peer_frame frame);
+  void schedule_tick();
+  void on_replica_tick();
   void publish();
   void pump();
 
   const metadata_services* services_;
   std::unique_ptr<actor_io> io_;
   metadata_machine machine_;
-  std::unique_ptr<consensus::local_group> group_;
+  std::unique_ptr<consensus::local_group> group_;  // a node alone
+  // A cluster member: the host of its groups, the plane, and its replica of the metadata group.
+  std::unique_ptr<consensus::group_host> host_;
+  std::unique_ptr<consensus::replica_plane> plane_;
+  std::unique_ptr<consensus::cluster_group> cluster_;
+  bool apply_noticed_ = false;  // an applied_atom is on its way
+  bool closing_ = false;
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, partition_actor_hdl> partitions_;
   std::map<std::uint64_t, group_actor_hdl> groups_;  // by group_namespace()

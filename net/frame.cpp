@@ -140,6 +140,7 @@ status status_of(const std::error_code& code) noexcept {
         return status::partition_fenced;
       case storage::errc::closed:
       case storage::errc::superseded:  // (a replica's write, never a client's: retriable if it ever reached one)
+      case storage::errc::unavailable:
         return status::unavailable;
       case storage::errc::invalid_argument:
         return status::bad_header;

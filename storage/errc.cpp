@@ -44,6 +44,8 @@ class category final : public std::error_category {
         return "inconsistent producer id, epoch and sequence";
       case errc::superseded:
         return "write superseded before it landed";
+      case errc::unavailable:
+        return "the replicated group is unavailable";
     }
     return "unknown storage error";
   }

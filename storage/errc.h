@@ -28,6 +28,7 @@ enum class errc : int {
   invalid_producer_fields,  // a producer batch whose producer id, epoch and base sequence do not agree
   superseded,               // a replica's write given up before it landed: a later write replaced its op, or the
                             // replica's log no longer reaches it (not a failure of the disk: nothing is fenced)
+  unavailable,              // a replicated group answered nothing in time (no primary with a quorum); retriable
 };
 
 const std::error_category& storage_category() noexcept;
