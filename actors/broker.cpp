@@ -579,6 +579,9 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     }
     mc.members_digest = consensus::members_digest(std::move(digest));
     p->metadata_svc.cluster = &mc;
+    p->metadata_svc.advertised_address = p->config.advertised_address.host.empty()
+                                             ? client_socket->second.to_string()
+                                             : p->config.advertised_address.to_string();
   }
   p->lock_fd = c.lock_fd;  // the broker holds the lock from here on; the lock file stays
   p->listen_fd = client_socket->first;

@@ -106,7 +106,7 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
       [&](auto&& d) {
         using D = std::decay_t<decltype(d)>;
         if constexpr (std::is_same_v<D, actors::reply_error>) {
-          reply_error(p.correlation, d.st, d.message, p.bytes);
+          reply_error(p.correlation, d.st, d.message, p.bytes, d.primary_address);
         } else if constexpr (std::is_same_v<D, reply_frame>) {
           reply(std::move(d.frame), p.bytes);
         } else {
@@ -212,14 +212,14 @@ void connection_actor::reply(std::vector<std::byte> frame, std::uint32_t request
 }
 
 void connection_actor::reply_error(std::uint32_t correlation, net::status st, const std::string& message,
-                                   std::uint32_t request_bytes) {
+                                   std::uint32_t request_bytes, const std::string& primary_address) {
   bump(published_->errors);
   auto told = client_error_of(st, message, services_->config->data_dir);
   if (told.redacted && services_->reporter != nullptr) {
     services_->reporter->notice(
         fmt::format("connection {}: request {} failed with {}: {}", peer_, correlation, net::to_string(st), message));
   }
-  reply(error_reply_frame(correlation, st, told.message), request_bytes);
+  reply(error_reply_frame(correlation, st, told.message, primary_address), request_bytes);
 }
 
 void connection_actor::start_send() {

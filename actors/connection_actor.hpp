@@ -75,7 +75,8 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   template <class Reply, class Handle, class Encode, class... Args>
   void ask(const Handle& dest, pending p, Encode encode, Args&&... args);
   void reply(std::vector<std::byte> frame, std::uint32_t request_bytes);
-  void reply_error(std::uint32_t correlation, net::status st, const std::string& message, std::uint32_t request_bytes);
+  void reply_error(std::uint32_t correlation, net::status st, const std::string& message, std::uint32_t request_bytes,
+                   const std::string& primary_address = {});
   void start_send();
   void on_send(std::int64_t result);
   void shut_down();

@@ -33,6 +33,9 @@ metadata_actor::behavior_type metadata_actor::make_behavior() {
     }
     set_default_handler(caf::print_and_drop);
     become(serving());
+    if (ready_ && cluster_) {
+      announce();
+    }
   });
   // Until recovery finishes, only I/O completions are handled; everything else waits in the mailbox. (A
   // typed_behavior in CAF 0.17 must handle the whole interface, so this partial one is built through unsafe_init;
@@ -83,6 +86,7 @@ metadata_actor::behavior_type metadata_actor::serving() {
         pump();
       },
       [this](replica_tick_atom) { on_replica_tick(); },
+      [this](announce_atom) { announce(); },
       [this](applied_atom) {
         apply_noticed_ = false;
         // What another node committed (or this one, through another node's request) is carried out here too.
@@ -152,13 +156,17 @@ void metadata_actor::publish() {
   table->view = state_.view();
   table->partitions = partitions_;
   table->groups = groups_;
+  if (services_->cluster != nullptr) {
+    table->self = services_->cluster->node_id;
+    table->members = services_->cluster->members;
+  }
   services_->routes->publish(std::move(table));
 }
 
 task<expected<void>> metadata_actor::reconcile() {
   const auto view = state_.view();
   const std::string& data_dir = services_->config->data_dir;
-  const auto steps = plan_reconcile(*view, running_, services_->config->storage, data_dir);
+  const auto steps = plan_reconcile(*view, running_, services_->config->storage, data_dir, placement());
   bool published = false;
   for (const auto& step : steps) {
     if (step.kind == reconcile_kind::resize_group && !published) {
@@ -385,6 +393,9 @@ task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
 }
 
 task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::string header) {
+  if (net::api_from_wire(api) == net::api::cluster_status) {
+    co_return metadata_reply{outcome{}, cluster_status_reply().SerializeAsString()};
+  }
   RILL_CO_TRY(plan, plan_read(*state_.view(), api, header));
   co_return co_await answer(std::move(plan));
 }
@@ -418,9 +429,19 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
   for (auto& t : plan.topics) {
     for (auto ns : t.partitions) {
       auto it = partitions_.find(ns);
+      const std::uint64_t home =
+          services_->cluster == nullptr ? 0 : topic_home(t.info.stream_id(), t.info.id(), services_->cluster->members);
       if (it != partitions_.end()) {
         RILL_CO_TRY(pi, co_await await_request<partition_info>(this, it->second, info_atom::value));
         *t.info.add_partitions() = pi.info;
+        t.info.mutable_partitions(t.info.partitions_size() - 1)->set_node_id(home);
+      } else if (home != 0 && home != services_->cluster->node_id) {
+        auto* other = t.info.add_partitions();  // another node's: its id and node only
+        other->set_id(static_cast<std::uint32_t>(ns & (partitions_max - 1)));
+        other->set_node_id(home);
+        const auto& nodes = state_.view()->nodes;
+        auto known = nodes.find(home);
+        other->set_served_by(known == nodes.end() ? fmt::format("node {}", home) : known->second);
       }
     }
   }
@@ -523,6 +544,10 @@ void metadata_actor::on_replica_tick() {
   }
   host_->tick(1);
   cluster_->tick();
+  if (const std::uint64_t view = cluster_->replica().view().value(); view != last_view_) {
+    last_view_ = view;
+    ++view_changes_;
+  }
   plane_->tick(static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));
   schedule_tick();
@@ -547,6 +572,105 @@ void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
   } else {
     host_->on_message(consensus::node_t(static_cast<std::uint32_t>(from)), metadata_group, frame.m);
   }
+}
+
+node_placement metadata_actor::placement() const {
+  node_placement here;
+  if (services_->cluster != nullptr) {
+    here.self = services_->cluster->node_id;
+    here.members = services_->cluster->members;
+  }
+  return here;
+}
+
+void metadata_actor::announce() {
+  mutations_.push_back([this] {
+    rill::spawn(announce_once(), [this](expected<void> announced) {
+      mutating_ = false;
+      if (!announced && !closing_) {
+        // No quorum yet, most likely: try again in a second.
+        auto self = caf::actor_cast<metadata_actor_impl>(this);
+        current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1), [self] {
+          caf::anon_send(self, announce_atom::value);
+        });
+      }
+      pump();
+    });
+  });
+  pump();
+}
+
+task<expected<void>> metadata_actor::announce_once() {
+  const std::string address = services_->advertised_address;
+  const std::uint64_t self = services_->cluster->node_id;
+  if (auto known = state_.view()->nodes.find(self); known != state_.view()->nodes.end() && known->second == address) {
+    co_return expected<void>{};
+  }
+  proto::MetadataCommand cmd;
+  cmd.mutable_set_node()->set_node_id(self);
+  cmd.mutable_set_node()->set_client_address(address);
+  RILL_CO_TRY_VOID(co_await commit(std::move(cmd)));
+  services_->partitions->reporter->notice(fmt::format("metadata: node {} announced its client address {}", self,
+                                                      address));
+  co_return expected<void>{};
+}
+
+proto::ClusterStatusReply metadata_actor::cluster_status_reply() const {
+  proto::ClusterStatusReply out;
+  out.set_client_address(services_->advertised_address);
+  if (services_->cluster == nullptr) {
+    out.set_role("alone");
+    out.set_node_id(services_->config->node_id);
+    out.set_cluster_id(services_->config->cluster_id);
+    if (group_) {
+      out.set_op(group_->committed().value());
+      out.set_commit(group_->committed().value());
+      out.set_commit_max(group_->committed().value());
+      out.set_checkpoint(group_->checkpoint().value());
+    }
+    return out;
+  }
+  const metadata_cluster& c = *services_->cluster;
+  out.set_cluster_id(c.cluster_id);
+  out.set_node_id(c.node_id);
+  if (cluster_) {
+    const auto& r = cluster_->replica();
+    const bool recovering = r.durable_state().recovering;
+    out.set_role(recovering                                          ? "recovering"
+                 : r.status() == consensus::status::view_change      ? "view_change"
+                 : cluster_->primary_node().value() == c.node_id     ? "primary"
+                                                                     : "backup");
+    out.set_view(r.view().value());
+    out.set_log_view(r.log_view().value());
+    out.set_op(r.op().value());
+    out.set_commit(r.commit_min().value());
+    out.set_commit_max(r.commit_max().value());
+    out.set_checkpoint(r.durable_state().checkpoint.op());
+    out.set_primary_node(cluster_->primary_node().value());
+    out.set_view_changes(view_changes_);
+  }
+  const auto& nodes = state_.view()->nodes;
+  if (plane_) {
+    for (const auto& p : plane_->status()) {
+      auto* peer = out.add_peers();
+      peer->set_node_id(p.node_id);
+      peer->set_replica_address(p.address);
+      if (auto known = nodes.find(p.node_id); known != nodes.end()) {
+        peer->set_client_address(known->second);
+      }
+      peer->set_connected(p.connected);
+      peer->set_last_error(p.last_error);
+      peer->set_bytes_sent(p.stats.bytes_sent);
+      peer->set_bytes_received(p.stats.bytes_received);
+      peer->set_messages_sent(p.stats.frames_sent);
+      peer->set_messages_received(p.stats.frames_received);
+      peer->set_connects(p.stats.connects);
+      peer->set_refused(p.stats.refused);
+      peer->set_heartbeats_dropped(p.stats.heartbeats_dropped);
+      peer->set_queued_bytes(p.queued_bytes);
+    }
+  }
+  return out;
 }
 
 }  // namespace rill::actors

@@ -33,6 +33,7 @@
 #include "consensus/group_host.h"
 #include "consensus/local_group.h"
 #include "consensus/replica_plane.h"
+#include "net/proto/rill.pb.h"
 
 namespace rill::actors {
 
@@ -57,6 +58,7 @@ struct metadata_services {
   // The metadata group's journal ring and checkpoint interval (commands between checkpoints: a quarter of the ring).
   std::uint64_t journal_slots = 1024;
   const metadata_cluster* cluster = nullptr;  // null: a node alone (a one-replica local group)
+  std::string advertised_address;             // a cluster member's client address, as other nodes hand it out
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
 
@@ -67,6 +69,7 @@ using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
 // something" (a reconciler pass follows, coalesced).
 using replica_tick_atom = caf::atom_constant<caf::atom("rtick")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
+using announce_atom = caf::atom_constant<caf::atom("announce")>;
 inline constexpr std::chrono::milliseconds replica_tick{10};
 // The metadata group's id on the replica plane.
 inline constexpr consensus::group_t metadata_group{0};
@@ -74,7 +77,8 @@ inline constexpr consensus::group_t metadata_group{0};
 inline constexpr std::uint32_t cluster_apply_wait_ticks = 500;
 
 using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>,
-                                                       caf::reacts_to<replica_tick_atom>, caf::reacts_to<applied_atom>>;
+                                                       caf::reacts_to<replica_tick_atom>, caf::reacts_to<applied_atom>,
+                                                       caf::reacts_to<announce_atom>>;
 
 // After a failed reconcile step, the first retry waits this long; each further failure doubles it, up to the max.
 inline constexpr std::chrono::milliseconds reconcile_retry_min{1000};
@@ -104,6 +108,12 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   task<expected<void>> run_step(const reconcile_step& step);  // a step that waits for I/O (destroy, remove, close)
   bool run_now(const reconcile_step& step);                   // a spawn or a resize, at once; false: not one
   void schedule_reconcile();
+  [[nodiscard]] node_placement placement() const;
+  // A cluster member makes sure the metadata names its client address (network.advertised_address): retried until
+  // a SetNode for it is committed.
+  void announce();
+  [[nodiscard]] proto::ClusterStatusReply cluster_status_reply() const;
+  task<expected<void>> announce_once();
   // A cluster member: opens the plane and the replica (recover()), ticks them, takes what the plane delivers.
   task<expected<void>> open_cluster(const std::string& dir);
   void on_frame(std::uint64_t from, consensus::peer_frame frame);
@@ -121,6 +131,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   std::unique_ptr<consensus::replica_plane> plane_;
   std::unique_ptr<consensus::cluster_group> cluster_;
   bool apply_noticed_ = false;  // an applied_atom is on its way
+  std::uint64_t last_view_ = 0;
+  std::uint64_t view_changes_ = 0;  // views the replica entered since the start
   bool closing_ = false;
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, partition_actor_hdl> partitions_;

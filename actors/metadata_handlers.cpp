@@ -94,7 +94,8 @@ std::string partition_dir(const std::string& data_dir, std::uint32_t stream, std
 bool is_metadata_read(std::uint16_t api) noexcept {
   const auto a = net::api_from_wire(api);
   return a == net::api::stream_get || a == net::api::stream_list || a == net::api::topic_get ||
-         a == net::api::topic_list || a == net::api::stats || a == net::api::group_list;
+         a == net::api::topic_list || a == net::api::stats || a == net::api::group_list ||
+         a == net::api::cluster_status;
 }
 
 std::string build_reply(reply_plan plan, std::span<const std::string> described) {

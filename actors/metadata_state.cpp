@@ -203,6 +203,17 @@ std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_i
   return (std::uint64_t{stream_id} << 32) | (std::uint64_t{topic_id} << 20) | partition_id;
 }
 
+std::uint64_t topic_home(std::uint32_t stream_id, std::uint32_t topic_id, std::span<const std::uint64_t> members) {
+  if (members.empty()) {
+    return 0;
+  }
+  std::byte bytes[8];
+  store_le<std::uint64_t>(bytes, partition_namespace(stream_id, topic_id, 0));
+  std::uint64_t out[2];
+  lmmh_x64_128(bytes, sizeof bytes, 1, out);  // seed 1: not the shard's choice, so a node's topics use every shard
+  return members[static_cast<std::size_t>((out[0] >> 32) % members.size())];
+}
+
 std::size_t shard_of(std::uint64_t ns, std::size_t shards) {
   RILL_ASSERT(shards > 0);
   std::byte bytes[8];
@@ -458,6 +469,17 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
       }
       return {};
     }
+    case proto::MetadataCommand::kSetNode: {
+      const auto& c = cmd.set_node();
+      if (c.node_id() == 0 || c.node_id() > limits::node_id_limit) {
+        return fail(net::status::bad_header, fmt::format("node id {} out of range [1, {}]", c.node_id(),
+                                                         limits::node_id_limit));
+      }
+      if (c.client_address().empty() || c.client_address().size() > 300) {
+        return fail(net::status::bad_header, "a node's client address must be 1 to 300 bytes");
+      }
+      return {};
+    }
     case proto::MetadataCommand::KIND_NOT_SET:
       break;
   }
@@ -558,6 +580,9 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
       out.topic_id = c.topic_id();
       break;
     }
+    case proto::MetadataCommand::kSetNode:
+      next->nodes[cmd.set_node().node_id()] = cmd.set_node().client_address();
+      break;
     case proto::MetadataCommand::KIND_NOT_SET:
       RILL_UNREACHABLE();
   }
@@ -590,6 +615,11 @@ proto::MetadataSnapshot metadata_state::snapshot(std::uint64_t applied_offset) c
         *pg->mutable_config() = g.config;
       }
     }
+  }
+  for (const auto& [id, address] : view_->nodes) {
+    auto* pn = out.add_nodes();
+    pn->set_node_id(id);
+    pn->set_client_address(address);
   }
   return out;
 }
@@ -643,6 +673,12 @@ expected<metadata_state> metadata_state::from_snapshot(const proto::MetadataSnap
       s.topics.emplace(t.id, std::move(t));
     }
     view->streams.emplace(s.id, std::move(s));
+  }
+  for (const auto& pn : snap.nodes()) {
+    if (pn.node_id() == 0 || view->nodes.contains(pn.node_id())) {
+      return fail(net::status::internal_error, fmt::format("metadata snapshot: node id {} twice or 0", pn.node_id()));
+    }
+    view->nodes.emplace(pn.node_id(), pn.client_address());
   }
   metadata_state state;
   state.view_ = std::move(view);

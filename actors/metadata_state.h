@@ -18,6 +18,7 @@
 // - A view, once published, never changes: readers on every shard hold it without locks.
 #include <cstdint>
 #include <map>
+#include <span>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,9 @@ struct metadata_view {
   std::map<std::uint32_t, stream_meta> streams;
   std::uint32_t next_stream_id = 0;  // the cursor of stream ids (free_stream_id)
   std::uint64_t version = 0;         // commands applied so far
+  // Cluster members' client addresses, as each announced it (SetNode): where a node sends clients for a topic
+  // another node serves.
+  std::map<std::uint64_t, std::string> nodes;
 
   // Partitions and groups of every topic together (what limits.partitions_max and limits.groups_max count).
   [[nodiscard]] std::uint64_t partition_count() const;
@@ -92,6 +96,11 @@ struct metadata_view {
 // owns it: upper 16 bits of murmur3_64(namespace) modulo the shard count.
 std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id);
 std::size_t shard_of(std::uint64_t ns, std::size_t shards);
+// The node that serves a topic's partitions and consumer groups in a cluster of several nodes (partition data stays
+// on one node until partitions are replicated): one of `members` (every member's node id, ascending), chosen by a
+// hash of the topic's ids so that topics spread over the nodes, the same on every node. 0 when `members` is empty
+// (a node alone serves everything).
+std::uint64_t topic_home(std::uint32_t stream_id, std::uint32_t topic_id, std::span<const std::uint64_t> members);
 // A consumer group's key: like a partition's namespace with the group id in the partition bits and the top bit set
 // (so it never equals a partition's); its shard is shard_of(group_namespace(...)).
 std::uint64_t group_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t group_id);

@@ -68,7 +68,8 @@ std::string reconcile_step::describe() const {
 }
 
 std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const node_inventory& running,
-                                           const config::log_config& defaults, const std::string& data_dir) {
+                                           const config::log_config& defaults, const std::string& data_dir,
+                                           const node_placement& here) {
   std::vector<reconcile_step> destroys;
   std::vector<reconcile_step> removals;
   std::vector<reconcile_step> closes;
@@ -79,7 +80,7 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   // What runs and should not: another incarnation, a partition past its topic's count, a deleted group.
   for (const auto& [ns, p] : running.partitions) {
     const topic_meta* t = topic_in(desired, p.stream_id, p.topic_id, p.topic_created_ms);
-    if (t == nullptr || p.partition_id >= t->config.partitions()) {
+    if (t == nullptr || p.partition_id >= t->config.partitions() || !here.serves(p.stream_id, p.topic_id)) {
       destroys.push_back(step_of(reconcile_kind::destroy_partition, ns, p.stream_id, p.topic_id, p.partition_id));
     } else if (!(p.config == log_config_for(t->config, defaults))) {
       closes.push_back(step_of(reconcile_kind::close_partition, ns, p.stream_id, p.topic_id, p.partition_id));
@@ -93,7 +94,8 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
       t = ti == s->second.topics.end() ? nullptr : &ti->second;
     }
     auto gi = t == nullptr ? decltype(t->groups.end()){} : t->groups.find(g.group_id);
-    if (t == nullptr || gi == t->groups.end() || gi->second.created_ms != g.created_ms) {
+    if (t == nullptr || gi == t->groups.end() || gi->second.created_ms != g.created_ms ||
+        !here.serves(g.stream_id, g.topic_id)) {
       destroys.push_back(step_of(reconcile_kind::destroy_group, ns, g.stream_id, g.topic_id, g.group_id));
     } else if (g.partitions != t->config.partitions()) {
       auto r = step_of(reconcile_kind::resize_group, ns, g.stream_id, g.topic_id, g.group_id);
@@ -104,7 +106,7 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   // The data of streams and topics gone (after every actor that held it: destroys run first).
   for (const auto& [key, created_ms] : running.topics) {
     const auto [sid, tid] = key;
-    if (topic_in(desired, sid, tid, created_ms) == nullptr) {
+    if (topic_in(desired, sid, tid, created_ms) == nullptr || !here.serves(sid, tid)) {
       auto r = step_of(reconcile_kind::remove_topic_data, 0, sid, tid, 0);
       r.topic_created_ms = created_ms;
       r.paths = {fmt::format("{}/groups/{}/{}", data_dir, sid, tid),
@@ -124,6 +126,9 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   // What should run and does not (or runs with other settings and is reopened).
   for (const auto& [sid, s] : desired.streams) {
     for (const auto& [tid, t] : s.topics) {
+      if (!here.serves(sid, tid)) {
+        continue;
+      }
       const config::log_config config = log_config_for(t.config, defaults);
       for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {
         const std::uint64_t ns = partition_namespace(sid, tid, p);

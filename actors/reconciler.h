@@ -89,9 +89,20 @@ struct reconcile_step {
 
 // The steps that take `running` to what `desired` names, in the order they must run (see the invariants).
 // `defaults` are the server's storage settings under each topic's own (log_config_for).
+// Which topics this node serves: all of them alone, those whose topic_home() it is in a cluster of several.
+struct node_placement {
+  std::uint64_t self = 0;
+  std::vector<std::uint64_t> members;  // ascending; empty: a node alone
+  [[nodiscard]] bool serves(std::uint32_t stream_id, std::uint32_t topic_id) const {
+    return members.empty() || topic_home(stream_id, topic_id, members) == self;
+  }
+};
+
+// The steps from `running` to what `desired` names for this node (`here`: the topics it serves; a topic served by
+// another node is, for this one, as if it did not exist).
 [[nodiscard]] std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const node_inventory& running,
                                                          const config::log_config& defaults,
-                                                         const std::string& data_dir);
+                                                         const std::string& data_dir, const node_placement& here = {});
 
 // `running` once `step` succeeded.
 void record(node_inventory& running, const reconcile_step& step);

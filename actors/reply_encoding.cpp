@@ -21,9 +21,10 @@ std::uint64_t not_negative(std::int64_t v) {
 }
 }  // namespace
 
-std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message) {
+std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message,
+                                         const std::string& primary_address) {
   std::vector<std::byte> out;
-  net::append_error_reply(out, correlation, st, message);
+  net::append_error_reply(out, correlation, st, message, primary_address);
   return out;
 }
 

@@ -15,7 +15,8 @@ namespace rill::actors {
 // The version ping and stats report.
 inline constexpr const char* server_version = "rill 0.1.0";
 
-std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message);
+std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message,
+                                         const std::string& primary_address = {});
 
 // What a client is told of an error: nothing that shows the server's files.
 // - storage_error, partition_fenced and internal_error: messages from the server's own files and code (errno texts

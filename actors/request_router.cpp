@@ -48,8 +48,22 @@ class resolver {
   expected<stream_topic> find(const proto::Identifier& s, const proto::Identifier& t) const {
     RILL_TRY(stream, view_.find_stream(s));
     RILL_TRY(topic, view_.find_topic(*stream, t));
+    if (const std::uint64_t node = actors_.served_by(stream->id, topic->id); node != 0) {
+      auto known = view_.nodes.find(node);
+      redirect_ = known == view_.nodes.end() ? std::string() : known->second;
+      return fail(net::status::not_primary,
+                  redirect_.empty()
+                      ? fmt::format("topic '{}' of stream '{}' is served by node {}, whose client address is not "
+                                    "known yet; retry shortly",
+                                    topic->name, stream->name, node)
+                      : fmt::format("topic '{}' of stream '{}' is served by node {} at {}", topic->name, stream->name,
+                                    node, redirect_));
+    }
     return stream_topic{stream, topic};
   }
+
+  // Where a not_primary error sends the client (empty: unknown).
+  [[nodiscard]] const std::string& redirect() const noexcept { return redirect_; }
 
   // The partition a request goes to: `partition`, or the next in round-robin order when it names none.
   expected<partition_key> partition(const proto::Identifier& s, const proto::Identifier& t,
@@ -97,6 +111,7 @@ class resolver {
   const metadata_view& view_;
   const actor_directory& actors_;
   std::uint32_t& balanced_next_;
+  mutable std::string redirect_;
 };
 
 route_decision to_group_of(expected<group_key> group, net::api a, const net::request_view& req) {
@@ -178,6 +193,38 @@ route_decision offset(const net::request_view& req, net::api a, resolver& r) {
   return to_partition{*target, offset_call{store, h.consumer().name(), static_cast<std::int64_t>(h.offset())}};
 }
 
+route_decision route_with(const net::request_view& req, net::api api, resolver& r, const clock& clk) {
+  switch (api) {
+    case net::api::ping:
+      return reply_frame{ping_reply_frame(req.correlation_id, clk.wall_ms())};
+    case net::api::login:
+      return reply_error{net::status::unsupported, "authentication arrives with a later version; no login is needed"};
+    case net::api::produce:
+      return produce(req, r);
+    case net::api::poll:
+      return poll(req, r);
+    case net::api::offset_store:
+    case net::api::offset_get:
+      return offset(req, api, r);
+    case net::api::group_get:
+    case net::api::group_join:
+    case net::api::group_leave:
+    case net::api::group_heartbeat:
+    case net::api::group_assignment:
+    case net::api::group_commit:
+    case net::api::group_offsets: {
+      proto::GroupGetRequest h;  // every group request starts with stream, topic and group
+      if (!parse_header(req, h)) {
+        return bad_header();
+      }
+      return to_group_of(r.group(h.stream(), h.topic(), h.group()), api, req);
+    }
+    default:
+      // Streams, topics, partitions, stats, and creating, listing and deleting groups: the metadata actor.
+      return to_metadata{req.api_wire, header_string(req), api == net::api::stats};
+  }
+}
+
 }  // namespace
 
 route_decision route_request(const net::request_view& req, const metadata_view& view, const actor_directory& actors,
@@ -191,35 +238,11 @@ route_decision route_request(const net::request_view& req, const metadata_view& 
                        fmt::format("protocol version {} (this server speaks {})", req.version, net::protocol_version)};
   }
   resolver r(view, actors, balanced_next);
-  switch (*a) {
-    case net::api::ping:
-      return reply_frame{ping_reply_frame(req.correlation_id, clk.wall_ms())};
-    case net::api::login:
-      return reply_error{net::status::unsupported, "authentication arrives with a later version; no login is needed"};
-    case net::api::produce:
-      return produce(req, r);
-    case net::api::poll:
-      return poll(req, r);
-    case net::api::offset_store:
-    case net::api::offset_get:
-      return offset(req, *a, r);
-    case net::api::group_get:
-    case net::api::group_join:
-    case net::api::group_leave:
-    case net::api::group_heartbeat:
-    case net::api::group_assignment:
-    case net::api::group_commit:
-    case net::api::group_offsets: {
-      proto::GroupGetRequest h;  // every group request starts with stream, topic and group
-      if (!parse_header(req, h)) {
-        return bad_header();
-      }
-      return to_group_of(r.group(h.stream(), h.topic(), h.group()), *a, req);
-    }
-    default:
-      // Streams, topics, partitions, stats, and creating, listing and deleting groups: the metadata actor.
-      return to_metadata{req.api_wire, header_string(req), *a == net::api::stats};
+  auto decision = route_with(req, *a, r, clk);
+  if (auto* e = std::get_if<reply_error>(&decision); e != nullptr && e->st == net::status::not_primary) {
+    e->primary_address = r.redirect();
   }
+  return decision;
 }
 
 }  // namespace rill::actors

@@ -33,6 +33,13 @@ class actor_directory {
                                            std::uint32_t partition_id) const = 0;
   [[nodiscard]] virtual bool has_group(std::uint32_t stream_id, std::uint32_t topic_id,
                                        std::uint32_t group_id) const = 0;
+  // The node that serves the topic's partitions and groups, when it is not this one (a cluster of several nodes:
+  // topic_home()); 0: this node.
+  [[nodiscard]] virtual std::uint64_t served_by(std::uint32_t stream_id, std::uint32_t topic_id) const {
+    (void)stream_id;
+    (void)topic_id;
+    return 0;
+  }
 };
 
 struct partition_key {
@@ -49,8 +56,12 @@ struct group_key {
 
 // Answer now with an error reply.
 struct reply_error {
+  reply_error() = default;
+  reply_error(net::status s, std::string m, std::string primary = {})
+      : st(s), message(std::move(m)), primary_address(std::move(primary)) {}
   net::status st = net::status::ok;
   std::string message;
+  std::string primary_address;  // not_primary: where the client goes instead
 };
 
 // Answer now with this frame (ping).

@@ -17,6 +17,9 @@ struct routing_table {
   std::shared_ptr<const metadata_view> view = std::make_shared<const metadata_view>();
   std::map<std::uint64_t, partition_actor_hdl> partitions;  // by partition_namespace()
   std::map<std::uint64_t, group_actor_hdl> groups;          // by group_namespace()
+  // A member of a cluster of several nodes: this node's id and every member's (topic_home()); empty: alone.
+  std::uint64_t self = 0;
+  std::vector<std::uint64_t> members;
 
   [[nodiscard]] partition_actor_hdl partition(std::uint32_t stream, std::uint32_t topic,
                                               std::uint32_t partition) const {
@@ -38,6 +41,10 @@ class routing_directory final : public actor_directory {
   }
   [[nodiscard]] bool has_group(std::uint32_t stream, std::uint32_t topic, std::uint32_t group) const override {
     return table_.groups.count(group_namespace(stream, topic, group)) > 0;
+  }
+  [[nodiscard]] std::uint64_t served_by(std::uint32_t stream, std::uint32_t topic) const override {
+    const std::uint64_t home = topic_home(stream, topic, table_.members);
+    return home == table_.self ? 0 : home;
   }
 
  private:

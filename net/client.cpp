@@ -246,6 +246,7 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
 
 expected<reply> client::call(api a, const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
   auto backoff = options_.retry_backoff;
+  int redirects = 0;
   for (int attempt = 0;; ++attempt) {
     std::vector<std::byte> frame;
     append_request(frame, next_correlation_++, a, header, batches);
@@ -262,6 +263,17 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
       e.ParseFromString(r->header);
       err = rill::error(make_error_code(r->st), e.message());
       retriable = is_retriable(r->st);
+      // Another node of the cluster serves it: go there at once (a few hops at most: the nodes agree on where a
+      // topic lives, so one is enough unless the metadata changed meanwhile).
+      if (r->st == status::not_primary && !e.primary_address().empty() && redirects < redirects_max) {
+        ++redirects;
+        disconnect();
+        if (connect_one(e.primary_address())) {
+          current_server_ = e.primary_address();
+          --attempt;  // a redirect is not a failed attempt
+          continue;
+        }
+      }
     } else {
       return r;
     }
@@ -276,6 +288,11 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
 expected<proto::PingReply> client::ping() {
   RILL_TRY(r, call(api::ping, proto::PingRequest{}));
   return parse_reply<proto::PingReply>(r);
+}
+
+expected<proto::ClusterStatusReply> client::cluster_status() {
+  RILL_TRY(r, call(api::cluster_status, proto::ClusterStatusRequest{}));
+  return parse_reply<proto::ClusterStatusReply>(r);
 }
 
 expected<proto::StatsReply> client::stats() {

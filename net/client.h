@@ -31,6 +31,10 @@
 
 namespace rill::net {
 
+// A reply not_primary names the node that serves the request: the client connects there and sends it again, at
+// most this many times per request.
+inline constexpr int redirects_max = 3;
+
 struct client_options {
   // One server "HOST:PORT" or a list "a:9420,b:9420": a connection goes to the first that accepts, starting from the
   // one that answered last.
@@ -67,6 +71,8 @@ class client {
 
   expected<proto::PingReply> ping();
   expected<proto::StatsReply> stats();
+  // What this node knows of the cluster: its replica of the metadata group and its links to its peers.
+  expected<proto::ClusterStatusReply> cluster_status();
   expected<proto::StreamInfo> create_stream(const std::string& name);
   expected<std::vector<proto::StreamInfo>> list_streams();
   expected<proto::StreamGetReply> get_stream(const proto::Identifier& stream);

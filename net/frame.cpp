@@ -68,6 +68,8 @@ std::string_view to_string(status s) noexcept {
       return "overloaded";
     case status::unavailable:
       return "unavailable";
+    case status::not_primary:
+      return "not_primary";
     case status::timeout:
       return "timeout";
     case status::storage_error:
@@ -230,6 +232,8 @@ std::string_view to_string(api a) noexcept {
       return "group_commit";
     case api::group_offsets:
       return "group_offsets";
+    case api::cluster_status:
+      return "cluster_status";
   }
   return "unknown_api";
 }
@@ -350,9 +354,12 @@ void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id,
 }
 
 void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                        const std::string& message) {
+                        const std::string& message, const std::string& primary_address) {
   proto::ErrorReply e;
   e.set_message(message);
+  if (!primary_address.empty()) {
+    e.set_primary_address(primary_address);
+  }
   append_reply(out, correlation_id, st, e);
 }
 

@@ -56,6 +56,7 @@ enum class api : std::uint16_t {
   group_assignment = 67,
   group_commit = 68,
   group_offsets = 69,
+  cluster_status = 80,
 };
 
 [[nodiscard]] std::string_view to_string(api a) noexcept;
@@ -102,6 +103,6 @@ void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id,
                       std::span<const std::byte> header, std::span<const std::byte> batches = {});
 // An error reply: status plus an ErrorReply header carrying `message`.
 void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                        const std::string& message);
+                        const std::string& message, const std::string& primary_address = {});
 
 }  // namespace rill::net

@@ -48,6 +48,9 @@ enum class status : std::uint16_t {
   overloaded = 100,   // back-pressure: try again shortly
   unavailable = 101,  // the server is starting or stopping
   timeout = 102,
+  // Another node of the cluster serves this topic: the reply's ErrorReply.primary_address names its client address
+  // (when it announced one), and the client library goes there.
+  not_primary = 103,
   // The server.
   storage_error = 200,     // an I/O error (the message has the file and errno)
   partition_fenced = 201,  // a storage failure fences the partition: writes fail until it recovers (by itself)

@@ -48,6 +48,83 @@ using cli::report;
 
 constexpr const char* rill_version = "rill " RILL_VERSION;
 
+// rill cluster status: the node asked names the members (and the client addresses they announced); each member is
+// asked for its own replica's state. One that does not answer is listed as unreachable.
+int cluster_status(net::client& c, const net::client_options& co, bool json_output) {
+  auto here = c.cluster_status();
+  if (!here) {
+    return report(here.error());
+  }
+  struct row {
+    std::uint64_t node_id = 0;
+    std::string address;
+    std::optional<proto::ClusterStatusReply> status;
+    std::string error;
+  };
+  std::vector<row> rows;
+  rows.push_back({here->node_id(), c.server(), *here, {}});
+  for (const auto& p : here->peers()) {
+    row r{p.node_id(), p.client_address(), std::nullopt, {}};
+    if (p.client_address().empty()) {
+      r.error = "its client address is not known yet";
+    } else {
+      net::client_options at = co;
+      at.server = p.client_address();
+      at.retries = 0;
+      at.connect_timeout = std::chrono::seconds(2);
+      at.request_timeout = std::chrono::seconds(2);
+      auto there = net::client::connect(at);
+      auto got = there ? (*there)->cluster_status() : expected<proto::ClusterStatusReply>(unexpected(there.error()));
+      if (got) {
+        r.status = *got;
+      } else {
+        r.error = got.error().message();
+      }
+    }
+    rows.push_back(std::move(r));
+  }
+  std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) { return a.node_id < b.node_id; });
+  std::uint64_t commit_top = 0;
+  for (const auto& r : rows) {
+    commit_top = r.status ? std::max(commit_top, r.status->commit()) : commit_top;
+  }
+  if (json_output) {
+    json members = json::array();
+    for (const auto& r : rows) {
+      json m = {{"node_id", r.node_id}, {"client_address", r.address}, {"reachable", r.status.has_value()}};
+      if (r.status) {
+        m["role"] = r.status->role();
+        m["view"] = r.status->view();
+        m["op"] = r.status->op();
+        m["commit"] = r.status->commit();
+        m["checkpoint"] = r.status->checkpoint();
+        m["primary_node"] = r.status->primary_node();
+        m["view_changes"] = r.status->view_changes();
+        m["lag"] = commit_top - r.status->commit();
+      } else {
+        m["error"] = r.error;
+      }
+      members.push_back(std::move(m));
+    }
+    fmt::print("{}\n", json{{"cluster_id", here->cluster_id()}, {"members", members}}.dump());
+    return 0;
+  }
+  fmt::print("cluster {}: {}\n", here->cluster_id(), cli::count_of(rows.size(), "member"));
+  cli::table t({"NODE>", "ADDRESS", "ROLE", "VIEW>", "OP>", "COMMIT>", "CHECKPOINT>", "LAG>"});
+  for (const auto& r : rows) {
+    if (r.status) {
+      t.add({std::to_string(r.node_id), r.address, r.status->role(), std::to_string(r.status->view()),
+             std::to_string(r.status->op()), std::to_string(r.status->commit()),
+             std::to_string(r.status->checkpoint()), std::to_string(commit_top - r.status->commit())});
+    } else {
+      t.add({std::to_string(r.node_id), r.address.empty() ? "-" : r.address, "unreachable: " + r.error, "-", "-", "-",
+             "-", "-"});
+    }
+  }
+  t.print();
+  return 0;
+}
+
 json topic_json(const proto::TopicInfo& t) {
   json parts = json::array();
   for (const auto& p : t.partitions()) {
@@ -58,7 +135,8 @@ json topic_json(const proto::TopicInfo& t) {
                      {"bytes", p.bytes()},
                      {"segments", p.segments()},
                      {"fenced", p.fenced()},
-                     {"recoveries", p.recoveries()}});
+                     {"recoveries", p.recoveries()},
+                     {"node_id", p.node_id()}});
   }
   const auto& c = t.config();
   return {{"stream_id", t.stream_id()},
@@ -250,6 +328,10 @@ int main(int argc, char** argv) {
 
   auto* ping = app.add_subcommand("ping", "check that the server answers");
   auto* stats = app.add_subcommand("stats", "server statistics");
+  auto* cluster = app.add_subcommand("cluster", "the cluster's members and their replicas of the metadata group");
+  cluster->require_subcommand(1);
+  auto* c_status = cluster->add_subcommand("status", "every member: reachable or not, role, view, op, commit, "
+                                                     "checkpoint, lag");
   auto* version = app.add_subcommand("version", "print the version");
   auto* completion =
       app.add_subcommand("completion", "print a shell completion script: source <(rill completion bash)");
@@ -490,6 +572,9 @@ int main(int argc, char** argv) {
                   : fmt::print("{} answered: {}\n", c.server(), r->version());
     return 0;
   }
+  if (*c_status) {
+    return cluster_status(c, co, g.json_output);
+  }
   if (*stats) {
     auto r = c.stats();
     if (!r) {
@@ -646,6 +731,28 @@ int main(int argc, char** argv) {
         return report(r.error());
       }
       topics.push_back(std::move(*r));
+    }
+    // In a cluster, a topic's partitions are counted by the node that serves it: ask it (one connection per node).
+    std::map<std::string, std::unique_ptr<net::client>> homes;
+    for (auto& t : topics) {
+      const std::string home = t.partitions_size() > 0 ? t.partitions(0).served_by() : std::string();
+      if (home.empty() || home.starts_with("node ")) {
+        continue;
+      }
+      if (!homes.contains(home)) {
+        net::client_options at = co;
+        at.server = home;
+        auto there = net::client::connect(at);
+        if (!there) {
+          return report(there.error());
+        }
+        homes[home] = std::move(*there);
+      }
+      auto full = homes[home]->get_topic(net::by_id(t.stream_id()), net::by_id(t.id()));
+      if (!full) {
+        return report(full.error());
+      }
+      t = std::move(*full);
     }
     json out = json::array();
     cli::table list({"TOPIC", "ID>", "PARTITIONS>", "MESSAGES>", "SIZE>", "RETENTION>", "DURABILITY"});

@@ -1,0 +1,318 @@
+// Clusters of real rilld processes on loopback: the metadata group spans every node and survives the loss of a
+// minority (SIGKILL, SIGSTOP, a wiped disk brought back with `rilld recover`); topics are served by one node each and
+// a client pointed at any node is sent there; a node of another cluster, or with another members list, is refused.
+#define BOOST_TEST_MODULE rill_cluster
+#include <boost/test/unit_test.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include "net/client.h"
+#include "storage/record_batch_builder.h"
+#include "tests/integration/rilld_process.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using rill::testing::rilld_process;
+using rill::testing::temp_data_dir;
+
+namespace {
+
+net::status status_of(const rill::error& e) {
+  return static_cast<net::status>(e.code().value());
+}
+
+// A port free right now on 127.0.0.1 (the kernel's choice; the members list must name ports before the nodes start).
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Runs `rilld ARGS` to completion; its exit code.
+int run(const std::vector<std::string>& args, const std::string& log) {
+  std::string cmd = RILLD_PATH;
+  for (const auto& a : args) {
+    cmd += " '" + a + "'";
+  }
+  cmd += " >>'" + log + "' 2>&1";
+  return std::system(cmd.c_str());
+}
+
+// N nodes of one cluster, each on its own data directory and ports.
+class cluster {
+ public:
+  explicit cluster(std::size_t n, std::uint64_t id = 42) : id_(id) {
+    for (std::size_t i = 0; i < n; ++i) {
+      ports_.push_back(free_port());
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      members_ += fmt::format("{}{}@127.0.0.1:{}", i == 0 ? "" : ",", i + 1, ports_[i]);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      format(i, "format");
+      nodes_.push_back(std::make_unique<rilld_process>(dir(i), args(i)));
+    }
+  }
+
+  std::string dir(std::size_t i) const { return fmt::format("{}/n{}", root_.path(), i + 1); }
+  std::vector<std::string> args(std::size_t i, std::uint64_t cluster_id = 0) const {
+    return {"--set", fmt::format("cluster.id={}", cluster_id == 0 ? id_ : cluster_id), "--set",
+            fmt::format("cluster.node_id={}", i + 1), "--set", "cluster.members=" + members_, "--replica",
+            fmt::format("127.0.0.1:{}", ports_[i])};
+  }
+  void format(std::size_t i, const char* how) {
+    std::vector<std::string> a = {how, "--data-dir", dir(i)};
+    const auto rest = args(i);
+    a.insert(a.end(), rest.begin(), rest.end());
+    BOOST_REQUIRE_EQUAL(run(a, dir(i) + ".format.log"), 0);
+  }
+  void start_all() {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      start(i);
+    }
+  }
+  void start(std::size_t i) {
+    auto at = nodes_[i]->start();
+    BOOST_REQUIRE_MESSAGE(at.has_value(), "node " << i + 1 << " did not start: " << nodes_[i]->log());
+  }
+  rilld_process& node(std::size_t i) { return *nodes_[i]; }
+  std::size_t size() const { return nodes_.size(); }
+
+  std::unique_ptr<net::client> client(std::size_t i) {
+    net::client_options o;
+    o.server = nodes_[i]->address();
+    o.retries = 20;
+    o.request_timeout = std::chrono::seconds(30);
+    auto c = net::client::connect(o);
+    BOOST_REQUIRE_MESSAGE(c.has_value(), "connect to node " << i + 1);
+    return std::move(*c);
+  }
+
+  // The streams node i lists (sorted), or nullopt when it does not answer.
+  std::optional<std::vector<std::string>> streams(std::size_t i) {
+    net::client_options o;
+    o.server = nodes_[i]->address();
+    o.retries = 0;
+    o.request_timeout = std::chrono::seconds(5);
+    auto c = net::client::connect(o);
+    if (!c) {
+      return std::nullopt;
+    }
+    auto l = (*c)->list_streams();
+    if (!l) {
+      return std::nullopt;
+    }
+    std::vector<std::string> names;
+    for (const auto& s : *l) {
+      names.push_back(s.name());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  // Waits until every node in `which` lists exactly `want`.
+  bool converge(const std::vector<std::size_t>& which, const std::vector<std::string>& want,
+                std::chrono::seconds within = std::chrono::seconds(30)) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool all = true;
+      for (auto i : which) {
+        auto got = streams(i);
+        all = all && got && *got == want;
+      }
+      if (all) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (auto i : which) {
+      auto got = streams(i);
+      BOOST_TEST_MESSAGE("node " << i + 1 << " lists " << (got ? fmt::format("{}", fmt::join(*got, ",")) : "nothing"));
+    }
+    return false;
+  }
+
+ private:
+  std::uint64_t id_;
+  temp_data_dir root_;
+  std::vector<std::uint16_t> ports_;
+  std::string members_;
+  std::vector<std::unique_ptr<rilld_process>> nodes_;
+};
+
+std::vector<std::string> names(std::initializer_list<const char*> l) {
+  std::vector<std::string> out(l.begin(), l.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Creates a stream through node i, retrying until it is made (the first attempts may find no primary yet), and
+// returns how long it took.
+std::chrono::milliseconds create_through(cluster& c, std::size_t i, const std::string& name) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto cli = c.client(i);
+  auto made = cli->create_stream(name);
+  BOOST_REQUIRE_MESSAGE(made.has_value() || status_of(made.error()) == net::status::already_exists,
+                        "create " << name << " through node " << i + 1 << ": "
+                                  << (made ? "" : made.error().message()));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(three_nodes_commit_through_each_and_go_on_without_a_killed_primary) {
+  cluster c(3);
+  c.start_all();
+  create_through(c, 0, "a");
+  create_through(c, 1, "b");
+  create_through(c, 2, "c");
+  BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c"})));
+  // Node 1 is the primary of view 0: killed, the other two elect another and go on.
+  c.node(0).kill_hard();
+  const auto took = create_through(c, 1, "d");
+  BOOST_TEST_MESSAGE("first change after SIGKILL of the primary: " << took.count() << " ms");
+  create_through(c, 2, "e");
+  BOOST_TEST(c.converge({1, 2}, names({"a", "b", "c", "d", "e"})));
+  // It comes back and catches up; changes through it work again.
+  c.start(0);
+  BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c", "d", "e"})));
+  create_through(c, 0, "f");
+  BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c", "d", "e", "f"})));
+}
+
+BOOST_AUTO_TEST_CASE(a_topic_is_served_by_one_node_and_clients_of_any_node_reach_it) {
+  cluster c(3);
+  c.start_all();
+  auto a = c.client(0);
+  RILL_REQUIRE_OK(a->create_stream("s"));
+  proto::TopicConfig one;
+  one.set_partitions(2);
+  for (const char* t : {"t0", "t1", "t2", "t3", "t4", "t5"}) {
+    RILL_REQUIRE_OK(a->create_topic(net::by_name("s"), t, one));
+  }
+  // Produce through node 2, read through node 3: each topic's data is on the node that serves it, whichever node the
+  // client asked first.
+  auto b = c.client(1);
+  auto d = c.client(2);
+  std::set<std::uint64_t> homes;
+  for (const char* t : {"t0", "t1", "t2", "t3", "t4", "t5"}) {
+    storage::batch_builder bb;
+    bb.add("k", std::string("v-") + t);
+    auto produced = b->produce(net::by_name("s"), net::by_name(t), 1, *bb.build());
+    RILL_REQUIRE_OK(produced);
+    proto::PollRequest p;
+    *p.mutable_stream() = net::by_name("s");
+    *p.mutable_topic() = net::by_name(t);
+    p.set_partition_id(1);
+    p.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
+    auto got = d->poll(p);
+    RILL_REQUIRE_OK(got);
+    auto records = net::decode_records(1, got->batches);
+    RILL_REQUIRE_OK(records);
+    BOOST_REQUIRE(records->size() == 1u);
+    BOOST_TEST(*(*records)[0].value == std::string("v-") + t);
+    auto info = c.client(0)->get_topic(net::by_name("s"), net::by_name(t));
+    RILL_REQUIRE_OK(info);
+    homes.insert(info->partitions(0).node_id());
+  }
+  BOOST_TEST(homes.size() > 1u, "six topics all on one node");
+  // Exactly one node holds each topic's data.
+  std::size_t dirs = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(c.dir(i) + "/streams/0/topics", ec)) {
+      (void)e;
+      ++dirs;
+    }
+  }
+  BOOST_TEST(dirs == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_primary_is_replaced_and_catches_up_when_it_returns) {
+  cluster c(3);
+  c.start_all();
+  create_through(c, 1, "a");
+  ::kill(c.node(0).pid(), SIGSTOP);
+  create_through(c, 1, "b");
+  create_through(c, 2, "c");
+  ::kill(c.node(0).pid(), SIGCONT);
+  BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c"})));
+  create_through(c, 0, "d");
+  BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c", "d"})));
+}
+
+BOOST_AUTO_TEST_CASE(a_wiped_node_recovered_with_rilld_recover_rejoins) {
+  cluster c(3);
+  c.start_all();
+  create_through(c, 0, "a");
+  create_through(c, 1, "b");
+  BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b"})));
+  c.node(2).kill_hard();
+  std::filesystem::remove_all(c.dir(2));
+  // An empty directory is refused; rilld recover formats it as a member that lost its data.
+  c.format(2, "recover");
+  c.start(2);
+  create_through(c, 0, "c");
+  BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c"})));
+  // It takes part again: with node 1 gone, nodes 2 and 3 make a quorum.
+  c.node(0).kill_hard();
+  create_through(c, 2, "d");
+  BOOST_TEST(c.converge({1, 2}, names({"a", "b", "c", "d"})));
+}
+
+BOOST_AUTO_TEST_CASE(a_node_of_another_cluster_or_members_list_is_refused) {
+  cluster c(3);
+  c.start(0);
+  c.start(1);
+  create_through(c, 0, "a");
+  // Node 3 formatted and started with another cluster id: its hello is refused, loudly, and it joins nothing.
+  std::filesystem::remove_all(c.dir(2));
+  std::vector<std::string> a = {"format", "--data-dir", c.dir(2)};
+  const auto other = c.args(2, 99);
+  a.insert(a.end(), other.begin(), other.end());
+  BOOST_REQUIRE_EQUAL(run(a, c.dir(2) + ".format.log"), 0);
+  rilld_process stranger(c.dir(2), other);
+  BOOST_REQUIRE(stranger.start().has_value());
+  bool refused = false;
+  for (int i = 0; i < 200 && !refused; ++i) {
+    refused = c.node(0).log().find("refused a peer's hello") != std::string::npos ||
+              c.node(1).log().find("refused a peer's hello") != std::string::npos ||
+              stranger.log().find("cluster.id") != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  BOOST_TEST(refused, c.node(0).log() << c.node(1).log() << stranger.log());
+  auto theirs = stranger.log();
+  BOOST_TEST(theirs.find("cluster.id") != std::string::npos, theirs);
+}
+
+BOOST_AUTO_TEST_CASE(five_nodes_lose_two_and_go_on) {
+  cluster c(5);
+  c.start_all();
+  create_through(c, 4, "a");
+  c.node(0).kill_hard();
+  c.node(1).kill_hard();
+  create_through(c, 2, "b");
+  create_through(c, 3, "c");
+  BOOST_TEST(c.converge({2, 3, 4}, names({"a", "b", "c"})));
+}
