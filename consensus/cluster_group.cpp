@@ -38,6 +38,9 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
   recovered_state r;
   RILL_CO_TRY(storage, co_await journal_storage::open(e, dir, so, initial, r));
   g->storage_ = std::move(storage);
+  // A replica formatted to recover (a member whose data was lost) never starts as a new group's replica: its group
+  // ran before it, and it catches up before it takes part.
+  r.formatted = r.formatted && !r.state.recovering;
   if (r.state.checkpoint.op() > 0) {
     client_table probe(o.clients_max);
     if (!restore_checkpoint(r.snapshot, probe, sm)) {
