@@ -108,6 +108,7 @@ struct broker::impl {
   group_services group_svc;
   metadata_services metadata_svc;
   metadata_cluster cluster;  // a member of a cluster of several nodes
+  cluster_board board;
   connection_services connection_svc;
   std::atomic<std::uint32_t> connections{0};
   std::atomic<std::uint64_t> requests_inflight{0};
@@ -225,7 +226,7 @@ net::http_response debug_fail_syncs(const std::string& query, const routing& rou
 net::http_response monitoring(const std::string& method, const std::string& target, runtime& rt,
                               std::chrono::steady_clock::time_point started,
                               const std::atomic<std::uint32_t>& connections, const routing& routes,
-                              bool failure_injection, const series_limits& limits) {
+                              const cluster_board& board, bool failure_injection, const series_limits& limits) {
   const auto path = target.substr(0, target.find('?'));
   if (method == "POST") {
     if (failure_injection && (path == "/debug/stall" || path == "/debug/unstall")) {
@@ -248,6 +249,9 @@ net::http_response monitoring(const std::string& method, const std::string& targ
   }
   if (path == "/ui/uplot.js") {
     return net::http_response{200, "text/javascript; charset=utf-8", std::string(dashboard_uplot_js())};
+  }
+  if (path == "/api/cluster") {
+    return net::http_response{200, "application/json", render_cluster_json(*board.current())};
   }
   if (path == "/ui/uplot.css") {
     return net::http_response{200, "text/css; charset=utf-8", std::string(dashboard_uplot_css())};
@@ -332,11 +336,13 @@ net::http_response monitoring(const std::string& method, const std::string& targ
     }
     p.connections = connections.load();
     return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8",
-                              render_prometheus(actors, shards, p, limits)};
+                              render_prometheus(actors, shards, p, limits) +
+                                  render_cluster_prometheus(*board.current())};
   }
   return net::http_response{
       404, "text/plain; charset=utf-8",
-      "not found: try /ui, /metrics, /healthz, /api/actors, /api/partitions, /api/topics or /api/shards\n"};
+      "not found: try /ui, /metrics, /healthz, /api/actors, /api/partitions, /api/topics, /api/shards or "
+      "/api/cluster\n"};
 }
 }  // namespace
 std::size_t broker::shards() const noexcept {
@@ -622,6 +628,10 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->group_svc.routes = &p->routes;
   p->metadata_svc.groups = &p->group_svc;
   p->metadata_svc.shards = p->rt->shard_count();
+  p->metadata_svc.board = &p->board;
+  if (p->metadata_svc.advertised_address.empty()) {
+    p->metadata_svc.advertised_address = p->bound.to_string();
+  }
   p->metadata_svc.on_ready = [&ready](bool ok, const std::string& why) { ready.set_value({ok, why}); };
   p->metadata = p->rt->system().spawn<metadata_actor>(&p->metadata_svc);
   const auto [ok, why] = ready_future.get();
@@ -669,11 +679,12 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     const auto started = p->started;
     const auto* connections = &p->connections;
     const auto* routes = &p->routes;
+    const auto* board = &p->board;
     const bool injection = p->config.failure_injection;
     const series_limits limits{p->config.partition_series_max, p->config.actor_series_max};
     p->http->serve(
-        [rt, started, connections, routes, injection, limits](const std::string& method, const std::string& t) {
-          return monitoring(method, t, *rt, started, *connections, *routes, injection, limits);
+        [rt, started, connections, routes, board, injection, limits](const std::string& method, const std::string& t) {
+          return monitoring(method, t, *rt, started, *connections, *routes, *board, injection, limits);
         });
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));

@@ -161,6 +161,9 @@ void metadata_actor::publish() {
     table->members = services_->cluster->members;
   }
   services_->routes->publish(std::move(table));
+  if (services_->board != nullptr) {
+    services_->board->publish(std::make_shared<const proto::ClusterStatusReply>(cluster_status_reply()));
+  }
 }
 
 task<expected<void>> metadata_actor::reconcile() {
@@ -507,6 +510,7 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   ho.node = go.self;
   ho.heartbeat_ticks = go.replica.heartbeat_ticks;
   ho.peer_timeout_ticks = go.replica.heartbeat_ticks * 4;
+  ho.heartbeat_on_commit = true;
   host_ = std::make_unique<consensus::group_host>(ho, *plane_);
   consensus::driver_hooks hooks;
   auto self = caf::actor_cast<metadata_actor_impl>(this);
@@ -547,6 +551,9 @@ void metadata_actor::on_replica_tick() {
   if (const std::uint64_t view = cluster_->replica().view().value(); view != last_view_) {
     last_view_ = view;
     ++view_changes_;
+  }
+  if (++ticks_ % board_ticks == 0 && services_->board != nullptr) {
+    services_->board->publish(std::make_shared<const proto::ClusterStatusReply>(cluster_status_reply()));
   }
   plane_->tick(static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));

@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "actors/actor_request.hpp"
+#include "actors/cluster_report.h"
 #include "actors/group_actor.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
@@ -59,6 +60,7 @@ struct metadata_services {
   std::uint64_t journal_slots = 1024;
   const metadata_cluster* cluster = nullptr;  // null: a node alone (a one-replica local group)
   std::string advertised_address;             // a cluster member's client address, as other nodes hand it out
+  cluster_board* board = nullptr;             // where the cluster status goes for /api/cluster and /metrics
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
 
@@ -133,6 +135,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   bool apply_noticed_ = false;  // an applied_atom is on its way
   std::uint64_t last_view_ = 0;
   std::uint64_t view_changes_ = 0;  // views the replica entered since the start
+  std::uint64_t ticks_ = 0;
+  static constexpr std::uint64_t board_ticks = 10;  // the cluster status is published this often (and at publish())
   bool closing_ = false;
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, partition_actor_hdl> partitions_;

@@ -60,7 +60,7 @@ struct cluster_group_options {
   std::uint64_t snapshot_reserved_bytes = 4 * 1024 * 1024;
   std::uint64_t checkpoint_interval = 0;  // 0: slot_count / 4
   std::uint64_t seed = 0;                 // drawn at each start (the session number, the replica's jitter)
-  std::uint32_t request_timeout_ticks = 50;
+  std::uint32_t request_timeout_ticks = 20;
   std::uint32_t submit_timeout_ticks = 1000;
   std::uint32_t clients_max = 64;
   replica_options replica;  // timeouts; cluster, replica, replica_count and seed are set from the above

@@ -330,6 +330,7 @@ void group_host::tick(std::uint64_t elapsed) {
   now_ += elapsed;
   // A copy: a group's tick may make another active (a local delivery) or idle.
   const std::vector<group_t> ticking(active_.begin(), active_.end());
+  bool commit_moved = false;  // a group this node leads committed since its last heartbeat (heartbeat_on_commit)
   for (group_t g : ticking) {
     auto it = groups_.find(g);
     if (it == groups_.end() || it->second.d == nullptr) {
@@ -338,10 +339,14 @@ void group_host::tick(std::uint64_t elapsed) {
     }
     ++counters_.group_ticks;
     it->second.d->on_tick();
+    if (options_.heartbeat_on_commit) {
+      const auto b = it->second.d->fenced() ? std::nullopt : it->second.d->replica().beat();
+      commit_moved = commit_moved || (b && b->commit > it->second.commit_beaten);
+    }
     index_primary(g, it->second);
     settle_idle(g, it->second);
   }
-  if (now_ >= heartbeat_due_) {
+  if (now_ >= heartbeat_due_ || commit_moved) {
     heartbeat_due_ = now_ + options_.heartbeat_ticks;
     send_heartbeats();
   }
@@ -365,6 +370,7 @@ void group_host::send_heartbeats() {
     if (!b) {
       continue;
     }
+    h.commit_beaten = b->commit;
     RILL_ASSERT(h.members[primary_of(b->view, h.members.size())] == options_.node);
     for (node_t n : h.members) {
       if (n != options_.node) {

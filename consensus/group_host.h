@@ -102,6 +102,10 @@ struct host_options {
   std::uint32_t heartbeat_ticks = 5;      // as replica_options::heartbeat_ticks
   std::uint32_t peer_timeout_ticks = 20;  // a peer silent this long wakes the idle groups it leads here
   std::size_t groups_max = groups_per_host_max;
+  // Send the heartbeats at the next tick after a led group's commit moved, not only every heartbeat_ticks: backups
+  // learn a commit within a tick (rilld: a change made through a backup is applied there sooner). At most one
+  // heartbeat per peer per tick either way.
+  bool heartbeat_on_commit = false;
 };
 
 // What the host has done (tests and benchmarks read it; rilld exports it).
@@ -159,6 +163,7 @@ class group_host {
     // It stays active, whether idle or not, until an entry for it arrives or it is primary here.
     bool unheard = false;
     std::optional<node_t> led_by;  // where led_ files it: the node of its primary, as of the last refresh
+    std::uint64_t commit_beaten = 0;  // the commit its last heartbeat entry carried
   };
   struct peer {
     std::uint64_t heard = 0;  // host tick of its last heartbeat (or of the first group it shares)

@@ -117,11 +117,15 @@ int cluster_status(net::client& c, const net::client_options& co, bool json_outp
              std::to_string(r.status->op()), std::to_string(r.status->commit()),
              std::to_string(r.status->checkpoint()), std::to_string(commit_top - r.status->commit())});
     } else {
-      t.add({std::to_string(r.node_id), r.address.empty() ? "-" : r.address, "unreachable: " + r.error, "-", "-", "-",
-             "-", "-"});
+      t.add({std::to_string(r.node_id), r.address.empty() ? "-" : r.address, "unreachable", "-", "-", "-", "-", "-"});
     }
   }
   t.print();
+  for (const auto& r : rows) {
+    if (!r.status) {
+      fmt::print("node {}: {}\n", r.node_id, r.error);
+    }
+  }
   return 0;
 }
 
