@@ -672,6 +672,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->connection_svc.connections = &p->connections;
   p->connection_svc.requests_inflight = &p->requests_inflight;
   p->connection_svc.reporter = reporter;
+  p->connection_svc.cluster_member = p->metadata_svc.cluster != nullptr;
   p->listener = p->rt->system().spawn<listener_actor>(p->listen_fd, p->rt->shard_count(), &p->connection_svc);
   p->listen_fd = -1;  // the listener owns it
   {

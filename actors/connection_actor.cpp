@@ -98,10 +98,35 @@ void connection_actor::on_recv(std::int64_t result) {
   maybe_finish();
 }
 
-void connection_actor::dispatch(const net::request_view& req, std::uint32_t bytes) {
+void connection_actor::dispatch(const net::request_view& req, std::uint32_t bytes, bool synced) {
   const auto table = services_->routes->current();
   auto decision = route_request(req, *table->view, routing_directory(*table), balanced_next_, wall_clock);
   const pending p{req.correlation_id, bytes};
+  if (const auto* e = std::get_if<actors::reply_error>(&decision);
+      e != nullptr && !synced && services_->cluster_member &&
+      (e->st == net::status::stream_not_found || e->st == net::status::topic_not_found ||
+       e->st == net::status::group_not_found)) {
+    // Kept until the node has caught up (the receive buffer moves on): the header and the batches, once.
+    auto kept = std::make_shared<std::vector<std::byte>>();
+    kept->reserve(req.header.size() + req.batches.size());
+    kept->insert(kept->end(), req.header.begin(), req.header.end());
+    kept->insert(kept->end(), req.batches.begin(), req.batches.end());
+    net::request_view again = req;
+    again.header = std::span<const std::byte>(kept->data(), req.header.size());
+    again.batches = std::span<const std::byte>(kept->data() + req.header.size(), req.batches.size());
+    request(services_->metadata, caf::infinite, sync_atom::value)
+        .then(
+            [this, kept, again, p](outcome& o) {
+              if (!o.ok()) {
+                return reply_error(p.correlation, o.st, o.message, p.bytes);
+              }
+              dispatch(again, p.bytes, true);
+            },
+            [this, p](caf::error& err) {
+              reply_error(p.correlation, net::status::unavailable, system().render(err), p.bytes);
+            });
+    return;
+  }
   std::visit(
       [&](auto&& d) {
         using D = std::decay_t<decltype(d)>;

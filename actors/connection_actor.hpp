@@ -45,6 +45,9 @@ struct connection_services {
   // The server's log: the full text of an error reply whose client message was redacted (client_error_of). Null in
   // tests that do not look.
   storage::log_reporter* reporter = nullptr;
+  // A member of a cluster of several nodes: a stream, topic or group not found here may have been created through
+  // another node a moment ago, so the node catches up (sync_atom) and routes the request again before it says so.
+  bool cluster_member = false;
 };
 
 using connection_actor_impl = connection_actor_hdl::extend<io_done_signature>;
@@ -67,7 +70,9 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   void on_poll(std::int64_t result);
   void on_recv(std::int64_t result);
   void publish_buffer();  // the receive buffer held and the bytes it copied, for the metrics
-  void dispatch(const net::request_view& req, std::uint32_t bytes);
+  // `synced`: this node has just caught up with the committed metadata for this request (a cluster member's "not
+  // found" is confirmed that way once before it is answered).
+  void dispatch(const net::request_view& req, std::uint32_t bytes, bool synced = false);
   void forward(pending p, const routing_table& table, to_partition&& d);
   void forward(pending p, const routing_table& table, to_group&& d);
   void forward(pending p, const routing_table& table, to_metadata&& d);

@@ -73,6 +73,10 @@ using metadata_actor_hdl = caf::typed_actor<
     // once it is committed to the metadata journal and its effects (spawns, closes, removals) are done. Changes run
     // one at a time, in arrival order. After a failed recovery everything is refused (unavailable).
     caf::replies_to<metadata_atom, metadata_msg>::with<metadata_reply>,
+    // A cluster member: replies once it has applied every change committed before the request arrived (a barrier
+    // committed through its session), so that a "not found" it then gives is the cluster's answer, not a lagging
+    // node's. A node alone replies at once.
+    caf::replies_to<sync_atom>::with<outcome>,
     // Closes every partition, then every group, then the journal; replies and quits.
     caf::replies_to<close_atom>::with<outcome>>;
 

@@ -86,6 +86,14 @@ metadata_actor::behavior_type metadata_actor::serving() {
         pump();
       },
       [this](replica_tick_atom) { on_replica_tick(); },
+      [this](sync_atom) -> caf::result<outcome> {
+        if (!cluster_) {
+          return outcome{};
+        }
+        auto rp = make_response_promise<outcome>();
+        request_sync([rp](expected<void> synced) mutable { rp.deliver(synced ? outcome{} : outcome::of(synced.error())); });
+        return rp;
+      },
       [this](announce_atom) { announce(); },
       [this](applied_atom) {
         apply_noticed_ = false;
@@ -399,8 +407,16 @@ task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::stri
   if (net::api_from_wire(api) == net::api::cluster_status) {
     co_return metadata_reply{outcome{}, cluster_status_reply().SerializeAsString()};
   }
-  RILL_CO_TRY(plan, plan_read(*state_.view(), api, header));
-  co_return co_await answer(std::move(plan));
+  auto plan = plan_read(*state_.view(), api, header);
+  if (!plan && cluster_ && is_not_found(plan.error())) {
+    // This node may not have applied a change another node made: it catches up, then looks again.
+    RILL_CO_TRY_VOID(co_await synced());
+    plan = plan_read(*state_.view(), api, header);
+  }
+  if (!plan) {
+    co_return rill::unexpected(plan.error());
+  }
+  co_return co_await answer(std::move(*plan));
 }
 
 task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::string header) {
@@ -678,6 +694,57 @@ proto::ClusterStatusReply metadata_actor::cluster_status_reply() const {
     }
   }
   return out;
+}
+
+bool is_not_found(const error& e) {
+  const auto st = net::status_of(e.code());
+  return st == net::status::stream_not_found || st == net::status::topic_not_found ||
+         st == net::status::group_not_found || st == net::status::partition_not_found;
+}
+
+void metadata_actor::request_sync(std::function<void(expected<void>)> then) {
+  sync_waiting_.push_back(std::move(then));
+  if (sync_queued_) {
+    return;
+  }
+  sync_queued_ = true;
+  // One barrier for every sync that arrived before it starts (those that arrive meanwhile wait for the next). It runs
+  // as a mutation does: the session takes one request at a time.
+  mutations_.push_back([this] {
+    sync_queued_ = false;
+    auto round = std::move(sync_waiting_);
+    sync_waiting_.clear();
+    rill::spawn(barrier(), [this, round = std::move(round)](expected<void> synced) mutable {
+      for (auto& w : round) {
+        w(synced);
+      }
+      mutating_ = false;
+      pump();
+    });
+  });
+  pump();
+}
+
+task<expected<void>> metadata_actor::synced() {
+  struct wait {
+    async_event done;
+    expected<void> result;
+  } w;
+  request_sync([&w](expected<void> r) {
+    w.result = std::move(r);
+    w.done.set();
+  });
+  co_await w.done.wait();
+  co_return w.result;
+}
+
+task<expected<void>> metadata_actor::barrier() {
+  proto::MetadataCommand cmd;
+  cmd.mutable_barrier();
+  RILL_CO_TRY_VOID(co_await commit(std::move(cmd)));
+  // Carried out and published too: a request routed again after the sync finds the partitions the table names.
+  (void)co_await reconcile();
+  co_return expected<void>{};
 }
 
 }  // namespace rill::actors

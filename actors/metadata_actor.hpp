@@ -86,6 +86,9 @@ using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature, caf::r
 inline constexpr std::chrono::milliseconds reconcile_retry_min{1000};
 inline constexpr std::chrono::milliseconds reconcile_retry_max{30000};
 
+// Whether an error is a stream, topic, group or partition not found.
+[[nodiscard]] bool is_not_found(const error& e);
+
 class metadata_actor final : public metered<metadata_actor_impl::base>, public homed {
  public:
   metadata_actor(caf::actor_config& cfg, const metadata_services* services);
@@ -115,6 +118,11 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   // a SetNode for it is committed.
   void announce();
   [[nodiscard]] proto::ClusterStatusReply cluster_status_reply() const;
+  // Commits a Barrier through this node's session and waits until it is applied here (run as a mutation).
+  task<expected<void>> barrier();
+  // Queues `then` for the next barrier (one barrier serves every sync queued before it starts); synced() awaits it.
+  void request_sync(std::function<void(expected<void>)> then);
+  task<expected<void>> synced();
   task<expected<void>> announce_once();
   // A cluster member: opens the plane and the replica (recover()), ticks them, takes what the plane delivers.
   task<expected<void>> open_cluster(const std::string& dir);
@@ -136,6 +144,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   std::uint64_t last_view_ = 0;
   std::uint64_t view_changes_ = 0;  // views the replica entered since the start
   std::uint64_t ticks_ = 0;
+  std::vector<std::function<void(expected<void>)>> sync_waiting_;  // syncs for the next barrier
+  bool sync_queued_ = false;
   static constexpr std::uint64_t board_ticks = 10;  // the cluster status is published this often (and at publish())
   bool closing_ = false;
   const metadata_state& state_ = machine_.state();

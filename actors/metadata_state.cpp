@@ -469,6 +469,8 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
       }
       return {};
     }
+    case proto::MetadataCommand::kBarrier:
+      return {};
     case proto::MetadataCommand::kSetNode: {
       const auto& c = cmd.set_node();
       if (c.node_id() == 0 || c.node_id() > limits::node_id_limit) {
@@ -582,6 +584,8 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
     }
     case proto::MetadataCommand::kSetNode:
       next->nodes[cmd.set_node().node_id()] = cmd.set_node().client_address();
+      break;
+    case proto::MetadataCommand::kBarrier:
       break;
     case proto::MetadataCommand::KIND_NOT_SET:
       RILL_UNREACHABLE();

@@ -2,6 +2,7 @@
 // minority (SIGKILL, SIGSTOP, a wiped disk brought back with `rilld recover`); topics are served by one node each and
 // a client pointed at any node is sent there; a node of another cluster, or with another members list, is refused.
 #define BOOST_TEST_MODULE rill_cluster
+#include <boost/test/results_collector.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <netinet/in.h>
@@ -72,6 +73,16 @@ class cluster {
     for (std::size_t i = 0; i < n; ++i) {
       format(i, "format");
       nodes_.push_back(std::make_unique<rilld_process>(dir(i), args(i)));
+    }
+  }
+
+  // A failed test shows what each node logged.
+  ~cluster() {
+    namespace ut = boost::unit_test;
+    if (!ut::results_collector.results(ut::framework::current_test_case().p_id).passed()) {
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        BOOST_TEST_MESSAGE("--- node " << i + 1 << "'s log:\n" << nodes_[i]->log());
+      }
     }
   }
 
@@ -247,6 +258,34 @@ BOOST_AUTO_TEST_CASE(a_topic_is_served_by_one_node_and_clients_of_any_node_reach
     }
   }
   BOOST_TEST(dirs == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(what_one_node_made_is_found_at_once_through_another) {
+  cluster c(3);
+  c.start_all();
+  std::vector<std::unique_ptr<net::client>> clients;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    clients.push_back(c.client(i));
+  }
+  proto::TopicConfig one;
+  one.set_partitions(1);
+  // Made through one node, then at once asked of the next one: a node that has not applied the change yet catches up
+  // before it says "not found".
+  for (int round = 0; round < 20; ++round) {
+    const std::size_t maker = static_cast<std::size_t>(round) % 3;
+    const std::size_t asker = (maker + 1) % 3;
+    const std::string name = fmt::format("s{}", round);
+    RILL_REQUIRE_OK(clients[maker]->create_stream(name));
+    RILL_REQUIRE_OK(clients[asker]->get_stream(net::by_name(name)));
+    RILL_REQUIRE_OK(clients[maker]->create_topic(net::by_name(name), "t", one));
+    storage::batch_builder bb;
+    bb.add("k", "v");
+    RILL_REQUIRE_OK(clients[asker]->produce(net::by_name(name), net::by_name("t"), 0, *bb.build()));
+  }
+  // A name nobody made is still not found, after the check.
+  auto missing = clients[1]->get_stream(net::by_name("nobody"));
+  BOOST_REQUIRE(!missing.has_value());
+  BOOST_TEST((status_of(missing.error()) == net::status::stream_not_found));
 }
 
 BOOST_AUTO_TEST_CASE(a_paused_primary_is_replaced_and_catches_up_when_it_returns) {
