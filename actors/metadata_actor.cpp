@@ -97,6 +97,9 @@ metadata_actor::behavior_type metadata_actor::serving() {
       [this](announce_atom) { announce(); },
       [this](applied_atom) {
         apply_noticed_ = false;
+        if (host_ && !closing_) {
+          host_->flush_commits();  // a commit made in a storage completion goes to the backups now, not next tick
+        }
         // What another node committed (or this one, through another node's request) is carried out here too.
         mutations_.push_back([this] {
           rill::spawn(reconcile(), [this](expected<void>) {
@@ -526,7 +529,7 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   ho.node = go.self;
   ho.heartbeat_ticks = go.replica.heartbeat_ticks;
   ho.peer_timeout_ticks = go.replica.heartbeat_ticks * 4;
-  ho.heartbeat_on_commit = true;
+  ho.commit_heartbeats_per_tick_max = 16;  // one group led: a heartbeat is 96 bytes
   host_ = std::make_unique<consensus::group_host>(ho, *plane_);
   consensus::driver_hooks hooks;
   auto self = caf::actor_cast<metadata_actor_impl>(this);

@@ -239,6 +239,30 @@ void group_host::on_message(node_t from, group_t g, const message& m) {
   activate(g);
   it->second.d->on_message(m);
   index_primary(g, it->second);
+  heartbeat_if_committed(it->second);
+}
+
+void group_host::flush_commits() {
+  for (group_t g : active_) {
+    const std::uint32_t before = early_heartbeats_;
+    heartbeat_if_committed(groups_.at(g));
+    if (early_heartbeats_ != before) {
+      return;  // (one heartbeat carries every group)
+    }
+  }
+}
+
+void group_host::heartbeat_if_committed(hosted& h) {
+  // A commit a led group makes goes out at once (one change at a time then waits no tick), up to the limit per tick;
+  // later ones in the same tick go with the next tick's heartbeats.
+  if (early_heartbeats_ >= options_.commit_heartbeats_per_tick_max || h.d == nullptr || h.d->fenced()) {
+    return;
+  }
+  const auto b = h.d->replica().beat();
+  if (b && b->commit > h.commit_beaten) {
+    ++early_heartbeats_;
+    send_heartbeats();
+  }
 }
 
 void group_host::on_request(group_t g, const message& m) {
@@ -328,9 +352,10 @@ void group_host::poke(group_t g) {
 void group_host::tick(std::uint64_t elapsed) {
   RILL_ASSERT(elapsed >= 1);
   now_ += elapsed;
+  early_heartbeats_ = 0;
   // A copy: a group's tick may make another active (a local delivery) or idle.
   const std::vector<group_t> ticking(active_.begin(), active_.end());
-  bool commit_moved = false;  // a group this node leads committed since its last heartbeat (heartbeat_on_commit)
+  bool commit_moved = false;  // a group this node leads committed since its last heartbeat (commit heartbeats)
   for (group_t g : ticking) {
     auto it = groups_.find(g);
     if (it == groups_.end() || it->second.d == nullptr) {
@@ -339,7 +364,7 @@ void group_host::tick(std::uint64_t elapsed) {
     }
     ++counters_.group_ticks;
     it->second.d->on_tick();
-    if (options_.heartbeat_on_commit) {
+    if (options_.commit_heartbeats_per_tick_max > 0) {
       const auto b = it->second.d->fenced() ? std::nullopt : it->second.d->replica().beat();
       commit_moved = commit_moved || (b && b->commit > it->second.commit_beaten);
     }

@@ -102,10 +102,11 @@ struct host_options {
   std::uint32_t heartbeat_ticks = 5;      // as replica_options::heartbeat_ticks
   std::uint32_t peer_timeout_ticks = 20;  // a peer silent this long wakes the idle groups it leads here
   std::size_t groups_max = groups_per_host_max;
-  // Send the heartbeats at the next tick after a led group's commit moved, not only every heartbeat_ticks: backups
-  // learn a commit within a tick (rilld: a change made through a backup is applied there sooner). At most one
-  // heartbeat per peer per tick either way.
-  bool heartbeat_on_commit = false;
+  // Send the heartbeats when a led group's commit moved, not only every heartbeat_ticks: at once after the input
+  // that committed, at most this many times per tick (0: never), else at the next tick. Backups learn a commit at
+  // once (rilld: a change made through a backup is applied there without waiting for a tick). Each costs O(groups
+  // this node leads) per peer: keep it small where a node leads many groups.
+  std::uint32_t commit_heartbeats_per_tick_max = 0;
 };
 
 // What the host has done (tests and benchmarks read it; rilld exports it).
@@ -144,6 +145,9 @@ class group_host {
   void tick(std::uint64_t elapsed = 1);
   // The group's checkpoint gate moved (driver::poke()), which wakes it.
   void poke(group_t g);
+  // commit_heartbeats_per_tick_max: a group may have committed outside an input the host saw (a storage completion): send the
+  // heartbeats now if a group this node leads did (at most once per tick). Never from inside a driver's hook.
+  void flush_commits();
 
   [[nodiscard]] std::uint64_t ticks_until_due() const;
   [[nodiscard]] std::size_t groups() const noexcept { return groups_.size(); }
@@ -174,6 +178,8 @@ class group_host {
   void index_primary(group_t g, hosted& h);
   void settle_idle(group_t g, const hosted& h);
   void send_heartbeats();
+  // commit_heartbeats_per_tick_max: after an input, the heartbeats go at once when a group this node leads committed.
+  void heartbeat_if_committed(hosted& h);
   void wake_silent_peers();
   // Wakes (marks unheard) the groups whose primary is n here, except those `named` lists.
   void wake_led_by(node_t n, const std::set<group_t>* named);
@@ -193,6 +199,7 @@ class group_host {
   std::uint64_t now_ = 0;
   std::uint64_t heartbeat_due_ = 0;
   std::uint64_t sequence_ = 0;
+  std::uint32_t early_heartbeats_ = 0;  // sent this tick because a commit moved
   host_counters counters_;
 };
 

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 
 #include "base/clock.h"
 #include "base/histogram.h"
+#include "net/client.h"
 #include "storage/buffer_pool.h"
 #include "storage/io/uring_engine.h"
 #include "storage/partition_log.h"
@@ -303,6 +305,56 @@ int run_recovery(const std::string& dir, bool full_scan, bool json) {
 
 }  // namespace
 
+// rill-bench metadata: one client, one change at a time (a metadata change is committed, applied and carried out
+// before it is answered): the rate and latency of creating, then of deleting, `changes` streams.
+int run_metadata(const std::string& server, int changes, bool json) {
+  net::client_options o;
+  o.server = server;
+  auto c = net::client::connect(o);
+  if (!c) {
+    fmt::print(stderr, "rill-bench: {}\n", c.error().message());
+    return 1;
+  }
+  const std::string prefix = fmt::format("bench-{}-", std::chrono::steady_clock::now().time_since_epoch().count());
+  auto phase = [&](const char* what, auto&& op) -> std::optional<std::pair<double, std::vector<double>>> {
+    std::vector<double> ms;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < changes; ++i) {
+      const auto s = std::chrono::steady_clock::now();
+      if (auto r = op(prefix + std::to_string(i)); !r) {
+        fmt::print(stderr, "rill-bench: {} {}: {}\n", what, i, r.error().message());
+        return std::nullopt;
+      }
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::sort(ms.begin(), ms.end());
+    return std::pair{changes / secs, ms};
+  };
+  auto created = phase("create", [&](const std::string& n) -> expected<void> {
+    RILL_TRY_VOID((*c)->create_stream(n));
+    return {};
+  });
+  auto deleted = created ? phase("delete", [&](const std::string& n) { return (*c)->delete_stream(net::by_name(n)); })
+                         : std::nullopt;
+  if (!created || !deleted) {
+    return 1;
+  }
+  auto pct = [](const std::vector<double>& v, double q) { return v[static_cast<std::size_t>(q * (v.size() - 1))]; };
+  if (json) {
+    fmt::print("{{\"server\":\"{}\",\"changes\":{},\"create_per_s\":{:.1f},\"create_p50_ms\":{:.3f},"
+               "\"create_p99_ms\":{:.3f},\"delete_per_s\":{:.1f},\"delete_p50_ms\":{:.3f},\"delete_p99_ms\":{:.3f}}}\n",
+               server, changes, created->first, pct(created->second, 0.5), pct(created->second, 0.99), deleted->first,
+               pct(deleted->second, 0.5), pct(deleted->second, 0.99));
+  } else {
+    fmt::print("{}: {} creates at {:.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms), {} deletes at {:.0f}/s (p50 {:.2f} ms, "
+               "p99 {:.2f} ms)\n",
+               server, changes, created->first, pct(created->second, 0.5), pct(created->second, 0.99), changes,
+               deleted->first, pct(deleted->second, 0.5), pct(deleted->second, 0.99));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"rill-bench: rill load generator and benchmarks"};
   app.require_subcommand(1);
@@ -345,6 +397,15 @@ int main(int argc, char** argv) {
   idle->add_option("--accept-timeout", io.accept_timeout_s, "seconds to wait for the server to count them all");
   idle->add_flag("--json", io.json, "print one JSON object");
 
+  std::string mserver = "127.0.0.1:9420";
+  int mchanges = 200;
+  bool mjson = false;
+  auto* meta = app.add_subcommand("metadata", "metadata changes per second through one node (a stream created, "
+                                              "then deleted, one at a time)");
+  meta->add_option("--server", mserver, "rilld's client listener HOST:PORT");
+  meta->add_option("--changes", mchanges, "streams to create (and then delete)")->check(CLI::Range(1, 100000));
+  meta->add_flag("--json", mjson, "print one JSON object");
+
   // The load modes: one harness (tools/load) for rill and the peers under bench/peers.
   bench::load_options lo;
   const bench::load_commands load(app, lo);
@@ -362,6 +423,9 @@ int main(int argc, char** argv) {
   }
   if (*recovery) {
     return run_recovery(rdir, full_scan, rjson);
+  }
+  if (*meta) {
+    return run_metadata(mserver, mchanges, mjson);
   }
   if (const auto mode = load.chosen()) {
     auto system = bench::make_rill_driver(lo);

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/core.h>
@@ -210,6 +211,28 @@ BOOST_AUTO_TEST_CASE(three_nodes_commit_through_each_and_go_on_without_a_killed_
   BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c", "d", "e"})));
   create_through(c, 0, "f");
   BOOST_TEST(c.converge({0, 1, 2}, names({"a", "b", "c", "d", "e", "f"})));
+  // All report the same commit, view and primary once idle, and the primary is one of them.
+  bool same = false;
+  for (int i = 0; i < 200 && !same; ++i) {
+    std::set<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>> seen;
+    for (std::size_t n = 0; n < c.size(); ++n) {
+      auto st = c.client(n)->cluster_status();
+      RILL_REQUIRE_OK(st);
+      seen.insert({st->commit(), st->view(), st->primary_node()});
+    }
+    same = seen.size() == 1;
+    if (!same) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  BOOST_TEST(same);
+  auto st = c.client(1)->cluster_status();
+  RILL_REQUIRE_OK(st);
+  BOOST_TEST(st->peers_size() == 2);
+  for (const auto& p : st->peers()) {
+    BOOST_TEST(p.connected());
+    BOOST_TEST(!p.client_address().empty());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_topic_is_served_by_one_node_and_clients_of_any_node_reach_it) {
