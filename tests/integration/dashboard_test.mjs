@@ -57,6 +57,9 @@ const [streamName, topicOnly] = topicName.split("/");
 if (!topics.includes(`<tr data-topic="${topicName}">`)) fail(`no row of ${topicName}`);
 if (!topics.includes(`<span class="name topic">${topicOnly}</span>`) || !topics.includes(streamName)) fail("topic name");
 if (!topics.includes(`data-lag="${lagExpected}"`)) fail(`no lag ${lagExpected} in the topics table`);
+// A node alone says so, on its cluster tab too.
+if (!s.cluster || s.cluster.role !== "alone") fail(`cluster: ${JSON.stringify(s.cluster)}`);
+if (!element("#cluster-summary").innerHTML.includes("alone")) fail("the cluster tab does not name the role");
 const totals = element("#totals").innerHTML;
 for (const label of ["streams", "topics", "partitions", "messages", "bytes", "msg/s in", "msg/s out", "connections"]) {
   if (!totals.includes(`<div class="k">${label}</div>`)) fail(`no total ${label}`);
