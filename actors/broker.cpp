@@ -171,6 +171,19 @@ std::variant<std::map<std::string, std::uint64_t>, net::http_response> debug_arg
   return std::move(args);
 }
 
+// POST /debug/cut?peer=N and /debug/heal?peer=N: the replica plane to node N goes down (or comes back), as a cut
+// network would (the metadata actor's plane drops its connection, dials and accepts nothing from it, loses what it
+// sends it).
+net::http_response debug_cut(const std::string& query, const metadata_actor_hdl& metadata, bool cut) {
+  const std::string usage = cut ? "usage: POST /debug/cut?peer=N (a node id)\n" : "usage: POST /debug/heal?peer=N\n";
+  auto parsed = query_numbers(query);
+  if (!parsed || parsed->size() != 1 || !parsed->contains("peer") || parsed->at("peer") == 0) {
+    return net::http_response{400, "text/plain; charset=utf-8", usage};
+  }
+  caf::anon_send(metadata, cut_atom::value, parsed->at("peer"), cut);
+  return net::http_response{200, "text/plain; charset=utf-8", cut ? "cut off\n" : "healed\n"};
+}
+
 // POST /debug/stall?stream=S&topic=T&partition=P&ms=N: the partition's actor handles nothing for N ms (or until
 // POST /debug/unstall?stream=S&topic=T&partition=P, which ends the stall at once).
 net::http_response debug_stall(const std::string& query, const routing& routes, bool stall) {
@@ -226,19 +239,25 @@ net::http_response debug_fail_syncs(const std::string& query, const routing& rou
 net::http_response monitoring(const std::string& method, const std::string& target, runtime& rt,
                               std::chrono::steady_clock::time_point started,
                               const std::atomic<std::uint32_t>& connections, const routing& routes,
-                              const cluster_board& board, bool failure_injection, const series_limits& limits) {
+                              const cluster_board& board, const metadata_actor_hdl& metadata,
+                              bool failure_injection, const series_limits& limits) {
   const auto path = target.substr(0, target.find('?'));
   if (method == "POST") {
     if (failure_injection && (path == "/debug/stall" || path == "/debug/unstall")) {
       return debug_stall(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes,
                          path == "/debug/stall");
     }
+    if (failure_injection && (path == "/debug/cut" || path == "/debug/heal")) {
+      return debug_cut(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), metadata,
+                       path == "/debug/cut");
+    }
     if (failure_injection && path == "/debug/fail-syncs") {
       return debug_fail_syncs(target.find('?') == std::string::npos ? "" : target.substr(target.find('?') + 1), routes);
     }
     return net::http_response{405, "text/plain; charset=utf-8",
                               failure_injection
-                                  ? "POST serves /debug/stall, /debug/unstall and /debug/fail-syncs only\n"
+                                  ? "POST serves /debug/stall, /debug/unstall, /debug/fail-syncs, /debug/cut and "
+                                    "/debug/heal only\n"
                                   : "POST serves nothing (debug.failure_injection is off)\n"};
   }
   if (path == "/healthz") {
@@ -681,11 +700,13 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     const auto* connections = &p->connections;
     const auto* routes = &p->routes;
     const auto* board = &p->board;
+    const auto metadata = p->metadata;
     const bool injection = p->config.failure_injection;
     const series_limits limits{p->config.partition_series_max, p->config.actor_series_max};
     p->http->serve(
-        [rt, started, connections, routes, board, injection, limits](const std::string& method, const std::string& t) {
-          return monitoring(method, t, *rt, started, *connections, *routes, *board, injection, limits);
+        [rt, started, connections, routes, board, metadata, injection, limits](const std::string& method,
+                                                                                const std::string& t) {
+          return monitoring(method, t, *rt, started, *connections, *routes, *board, metadata, injection, limits);
         });
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));

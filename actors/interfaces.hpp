@@ -77,6 +77,9 @@ using metadata_actor_hdl = caf::typed_actor<
     // committed through its session), so that a "not found" it then gives is the cluster's answer, not a lagging
     // node's. A node alone replies at once.
     caf::replies_to<sync_atom>::with<outcome>,
+    // Failure injection (debug.failure_injection): cuts (true) or heals (false) the replica plane to a peer node.
+    // No reply.
+    caf::reacts_to<cut_atom, std::uint64_t, bool>,
     // Closes every partition, then every group, then the journal; replies and quits.
     caf::replies_to<close_atom>::with<outcome>>;
 

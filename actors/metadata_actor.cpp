@@ -95,6 +95,11 @@ metadata_actor::behavior_type metadata_actor::serving() {
         return rp;
       },
       [this](announce_atom) { announce(); },
+      [this](cut_atom, std::uint64_t peer, bool on) {
+        if (plane_ && !closing_) {
+          (void)plane_->cut(peer, on);
+        }
+      },
       [this](applied_atom) {
         apply_noticed_ = false;
         if (host_ && !closing_) {

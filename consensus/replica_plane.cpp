@@ -155,6 +155,9 @@ void replica_plane::tick(std::uint64_t now_ms) {
     return;
   }
   for (auto& [id, p] : peers_) {
+    if (cut_.contains(id)) {
+      continue;
+    }
     if (p.link->connect_due(now_ms)) {
       dial(p);
     }
@@ -272,6 +275,9 @@ void replica_plane::on_hello(connection& c) {
   if (ok && p == nullptr) {
     ok = make_unexpected(errc::invalid_argument, fmt::format("node {} is this node", theirs->node_id));
   }
+  if (ok && cut_.contains(theirs->node_id)) {
+    ok = make_unexpected(errc::invalid_argument, fmt::format("node {} is cut off (debug)", theirs->node_id));
+  }
   if (ok && p->link->dials()) {
     ok = make_unexpected(errc::invalid_argument,
                          fmt::format("node {} dialled node {}: the lower id dials", theirs->node_id,
@@ -366,7 +372,27 @@ void replica_plane::maybe_free(connection& c) {
   }
 }
 
+bool replica_plane::cut(std::uint64_t peer, bool on) {
+  peer_state* p = find(peer);
+  if (p == nullptr) {
+    return false;
+  }
+  if (!on) {
+    cut_.erase(peer);
+    return true;
+  }
+  cut_.insert(peer);
+  if (p->current != nullptr) {
+    drop(*p->current, "cut off (debug)");
+  }
+  on_notice_(fmt::format("replica plane: node {} cut off (debug.failure_injection)", peer));
+  return true;
+}
+
 void replica_plane::send(node_t to, group_t group, message m) {
+  if (cut_.contains(to.value())) {
+    return;  // lost, as on a cut network
+  }
   if (peer_state* p = find(to.value()); p != nullptr) {
     (void)p->link->send(group, m);  // a full queue refuses it: the replica resends later (the protocol copes)
     kick(*p);
@@ -374,6 +400,9 @@ void replica_plane::send(node_t to, group_t group, message m) {
 }
 
 void replica_plane::send(node_t to, const node_heartbeat& beat) {
+  if (cut_.contains(to.value())) {
+    return;
+  }
   if (peer_state* p = find(to.value()); p != nullptr) {
     (void)p->link->send(beat);
     kick(*p);

@@ -64,7 +64,8 @@ int run(const std::vector<std::string>& args, const std::string& log) {
 // N nodes of one cluster, each on its own data directory and ports.
 class cluster {
  public:
-  explicit cluster(std::size_t n, std::uint64_t id = 42) : id_(id) {
+  explicit cluster(std::size_t n, std::uint64_t id = 42, std::vector<std::string> extra = {})
+      : id_(id), extra_(std::move(extra)) {
     for (std::size_t i = 0; i < n; ++i) {
       ports_.push_back(free_port());
     }
@@ -89,9 +90,11 @@ class cluster {
 
   std::string dir(std::size_t i) const { return fmt::format("{}/n{}", root_.path(), i + 1); }
   std::vector<std::string> args(std::size_t i, std::uint64_t cluster_id = 0) const {
-    return {"--set", fmt::format("cluster.id={}", cluster_id == 0 ? id_ : cluster_id), "--set",
-            fmt::format("cluster.node_id={}", i + 1), "--set", "cluster.members=" + members_, "--replica",
-            fmt::format("127.0.0.1:{}", ports_[i])};
+    std::vector<std::string> a = {"--set", fmt::format("cluster.id={}", cluster_id == 0 ? id_ : cluster_id), "--set",
+                                  fmt::format("cluster.node_id={}", i + 1), "--set", "cluster.members=" + members_,
+                                  "--replica", fmt::format("127.0.0.1:{}", ports_[i])};
+    a.insert(a.end(), extra_.begin(), extra_.end());
+    return a;
   }
   void format(std::size_t i, const char* how) {
     std::vector<std::string> a = {how, "--data-dir", dir(i)};
@@ -167,11 +170,35 @@ class cluster {
 
  private:
   std::uint64_t id_;
+  std::vector<std::string> extra_;
   temp_data_dir root_;
   std::vector<std::uint16_t> ports_;
   std::string members_;
   std::vector<std::unique_ptr<rilld_process>> nodes_;
 };
+
+// POST `path` to a node's HTTP listener; the status code (0: no answer).
+int http_post(const std::string& address, const std::string& path) {
+  const auto colon = address.rfind(':');
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return 0;
+  }
+  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+  if (::send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return 0;
+  }
+  char buf[64] = {};
+  const ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);
+  ::close(fd);
+  return n > 12 ? std::atoi(buf + 9) : 0;  // "HTTP/1.1 200 ..."
+}
 
 std::vector<std::string> names(std::initializer_list<const char*> l) {
   std::vector<std::string> out(l.begin(), l.end());
@@ -377,4 +404,61 @@ BOOST_AUTO_TEST_CASE(five_nodes_lose_two_and_go_on) {
   create_through(c, 2, "b");
   create_through(c, 3, "c");
   BOOST_TEST(c.converge({2, 3, 4}, names({"a", "b", "c"})));
+}
+
+BOOST_AUTO_TEST_CASE(a_primary_cut_off_by_the_network_is_replaced_and_catches_up_when_healed) {
+  cluster c(3, 42, {"--set", "debug.failure_injection=true"});
+  c.start_all();
+  create_through(c, 1, "a");
+  auto st = c.client(1)->cluster_status();
+  RILL_REQUIRE_OK(st);
+  const std::uint64_t primary = st->primary_node();
+  BOOST_REQUIRE(primary >= 1 && primary <= 3);
+  const std::size_t p = primary - 1;
+  // Cut the primary off from both others, on both sides (the transport fault switch).
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (i == p) {
+      continue;
+    }
+    BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/cut?peer={}", primary)), 200);
+    BOOST_REQUIRE_EQUAL(http_post(c.node(p).http_address(), fmt::format("/debug/cut?peer={}", i + 1)), 200);
+  }
+  const std::size_t q = (p + 1) % 3;
+  const std::size_t r = (p + 2) % 3;
+  const auto took = create_through(c, q, "b");
+  BOOST_TEST_MESSAGE("first change after the primary was cut off: " << took.count() << " ms");
+  create_through(c, r, "c");
+  BOOST_TEST(c.converge({q, r}, names({"a", "b", "c"})));
+  // The cut-off node makes no change on its own: a minority of one.
+  {
+    net::client_options o;
+    o.server = c.node(p).address();
+    o.retries = 0;
+    o.request_timeout = std::chrono::seconds(2);
+    auto lone = net::client::connect(o);
+    RILL_REQUIRE_OK(lone);
+    BOOST_TEST(!(*lone)->create_stream("lonely").has_value());
+  }
+  // Healed, it follows the new primary and catches up; changes through it work again.
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (i == p) {
+      continue;
+    }
+    BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/heal?peer={}", primary)), 200);
+    BOOST_REQUIRE_EQUAL(http_post(c.node(p).http_address(), fmt::format("/debug/heal?peer={}", i + 1)), 200);
+  }
+  create_through(c, p, "d");
+  // "lonely" may have been made after all, once the cut-off node's session reached the new primary: either way it
+  // is the same on every node.
+  bool same = false;
+  const auto made = names({"a", "b", "c", "d"});
+  for (int i = 0; i < 200 && !same; ++i) {
+    auto x = c.streams(0);
+    same = x && x == c.streams(1) && x == c.streams(2) && std::includes(x->begin(), x->end(), made.begin(), made.end());
+    if (!same) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  BOOST_TEST(same);
+  BOOST_TEST(c.node(p).log().find("cut off (debug.failure_injection)") != std::string::npos);
 }
