@@ -239,8 +239,8 @@ net::http_response debug_fail_syncs(const std::string& query, const routing& rou
 net::http_response monitoring(const std::string& method, const std::string& target, runtime& rt,
                               std::chrono::steady_clock::time_point started,
                               const std::atomic<std::uint32_t>& connections, const routing& routes,
-                              const cluster_board& board, const metadata_actor_hdl& metadata,
-                              bool failure_injection, const series_limits& limits) {
+                              const cluster_board& board, const metadata_actor_hdl& metadata, bool failure_injection,
+                              const series_limits& limits) {
   const auto path = target.substr(0, target.find('?'));
   if (method == "POST") {
     if (failure_injection && (path == "/debug/stall" || path == "/debug/unstall")) {
@@ -354,9 +354,9 @@ net::http_response monitoring(const std::string& method, const std::string& targ
       ++p.open_files;
     }
     p.connections = connections.load();
-    return net::http_response{200, "text/plain; version=0.0.4; charset=utf-8",
-                              render_prometheus(actors, shards, p, limits) +
-                                  render_cluster_prometheus(*board.current())};
+    return net::http_response{
+        200, "text/plain; version=0.0.4; charset=utf-8",
+        render_prometheus(actors, shards, p, limits) + render_cluster_prometheus(*board.current())};
   }
   return net::http_response{
       404, "text/plain; charset=utf-8",
@@ -703,11 +703,10 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     const auto metadata = p->metadata;
     const bool injection = p->config.failure_injection;
     const series_limits limits{p->config.partition_series_max, p->config.actor_series_max};
-    p->http->serve(
-        [rt, started, connections, routes, board, metadata, injection, limits](const std::string& method,
-                                                                                const std::string& t) {
-          return monitoring(method, t, *rt, started, *connections, *routes, *board, metadata, injection, limits);
-        });
+    p->http->serve([rt, started, connections, routes, board, metadata, injection, limits](const std::string& method,
+                                                                                          const std::string& t) {
+      return monitoring(method, t, *rt, started, *connections, *routes, *board, metadata, injection, limits);
+    });
   }
   return std::unique_ptr<broker>(new broker(std::move(p)));
 }

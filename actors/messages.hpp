@@ -35,7 +35,8 @@ using stall_atom = caf::atom_constant<caf::atom("stall")>;           // failure 
 using unstall_atom = caf::atom_constant<caf::atom("unstall")>;       // ends a stall (its time is over, or asked to)
 using fail_syncs_atom = caf::atom_constant<caf::atom("failsyncs")>;  // failure injection: fdatasyncs report EIO
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
-using cut_atom = caf::atom_constant<caf::atom("cut")>;  // failure injection: the replica plane to a peer is down  // a cluster member catches up with the committed metadata
+using cut_atom = caf::atom_constant<caf::atom("cut")>;  // failure injection: the replica plane to a peer is down  // a
+                                                        // cluster member catches up with the committed metadata
 
 // The outcome of a request to an actor: a status (ok or the error) and its message.
 struct outcome {

@@ -91,7 +91,8 @@ metadata_actor::behavior_type metadata_actor::serving() {
           return outcome{};
         }
         auto rp = make_response_promise<outcome>();
-        request_sync([rp](expected<void> synced) mutable { rp.deliver(synced ? outcome{} : outcome::of(synced.error())); });
+        request_sync(
+            [rp](expected<void> synced) mutable { rp.deliver(synced ? outcome{} : outcome::of(synced.error())); });
         return rp;
       },
       [this](announce_atom) { announce(); },
@@ -517,7 +518,8 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   po.peers = c.peers;
   po.members = c.members;
   plane_ = std::make_unique<consensus::replica_plane>(
-      *io_, std::move(po), c.replica_fd, [this](std::uint64_t from, consensus::peer_frame f) { on_frame(from, std::move(f)); },
+      *io_, std::move(po), c.replica_fd,
+      [this](std::uint64_t from, consensus::peer_frame f) { on_frame(from, std::move(f)); },
       [reporter](const std::string& line) { reporter->notice(line); });
   consensus::cluster_group_options go;
   go.cluster = c.cluster_id;
@@ -547,16 +549,19 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   hooks.applied = noticed;
   hooks.installed = noticed;
   hooks.fenced = [reporter](const error& e) {
-    reporter->notice("metadata: this node's replica of the metadata group stopped at a storage failure (restart "
-                     "the node): " + e.message());
+    reporter->notice(
+        "metadata: this node's replica of the metadata group stopped at a storage failure (restart "
+        "the node): " +
+        e.message());
   };
-  RILL_CO_TRY(group, co_await consensus::cluster_group::open(*io_, dir, machine_, go, *host_, *plane_,
-                                                               std::move(hooks)));
+  RILL_CO_TRY(group,
+              co_await consensus::cluster_group::open(*io_, dir, machine_, go, *host_, *plane_, std::move(hooks)));
   cluster_ = std::move(group);
   plane_->start();
   schedule_tick();
-  reporter->notice(fmt::format("metadata: node {} of cluster {} (members {}), replica {} of the metadata group", c.node_id,
-                               c.cluster_id, fmt::join(c.members, ", "), cluster_->replica().durable_state().replica));
+  reporter->notice(fmt::format("metadata: node {} of cluster {} (members {}), replica {} of the metadata group",
+                               c.node_id, c.cluster_id, fmt::join(c.members, ", "),
+                               cluster_->replica().durable_state().replica));
   co_return expected<void>{};
 }
 
@@ -579,8 +584,8 @@ void metadata_actor::on_replica_tick() {
   if (++ticks_ % board_ticks == 0 && services_->board != nullptr) {
     services_->board->publish(std::make_shared<const proto::ClusterStatusReply>(cluster_status_reply()));
   }
-  plane_->tick(static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));
+  plane_->tick(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));
   schedule_tick();
 }
 
@@ -621,9 +626,8 @@ void metadata_actor::announce() {
       if (!announced && !closing_) {
         // No quorum yet, most likely: try again in a second.
         auto self = caf::actor_cast<metadata_actor_impl>(this);
-        current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1), [self] {
-          caf::anon_send(self, announce_atom::value);
-        });
+        current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1),
+                                           [self] { caf::anon_send(self, announce_atom::value); });
       }
       pump();
     });
@@ -641,8 +645,8 @@ task<expected<void>> metadata_actor::announce_once() {
   cmd.mutable_set_node()->set_node_id(self);
   cmd.mutable_set_node()->set_client_address(address);
   RILL_CO_TRY_VOID(co_await commit(std::move(cmd)));
-  services_->partitions->reporter->notice(fmt::format("metadata: node {} announced its client address {}", self,
-                                                      address));
+  services_->partitions->reporter->notice(
+      fmt::format("metadata: node {} announced its client address {}", self, address));
   co_return expected<void>{};
 }
 
@@ -667,10 +671,10 @@ proto::ClusterStatusReply metadata_actor::cluster_status_reply() const {
   if (cluster_) {
     const auto& r = cluster_->replica();
     const bool recovering = r.durable_state().recovering;
-    out.set_role(recovering                                          ? "recovering"
-                 : r.status() == consensus::status::view_change      ? "view_change"
-                 : cluster_->primary_node().value() == c.node_id     ? "primary"
-                                                                     : "backup");
+    out.set_role(recovering                                      ? "recovering"
+                 : r.status() == consensus::status::view_change  ? "view_change"
+                 : cluster_->primary_node().value() == c.node_id ? "primary"
+                                                                 : "backup");
     out.set_view(r.view().value());
     out.set_log_view(r.log_view().value());
     out.set_op(r.op().value());

@@ -78,9 +78,9 @@ inline constexpr consensus::group_t metadata_group{0};
 // How long a change committed through another node may take to be applied here before it is answered unavailable.
 inline constexpr std::uint32_t cluster_apply_wait_ticks = 500;
 
-using metadata_actor_impl = metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>,
-                                                       caf::reacts_to<replica_tick_atom>, caf::reacts_to<applied_atom>,
-                                                       caf::reacts_to<announce_atom>>;
+using metadata_actor_impl =
+    metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>, caf::reacts_to<replica_tick_atom>,
+                               caf::reacts_to<applied_atom>, caf::reacts_to<announce_atom>>;
 
 // After a failed reconcile step, the first retry waits this long; each further failure doubles it, up to the max.
 inline constexpr std::chrono::milliseconds reconcile_retry_min{1000};

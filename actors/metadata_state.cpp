@@ -474,8 +474,8 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
     case proto::MetadataCommand::kSetNode: {
       const auto& c = cmd.set_node();
       if (c.node_id() == 0 || c.node_id() > limits::node_id_limit) {
-        return fail(net::status::bad_header, fmt::format("node id {} out of range [1, {}]", c.node_id(),
-                                                         limits::node_id_limit));
+        return fail(net::status::bad_header,
+                    fmt::format("node id {} out of range [1, {}]", c.node_id(), limits::node_id_limit));
       }
       if (c.client_address().empty() || c.client_address().size() > 300) {
         return fail(net::status::bad_header, "a node's client address must be 1 to 300 bytes");

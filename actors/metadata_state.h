@@ -18,9 +18,9 @@
 // - A view, once published, never changes: readers on every shard hold it without locks.
 #include <cstdint>
 #include <map>
-#include <span>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 

@@ -78,10 +78,9 @@ class cluster_group {
  public:
   // Opens (creating when missing) dir's journal_storage and builds the replica; joins `host` as options.group and
   // attaches. `sm` at its initial state; `sm`, `host` and `net` outlive the group. `hooks.reply` is the group's own.
-  static task<expected<std::unique_ptr<cluster_group>>> open(storage::io::engine& e, std::string dir,
-                                                             state_machine& sm, cluster_group_options options,
-                                                             group_host& host, host_transport& net,
-                                                             driver_hooks hooks);
+  static task<expected<std::unique_ptr<cluster_group>>> open(storage::io::engine& e, std::string dir, state_machine& sm,
+                                                             cluster_group_options options, group_host& host,
+                                                             host_transport& net, driver_hooks hooks);
   ~cluster_group();
 
   // Commits one operation through this node's session; returns the reply once committed and applied by the primary.

@@ -145,8 +145,8 @@ class group_host {
   void tick(std::uint64_t elapsed = 1);
   // The group's checkpoint gate moved (driver::poke()), which wakes it.
   void poke(group_t g);
-  // commit_heartbeats_per_tick_max: a group may have committed outside an input the host saw (a storage completion): send the
-  // heartbeats now if a group this node leads did (at most once per tick). Never from inside a driver's hook.
+  // commit_heartbeats_per_tick_max: a group may have committed outside an input the host saw (a storage completion):
+  // send the heartbeats now if a group this node leads did (at most once per tick). Never from inside a driver's hook.
   void flush_commits();
 
   [[nodiscard]] std::uint64_t ticks_until_due() const;
@@ -166,7 +166,7 @@ class group_host {
     // Its primary (as this node knows it) has gone silent about it: its node's heartbeats stopped, or left it out.
     // It stays active, whether idle or not, until an entry for it arrives or it is primary here.
     bool unheard = false;
-    std::optional<node_t> led_by;  // where led_ files it: the node of its primary, as of the last refresh
+    std::optional<node_t> led_by;     // where led_ files it: the node of its primary, as of the last refresh
     std::uint64_t commit_beaten = 0;  // the commit its last heartbeat entry carried
   };
   struct peer {

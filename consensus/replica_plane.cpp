@@ -127,9 +127,10 @@ void replica_plane::start_accept() {
       }
       if (handshaking >= self->options_.handshakes_max) {
         ::close(static_cast<int>(r.result));
-        self->on_notice_(fmt::format("replica plane: refused a connection: {} are already waiting for their hello "
-                                     "(the most allowed)",
-                                     handshaking));
+        self->on_notice_(
+            fmt::format("replica plane: refused a connection: {} are already waiting for their hello "
+                        "(the most allowed)",
+                        handshaking));
       } else {
         auto c = std::make_unique<connection>();
         c->plane = self;
@@ -279,9 +280,8 @@ void replica_plane::on_hello(connection& c) {
     ok = make_unexpected(errc::invalid_argument, fmt::format("node {} is cut off (debug)", theirs->node_id));
   }
   if (ok && p->link->dials()) {
-    ok = make_unexpected(errc::invalid_argument,
-                         fmt::format("node {} dialled node {}: the lower id dials", theirs->node_id,
-                                     options_.ours.node_id));
+    ok = make_unexpected(errc::invalid_argument, fmt::format("node {} dialled node {}: the lower id dials",
+                                                             theirs->node_id, options_.ours.node_id));
   }
   if (!ok) {
     ++hellos_refused_;
@@ -327,8 +327,8 @@ void replica_plane::kick(peer_state& p) {
     peer_state* ps = self->find(conn.peer);
     RILL_ASSERT(ps != nullptr && ps->current == &conn);
     if (r.result <= 0) {
-      self->drop(conn, fmt::format("send: {}", r.result == 0 ? "nothing sent"
-                                                             : std::strerror(static_cast<int>(-r.result))));
+      self->drop(conn,
+                 fmt::format("send: {}", r.result == 0 ? "nothing sent" : std::strerror(static_cast<int>(-r.result))));
       return;
     }
     ps->link->wrote(static_cast<std::size_t>(r.result));

@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,7 +49,7 @@ struct plane_peer {
 
 struct replica_plane_options {
   peer_hello ours;
-  std::vector<plane_peer> peers;   // every member but this node
+  std::vector<plane_peer> peers;       // every member but this node
   std::vector<std::uint64_t> members;  // every member's id, this node's included
   peer_link_options link;
   std::size_t receive_bytes = 64 * 1024;  // one receive's buffer per connection

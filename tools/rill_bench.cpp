@@ -342,15 +342,17 @@ int run_metadata(const std::string& server, int changes, bool json) {
   }
   auto pct = [](const std::vector<double>& v, double q) { return v[static_cast<std::size_t>(q * (v.size() - 1))]; };
   if (json) {
-    fmt::print("{{\"server\":\"{}\",\"changes\":{},\"create_per_s\":{:.1f},\"create_p50_ms\":{:.3f},"
-               "\"create_p99_ms\":{:.3f},\"delete_per_s\":{:.1f},\"delete_p50_ms\":{:.3f},\"delete_p99_ms\":{:.3f}}}\n",
-               server, changes, created->first, pct(created->second, 0.5), pct(created->second, 0.99), deleted->first,
-               pct(deleted->second, 0.5), pct(deleted->second, 0.99));
+    fmt::print(
+        "{{\"server\":\"{}\",\"changes\":{},\"create_per_s\":{:.1f},\"create_p50_ms\":{:.3f},"
+        "\"create_p99_ms\":{:.3f},\"delete_per_s\":{:.1f},\"delete_p50_ms\":{:.3f},\"delete_p99_ms\":{:.3f}}}\n",
+        server, changes, created->first, pct(created->second, 0.5), pct(created->second, 0.99), deleted->first,
+        pct(deleted->second, 0.5), pct(deleted->second, 0.99));
   } else {
-    fmt::print("{}: {} creates at {:.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms), {} deletes at {:.0f}/s (p50 {:.2f} ms, "
-               "p99 {:.2f} ms)\n",
-               server, changes, created->first, pct(created->second, 0.5), pct(created->second, 0.99), changes,
-               deleted->first, pct(deleted->second, 0.5), pct(deleted->second, 0.99));
+    fmt::print(
+        "{}: {} creates at {:.0f}/s (p50 {:.2f} ms, p99 {:.2f} ms), {} deletes at {:.0f}/s (p50 {:.2f} ms, "
+        "p99 {:.2f} ms)\n",
+        server, changes, created->first, pct(created->second, 0.5), pct(created->second, 0.99), changes, deleted->first,
+        pct(deleted->second, 0.5), pct(deleted->second, 0.99));
   }
   return 0;
 }
@@ -400,8 +402,9 @@ int main(int argc, char** argv) {
   std::string mserver = "127.0.0.1:9420";
   int mchanges = 200;
   bool mjson = false;
-  auto* meta = app.add_subcommand("metadata", "metadata changes per second through one node (a stream created, "
-                                              "then deleted, one at a time)");
+  auto* meta = app.add_subcommand("metadata",
+                                  "metadata changes per second through one node (a stream created, "
+                                  "then deleted, one at a time)");
   meta->add_option("--server", mserver, "rilld's client listener HOST:PORT");
   meta->add_option("--changes", mchanges, "streams to create (and then delete)")->check(CLI::Range(1, 100000));
   meta->add_flag("--json", mjson, "print one JSON object");

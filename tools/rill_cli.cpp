@@ -114,8 +114,8 @@ int cluster_status(net::client& c, const net::client_options& co, bool json_outp
   for (const auto& r : rows) {
     if (r.status) {
       t.add({std::to_string(r.node_id), r.address, r.status->role(), std::to_string(r.status->view()),
-             std::to_string(r.status->op()), std::to_string(r.status->commit()),
-             std::to_string(r.status->checkpoint()), std::to_string(commit_top - r.status->commit())});
+             std::to_string(r.status->op()), std::to_string(r.status->commit()), std::to_string(r.status->checkpoint()),
+             std::to_string(commit_top - r.status->commit())});
     } else {
       t.add({std::to_string(r.node_id), r.address.empty() ? "-" : r.address, "unreachable", "-", "-", "-", "-", "-"});
     }
@@ -334,8 +334,9 @@ int main(int argc, char** argv) {
   auto* stats = app.add_subcommand("stats", "server statistics");
   auto* cluster = app.add_subcommand("cluster", "the cluster's members and their replicas of the metadata group");
   cluster->require_subcommand(1);
-  auto* c_status = cluster->add_subcommand("status", "every member: reachable or not, role, view, op, commit, "
-                                                     "checkpoint, lag");
+  auto* c_status = cluster->add_subcommand("status",
+                                           "every member: reachable or not, role, view, op, commit, "
+                                           "checkpoint, lag");
   auto* version = app.add_subcommand("version", "print the version");
   auto* completion =
       app.add_subcommand("completion", "print a shell completion script: source <(rill completion bash)");

@@ -90,8 +90,9 @@ class cluster {
 
   std::string dir(std::size_t i) const { return fmt::format("{}/n{}", root_.path(), i + 1); }
   std::vector<std::string> args(std::size_t i, std::uint64_t cluster_id = 0) const {
-    std::vector<std::string> a = {"--set", fmt::format("cluster.id={}", cluster_id == 0 ? id_ : cluster_id), "--set",
-                                  fmt::format("cluster.node_id={}", i + 1), "--set", "cluster.members=" + members_,
+    std::vector<std::string> a = {"--set",     fmt::format("cluster.id={}", cluster_id == 0 ? id_ : cluster_id),
+                                  "--set",     fmt::format("cluster.node_id={}", i + 1),
+                                  "--set",     "cluster.members=" + members_,
                                   "--replica", fmt::format("127.0.0.1:{}", ports_[i])};
     a.insert(a.end(), extra_.begin(), extra_.end());
     return a;
@@ -213,8 +214,7 @@ std::chrono::milliseconds create_through(cluster& c, std::size_t i, const std::s
   auto cli = c.client(i);
   auto made = cli->create_stream(name);
   BOOST_REQUIRE_MESSAGE(made.has_value() || status_of(made.error()) == net::status::already_exists,
-                        "create " << name << " through node " << i + 1 << ": "
-                                  << (made ? "" : made.error().message()));
+                        "create " << name << " through node " << i + 1 << ": " << (made ? "" : made.error().message()));
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
 }
 
