@@ -87,7 +87,7 @@ metadata_actor::behavior_type metadata_actor::serving() {
       },
       [this](replica_tick_atom) { on_replica_tick(); },
       [this](sync_atom) -> caf::result<outcome> {
-        if (!cluster_) {
+        if (!cluster_ || closing_) {
           return outcome{};
         }
         auto rp = make_response_promise<outcome>();
@@ -95,7 +95,11 @@ metadata_actor::behavior_type metadata_actor::serving() {
             [rp](expected<void> synced) mutable { rp.deliver(synced ? outcome{} : outcome::of(synced.error())); });
         return rp;
       },
-      [this](announce_atom) { announce(); },
+      [this](announce_atom) {
+        if (!closing_) {
+          announce();
+        }
+      },
       [this](cut_atom, std::uint64_t peer, bool on) {
         if (plane_ && !closing_) {
           (void)plane_->cut(peer, on);
@@ -117,6 +121,7 @@ metadata_actor::behavior_type metadata_actor::serving() {
       },
       [this](close_atom) -> caf::result<outcome> {
         auto rp = make_response_promise<outcome>();
+        closing_ = true;  // nothing new starts: no announce, no sync, no tick (close() answers what waits)
         auto job = [](metadata_actor* self) -> task<expected<void>> {
           std::vector<std::uint64_t> all;
           for (const auto& [ns, a] : self->partitions_) {
@@ -140,7 +145,6 @@ metadata_actor::behavior_type metadata_actor::serving() {
           if (self->group_) {
             RILL_CO_TRY_VOID(co_await self->group_->close());
           }
-          self->closing_ = true;
           if (self->plane_) {
             co_await self->plane_->stop();
           }
@@ -439,7 +443,17 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
                                  carried.error().message()));
     }
   }
-  RILL_CO_TRY(change, plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits));
+  auto planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits);
+  if (!planned && cluster_ && is_not_found(planned.error())) {
+    // Not found here may be this node being behind (the stream made through another node a moment ago): catch up
+    // first (a barrier, directly: this runs as the mutation the session serves), then plan again.
+    RILL_CO_TRY_VOID(co_await barrier());
+    planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits);
+  }
+  if (!planned) {
+    co_return rill::unexpected(planned.error());
+  }
+  auto change = std::move(*planned);
   // What a deleted one with a reused id left goes before the creation is committed: after the commit, recovery
   // would take it for the new one's data.
   for (const auto& dir : leftovers_of(change, services_->config->data_dir)) {

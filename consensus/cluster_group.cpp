@@ -66,24 +66,14 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
     if (user_applied) {
       user_applied(h);
     }
-    for (auto* w : raw->apply_waiters_) {
-      if (!w->reached && h.op >= w->op) {
-        w->reached = true;
-        w->done.set();
-      }
-    }
+    raw->wake_applied(h.op);
   };
   auto user_installed = std::move(hooks.installed);
   hooks.installed = [raw, user_installed = std::move(user_installed)](const header& h) {
     if (user_installed) {
       user_installed(h);
     }
-    for (auto* w : raw->apply_waiters_) {
-      if (!w->reached && h.op >= w->op) {
-        w->reached = true;
-        w->done.set();
-      }
-    }
+    raw->wake_applied(h.op);
   };
   auto user_fenced = std::move(hooks.fenced);
   hooks.fenced = [raw, user_fenced = std::move(user_fenced)](const error& cause) {
@@ -96,6 +86,10 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
     }
     if (raw->waiting_ != nullptr) {
       raw->waiting_->done.set();
+    }
+    const auto waiters = raw->apply_waiters_;
+    for (auto* w : waiters) {
+      w->done.set();
     }
   };
   g->driver_ = std::make_unique<driver>(ro, sm, std::move(r), *g->storage_, link, std::move(hooks));
@@ -158,6 +152,9 @@ task<expected<submitted>> cluster_group::request(std::uint8_t operation, std::ve
   if (fenced_) {
     co_return rill::unexpected(*fenced_);
   }
+  if (closed_) {
+    co_return make_unexpected(errc::closed, "the node is stopping; the change may still be made");
+  }
   if (!w.answer) {
     // Its request number may yet commit with another change's reply in the table: never reuse it.
     new_session();
@@ -185,6 +182,9 @@ task<expected<submitted>> cluster_group::submit(std::uint8_t operation, std::vec
   if (fenced_) {
     co_return rill::unexpected(*fenced_);
   }
+  if (closed_) {
+    co_return make_unexpected(errc::closed, "the node is stopping");
+  }
   if (waiting_ != nullptr) {
     co_return make_unexpected(errc::overloaded, "the metadata group takes one change at a time from a node");
   }
@@ -203,8 +203,12 @@ task<expected<submitted>> cluster_group::submit(std::uint8_t operation, std::vec
     }
     auto done = co_await request(operation, body);
     if (done && done->evicted) {
-      new_session();  // the request was never executed under the old session: it goes again under a new one
-      continue;
+      // The table forgot the session: whether this request ran before (a reply lost, then the eviction) cannot be
+      // told, so it is not sent again under a new session (it could run twice); the caller retries the change, which
+      // finds it made or makes it.
+      new_session();
+      co_return make_unexpected(errc::unavailable, "this node's session was evicted (the client table was full); "
+                                                   "the change may have been made: retry it");
     }
     co_return done;
   }
@@ -242,8 +246,19 @@ void cluster_group::tick() {
       send_request(waiting_->sends >= 1);
     }
   }
-  for (auto* w : apply_waiters_) {
+  const auto waiters = apply_waiters_;  // a waiter woken here resumes at once and leaves the list
+  for (auto* w : waiters) {
     if (!w->reached && ticks_ >= w->deadline) {
+      w->done.set();
+    }
+  }
+}
+
+void cluster_group::wake_applied(std::uint64_t op) {
+  const auto waiters = apply_waiters_;  // a waiter woken here resumes at once and leaves the list
+  for (auto* w : waiters) {
+    if (!w->reached && op >= w->op) {
+      w->reached = true;
       w->done.set();
     }
   }
@@ -263,8 +278,19 @@ task<bool> cluster_group::applied_through(std::uint64_t op, std::uint32_t timeou
 }
 
 task<expected<void>> cluster_group::close() {
-  host_.leave(options_.group);
+  // Every waiter is answered first (a submit: closed; an apply wait: false), so nothing waits on a group that is
+  // gone. The driver settles before the group leaves the host: a completion in flight may still send through the
+  // transport the host owns (the plane is stopped by then: what it sends goes nowhere).
+  closed_ = true;
+  if (waiting_ != nullptr) {
+    waiting_->done.set();
+  }
+  const auto waiters = apply_waiters_;
+  for (auto* w : waiters) {
+    w->done.set();
+  }
   co_await driver_->settle();
+  host_.leave(options_.group);
   co_return co_await storage_->close();
 }
 

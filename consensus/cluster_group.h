@@ -9,8 +9,8 @@
 // node of the primary of the view its own replica is in; a request not answered within request_timeout_ticks is
 // sent again with the same request number, to every member after the first retry. The client table deduplicates:
 // a retried request that a primary committed before it failed is answered from the table, applied once. A reply
-// names the op that committed it (submitted::op); eviction (the table forgot the session) registers anew and sends
-// the request again under the new session.
+// names the op that committed it (submitted::op). An eviction (the table forgot the session) opens a new session
+// and fails the submit with unavailable: whether the request ran before cannot be told, so it is not sent again.
 //
 // Replies for other nodes' sessions (this replica is their primary) go back to them over the plane; the owner
 // hands replies that arrive from the plane to on_client_message().
@@ -24,7 +24,8 @@
 // the same change finds it made, as with any client of a broker).
 //
 // Contract: single-threaded, on the engine's thread, like the driver and the host. One submit at a time (a second
-// is refused: overloaded). close() before destroying it.
+// is refused: overloaded). close() before destroying it: it answers a submit or apply wait in flight (closed,
+// false) and refuses later ones.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -109,6 +110,7 @@ class cluster_group {
   void send_request(bool everyone);
   task<expected<submitted>> request(std::uint8_t operation, std::vector<std::byte> body);
   void new_session();
+  void wake_applied(std::uint64_t op);
 
   cluster_group_options options_;
   group_host& host_;
@@ -138,6 +140,7 @@ class cluster_group {
   std::vector<apply_waiter*> apply_waiters_;
   std::uint64_t ticks_ = 0;
   std::optional<error> fenced_;
+  bool closed_ = false;  // close() began: submits are refused, waiters answered
 };
 
 }  // namespace rill::consensus

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <fmt/core.h>
 
@@ -29,10 +30,15 @@ struct replica_plane::connection {
   io::request rx;
   io::request tx;
   io::request dial;
+  io::request cancel;  // of a dial in flight when the connection is dropped
   bool rx_busy = false;
   bool tx_busy = false;
   bool dial_busy = false;
+  bool cancel_busy = false;
   bool dead = false;
+  std::uint64_t started_ms = 0;  // dialled or accepted then (a dial or a hello not done by the deadline is dropped)
+  // Dropped while its send was in flight: the link is told (and frees that frame) only once the send completes.
+  std::optional<std::string> close_link;
   std::vector<std::byte> buffer;
   std::vector<std::byte> hello_in;  // accepted side, before the hello is whole
 };
@@ -135,6 +141,7 @@ void replica_plane::start_accept() {
         auto c = std::make_unique<connection>();
         c->plane = self;
         c->fd = static_cast<int>(r.result);
+        c->started_ms = self->now_ms_;
         const int one = 1;
         ::setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         connection& ref = *c;
@@ -142,7 +149,10 @@ void replica_plane::start_accept() {
         self->start_receive(ref);
       }
     } else if (r.result != -ECANCELED) {
+      // (EMFILE, ENOBUFS, ...: not again at once, which would spin; the next tick accepts again)
       self->on_notice_(fmt::format("replica plane: accept failed: {}", std::strerror(static_cast<int>(-r.result))));
+      self->accept_again_ = true;
+      return;
     }
     self->start_accept();
   };
@@ -155,11 +165,27 @@ void replica_plane::tick(std::uint64_t now_ms) {
   if (stopping_) {
     return;
   }
+  if (accept_again_ && !accepting_) {
+    accept_again_ = false;
+    start_accept();
+  }
+  // A dial or a hello not done by its deadline ends its connection (a peer that blackholes the dial, a client that
+  // connects and says nothing: neither holds a slot for long).
+  std::vector<connection*> late;
+  for (const auto& c : connections_) {
+    const bool waiting = c->dial_busy || c->peer == 0;
+    if (!c->dead && waiting && now_ms >= c->started_ms + handshake_ms_max) {
+      late.push_back(c.get());
+    }
+  }
+  for (auto* c : late) {
+    drop(*c, c->dial_busy ? "connect timed out" : "no hello in time");
+  }
   for (auto& [id, p] : peers_) {
     if (cut_.contains(id)) {
       continue;
     }
-    if (p.link->connect_due(now_ms)) {
+    if (p.current == nullptr && p.link->connect_due(now_ms)) {
       dial(p);
     }
     kick(p);
@@ -179,6 +205,7 @@ void replica_plane::dial(peer_state& p) {
   c->plane = this;
   c->fd = fd;
   c->peer = p.peer.node_id;
+  c->started_ms = now_ms_;
   RILL_ASSERT(p.current == nullptr, "node {} dialled while connected", p.peer.node_id);
   p.current = c.get();
   p.link->connecting();
@@ -293,6 +320,11 @@ void replica_plane::on_hello(connection& c) {
     drop(*p->current, "replaced by a new connection from the peer");
   }
   RILL_ASSERT(p->current == nullptr);
+  if (p->link->status() != peer_link::state::idle) {
+    // The old connection's send is still in flight (its link closes when it completes): the peer dials again.
+    drop(c, "the previous connection is still closing");
+    return;
+  }
   c.peer = theirs->node_id;
   p->current = &c;
   p->link->accepted(*theirs);
@@ -321,6 +353,12 @@ void replica_plane::kick(peer_state& p) {
     replica_plane* self = conn.plane;
     conn.tx_busy = false;
     if (conn.dead) {
+      if (conn.close_link) {
+        if (peer_state* ps = self->find(conn.peer); ps != nullptr) {
+          ps->link->closed(self->now_ms_, *conn.close_link);
+        }
+        conn.close_link.reset();
+      }
       self->maybe_free(conn);
       return;
     }
@@ -344,12 +382,30 @@ void replica_plane::drop(connection& c, const std::string& why) {
   }
   c.dead = true;
   ::shutdown(c.fd, SHUT_RDWR);  // a receive or send in flight completes now
+  if (c.dial_busy && !c.cancel_busy) {
+    // A connect in flight may not notice the shutdown (the kernel may retry it until its own timeout): cancel it.
+    c.cancel = io::request{};
+    c.cancel.op = io::opcode::cancel;
+    c.cancel.target = &c.dial;
+    c.cancel.user = &c;
+    c.cancel.on_complete = [](io::request& r) {
+      auto& conn = *static_cast<connection*>(r.user);
+      conn.cancel_busy = false;
+      conn.plane->maybe_free(conn);
+    };
+    c.cancel_busy = true;
+    engine_.submit(c.cancel);
+  }
   if (c.peer != 0) {
     peer_state* p = find(c.peer);
     if (p != nullptr && p->current == &c) {
       p->current = nullptr;
       const bool was_up = p->link->status() == peer_link::state::established;
-      p->link->closed(now_ms_, why);
+      if (c.tx_busy) {
+        c.close_link = why;  // the frame being sent stays alive until its send completes
+      } else {
+        p->link->closed(now_ms_, why);
+      }
       if (was_up && !stopping_) {
         on_notice_(fmt::format("replica plane: connection to node {} lost: {}", c.peer, why));
       }
@@ -359,7 +415,7 @@ void replica_plane::drop(connection& c, const std::string& why) {
 }
 
 void replica_plane::maybe_free(connection& c) {
-  if (!c.dead || c.rx_busy || c.tx_busy || c.dial_busy) {
+  if (!c.dead || c.rx_busy || c.tx_busy || c.dial_busy || c.cancel_busy) {
     return;
   }
   ::close(c.fd);

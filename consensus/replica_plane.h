@@ -12,7 +12,9 @@
 // to be dialled) and sends what it holds.
 //
 // Invariants (asserted): at most one connection per link is current; a connection is freed only once none of its
-// requests is in flight; every received frame names a member other than this node.
+// requests is in flight, and a frame being sent stays alive until its send completes (a dropped connection tells
+// its link only then); every received frame names a member other than this node. A dial or a hello has
+// handshake_ms_max to finish; a failed accept is tried again at the next tick, not at once.
 //
 // Contract: single-threaded (the engine's completions and the owner's calls on one thread); the callbacks must not
 // destroy the plane. stop() before destroying it: it shuts every socket down and waits for the requests in flight.
@@ -55,6 +57,9 @@ struct replica_plane_options {
   std::size_t receive_bytes = 64 * 1024;  // one receive's buffer per connection
   std::size_t handshakes_max = 64;        // accepted connections whose hello has not arrived yet
 };
+
+// A dial not connected, or an accepted connection whose hello has not come, by then is dropped.
+inline constexpr std::uint64_t handshake_ms_max = 5'000;
 
 // Per peer, for /metrics and `rill cluster status`.
 struct plane_peer_status {
@@ -127,6 +132,7 @@ class replica_plane final : public host_transport {
   std::unique_ptr<storage::io::request> accept_;
   std::unique_ptr<storage::io::request> cancel_;
   bool accepting_ = false;
+  bool accept_again_ = false;  // an accept failed: the next tick accepts again
   bool cancelling_ = false;
   bool stopping_ = false;
   std::uint64_t now_ms_ = 0;
