@@ -102,10 +102,13 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
   const auto table = services_->routes->current();
   auto decision = route_request(req, *table->view, routing_directory(*table), balanced_next_, wall_clock);
   const pending p{req.correlation_id, bytes};
-  if (const auto* e = std::get_if<actors::reply_error>(&decision);
-      e != nullptr && !synced && services_->cluster_member &&
-      (e->st == net::status::stream_not_found || e->st == net::status::topic_not_found ||
-       e->st == net::status::group_not_found)) {
+  const auto* e = std::get_if<actors::reply_error>(&decision);
+  const bool not_found = e != nullptr && (e->st == net::status::stream_not_found ||
+                                          e->st == net::status::topic_not_found || e->st == net::status::group_not_found);
+  // While one request waits for the sync, the ones after it on this connection wait too (behind it: the syncs are
+  // answered in order), so that none overtakes it (an idempotent producer's batches stay in order).
+  if (!synced && services_->cluster_member && (not_found || syncing_ > 0)) {
+    ++syncing_;
     // Kept until the node has caught up (the receive buffer moves on): the header and the batches, once.
     auto kept = std::make_shared<std::vector<std::byte>>();
     kept->reserve(req.header.size() + req.batches.size());
@@ -117,12 +120,14 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
     request(services_->metadata, caf::infinite, sync_atom::value)
         .then(
             [this, kept, again, p](outcome& o) {
+              --syncing_;
               if (!o.ok()) {
                 return reply_error(p.correlation, o.st, o.message, p.bytes);
               }
               dispatch(again, p.bytes, true);
             },
             [this, p](caf::error& err) {
+              --syncing_;
               reply_error(p.correlation, net::status::unavailable, system().render(err), p.bytes);
             });
     return;

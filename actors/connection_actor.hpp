@@ -73,6 +73,7 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   // `synced`: this node has just caught up with the committed metadata for this request (a cluster member's "not
   // found" is confirmed that way once before it is answered).
   void dispatch(const net::request_view& req, std::uint32_t bytes, bool synced = false);
+  std::uint32_t syncing_ = 0;  // requests of this connection waiting for the metadata sync
   void forward(pending p, const routing_table& table, to_partition&& d);
   void forward(pending p, const routing_table& table, to_group&& d);
   void forward(pending p, const routing_table& table, to_metadata&& d);
