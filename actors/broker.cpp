@@ -648,6 +648,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->metadata_svc.groups = &p->group_svc;
   p->metadata_svc.shards = p->rt->shard_count();
   p->metadata_svc.board = &p->board;
+  p->metadata_svc.cluster_id = identity->use.cluster_id;
   if (p->metadata_svc.advertised_address.empty()) {
     p->metadata_svc.advertised_address = p->bound.to_string();
   }

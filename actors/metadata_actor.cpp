@@ -670,7 +670,7 @@ proto::ClusterStatusReply metadata_actor::cluster_status_reply() const {
   if (services_->cluster == nullptr) {
     out.set_role("alone");
     out.set_node_id(services_->config->node_id);
-    out.set_cluster_id(services_->config->cluster_id);
+    out.set_cluster_id(services_->cluster_id);
     if (group_) {
       out.set_op(group_->committed().value());
       out.set_commit(group_->committed().value());

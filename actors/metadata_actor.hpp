@@ -60,6 +60,7 @@ struct metadata_services {
   std::uint64_t journal_slots = 1024;
   const metadata_cluster* cluster = nullptr;  // null: a node alone (a one-replica local group)
   std::string advertised_address;             // a cluster member's client address, as other nodes hand it out
+  std::uint64_t cluster_id = 0;               // from the data directory's identity (a node alone's too)
   cluster_board* board = nullptr;             // where the cluster status goes for /api/cluster and /metrics
   std::function<void(bool ok, const std::string&)> on_ready;  // recovery finished (called once, on shard 0)
 };
