@@ -706,6 +706,21 @@ expected<server_config> config_builder::build() const {
                                     "(an integer in [1, {}])",
                                     config_.members.size(), limits::cluster_id_limit));
     }
+    // This node listens where the members list says the others reach it (a wildcard host with that port too: the
+    // list names the routable address). Otherwise its peers would dial someone else, and be refused at the hello.
+    const auto self = std::find_if(config_.members.begin(), config_.members.end(),
+                                   [&](const cluster_member& m) { return m.node_id == config_.node_id; });
+    const address& listed_here = self->replica_address;
+    const address& bound = config_.replica_address;
+    const bool wildcard = bound.host == "0.0.0.0" || bound.host == "::" || bound.host == "[::]";
+    if (config_.members.size() > 1 &&
+        (bound.port != listed_here.port || (!wildcard && bound.host != listed_here.host))) {
+      return unexpected(make_error_code(errc::bad_value),
+                        fmt::format("network.replica_address = {}: cluster.members lists node {} at {}; listen there "
+                                    "(--replica {}, or a wildcard host with port {})",
+                                    bound.to_string(), config_.node_id, listed_here.to_string(),
+                                    listed_here.to_string(), listed_here.port));
+    }
   }
   return config_;
 }

@@ -420,6 +420,9 @@ BOOST_AUTO_TEST_CASE(cluster_keys_from_a_file_the_environment_and_flags_and_what
   BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.node_id", "4"}, {"cluster.members", three}}),
                       "cluster.node_id = 4: not one of cluster.members"));
   BOOST_TEST(contains(refused({{"cluster.members", three}}), "cluster.id = 0: a cluster of 3 members needs its id"));
+  // This node listens where the list says it is (a wildcard host with the listed port is fine).
+  BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.node_id", "2"}, {"cluster.members", three}}),
+                      "network.replica_address = 127.0.0.1:9422: cluster.members lists node 2 at"));
   BOOST_TEST(
       contains(refused({{"cluster.node_id", "0"}}), "cluster.node_id = 0 (from --set cluster.node_id): allowed"));
   BOOST_TEST(contains(refused({{"network.advertised_address", "nohost"}}), "network.advertised_address"));

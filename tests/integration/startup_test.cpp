@@ -327,9 +327,13 @@ BOOST_AUTO_TEST_CASE(a_data_directory_keeps_its_identity_and_a_member_starts_onl
   temp_data_dir dir;
   const std::string member_dir = dir.path() + "/member";
   const std::vector<std::string> as_node_2 = {
-      "--data-dir", member_dir,          "--set",  "cluster.id=7",
-      "--set",      "cluster.node_id=2", "--set",  "cluster.members=1@127.0.0.1:9422,2@127.0.0.1:9432,3@127.0.0.1:9442",
-      "--tcp",      "127.0.0.1:0",       "--http", "127.0.0.1:0"};
+      "--data-dir", member_dir,
+      "--set",      "cluster.id=7",
+      "--set",      "cluster.node_id=2",
+      "--set",      "cluster.members=1@127.0.0.1:9422,2@127.0.0.1:9432,3@127.0.0.1:9442",
+      "--tcp",      "127.0.0.1:0",
+      "--http",     "127.0.0.1:0",
+      "--set",      "network.replica_address=127.0.0.1:9432"};
   auto with = [&](std::vector<std::string> head, std::vector<std::string> tail = {}) {
     head.insert(head.end(), as_node_2.begin(), as_node_2.end());
     head.insert(head.end(), tail.begin(), tail.end());
@@ -355,7 +359,8 @@ BOOST_AUTO_TEST_CASE(a_data_directory_keeps_its_identity_and_a_member_starts_onl
   auto [other_cluster, other_cluster_out] = run_rilld(with({}, {"--set", "cluster.id=8"}), dir.path());
   BOOST_TEST(other_cluster == 1, other_cluster_out);
   BOOST_TEST(says(other_cluster_out, "cluster.id = 8: this data directory belongs to cluster 7"), other_cluster_out);
-  auto [other_node, other_node_out] = run_rilld(with({}, {"--set", "cluster.node_id=3"}), dir.path());
+  auto [other_node, other_node_out] = run_rilld(
+      with({}, {"--set", "cluster.node_id=3", "--set", "network.replica_address=127.0.0.1:9442"}), dir.path());
   BOOST_TEST(other_node == 1, other_node_out);
   BOOST_TEST(says(other_node_out, "cluster.node_id = 3: this data directory is node 2's"), other_node_out);
   auto [other_members, other_members_out] =
