@@ -103,8 +103,9 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
   auto decision = route_request(req, *table->view, routing_directory(*table), balanced_next_, wall_clock);
   const pending p{req.correlation_id, bytes};
   const auto* e = std::get_if<actors::reply_error>(&decision);
-  const bool not_found = e != nullptr && (e->st == net::status::stream_not_found ||
-                                          e->st == net::status::topic_not_found || e->st == net::status::group_not_found);
+  const bool not_found =
+      e != nullptr && (e->st == net::status::stream_not_found || e->st == net::status::topic_not_found ||
+                       e->st == net::status::group_not_found);
   // While one request waits for the sync, the ones after it on this connection wait too (behind it: the syncs are
   // answered in order), so that none overtakes it (an idempotent producer's batches stay in order).
   if (!synced && services_->cluster_member && (not_found || syncing_ > 0)) {

@@ -77,13 +77,7 @@ metadata_actor::behavior_type metadata_actor::serving() {
       },
       [this](reconcile_atom) {
         reconcile_scheduled_ = false;
-        mutations_.push_back([this] {
-          rill::spawn(reconcile(), [this](expected<void>) {  // a failure was reported and rescheduled
-            mutating_ = false;
-            pump();
-          });
-        });
-        pump();
+        enqueue([this] { return reconcile(); });  // a failure was reported and rescheduled
       },
       [this](replica_tick_atom) { on_replica_tick(); },
       [this](sync_atom) -> caf::result<outcome> {
@@ -111,13 +105,7 @@ metadata_actor::behavior_type metadata_actor::serving() {
           host_->flush_commits();  // a commit made in a storage completion goes to the backups now, not next tick
         }
         // What another node committed (or this one, through another node's request) is carried out here too.
-        mutations_.push_back([this] {
-          rill::spawn(reconcile(), [this](expected<void>) {
-            mutating_ = false;
-            pump();
-          });
-        });
-        pump();
+        enqueue([this] { return reconcile(); });
       },
       [this](close_atom) -> caf::result<outcome> {
         auto rp = make_response_promise<outcome>();
@@ -160,6 +148,19 @@ metadata_actor::behavior_type metadata_actor::serving() {
         return rp;
       },
   };
+}
+
+void metadata_actor::enqueue(std::function<task<expected<void>>()> job, std::function<void(expected<void>)> then) {
+  mutations_.push_back([this, job = std::move(job), then = std::move(then)]() mutable {
+    rill::spawn(job(), [this, then = std::move(then)](expected<void> done_with) mutable {
+      mutating_ = false;
+      if (then) {
+        then(std::move(done_with));
+      }
+      pump();
+    });
+  });
+  pump();
 }
 
 void metadata_actor::pump() {
@@ -634,19 +635,15 @@ node_placement metadata_actor::placement() const {
 }
 
 void metadata_actor::announce() {
-  mutations_.push_back([this] {
-    rill::spawn(announce_once(), [this](expected<void> announced) {
-      mutating_ = false;
-      if (!announced && !closing_) {
-        // No quorum yet, most likely: try again in a second.
-        auto self = caf::actor_cast<metadata_actor_impl>(this);
-        current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1),
-                                           [self] { caf::anon_send(self, announce_atom::value); });
-      }
-      pump();
-    });
-  });
-  pump();
+  enqueue([this] { return announce_once(); },
+          [this](expected<void> announced) {
+            if (!announced && !closing_) {
+              // No quorum yet, most likely: try again in a second.
+              auto self = caf::actor_cast<metadata_actor_impl>(this);
+              current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1),
+                                                 [self] { caf::anon_send(self, announce_atom::value); });
+            }
+          });
 }
 
 task<expected<void>> metadata_actor::announce_once() {
@@ -736,19 +733,19 @@ void metadata_actor::request_sync(std::function<void(expected<void>)> then) {
   sync_queued_ = true;
   // One barrier for every sync that arrived before it starts (those that arrive meanwhile wait for the next). It runs
   // as a mutation does: the session takes one request at a time.
-  mutations_.push_back([this] {
-    sync_queued_ = false;
-    auto round = std::move(sync_waiting_);
-    sync_waiting_.clear();
-    rill::spawn(barrier(), [this, round = std::move(round)](expected<void> synced) mutable {
-      for (auto& w : round) {
-        w(synced);
-      }
-      mutating_ = false;
-      pump();
-    });
-  });
-  pump();
+  auto round = std::make_shared<std::vector<std::function<void(expected<void>)>>>();
+  enqueue(
+      [this, round] {
+        sync_queued_ = false;
+        *round = std::move(sync_waiting_);
+        sync_waiting_.clear();
+        return barrier();
+      },
+      [round](expected<void> synced) {
+        for (auto& w : *round) {
+          w(synced);
+        }
+      });
 }
 
 task<expected<void>> metadata_actor::synced() {

@@ -132,6 +132,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   void on_replica_tick();
   void publish();
   void pump();
+  // Queues `job` as a mutation (one at a time, in order, with the changes); `then` gets its result once it is done.
+  void enqueue(std::function<task<expected<void>>()> job, std::function<void(expected<void>)> then = {});
 
   const metadata_services* services_;
   std::unique_ptr<actor_io> io_;

@@ -41,15 +41,7 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
   // A replica formatted to recover (a member whose data was lost) never starts as a new group's replica: its group
   // ran before it, and it catches up before it takes part.
   r.formatted = r.formatted && !r.state.recovering;
-  if (r.state.checkpoint.op() > 0) {
-    client_table probe(o.clients_max);
-    if (!restore_checkpoint(r.snapshot, probe, sm)) {
-      co_return make_unexpected(errc::corrupt_data,
-                                fmt::format("{}/snapshot.bin: the checkpoint at op {} reads back but does not restore "
-                                            "(written by an incompatible build?)",
-                                            dir, r.state.checkpoint.op()));
-    }
-  }
+  RILL_CO_TRY_VOID(check_recovered_checkpoint(r, o.clients_max, sm, dir));
   replica_options ro = o.replica;
   ro.cluster = o.cluster;
   ro.replica = index;
@@ -61,20 +53,15 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
   RILL_CO_TRY(link, host.join(o.group, o.members));
   cluster_group* raw = g.get();
   hooks.reply = [raw](message m) { raw->on_reply(std::move(m)); };
-  auto user_applied = std::move(hooks.applied);
-  hooks.applied = [raw, user_applied = std::move(user_applied)](const header& h) {
-    if (user_applied) {
-      user_applied(h);
-    }
-    raw->wake_applied(h.op);
-  };
-  auto user_installed = std::move(hooks.installed);
-  hooks.installed = [raw, user_installed = std::move(user_installed)](const header& h) {
-    if (user_installed) {
-      user_installed(h);
-    }
-    raw->wake_applied(h.op);
-  };
+  // The owner's hook first, then the waits for an op this reached (an applied op, or a checkpoint installed).
+  for (auto* hook : {&hooks.applied, &hooks.installed}) {
+    *hook = [raw, user = std::move(*hook)](const header& h) {
+      if (user) {
+        user(h);
+      }
+      raw->wake_applied(h.op);
+    };
+  }
   auto user_fenced = std::move(hooks.fenced);
   hooks.fenced = [raw, user_fenced = std::move(user_fenced)](const error& cause) {
     if (!raw->fenced_) {
@@ -84,13 +71,7 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
     if (user_fenced) {
       user_fenced(cause);
     }
-    if (raw->waiting_ != nullptr) {
-      raw->waiting_->done.set();
-    }
-    const auto waiters = raw->apply_waiters_;
-    for (auto* w : waiters) {
-      w->done.set();
-    }
+    raw->wake_all();
   };
   g->driver_ = std::make_unique<driver>(ro, sm, std::move(r), *g->storage_, link, std::move(hooks));
   host.attach(o.group, *g->driver_);
@@ -207,8 +188,9 @@ task<expected<submitted>> cluster_group::submit(std::uint8_t operation, std::vec
       // told, so it is not sent again under a new session (it could run twice); the caller retries the change, which
       // finds it made or makes it.
       new_session();
-      co_return make_unexpected(errc::unavailable, "this node's session was evicted (the client table was full); "
-                                                   "the change may have been made: retry it");
+      co_return make_unexpected(errc::unavailable,
+                                "this node's session was evicted (the client table was full); "
+                                "the change may have been made: retry it");
     }
     co_return done;
   }
@@ -254,6 +236,16 @@ void cluster_group::tick() {
   }
 }
 
+void cluster_group::wake_all() {
+  if (waiting_ != nullptr) {
+    waiting_->done.set();
+  }
+  const auto waiters = apply_waiters_;  // a waiter woken here resumes at once and leaves the list
+  for (auto* w : waiters) {
+    w->done.set();
+  }
+}
+
 void cluster_group::wake_applied(std::uint64_t op) {
   const auto waiters = apply_waiters_;  // a waiter woken here resumes at once and leaves the list
   for (auto* w : waiters) {
@@ -282,13 +274,7 @@ task<expected<void>> cluster_group::close() {
   // gone. The driver settles before the group leaves the host: a completion in flight may still send through the
   // transport the host owns (the plane is stopped by then: what it sends goes nowhere).
   closed_ = true;
-  if (waiting_ != nullptr) {
-    waiting_->done.set();
-  }
-  const auto waiters = apply_waiters_;
-  for (auto* w : waiters) {
-    w->done.set();
-  }
+  wake_all();
   co_await driver_->settle();
   host_.leave(options_.group);
   co_return co_await storage_->close();

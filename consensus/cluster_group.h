@@ -95,10 +95,7 @@ class cluster_group {
   task<expected<void>> close();
 
   [[nodiscard]] const class replica& replica() const noexcept { return driver_->replica(); }
-  [[nodiscard]] const driver& group_driver() const noexcept { return *driver_; }
-  [[nodiscard]] std::uint64_t client() const noexcept { return client_; }
   [[nodiscard]] node_t primary_node() const;
-  [[nodiscard]] const std::optional<error>& fenced() const noexcept { return fenced_; }
   [[nodiscard]] std::uint64_t body_bytes_max() const noexcept {
     return options_.journal.message_size_max - header::encoded_size;
   }
@@ -111,6 +108,8 @@ class cluster_group {
   task<expected<submitted>> request(std::uint8_t operation, std::vector<std::byte> body);
   void new_session();
   void wake_applied(std::uint64_t op);
+  // Fenced or closing: the submit and every apply wait in flight end now (their callers see why).
+  void wake_all();
 
   cluster_group_options options_;
   group_host& host_;

@@ -8,6 +8,21 @@
 
 namespace rill::consensus {
 
+expected<void> check_recovered_checkpoint(const recovered_state& r, std::size_t clients_max, state_machine& sm,
+                                          const std::string& dir) {
+  if (r.state.checkpoint.op() == 0) {
+    return {};
+  }
+  client_table probe(clients_max);
+  if (!restore_checkpoint(r.snapshot, probe, sm)) {
+    return storage::make_unexpected(storage::errc::corrupt_data,
+                                    fmt::format("{}/snapshot.bin: the checkpoint at op {} reads back but does not "
+                                                "restore (written by an incompatible build?)",
+                                                dir, r.state.checkpoint.op()));
+  }
+  return {};
+}
+
 task<expected<std::unique_ptr<journal_storage>>> journal_storage::open(storage::io::engine& e, std::string dir,
                                                                        journal_storage_options o,
                                                                        const vsr_state& initial,

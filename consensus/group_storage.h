@@ -58,6 +58,12 @@ class group_storage {
   [[nodiscard]] virtual std::uint64_t durable_through() const { return UINT64_MAX; }
 };
 
+// What a host checks of a checkpoint journal_storage::open read back, before it builds a replica on it (whose
+// constructor asserts that it restores): that it restores into a scratch client table of `clients_max` and into
+// `sm` (at its initial state; left restored). Error: corrupt_data naming dir/snapshot.bin and the op.
+[[nodiscard]] expected<void> check_recovered_checkpoint(const recovered_state& r, std::size_t clients_max,
+                                                        state_machine& sm, const std::string& dir);
+
 struct journal_storage_options {
   journal_options journal;
   std::uint64_t snapshot_bytes_max = 256 * 1024 * 1024;

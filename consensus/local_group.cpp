@@ -54,15 +54,7 @@ task<expected<std::unique_ptr<local_group>>> local_group::open(storage::io::engi
       top_known = h.op > cp.op() ? std::max(top_known, h.op) : top_known;
     }
   }
-  if (cp.op() > 0) {
-    client_table probe(local_clients_max);
-    if (!restore_checkpoint(r.snapshot, probe, sm)) {
-      co_return make_unexpected(errc::corrupt_data,
-                                fmt::format("{}/snapshot.bin: the checkpoint at op {} reads back but does not restore "
-                                            "(written by an incompatible build?)",
-                                            dir, cp.op()));
-    }
-  }
+  RILL_CO_TRY_VOID(check_recovered_checkpoint(r, local_clients_max, sm, dir));
   replica_options ro;
   ro.cluster = o.cluster;
   ro.replica = 0;

@@ -311,7 +311,6 @@ void replica_plane::on_hello(connection& c) {
                                                              theirs->node_id, options_.ours.node_id));
   }
   if (!ok) {
-    ++hellos_refused_;
     on_notice_(fmt::format("replica plane: refused a peer's hello: {}", ok.error().message()));
     drop(c, ok.error().message());
     return;

@@ -98,11 +98,8 @@ class replica_plane final : public host_transport {
   // were down: its connection is dropped, it is neither dialled nor accepted, and what is sent to it is lost, until
   // it is healed (cut(peer, false)). False: no such peer.
   bool cut(std::uint64_t peer, bool on);
-  [[nodiscard]] bool is_cut(std::uint64_t peer) const { return cut_.contains(peer); }
 
   [[nodiscard]] std::vector<plane_peer_status> status() const;
-  // Messages refused with a full queue, and hellos refused, since the start.
-  [[nodiscard]] std::uint64_t hellos_refused() const noexcept { return hellos_refused_; }
 
  private:
   struct connection;
@@ -136,7 +133,6 @@ class replica_plane final : public host_transport {
   bool cancelling_ = false;
   bool stopping_ = false;
   std::uint64_t now_ms_ = 0;
-  std::uint64_t hellos_refused_ = 0;
   std::set<std::uint64_t> cut_;
   async_event idle_;
 };

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "consensus/peer_link.h"
+#include "tests/consensus/sealed_prepare.h"
 #include "tests/test_util.h"
 
 using namespace rill;
@@ -13,16 +14,7 @@ using namespace rill::consensus;
 namespace {
 const std::vector<std::uint64_t> members{1, 2, 3};
 
-message prepare_of(std::uint64_t op, std::size_t body_bytes = 40) {
-  message m;
-  m.h.cmd = command::prepare;
-  m.h.cluster = 7;
-  m.h.op = op;
-  m.h.operation = operation_user_min;
-  m.body.assign(body_bytes, std::byte{static_cast<unsigned char>(op)});
-  seal(m);
-  return m;
-}
+using rill::consensus::testing::prepare_of;
 
 // Moves what `from` has to write into `to`, at most `chunk` bytes per write; returns what `to` took apart.
 std::vector<peer_frame> pump(peer_link& from, peer_link& to, std::size_t chunk = 1u << 20) {

@@ -7,22 +7,14 @@
 
 #include "base/endian.h"
 #include "consensus/peer_wire.h"
+#include "tests/consensus/sealed_prepare.h"
 #include "tests/test_util.h"
 
 using namespace rill;
 using namespace rill::consensus;
 
 namespace {
-message prepare_of(std::uint64_t op, std::size_t body_bytes) {
-  message m;
-  m.h.cmd = command::prepare;
-  m.h.cluster = 7;
-  m.h.op = op;
-  m.h.operation = operation_user_min;
-  m.body.assign(body_bytes, std::byte{static_cast<unsigned char>(op)});
-  seal(m);
-  return m;
-}
+using rill::consensus::testing::prepare_of;
 
 node_heartbeat beat_of(std::uint64_t sequence) {
   node_heartbeat b;
