@@ -48,6 +48,7 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
   ro.replica_count = static_cast<std::uint8_t>(o.members.size());
   ro.clients_max = o.clients_max;
   ro.checkpoint_interval = o.checkpoint_interval;
+  ro.sync_bytes_max = o.snapshot_bytes_max;  // a peer's checkpoint is no bigger than ours may be
   ro.seed = o.seed;
   ro.heartbeats_by_host = true;
   RILL_CO_TRY(link, host.join(o.group, o.members));

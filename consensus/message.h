@@ -9,17 +9,19 @@
 //                           commit: the checksum of the committed op's header
 //    48 context         16  prepare_ok: the checksum of the prepare acknowledged; request_prepare: the one wanted;
 //                           reply: the checksum of the prepare that produced it; request/prepare: the session
-//                           (session_of: the op that registered it, low 8 bytes; 0: not stamped)
+//                           (session_of: the op that registered it, low 8 bytes; 0: not stamped);
+//                           sync: the checkpoint's checksum; request_sync: the one being fetched (zero: any)
 //    64 cluster          8
 //    72 client           8  request/prepare/reply: the client id
-//    80 request          8  request/prepare/reply: the client's request number
+//    80 request          8  request/prepare/reply: the client's request number; sync: the checkpoint's size
 //    88 op               8  prepare/prepare_ok/reply: the op; do_view_change/start_view: the highest op;
 //                           request_headers: the lowest op wanted; commit: the commit number;
 //                           request_sync: the sender's applied op; sync: the checkpoint's op
 //    96 commit           8  the sender's commit number (prepare, do_view_change, start_view, commit);
 //                           request_headers: the highest op wanted
 //   104 timestamp        8  prepare: the primary's tick count; commit: a heartbeat sequence (dedupe);
-//                           request_start_view, start_view, recovery_response: a recovering replica's nonce (or 0)
+//                           request_start_view, start_view, recovery_response: a recovering replica's nonce (or 0);
+//                           request_sync: the byte offset wanted; sync: the chunk's byte offset
 //   112 view             4
 //   116 log_view         4  do_view_change, start_view_change: the sender's last normal view
 //   120 size             4  header + body bytes
@@ -57,7 +59,7 @@ enum class command : std::uint8_t {
   request_prepare = 12,    // repair: the prepare at op with checksum context
   eviction = 13,           // primary -> client: its session was evicted (or never existed)
   request_sync = 14,       // state transfer: a replica that cannot repair its way forward asks for a checkpoint
-  sync = 15,               // state transfer: a checkpoint (body: its 128-byte header, then the snapshot bytes)
+  sync = 15,               // state transfer: a chunk of a checkpoint (body: its op's 128-byte header, then the bytes)
   recovery_response = 16,  // to a replica recovering a lost disk: the responder's durable view (timestamp: the nonce)
 };
 inline constexpr std::uint8_t command_max = 16;

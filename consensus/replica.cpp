@@ -38,6 +38,8 @@ replica::replica(const replica_options& options, state_machine& sm, recovered_st
   RILL_ASSERT(options_.primary_timeout_ticks >= 1);
   RILL_ASSERT(options_.view_change_timeout_ticks >= 1);
   RILL_ASSERT(options_.heartbeat_ticks < options_.primary_timeout_ticks);
+  RILL_ASSERT(options_.sync_chunk_bytes >= 1);
+  RILL_ASSERT(options_.sync_bytes_max >= 16);
   primary_timeout_ = jitter(options_.primary_timeout_ticks);
   view_change_timeout_ = jitter(options_.view_change_timeout_ticks);
   recover(std::move(recovered));
@@ -1083,6 +1085,13 @@ void replica::check_invariants() const {
   if (!bodies_.empty()) {
     RILL_ASSERT(bodies_.begin()->first > commit_min_, "a body kept at applied op {}", bodies_.begin()->first);
     RILL_ASSERT(bodies_.rbegin()->first <= op_);
+  }
+
+  // State transfer: one checkpoint at a time, bounded, only its prefix held.
+  if (sync_) {
+    RILL_ASSERT(sync_->size <= options_.sync_bytes_max);
+    RILL_ASSERT(sync_->bytes.size() < sync_->size, "a transfer complete but not installed");
+    RILL_ASSERT(sync_->resends <= sync_chunk_resends_max);
   }
 
   // Checkpoints: of an applied op; the durable one is never ahead of the newest; one written at a time, only once

@@ -10,8 +10,8 @@
 // suffix; the new log taken from the highest last-normal view; view and log view persisted before they are
 // advertised (so a restart needs no recovery protocol); repair of missing headers and prepares from peers; a client
 // table with sessions; checkpoints (the state machine and client table as bytes, written to snapshot.bin and then
-// named by the superblock) so that the journal ring can wrap; state transfer of a peer's checkpoint to a replica
-// that has fallen behind what the others' journals still hold.
+// named by the superblock) so that the journal ring can wrap; state transfer of a peer's checkpoint, in chunks, to
+// a replica that has fallen behind what the others' journals still hold.
 //
 // Invariants (asserted where they are established; check_invariants() asserts the cheap ones at the end of every
 // input, check_log_invariants() the ones that walk the log, for tests):
@@ -27,6 +27,9 @@
 //   from the checkpoint the superblock names is still in the ring.
 // - A checkpoint is written only once the previous one is durable in the superblock, into the other region, so the
 //   region the superblock names is never overwritten.
+// - State transfer installs a peer's checkpoint only whole: every chunk names the same op header, checksum and size,
+//   chunks are taken strictly in order, and the assembled bytes must match the checksum before anything is restored.
+//   At most one transfer is received at a time, holding at most sync_bytes_max bytes.
 // - A replica whose durable state says recovering (it lost its disk and was formatted anew as a member of a running
 //   group) sends no prepare_ok, start_view_change or do_view_change and never leads a view: it may have acknowledged
 //   ops it no longer holds, so its "never had it" must not count. It probes every peer with request_start_view
@@ -81,6 +84,11 @@ struct replica_options {
   std::uint64_t checkpoint_interval = 0;
   // A replica behind the commit whose apply has not moved for this long asks a peer for its checkpoint.
   std::uint32_t sync_stall_ticks = 60;
+  // State transfer moves a checkpoint in chunks of at most this many bytes (one sync message each, asked for one at
+  // a time), so no message grows with the state; the receiver holds at most sync_bytes_max of a checkpoint (a larger
+  // one is refused: the sender's limit on what it checkpoints must not exceed it).
+  std::uint32_t sync_chunk_bytes = 1024 * 1024;
+  std::uint64_t sync_bytes_max = 256 * 1024 * 1024;
   // The host sends the primary's commit heartbeats (group_host: one message per peer node for all the groups it
   // leads, built from beat()); the replica then sends none of its own. Backups take them as commit messages.
   bool heartbeats_by_host = false;
@@ -109,6 +117,10 @@ static_assert(replica_options{}.request_queue_max >= 1);
 static_assert(replica_options{}.clients_max >= 1);
 static_assert(replica_options{}.heartbeat_ticks >= 1);
 static_assert(replica_options{}.resend_ticks >= 1);
+static_assert(replica_options{}.sync_chunk_bytes >= 1);
+static_assert(replica_options{}.sync_bytes_max >= 16, "room for a checkpoint's own header");
+// A sync chunk resent this many times without an answer is given up: the transfer starts again, from any peer.
+inline constexpr std::uint32_t sync_chunk_resends_max = 3;
 static_assert(replica_options{}.heartbeat_ticks < replica_options{}.primary_timeout_ticks,
               "a backup must hear several heartbeats before it gives up on the primary");
 
@@ -235,6 +247,16 @@ class replica {
     bool faulty = false;   // it was durable here and got lost (corruption): never reported as "never had it"
     bool verified = true;  // on the log as far as this replica knows; unverified entries are never applied
   };
+  // A peer's checkpoint being received in chunks (state transfer): what it is, who sends it, the prefix so far.
+  struct sync_transfer {
+    header at;              // the checkpoint is the state after this op (a committed prepare's header)
+    checksum_t checksum;    // of the whole checkpoint (checkpoint_checksum_domain)
+    std::uint64_t size = 0; // its bytes
+    replica_t from = 0;
+    std::vector<std::byte> bytes;  // the prefix received (bytes.size() is the next offset asked for)
+    std::uint64_t asked = 0;       // tick of the last request for the next chunk
+    std::uint32_t resends = 0;     // requests for the same chunk since the last one arrived
+  };
   struct pipeline_entry {
     header h;
     std::uint32_t ok = 0;  // bitset of replicas whose prepare_ok arrived (self: once durable)
@@ -298,6 +320,8 @@ class replica {
   [[nodiscard]] bool writable(std::uint64_t op) const noexcept;
   void on_request_sync(const message& m, std::vector<effect>& out);
   void on_sync(const message& m, std::vector<effect>& out);
+  void ask_sync_chunk(std::vector<effect>& out);
+  void install_sync(const sync_transfer& t, const message& last, std::vector<effect>& out);
 
   // Recovery of a lost disk.
   [[nodiscard]] bool silenced() const noexcept { return durable_.recovering && !bugs_.vote_while_recovering; }
@@ -364,6 +388,7 @@ class replica {
   bool checkpoint_soon_ = false;      // a state transfer installed state not yet checkpointed here
   std::uint64_t apply_progress_ = 0;  // last tick commit_min_ moved, or was not behind
   std::uint64_t sync_due_ = 0;        // the next request_sync may go out then
+  std::optional<sync_transfer> sync_;
 
   // Primary.
   std::deque<pipeline_entry> pipeline_;

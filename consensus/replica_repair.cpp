@@ -38,11 +38,25 @@ void replica::repair(std::vector<effect>& out) {
     return r >= options_.replica ? static_cast<replica_t>(r + 1) : r;
   };
   // Behind, and repair has not moved the apply for a while: what we need may be gone from the others' journals
-  // (overwritten after their checkpoints). Ask a peer for its checkpoint.
-  if (commit_min_ < commit_max_ && ticks_ - apply_progress_ > options_.sync_stall_ticks && ticks_ >= sync_due_) {
+  // (overwritten after their checkpoints). Ask a peer for its checkpoint, a chunk at a time.
+  if (sync_ && sync_->at.op <= commit_min_) {
+    sync_.reset();  // repair got there first
+  }
+  if (sync_) {
+    if (ticks_ - sync_->asked >= options_.resend_ticks) {
+      if (sync_->resends >= sync_chunk_resends_max) {
+        sync_.reset();  // that peer has stopped answering, or no longer holds this checkpoint: start again
+        sync_due_ = ticks_;
+      } else {
+        ++sync_->resends;
+        ask_sync_chunk(out);
+      }
+    }
+  } else if (commit_min_ < commit_max_ && ticks_ - apply_progress_ > options_.sync_stall_ticks &&
+             ticks_ >= sync_due_) {
     sync_due_ = ticks_ + options_.resend_ticks;
     message r = make(command::request_sync);
-    r.h.op = commit_min_;
+    r.h.op = commit_min_;  // context zero, offset 0: any checkpoint above this op, from its start
     seal(r);
     send(peer(), std::move(r), out);
   }
@@ -330,21 +344,46 @@ void replica::on_request_sync(const message& m, std::vector<effect>& out) {
   if (checkpoint_.op() <= m.h.op || checkpoint_bytes_.empty()) {
     return;  // nothing newer than what it has
   }
+  RILL_ASSERT(checkpoint_bytes_.size() == checkpoint_.size);
+  // A chunk of the checkpoint it is fetching; from the start of ours when that is not the one we hold (we wrote a
+  // newer one since: it starts again on that).
+  const bool same = m.h.context == checkpoint_.checksum;
+  const std::uint64_t offset = same ? m.h.timestamp : 0;
+  if (offset >= checkpoint_bytes_.size()) {
+    return;  // (a request past the end is malformed: the receiver asks only for what it lacks)
+  }
+  const std::uint64_t chunk = std::min<std::uint64_t>(options_.sync_chunk_bytes, checkpoint_bytes_.size() - offset);
   message r = make(command::sync);
   r.h.op = checkpoint_.op();
   r.h.commit = commit_max_;
-  r.body.resize(header::encoded_size);
+  r.h.context = checkpoint_.checksum;
+  r.h.request = checkpoint_bytes_.size();
+  r.h.timestamp = offset;
+  r.body.resize(header::encoded_size + chunk);
   encode_header(checkpoint_.at, r.body.data());
-  r.body.insert(r.body.end(), checkpoint_bytes_.begin(), checkpoint_bytes_.end());
+  std::copy_n(checkpoint_bytes_.begin() + static_cast<std::ptrdiff_t>(offset), chunk,
+              r.body.begin() + header::encoded_size);
   seal(r);
   send(m.h.replica, std::move(r), out);
+}
+
+void replica::ask_sync_chunk(std::vector<effect>& out) {
+  RILL_ASSERT(sync_);
+  RILL_ASSERT(sync_->bytes.size() < sync_->size);
+  sync_->asked = ticks_;
+  message r = make(command::request_sync);
+  r.h.op = commit_min_;
+  r.h.context = sync_->checksum;
+  r.h.timestamp = sync_->bytes.size();
+  seal(r);
+  send(sync_->from, std::move(r), out);
 }
 
 void replica::on_sync(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(m.h.cmd == command::sync);
   RILL_ASSERT(m.h.replica != options_.replica);
   // Only in normal status (a view change settles the log first), and only a checkpoint ahead of what we applied.
-  if (status_ != status::normal || m.h.op <= commit_min_ || m.body.size() < header::encoded_size) {
+  if (status_ != status::normal || m.h.op <= commit_min_ || m.body.size() <= header::encoded_size) {
     return;
   }
   const auto body = std::span<const std::byte>(m.body);
@@ -355,21 +394,58 @@ void replica::on_sync(const message& m, std::vector<effect>& out) {
   if (auto it = log_.find(at->op); it != log_.end() && it->second.verified && it->second.h.checksum != at->checksum) {
     return;  // not the op we know to be on the log: a peer's checkpoint is always of a committed op
   }
-  if (!restore_checkpoint(body.subspan(header::encoded_size))) {
+  const std::uint64_t size = m.h.request;
+  const std::uint64_t offset = m.h.timestamp;
+  const auto chunk = body.subspan(header::encoded_size);
+  if (size < 16 || size > options_.sync_bytes_max || offset > size || chunk.size() > size - offset) {
+    return;  // malformed, or bigger than this replica takes
+  }
+  if (offset == 0) {
+    // The start of a checkpoint: taken unless one at least as new is already coming.
+    if (sync_ && sync_->at.op >= at->op) {
+      return;
+    }
+    sync_ = sync_transfer{*at, m.h.context, size, m.h.replica, {}, ticks_, 0};
+    sync_->bytes.reserve(size);
+  } else if (!sync_ || sync_->at != *at || sync_->checksum != m.h.context || sync_->size != size ||
+             sync_->from != m.h.replica || sync_->bytes.size() != offset) {
+    return;  // a chunk of another transfer, a duplicate, or out of order
+  }
+  sync_->bytes.insert(sync_->bytes.end(), chunk.begin(), chunk.end());
+  sync_->resends = 0;
+  apply_progress_ = ticks_;  // the transfer is progress: repair does not start another
+  if (sync_->bytes.size() < sync_->size) {
+    ask_sync_chunk(out);
+    return;
+  }
+  sync_transfer t = std::move(*sync_);
+  sync_.reset();
+  sync_due_ = ticks_;
+  if (checksum_of(t.bytes, checkpoint_checksum_domain) != t.checksum) {
+    return;  // damaged on the way, or the sender's bytes changed under the same name: ask again
+  }
+  install_sync(t, m, out);
+}
+
+void replica::install_sync(const sync_transfer& t, const message& last, std::vector<effect>& out) {
+  RILL_ASSERT(t.bytes.size() == t.size);
+  RILL_ASSERT(t.at.op > commit_min_);
+  if (!restore_checkpoint(t.bytes)) {
     return;
   }
   // The checkpoint replaces everything up to its op: the applied prefix jumps to it.
-  const std::uint64_t c = at->op;
+  const header& at = t.at;
+  const std::uint64_t c = at.op;
   commit_min_ = c;
   // The sender's commit number names ops of its log. A peer in our view or an older one can only have committed
   // ops that every later view's log holds, so it applies to ours; a peer in a newer view may have committed ops
   // that replaced our uncommitted suffix, so from it only the checkpoint itself counts.
-  const std::uint64_t peer_commit = m.h.view <= view_.value() ? m.h.commit : c;
+  const std::uint64_t peer_commit = last.h.view <= view_.value() ? last.h.commit : c;
   commit_max_ = std::max({commit_max_, c, std::min(peer_commit, std::max(op_, c))});
   op_ = std::max(op_, c);
   log_.erase(log_.begin(), log_.lower_bound(c));
-  log_[c] = entry{*at, false, false, false, true};
-  if (auto next = log_.find(c + 1); next != log_.end() && next->second.h.parent != at->checksum) {
+  log_[c] = entry{at, false, false, false, true};
+  if (auto next = log_.find(c + 1); next != log_.end() && next->second.h.parent != at.checksum) {
     bodies_.erase(c + 1);
     log_.erase(next);  // does not chain onto the checkpoint: stale (repair fetches the right one)
   }
@@ -386,7 +462,7 @@ void replica::on_sync(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(commit_min_ <= op_);
   apply_progress_ = ticks_;
   checkpoint_soon_ = true;  // make it ours: a restart then starts from it, and the journal's window moves
-  out.push_back(installed_effect{*at});
+  out.push_back(installed_effect{at});
   maybe_checkpoint(out);
   commit_journal(out);
 }

@@ -42,6 +42,9 @@ const std::vector<knob_range>& swarm_knobs() {
       {"clients-max", 8, 64,
        "client sessions each replica keeps (at least twice the clients plus one: a client's current and spare "
        "sessions are never evicted by the others'); fewer than the sessions opened makes evictions"},
+      // After clients-max, for the same reason.
+      {"sync-chunk-bytes", 32, 4096,
+       "state transfer moves a checkpoint in chunks of this many bytes (small: a transfer takes many rounds)"},
   };
   return knobs;
 }
@@ -130,6 +133,7 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   o.replica.clients_max =
       static_cast<std::uint32_t>(std::max<std::uint64_t>(v["clients-max"], 2 * std::uint64_t{o.clients} + 1));
   o.replica.pipeline_max = static_cast<std::uint32_t>(v["pipeline"]);
+  o.replica.sync_chunk_bytes = static_cast<std::uint32_t>(v["sync-chunk-bytes"]);
   // A small ring wraps many times in a run: checkpoints, and state transfers for replicas left behind.
   o.journal.slot_count = std::uint64_t{1} << v["journal-slots-log2"];
   o.disk = !k.model_storage;
