@@ -98,40 +98,56 @@ void connection_actor::on_recv(std::int64_t result) {
   maybe_finish();
 }
 
-void connection_actor::dispatch(const net::request_view& req, std::uint32_t bytes, bool synced) {
-  const auto table = services_->routes->current();
-  auto decision = route_request(req, *table->view, routing_directory(*table), balanced_next_, wall_clock);
+void connection_actor::dispatch(const net::request_view& req, std::uint32_t bytes) {
   const pending p{req.correlation_id, bytes};
+  if (catching_up_) {
+    held_.push_back(hold(req, p));  // behind the one that waits: in order
+    return;
+  }
+  (void)route(req, p, false);
+}
+
+connection_actor::held_request connection_actor::hold(const net::request_view& req, pending p) {
+  auto kept = std::make_shared<std::vector<std::byte>>();
+  kept->reserve(req.header.size() + req.batches.size());
+  kept->insert(kept->end(), req.header.begin(), req.header.end());
+  kept->insert(kept->end(), req.batches.begin(), req.batches.end());
+  net::request_view view = req;
+  view.header = std::span<const std::byte>(kept->data(), req.header.size());
+  view.batches = std::span<const std::byte>(kept->data() + req.header.size(), req.batches.size());
+  return held_request{std::move(kept), view, p};
+}
+
+net::metadata_position connection_actor::position(std::uint64_t op) const {
+  const auto table = services_->routes->current();
+  return net::metadata_position{table->cluster_id, std::max(op, table->metadata_op)};
+}
+
+bool connection_actor::route(const net::request_view& req, pending p, bool caught_up) {
+  RILL_ASSERT(!catching_up_);
+  const auto table = services_->routes->current();
+  // Read your writes: a request naming an op of this cluster that this node has not carried out waits for it (an op
+  // of another cluster, from a client that talked to one before, means nothing here).
+  const auto needed = net::metadata_position_of(req.header);
+  const bool behind =
+      needed.op > table->metadata_op && (needed.cluster_id == 0 || needed.cluster_id == table->cluster_id);
+  auto decision = route_request(req, *table->view, routing_directory(*table), balanced_next_, wall_clock,
+                                net::metadata_position{table->cluster_id, table->metadata_op});
   const auto* e = std::get_if<actors::reply_error>(&decision);
   const bool not_found =
       e != nullptr && (e->st == net::status::stream_not_found || e->st == net::status::topic_not_found ||
                        e->st == net::status::group_not_found);
-  // While one request waits for the sync, the ones after it on this connection wait too (behind it: the syncs are
-  // answered in order), so that none overtakes it (an idempotent producer's batches stay in order).
-  if (!synced && services_->cluster_member && (not_found || syncing_ > 0)) {
-    ++syncing_;
-    // Kept until the node has caught up (the receive buffer moves on): the header and the batches, once.
-    auto kept = std::make_shared<std::vector<std::byte>>();
-    kept->reserve(req.header.size() + req.batches.size());
-    kept->insert(kept->end(), req.header.begin(), req.header.end());
-    kept->insert(kept->end(), req.batches.begin(), req.batches.end());
-    net::request_view again = req;
-    again.header = std::span<const std::byte>(kept->data(), req.header.size());
-    again.batches = std::span<const std::byte>(kept->data() + req.header.size(), req.batches.size());
-    request(services_->metadata, caf::infinite, sync_atom::value)
-        .then(
-            [this, kept, again, p](outcome& o) {
-              --syncing_;
-              if (!o.ok()) {
-                return reply_error(p.correlation, o.st, o.message, p.bytes);
-              }
-              dispatch(again, p.bytes, true);
-            },
-            [this, p](caf::error& err) {
-              --syncing_;
-              reply_error(p.correlation, net::status::unavailable, system().render(err), p.bytes);
-            });
-    return;
+  if (!caught_up && (behind || (services_->cluster_member && not_found))) {
+    held_.push_front(hold(req, p));
+    catching_up_ = true;
+    auto caught = [this](outcome& o) { resume(std::move(o)); };
+    auto failed = [this](caf::error& err) { resume(outcome{net::status::unavailable, system().render(err)}); };
+    if (behind) {
+      request(services_->metadata, caf::infinite, await_op_atom::value, needed.op).then(caught, failed);
+    } else {
+      request(services_->metadata, caf::infinite, sync_atom::value).then(caught, failed);
+    }
+    return false;
   }
   std::visit(
       [&](auto&& d) {
@@ -152,6 +168,26 @@ void connection_actor::dispatch(const net::request_view& req, std::uint32_t byte
         }
       },
       decision);
+  return true;
+}
+
+void connection_actor::resume(outcome waited) {
+  RILL_ASSERT(catching_up_);
+  RILL_ASSERT(!held_.empty());
+  catching_up_ = false;
+  held_request head = std::move(held_.front());
+  held_.pop_front();
+  if (!waited.ok()) {
+    reply_error(head.p.correlation, waited.st, waited.message, head.p.bytes);
+  } else {
+    (void)route(head.view, head.p, true);
+  }
+  // The ones behind it, in order, until one must wait in turn.
+  while (!held_.empty() && !catching_up_) {
+    held_request next = std::move(held_.front());
+    held_.pop_front();
+    (void)route(next.view, next.p, false);
+  }
 }
 
 template <class Reply, class Handle, class Encode, class... Args>
@@ -162,7 +198,7 @@ void connection_actor::ask(const Handle& dest, pending p, Encode encode, Args&&.
             if (!r.result.ok()) {
               return reply_error(p.correlation, r.result.st, r.result.message, p.bytes);
             }
-            reply(encode(r), p.bytes);
+            reply(encode(r, position()), p.bytes);
           },
           [this, p](caf::error& e) {
             reply_error(p.correlation, net::status::unavailable, system().render(e), p.bytes);
@@ -178,12 +214,14 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
   if (auto* produce = std::get_if<produce_call>(&d.call)) {
     ask<produce_reply>(
         target, p,
-        [corr, key](produce_reply& r) {
-          return produce_reply_frame(corr, key.partition_id, r.base_offsets, r.timestamp_ms);
+        [corr, key](produce_reply& r, net::metadata_position at) {
+          return produce_reply_frame(corr, key.partition_id, r.base_offsets, r.timestamp_ms, at);
         },
         produce_atom::value, produce_msg{std::move(produce->batches)});
   } else if (auto* poll = std::get_if<poll_call>(&d.call)) {
-    auto encode = [corr, key](poll_reply& r) { return poll_reply_frame(corr, key.partition_id, *r.data); };
+    auto encode = [corr, key](poll_reply& r, net::metadata_position at) {
+      return poll_reply_frame(corr, key.partition_id, *r.data, at);
+    };
     if (poll->group) {
       group_actor_hdl group = table.group(poll->group->stream_id, poll->group->topic_id, poll->group->group_id);
       RILL_ASSERT(group, "the router chose group {}, absent from the table", poll->group->group_id);
@@ -195,7 +233,9 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
   } else {
     auto& offset = std::get<offset_call>(d.call);
     const bool store = offset.store;
-    auto encode = [corr, store](offset_reply& r) { return offset_reply_frame(corr, store, r.offset); };
+    auto encode = [corr, store](offset_reply& r, net::metadata_position at) {
+      return offset_reply_frame(corr, store, r.offset, at);
+    };
     offset_msg msg{std::move(offset.consumer), offset.offset};
     if (store) {
       ask<offset_reply>(target, p, encode, offset_store_atom::value, std::move(msg));
@@ -213,7 +253,9 @@ void connection_actor::forward(pending p, const routing_table& table, to_group&&
   }
   const std::uint32_t corr = p.correlation;
   ask<group_reply>(
-      group, p, [corr](group_reply& r) { return serialized_reply_frame(corr, r.header); }, group_atom::value,
+      group, p,
+      [corr](group_reply& r, net::metadata_position at) { return serialized_reply_frame(corr, r.header, at); },
+      group_atom::value,
       group_msg{d.api, std::move(d.header), id()});
 }
 
@@ -223,8 +265,9 @@ void connection_actor::forward(pending p, const routing_table&, to_metadata&& d)
   auto* connections = services_->connections;
   ask<metadata_reply>(
       services_->metadata, p,
-      [corr, stats, connections](metadata_reply& r) {
-        return serialized_reply_frame(corr, stats ? stats_reply_header(r.header, connections->load()) : r.header);
+      [corr, stats, connections](metadata_reply& r, net::metadata_position at) {
+        at.op = std::max(at.op, r.op);  // a change's reply names at least the op that made it
+        return serialized_reply_frame(corr, stats ? stats_reply_header(r.header, connections->load()) : r.header, at);
       },
       metadata_atom::value, metadata_msg{d.api, std::move(d.header)});
 }
@@ -250,7 +293,7 @@ void connection_actor::reply_error(std::uint32_t correlation, net::status st, co
     services_->reporter->notice(
         fmt::format("connection {}: request {} failed with {}: {}", peer_, correlation, net::to_string(st), message));
   }
-  reply(error_reply_frame(correlation, st, told.message, primary_address), request_bytes);
+  reply(error_reply_frame(correlation, st, told.message, primary_address, position()), request_bytes);
 }
 
 void connection_actor::start_send() {

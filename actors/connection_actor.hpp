@@ -18,6 +18,7 @@
 // checked against the receiver's interface at compile time.
 #include <caf/all.hpp>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -70,10 +71,28 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   void on_poll(std::int64_t result);
   void on_recv(std::int64_t result);
   void publish_buffer();  // the receive buffer held and the bytes it copied, for the metrics
-  // `synced`: this node has just caught up with the committed metadata for this request (a cluster member's "not
-  // found" is confirmed that way once before it is answered).
-  void dispatch(const net::request_view& req, std::uint32_t bytes, bool synced = false);
-  std::uint32_t syncing_ = 0;  // requests of this connection waiting for the metadata sync
+  // A request read from the socket: routed at once, or held behind one that waits for the metadata.
+  void dispatch(const net::request_view& req, std::uint32_t bytes);
+  // Routes a request, unless the node must first catch up with the metadata for it: a request naming a metadata op
+  // the node has not carried out (read your writes), or, on a cluster member, a stream, topic or group not found
+  // (confirmed by a sync before it is said). `caught_up`: it has just waited for that, once; it is routed now.
+  // Returns false when it waits (then it heads `held_`).
+  bool route(const net::request_view& req, pending p, bool caught_up);
+  // The metadata the head of held_ waited for is here (or could not be): route it, then the ones behind it.
+  void resume(outcome waited);
+  // A request kept until the node has caught up (the receive buffer moves on): its bytes, and a view into them.
+  struct held_request {
+    std::shared_ptr<std::vector<std::byte>> bytes;
+    net::request_view view;
+    pending p;
+  };
+  static held_request hold(const net::request_view& req, pending p);
+  // Requests of this connection in arrival order, held while the first waits (catching_up_) so that none overtakes
+  // it (an idempotent producer's batches stay in order). At most the connection's in-flight requests.
+  std::deque<held_request> held_;
+  bool catching_up_ = false;
+  // What this node's replies say of the metadata: its cluster and the op carried out (at least `op`).
+  [[nodiscard]] net::metadata_position position(std::uint64_t op = 0) const;
   void forward(pending p, const routing_table& table, to_partition&& d);
   void forward(pending p, const routing_table& table, to_group&& d);
   void forward(pending p, const routing_table& table, to_metadata&& d);

@@ -77,6 +77,9 @@ using metadata_actor_hdl = caf::typed_actor<
     // committed through its session), so that a "not found" it then gives is the cluster's answer, not a lagging
     // node's. A node alone replies at once.
     caf::replies_to<sync_atom>::with<outcome>,
+    // Replies once this node has applied the metadata up to the op and published the view (a request naming it,
+    // read your writes), or unavailable after op_wait_timeout.
+    caf::replies_to<await_op_atom, std::uint64_t>::with<outcome>,
     // Failure injection (debug.failure_injection): cuts (true) or heals (false) the replica plane to a peer node.
     // No reply.
     caf::reacts_to<cut_atom, std::uint64_t, bool>,

@@ -35,6 +35,7 @@ using stall_atom = caf::atom_constant<caf::atom("stall")>;           // failure 
 using unstall_atom = caf::atom_constant<caf::atom("unstall")>;       // ends a stall (its time is over, or asked to)
 using fail_syncs_atom = caf::atom_constant<caf::atom("failsyncs")>;  // failure injection: fdatasyncs report EIO
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
+using await_op_atom = caf::atom_constant<caf::atom("awaitop")>;
 using cut_atom = caf::atom_constant<caf::atom("cut")>;  // failure injection: the replica plane to a peer is down  // a
                                                         // cluster member catches up with the committed metadata
 
@@ -88,7 +89,8 @@ struct metadata_msg {
 };
 struct metadata_reply {
   outcome result;
-  std::string header;  // serialized reply header
+  std::string header;     // serialized reply header
+  std::uint64_t op = 0;   // the metadata op of the view it describes (what the reply tells the client it saw)
 };
 
 // A consumer-group request for the group's actor: the API, its protobuf header, and the client connection it came

@@ -89,6 +89,25 @@ metadata_actor::behavior_type metadata_actor::serving() {
             [rp](expected<void> synced) mutable { rp.deliver(synced ? outcome{} : outcome::of(synced.error())); });
         return rp;
       },
+      [this](await_op_atom, std::uint64_t op) -> caf::result<outcome> {
+        if (op <= published_op_) {
+          return outcome{};
+        }
+        if (closing_ || op_waiting_.size() >= op_waiters_max) {
+          return outcome{net::status::unavailable,
+                         fmt::format("this node has not reached metadata op {} yet (it is at {}), and {}; retry, or "
+                                     "ask another node",
+                                     op, published_op_,
+                                     closing_ ? "it is shutting down" : "too many requests already wait for it")};
+        }
+        auto rp = make_response_promise<outcome>();
+        op_waiting_.push_back(op_waiter{op, monotonic_now() + op_wait_timeout, rp});
+        auto self = caf::actor_cast<metadata_actor_impl>(this);
+        current_shard()->timers().schedule(monotonic_now() + op_wait_timeout,
+                                           [self] { caf::anon_send(self, op_wait_expired_atom::value); });
+        return rp;
+      },
+      [this](op_wait_expired_atom) { release_op_waiters(true); },
       [this](announce_atom) {
         if (!closing_) {
           announce();
@@ -110,6 +129,10 @@ metadata_actor::behavior_type metadata_actor::serving() {
       [this](close_atom) -> caf::result<outcome> {
         auto rp = make_response_promise<outcome>();
         closing_ = true;  // nothing new starts: no announce, no sync, no tick (close() answers what waits)
+        for (auto& w : op_waiting_) {
+          w.promise.deliver(outcome{net::status::unavailable, "the node is shutting down"});
+        }
+        op_waiting_.clear();
         auto job = [](metadata_actor* self) -> task<expected<void>> {
           std::vector<std::uint64_t> all;
           for (const auto& [ns, a] : self->partitions_) {
@@ -173,9 +196,39 @@ void metadata_actor::pump() {
   next();
 }
 
+std::uint64_t metadata_actor::applied_op() const {
+  if (cluster_) {
+    return cluster_->replica().commit_min().value();
+  }
+  return group_ ? group_->committed().value() : 0;
+}
+
+void metadata_actor::release_op_waiters(bool expire) {
+  const auto now = monotonic_now();
+  std::erase_if(op_waiting_, [&](op_waiter& w) {
+    if (w.op <= published_op_) {
+      w.promise.deliver(outcome{});
+      return true;
+    }
+    if (expire && w.deadline <= now) {
+      w.promise.deliver(outcome{
+          net::status::unavailable,
+          fmt::format("this node has not reached metadata op {} within {} ms (it is at {}): it may be cut off from "
+                      "the cluster or still catching up; retry, or ask another node",
+                      w.op, op_wait_timeout.count(), published_op_)});
+      return true;
+    }
+    return false;
+  });
+}
+
 void metadata_actor::publish() {
   auto table = std::make_shared<routing_table>();
   table->view = state_.view();
+  table->metadata_op = applied_op();  // the op `view` is the state after (read together: nothing runs between)
+  table->cluster_id = services_->cluster_id;
+  RILL_ASSERT(table->metadata_op >= published_op_, "published op {} after {}", table->metadata_op, published_op_);
+  published_op_ = table->metadata_op;
   table->partitions = partitions_;
   table->groups = groups_;
   if (services_->cluster != nullptr) {
@@ -183,6 +236,7 @@ void metadata_actor::publish() {
     table->members = services_->cluster->members;
   }
   services_->routes->publish(std::move(table));
+  release_op_waiters(false);  // after the publish: a request routed again finds the table at its op
   if (services_->board != nullptr) {
     services_->board->publish(std::make_shared<const proto::ClusterStatusReply>(cluster_status_reply()));
   }
@@ -419,18 +473,24 @@ task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
 
 task<expected<metadata_reply>> metadata_actor::read(std::uint16_t api, std::string header) {
   if (net::api_from_wire(api) == net::api::cluster_status) {
-    co_return metadata_reply{outcome{}, cluster_status_reply().SerializeAsString()};
+    co_return metadata_reply{outcome{}, cluster_status_reply().SerializeAsString(), applied_op()};
   }
   auto plan = plan_read(*state_.view(), api, header);
+  std::uint64_t op = applied_op();  // of the view just read
   if (!plan && cluster_ && is_not_found(plan.error())) {
     // This node may not have applied a change another node made: it catches up, then looks again.
     RILL_CO_TRY_VOID(co_await synced());
     plan = plan_read(*state_.view(), api, header);
+    op = applied_op();
   }
   if (!plan) {
     co_return rill::unexpected(plan.error());
   }
-  co_return co_await answer(std::move(*plan));
+  auto reply = co_await answer(std::move(*plan));
+  if (reply) {
+    reply->op = op;
+  }
+  co_return reply;
 }
 
 task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::string header) {
@@ -465,7 +525,12 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
   // The change is made once committed, and answered so (a retry would find it made): a step that fails here (only
   // a destroy or a removal can) was reported and is retried on its own, and further changes wait for it.
   (void)co_await reconcile();
-  co_return co_await answer(reply_of(change, *state_.view()));
+  const std::uint64_t op = applied_op();  // of the view the reply describes (at least the change's op)
+  auto reply = co_await answer(reply_of(change, *state_.view()));
+  if (reply) {
+    reply->op = op;
+  }
+  co_return reply;
 }
 
 task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {

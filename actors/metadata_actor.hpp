@@ -73,15 +73,22 @@ using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
 using replica_tick_atom = caf::atom_constant<caf::atom("rtick")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
 using announce_atom = caf::atom_constant<caf::atom("announce")>;
+// Internal message: requests waiting for a metadata op (await_op_atom) whose time is up are answered.
+using op_wait_expired_atom = caf::atom_constant<caf::atom("opexpired")>;
 inline constexpr std::chrono::milliseconds replica_tick{10};
 // The metadata group's id on the replica plane.
 inline constexpr consensus::group_t metadata_group{0};
 // How long a change committed through another node may take to be applied here before it is answered unavailable.
 inline constexpr std::uint32_t cluster_apply_wait_ticks = 500;
+// A request naming a metadata op this node has not reached (read your writes) waits at most this long, and at most
+// op_waiters_max such requests wait at once; then they are answered unavailable.
+inline constexpr std::chrono::milliseconds op_wait_timeout{5000};
+inline constexpr std::size_t op_waiters_max = 4096;
 
 using metadata_actor_impl =
     metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>, caf::reacts_to<replica_tick_atom>,
-                               caf::reacts_to<applied_atom>, caf::reacts_to<announce_atom>>;
+                               caf::reacts_to<applied_atom>, caf::reacts_to<announce_atom>,
+                               caf::reacts_to<op_wait_expired_atom>>;
 
 // After a failed reconcile step, the first retry waits this long; each further failure doubles it, up to the max.
 inline constexpr std::chrono::milliseconds reconcile_retry_min{1000};
@@ -131,6 +138,10 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   void schedule_tick();
   void on_replica_tick();
   void publish();
+  // The op the metadata replica has applied (the state machine's view is the state after it).
+  [[nodiscard]] std::uint64_t applied_op() const;
+  // Answers the requests waiting for an op: those published_op_ reached (ok), and, with `expire`, those out of time.
+  void release_op_waiters(bool expire);
   void pump();
   // Queues `job` as a mutation (one at a time, in order, with the changes); `then` gets its result once it is done.
   void enqueue(std::function<task<expected<void>>()> job, std::function<void(expected<void>)> then = {});
@@ -161,6 +172,15 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;
+  // Read your writes: the op whose view the routing table holds (this node has applied everything up to it), and
+  // the requests waiting for a higher one.
+  std::uint64_t published_op_ = 0;
+  struct op_waiter {
+    std::uint64_t op = 0;
+    std::chrono::nanoseconds deadline{0};  // monotonic
+    caf::typed_response_promise<outcome> promise;
+  };
+  std::vector<op_waiter> op_waiting_;
 };
 
 }  // namespace rill::actors

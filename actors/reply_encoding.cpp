@@ -10,9 +10,10 @@
 namespace rill::actors {
 namespace {
 template <class M>
-std::vector<std::byte> ok_frame(std::uint32_t correlation, const M& m, std::span<const std::byte> batches = {}) {
+std::vector<std::byte> ok_frame(std::uint32_t correlation, const M& m, net::metadata_position at,
+                                std::span<const std::byte> batches = {}) {
   std::vector<std::byte> out;
-  net::append_reply(out, correlation, net::status::ok, m, batches);
+  net::append_reply(out, correlation, net::status::ok, m, batches, at);
   return out;
 }
 
@@ -22,9 +23,9 @@ std::uint64_t not_negative(std::int64_t v) {
 }  // namespace
 
 std::vector<std::byte> error_reply_frame(std::uint32_t correlation, net::status st, const std::string& message,
-                                         const std::string& primary_address) {
+                                         const std::string& primary_address, net::metadata_position at) {
   std::vector<std::byte> out;
-  net::append_error_reply(out, correlation, st, message, primary_address);
+  net::append_error_reply(out, correlation, st, message, primary_address, at);
   return out;
 }
 
@@ -72,33 +73,37 @@ client_error client_error_of(net::status st, const std::string& message, const s
   return out;
 }
 
-std::vector<std::byte> serialized_reply_frame(std::uint32_t correlation, const std::string& header) {
+std::vector<std::byte> serialized_reply_frame(std::uint32_t correlation, const std::string& header,
+                                              net::metadata_position at) {
   std::vector<std::byte> out;
   net::append_reply_raw(out, correlation, net::status::ok,
-                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(header.data()), header.size()));
+                        std::span<const std::byte>(reinterpret_cast<const std::byte*>(header.data()), header.size()),
+                        {}, at);
   return out;
 }
 
-std::vector<std::byte> ping_reply_frame(std::uint32_t correlation, timestamp_ms_t server_time) {
+std::vector<std::byte> ping_reply_frame(std::uint32_t correlation, timestamp_ms_t server_time,
+                                        net::metadata_position at) {
   proto::PingReply r;
   r.set_server_time_ms(static_cast<std::uint64_t>(server_time.value()));
   r.set_version(server_version);
-  return ok_frame(correlation, r);
+  return ok_frame(correlation, r, at);
 }
 
 std::vector<std::byte> produce_reply_frame(std::uint32_t correlation, std::uint32_t partition_id,
-                                           const std::vector<std::int64_t>& base_offsets, std::int64_t timestamp_ms) {
+                                           const std::vector<std::int64_t>& base_offsets, std::int64_t timestamp_ms,
+                                           net::metadata_position at) {
   proto::ProduceReply out;
   out.set_partition_id(partition_id);
   for (auto o : base_offsets) {
     out.add_base_offsets(static_cast<std::uint64_t>(o));
   }
   out.set_timestamp_ms(not_negative(timestamp_ms));
-  return ok_frame(correlation, out);
+  return ok_frame(correlation, out, at);
 }
 
 std::vector<std::byte> poll_reply_frame(std::uint32_t correlation, std::uint32_t partition_id,
-                                        const storage::read_result& data) {
+                                        const storage::read_result& data, net::metadata_position at) {
   proto::PollReply out;
   out.set_partition_id(partition_id);
   out.set_first_offset(not_negative(data.first_offset.value()));
@@ -109,22 +114,23 @@ std::vector<std::byte> poll_reply_frame(std::uint32_t correlation, std::uint32_t
   out.set_records(data.records);
   out.set_start_offset(not_negative(data.requested.value()));
   const auto bytes = data.bytes ? data.bytes.span() : std::span<const std::byte>{};
-  return ok_frame(correlation, out, bytes);
+  return ok_frame(correlation, out, at, bytes);
 }
 
-std::vector<std::byte> offset_reply_frame(std::uint32_t correlation, bool store, std::optional<std::int64_t> offset) {
+std::vector<std::byte> offset_reply_frame(std::uint32_t correlation, bool store, std::optional<std::int64_t> offset,
+                                          net::metadata_position at) {
   if (store) {
     proto::OffsetStoreReply out;
     if (offset) {
       out.set_previous(static_cast<std::uint64_t>(*offset));
     }
-    return ok_frame(correlation, out);
+    return ok_frame(correlation, out, at);
   }
   proto::OffsetGetReply out;
   if (offset) {
     out.set_offset(static_cast<std::uint64_t>(*offset));
   }
-  return ok_frame(correlation, out);
+  return ok_frame(correlation, out, at);
 }
 
 std::string stats_reply_header(const std::string& header, std::uint32_t connections) {

@@ -193,10 +193,11 @@ route_decision offset(const net::request_view& req, net::api a, resolver& r) {
   return to_partition{*target, offset_call{store, h.consumer().name(), static_cast<std::int64_t>(h.offset())}};
 }
 
-route_decision route_with(const net::request_view& req, net::api api, resolver& r, const clock& clk) {
+route_decision route_with(const net::request_view& req, net::api api, resolver& r, const clock& clk,
+                          net::metadata_position at) {
   switch (api) {
     case net::api::ping:
-      return reply_frame{ping_reply_frame(req.correlation_id, clk.wall_ms())};
+      return reply_frame{ping_reply_frame(req.correlation_id, clk.wall_ms(), at)};
     case net::api::login:
       return reply_error{net::status::unsupported, "authentication arrives with a later version; no login is needed"};
     case net::api::produce:
@@ -228,7 +229,7 @@ route_decision route_with(const net::request_view& req, net::api api, resolver& 
 }  // namespace
 
 route_decision route_request(const net::request_view& req, const metadata_view& view, const actor_directory& actors,
-                             std::uint32_t& balanced_next, const clock& clk) {
+                             std::uint32_t& balanced_next, const clock& clk, net::metadata_position at) {
   const auto a = net::api_from_wire(req.api_wire);
   if (!a) {
     return reply_error{net::status::unknown_api, fmt::format("api {} does not exist", req.api_wire)};
@@ -238,7 +239,7 @@ route_decision route_request(const net::request_view& req, const metadata_view& 
                        fmt::format("protocol version {} (this server speaks {})", req.version, net::protocol_version)};
   }
   resolver r(view, actors, balanced_next);
-  auto decision = route_with(req, *a, r, clk);
+  auto decision = route_with(req, *a, r, clk, at);
   if (auto* e = std::get_if<reply_error>(&decision); e != nullptr && e->st == net::status::not_primary) {
     e->primary_address = r.redirect();
   }

@@ -108,8 +108,9 @@ struct to_metadata {
 using route_decision = std::variant<reply_error, reply_frame, to_partition, to_group, to_metadata>;
 
 // The decision for `req`. `balanced_next` is the connection's round-robin counter for produces that name no
-// partition: read and advanced only when such a produce's topic is found. `clk` gives ping's server time.
+// partition: read and advanced only when such a produce's topic is found. `clk` gives ping's server time, `at` the
+// metadata position a reply built here carries.
 route_decision route_request(const net::request_view& req, const metadata_view& view, const actor_directory& actors,
-                             std::uint32_t& balanced_next, const clock& clk);
+                             std::uint32_t& balanced_next, const clock& clk, net::metadata_position at = {});
 
 }  // namespace rill::actors

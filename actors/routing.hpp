@@ -17,6 +17,10 @@ struct routing_table {
   std::shared_ptr<const metadata_view> view = std::make_shared<const metadata_view>();
   std::map<std::uint64_t, partition_actor_hdl> partitions;  // by partition_namespace()
   std::map<std::uint64_t, group_actor_hdl> groups;          // by group_namespace()
+  // The metadata op `view` is the state after: this node has applied everything up to it (what replies tell
+  // clients; a request naming a higher op waits for it). What the view names may still be being carried out.
+  std::uint64_t metadata_op = 0;
+  std::uint64_t cluster_id = 0;  // this node's cluster (its data directory's identity)
   // A member of a cluster of several nodes: this node's id and every member's (topic_home()); empty: alone.
   std::uint64_t self = 0;
   std::vector<std::uint64_t> members;

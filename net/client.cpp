@@ -249,8 +249,11 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
   int redirects = 0;
   for (int attempt = 0;; ++attempt) {
     std::vector<std::byte> frame;
-    append_request(frame, next_correlation_++, a, header, batches);
+    append_request(frame, next_correlation_++, a, header, batches, seen_);
     auto r = call_once(a, frame);
+    if (r) {
+      observe(metadata_position_of(std::as_bytes(std::span(r->header))));
+    }
     bool retriable = false;
     rill::error err;
     if (!r) {
@@ -283,6 +286,17 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(2000));
   }
+}
+
+void client::observe(metadata_position at) noexcept {
+  if (at.cluster_id == 0 && at.op == 0) {
+    return;  // a reply that names no position (a server before read-your-writes)
+  }
+  if (at.cluster_id != seen_.cluster_id) {
+    seen_ = at;  // another cluster (or the first reply): its ops are not comparable with the ones seen before
+    return;
+  }
+  seen_.op = std::max(seen_.op, at.op);
 }
 
 expected<proto::PingReply> client::ping() {

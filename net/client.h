@@ -137,6 +137,13 @@ class client {
 
   [[nodiscard]] const client_options& options() const noexcept { return options_; }
 
+  // Read your writes across nodes (docs/protocol.md): the highest metadata position the replies of this client
+  // named, sent with every request so that whichever node serves it has applied at least what this client saw
+  // (a topic it created through one node is found by a produce through another). observe() adds a position another
+  // client saw (a handle passed between processes, for example), so this one's requests wait for it too.
+  [[nodiscard]] metadata_position seen() const noexcept { return seen_; }
+  void observe(metadata_position at) noexcept;
+
  private:
   explicit client(client_options o) : options_(std::move(o)) {}
   expected<void> reconnect();
@@ -149,6 +156,7 @@ class client {
   std::string current_server_;
   int fd_ = -1;
   std::uint32_t next_correlation_ = 1;
+  metadata_position seen_;
 };
 
 // A message to produce.

@@ -274,24 +274,49 @@ expected<std::pair<std::span<const std::byte>, std::span<const std::byte>>> spli
   return std::make_pair(frame.subspan(prefix, header_length), frame.subspan(prefix + header_length));
 }
 
-void append_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix_tail,
-                  const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
-  const std::size_t header_length = header.ByteSizeLong();
+proto::MetadataPosition position_message(metadata_position at) {
+  proto::MetadataPosition m;
+  m.set_metadata_op(at.op);
+  m.set_cluster_id(at.cluster_id);
+  return m;
+}
+
+// One frame: the length, `prefix_tail`, the header length, the header (serialized by `write_header`, then the
+// position), the batches.
+template <class WriteHeader>
+void append_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix_tail, std::size_t header_length,
+                  WriteHeader write_header, metadata_position at, std::span<const std::byte> batches) {
+  const proto::MetadataPosition position = position_message(at);
+  const std::size_t position_length = position.ByteSizeLong();  // 0 when both are zero
   const std::size_t start = out.size();
-  const std::size_t total = length_bytes + prefix_tail.size() + 4 + header_length + batches.size();
+  const std::size_t total =
+      length_bytes + prefix_tail.size() + 4 + header_length + position_length + batches.size();
   out.resize(start + total);
   std::byte* p = out.data() + start;
   store_be<std::uint32_t>(p, static_cast<std::uint32_t>(total - length_bytes));
   p += length_bytes;
   std::memcpy(p, prefix_tail.data(), prefix_tail.size());
   p += prefix_tail.size();
-  store_be<std::uint32_t>(p, static_cast<std::uint32_t>(header_length));
+  store_be<std::uint32_t>(p, static_cast<std::uint32_t>(header_length + position_length));
   p += 4;
-  header.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p));
+  write_header(p);
   p += header_length;
+  if (position_length > 0) {
+    position.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p));
+    p += position_length;
+  }
   if (!batches.empty()) {
     std::memcpy(p, batches.data(), batches.size());
   }
+}
+
+void append_message_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix_tail,
+                          const google::protobuf::MessageLite& header, std::span<const std::byte> batches,
+                          metadata_position at) {
+  append_frame(
+      out, prefix_tail, header.ByteSizeLong(),
+      [&](std::byte* p) { header.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p)); }, at,
+      batches);
 }
 }  // namespace
 
@@ -318,49 +343,57 @@ expected<reply_view> parse_reply(std::span<const std::byte> frame) {
   return v;
 }
 
+metadata_position metadata_position_of(std::span<const std::byte> header) {
+  proto::MetadataPosition m;
+  if (!m.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
+    return {};
+  }
+  return metadata_position{m.cluster_id(), m.metadata_op()};
+}
+
 void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,
-                    const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
+                    const google::protobuf::MessageLite& header, std::span<const std::byte> batches,
+                    metadata_position at) {
   std::byte tail[8];
   store_be<std::uint32_t>(tail, correlation_id);
   store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(a));
   store_be<std::uint16_t>(tail + 6, protocol_version);
-  append_frame(out, tail, header, batches);
+  append_message_frame(out, tail, header, batches, at);
 }
 
 void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                  const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
+                  const google::protobuf::MessageLite& header, std::span<const std::byte> batches,
+                  metadata_position at) {
   std::byte tail[6];
   store_be<std::uint32_t>(tail, correlation_id);
   store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(st));
-  append_frame(out, tail, header, batches);
+  append_message_frame(out, tail, header, batches, at);
 }
 
 void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                      std::span<const std::byte> header, std::span<const std::byte> batches) {
-  const std::size_t start = out.size();
-  const std::size_t total = reply_prefix_bytes + header.size() + batches.size();
-  out.resize(start + total);
-  std::byte* p = out.data() + start;
-  store_be<std::uint32_t>(p, static_cast<std::uint32_t>(total - length_bytes));
-  store_be<std::uint32_t>(p + 4, correlation_id);
-  store_be<std::uint16_t>(p + 8, static_cast<std::uint16_t>(st));
-  store_be<std::uint32_t>(p + 10, static_cast<std::uint32_t>(header.size()));
-  if (!header.empty()) {
-    std::memcpy(p + reply_prefix_bytes, header.data(), header.size());
-  }
-  if (!batches.empty()) {
-    std::memcpy(p + reply_prefix_bytes + header.size(), batches.data(), batches.size());
-  }
+                      std::span<const std::byte> header, std::span<const std::byte> batches,
+                      metadata_position at) {
+  std::byte tail[6];
+  store_be<std::uint32_t>(tail, correlation_id);
+  store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(st));
+  append_frame(
+      out, tail, header.size(),
+      [&](std::byte* p) {
+        if (!header.empty()) {
+          std::memcpy(p, header.data(), header.size());
+        }
+      },
+      at, batches);
 }
 
 void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                        const std::string& message, const std::string& primary_address) {
+                        const std::string& message, const std::string& primary_address, metadata_position at) {
   proto::ErrorReply e;
   e.set_message(message);
   if (!primary_address.empty()) {
     e.set_primary_address(primary_address);
   }
-  append_reply(out, correlation_id, st, e);
+  append_reply(out, correlation_id, st, e, {}, at);
 }
 
 }  // namespace rill::net

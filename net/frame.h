@@ -68,6 +68,16 @@ inline constexpr std::size_t request_prefix_bytes = 16;
 inline constexpr std::size_t reply_prefix_bytes = 14;
 inline constexpr std::size_t length_bytes = 4;
 
+// Where a request needs the metadata to be, or where a reply was served (proto::MetadataPosition, appended to the
+// header). Zero: none.
+struct metadata_position {
+  std::uint64_t cluster_id = 0;
+  std::uint64_t op = 0;
+  friend bool operator==(const metadata_position&, const metadata_position&) = default;
+};
+// The position a header carries ({} when it carries none, or does not parse).
+[[nodiscard]] metadata_position metadata_position_of(std::span<const std::byte> header);
+
 struct request_view {
   std::uint32_t correlation_id = 0;
   std::uint16_t api_wire = 0;
@@ -93,16 +103,21 @@ expected<std::optional<std::size_t>> next_frame_size(std::span<const std::byte> 
 expected<request_view> parse_request(std::span<const std::byte> frame);
 expected<reply_view> parse_reply(std::span<const std::byte> frame);
 
-// Append one frame to `out`. `header` is serialized in place; `batches` are copied after it.
+// Append one frame to `out`. `header` is serialized in place, `at` (when not zero) after it as part of the header;
+// `batches` are copied after that.
 void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,
-                    const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {});
+                    const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {},
+                    metadata_position at = {});
 void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                  const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {});
+                  const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {},
+                  metadata_position at = {});
 // A reply whose header is already serialized.
 void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                      std::span<const std::byte> header, std::span<const std::byte> batches = {});
+                      std::span<const std::byte> header, std::span<const std::byte> batches = {},
+                      metadata_position at = {});
 // An error reply: status plus an ErrorReply header carrying `message`.
 void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                        const std::string& message, const std::string& primary_address = {});
+                        const std::string& message, const std::string& primary_address = {},
+                        metadata_position at = {});
 
 }  // namespace rill::net

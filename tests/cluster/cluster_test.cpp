@@ -338,6 +338,79 @@ BOOST_AUTO_TEST_CASE(what_one_node_made_is_found_at_once_through_another) {
   BOOST_TEST((status_of(missing.error()) == net::status::stream_not_found));
 }
 
+// Read your writes with a list, which has no "not found" to confirm: a backup cut off from the others cannot have the
+// stream made after the cut. A client that saw the change (its position carried to a client of the cut-off node)
+// is not answered from the stale view: the request waits, and fails as unavailable when the node stays cut off; once
+// healed, the node catches up and answers with the stream. A client that saw nothing is answered from what the node
+// has (the stale list: what positions are for).
+BOOST_AUTO_TEST_CASE(a_client_that_saw_a_change_is_never_answered_from_a_node_behind_it) {
+  cluster c(3, 42, {"--set", "debug.failure_injection=true"});
+  c.start_all();
+  create_through(c, 0, "before");
+  auto st = c.client(0)->cluster_status();
+  RILL_REQUIRE_OK(st);
+  const std::size_t primary = st->primary_node() - 1;
+  const std::size_t behind = (primary + 1) % 3;  // a backup: the other two go on without it
+  const std::size_t maker = (primary + 2) % 3;
+  BOOST_REQUIRE(c.converge({0, 1, 2}, names({"before"})));
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (i != behind) {
+      BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/cut?peer={}", behind + 1)), 200);
+      BOOST_REQUIRE_EQUAL(http_post(c.node(behind).http_address(), fmt::format("/debug/cut?peer={}", i + 1)), 200);
+    }
+  }
+  auto writer = c.client(maker);
+  RILL_REQUIRE_OK(writer->create_stream("after"));
+  const net::metadata_position seen = writer->seen();
+  BOOST_TEST(seen.cluster_id == 42u);
+  BOOST_TEST(seen.op > 0u);
+
+  net::client_options o;
+  o.server = c.node(behind).address();
+  o.retries = 0;
+  o.request_timeout = std::chrono::seconds(20);
+  auto fresh = net::client::connect(o);
+  RILL_REQUIRE_OK(fresh);
+  auto stale = (*fresh)->list_streams();
+  RILL_REQUIRE_OK(stale);
+  BOOST_TEST(stale->size() == 1u);  // no position: the node answers from what it has
+  BOOST_TEST((*fresh)->seen().op < seen.op);
+
+  auto reader = net::client::connect(o);
+  RILL_REQUIRE_OK(reader);
+  (*reader)->observe(seen);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = (*reader)->list_streams();
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST((status_of(refused.error()) == net::status::unavailable));
+  BOOST_TEST(refused.error().message().find("has not reached metadata op") != std::string::npos,
+             refused.error().message());
+  BOOST_TEST(waited >= std::chrono::seconds(4));  // it waited for the node to catch up before it said so
+
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (i != behind) {
+      BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/heal?peer={}", behind + 1)), 200);
+      BOOST_REQUIRE_EQUAL(http_post(c.node(behind).http_address(), fmt::format("/debug/heal?peer={}", i + 1)), 200);
+    }
+  }
+  // Healed: the same request is answered once the node has caught up (its reconnects back off, so this client
+  // retries), with the stream.
+  o.retries = 20;
+  auto patient = net::client::connect(o);
+  RILL_REQUIRE_OK(patient);
+  (*patient)->observe(seen);
+  auto listed = (*patient)->list_streams();
+  RILL_REQUIRE_OK(listed);
+  std::vector<std::string> got;
+  for (const auto& s : *listed) {
+    got.push_back(s.name());
+  }
+  std::sort(got.begin(), got.end());
+  BOOST_TEST(got == names({"after", "before"}));
+  BOOST_TEST((*patient)->seen().op >= seen.op);
+}
+
 BOOST_AUTO_TEST_CASE(a_paused_primary_is_replaced_and_catches_up_when_it_returns) {
   cluster c(3);
   c.start_all();

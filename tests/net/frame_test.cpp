@@ -76,6 +76,52 @@ BOOST_AUTO_TEST_CASE(reply_and_error_reply) {
   BOOST_TEST(to_string(status::crc_mismatch) == "crc_mismatch");
 }
 
+BOOST_AUTO_TEST_CASE(a_metadata_position_rides_in_any_header_without_touching_its_fields) {
+  proto::ProduceRequest h;
+  h.mutable_stream()->set_name("orders");
+  h.mutable_partitioning()->set_partition_id(2);
+  const std::vector<std::byte> batch(61, std::byte{7});
+  const metadata_position at{42, 1234567};
+  std::vector<std::byte> out;
+  append_request(out, 5, api::produce, h, batch, at);
+  append_reply_raw(out, 6, status::ok, {}, {}, at);  // an empty header: the position is all of it
+  append_error_reply(out, 7, status::unavailable, "later", {}, at);
+  append_request(out, 8, api::ping, proto::PingRequest{});  // none: nothing appended
+  std::span<const std::byte> rest(out);
+  auto next = [&](std::size_t prefix) {
+    auto size = next_frame_size(rest, prefix, 1 << 20);
+    BOOST_REQUIRE(size.has_value() && size->has_value());
+    auto frame = rest.first(**size);
+    rest = rest.subspan(**size);
+    return frame;
+  };
+  auto req = parse_request(next(request_prefix_bytes));
+  RILL_REQUIRE_OK(req);
+  proto::ProduceRequest back;
+  BOOST_REQUIRE(back.ParseFromArray(req->header.data(), static_cast<int>(req->header.size())));
+  BOOST_TEST(back.stream().name() == "orders");
+  BOOST_TEST(back.partitioning().partition_id() == 2u);
+  BOOST_TEST((metadata_position_of(req->header) == at));
+  BOOST_TEST(req->batches.size() == batch.size());  // the batches still follow the (longer) header
+  auto empty = parse_reply(next(reply_prefix_bytes));
+  RILL_REQUIRE_OK(empty);
+  BOOST_TEST((metadata_position_of(empty->header) == at));
+  auto error = parse_reply(next(reply_prefix_bytes));
+  RILL_REQUIRE_OK(error);
+  proto::ErrorReply e;
+  BOOST_REQUIRE(e.ParseFromArray(error->header.data(), static_cast<int>(error->header.size())));
+  BOOST_TEST(e.message() == "later");
+  BOOST_TEST((metadata_position_of(error->header) == at));
+  auto ping = parse_request(next(request_prefix_bytes));
+  RILL_REQUIRE_OK(ping);
+  BOOST_TEST(ping->header.empty());
+  BOOST_TEST((metadata_position_of(ping->header) == metadata_position{}));
+  BOOST_TEST(rest.empty());
+  // A header that does not parse carries none.
+  const std::byte junk[] = {std::byte{0xff}, std::byte{0xff}, std::byte{0xff}};
+  BOOST_TEST((metadata_position_of(junk) == metadata_position{}));
+}
+
 BOOST_AUTO_TEST_CASE(frame_sizes_partial_oversized_and_short) {
   std::vector<std::byte> out;
   append_request(out, 1, api::stats, proto::StatsRequest{});
