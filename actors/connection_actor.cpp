@@ -140,6 +140,7 @@ bool connection_actor::route(const net::request_view& req, pending p, bool caugh
   if (!caught_up && (behind || (services_->cluster_member && not_found))) {
     held_.push_front(hold(req, p));
     catching_up_ = true;
+    synced_wait_ = !behind;
     auto caught = [this](outcome& o) { resume(std::move(o)); };
     auto failed = [this](caf::error& err) { resume(outcome{net::status::unavailable, system().render(err)}); };
     if (behind) {
@@ -180,7 +181,9 @@ void connection_actor::resume(outcome waited) {
   if (!waited.ok()) {
     reply_error(head.p.correlation, waited.st, waited.message, head.p.bytes);
   } else {
-    (void)route(head.view, head.p, true);
+    // After a sync it is routed as it is now; after waiting for its op it is routed afresh (a "not found" at the op
+    // it named is still confirmed by a sync first).
+    (void)route(head.view, head.p, synced_wait_);
   }
   // The ones behind it, in order, until one must wait in turn.
   while (!held_.empty() && !catching_up_) {

@@ -5,6 +5,11 @@
 // tagged with their correlation ids. What to do with a request is decided by route_request (request_router.h),
 // the bytes, limits and closing by connection_state; this actor submits the I/O and the actor requests.
 //
+// Catching up: a request naming a metadata op the node has not published (read your writes, docs/protocol.md), or,
+// on a cluster member, one whose stream, topic or group is not found, first waits for the metadata actor (the op,
+// or a sync); the requests after it on the connection are held behind it and routed in arrival order once it has
+// gone. Every reply names the node's metadata position (cluster id and op).
+//
 // Limits: a frame over network.max_frame_bytes, or one that does not parse, gets an error reply and the connection
 // is closed (nothing of it is applied; other connections are untouched). Reading pauses while
 // connection_inflight_requests_max requests or connection_inflight_bytes_max request bytes are being served, or
@@ -75,7 +80,7 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   void dispatch(const net::request_view& req, std::uint32_t bytes);
   // Routes a request, unless the node must first catch up with the metadata for it: a request naming a metadata op
   // the node has not carried out (read your writes), or, on a cluster member, a stream, topic or group not found
-  // (confirmed by a sync before it is said). `caught_up`: it has just waited for that, once; it is routed now.
+  // (confirmed by a sync before it is said). `caught_up`: it has just waited for a sync; it is routed now.
   // Returns false when it waits (then it heads `held_`).
   bool route(const net::request_view& req, pending p, bool caught_up);
   // The metadata the head of held_ waited for is here (or could not be): route it, then the ones behind it.
@@ -91,6 +96,7 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   // it (an idempotent producer's batches stay in order). At most the connection's in-flight requests.
   std::deque<held_request> held_;
   bool catching_up_ = false;
+  bool synced_wait_ = false;  // what the head waits for: a sync (true) or its op (false)
   // What this node's replies say of the metadata: its cluster and the op carried out (at least `op`).
   [[nodiscard]] net::metadata_position position(std::uint64_t op = 0) const;
   void forward(pending p, const routing_table& table, to_partition&& d);
