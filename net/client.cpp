@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -15,6 +16,8 @@
 #include <thread>
 
 #include <fmt/core.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include "base/endian.h"
 #include "config/address.h"
@@ -80,6 +83,32 @@ expected<std::unique_ptr<client>> client::connect(client_options options) {
 
 client::~client() {
   disconnect();
+  for (const auto& [server, fd] : held_) {
+    ::close(fd);
+  }
+}
+
+expected<void> client::switch_to(const std::string& server) {
+  if (fd_ >= 0 && server == current_server_) {
+    return {};
+  }
+  if (fd_ >= 0) {
+    held_.emplace_back(current_server_, fd_);
+    fd_ = -1;
+  }
+  auto it = std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.first == server; });
+  if (it != held_.end()) {
+    fd_ = it->second;
+    held_.erase(it);
+  } else {
+    RILL_TRY_VOID(connect_one(server));
+  }
+  current_server_ = server;
+  while (held_.size() > connections_max - 1) {
+    ::close(held_.front().second);
+    held_.erase(held_.begin());
+  }
+  return {};
 }
 
 void client::disconnect() {
@@ -108,10 +137,9 @@ expected<void> client::reconnect() {
   bool refused_any = false;
   for (std::size_t i = 0; i < servers.size(); ++i) {
     const std::size_t k = (server_index_ + i) % servers.size();
-    auto r = connect_one(servers[k]);
+    auto r = switch_to(servers[k]);  // (a connection still held for it is taken again)
     if (r) {
       server_index_ = k;
-      current_server_ = servers[k];
       return {};
     }
     refused_any = refused_any || r.error().detail().find(std::strerror(ECONNREFUSED)) != std::string::npos;
@@ -155,6 +183,7 @@ expected<void> client::connect_one(const std::string& server) {
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       fd_ = fd;
+      ++connects_;
     } else {
       last = std::strerror(errno);
       ::close(fd);
@@ -244,12 +273,68 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
   }
 }
 
+namespace {
+// The APIs a cluster serves on the topic's node (the others any node answers).
+bool served_by_topic_node(api a) {
+  switch (a) {
+    case api::produce:
+    case api::poll:
+    case api::offset_get:
+    case api::offset_store:
+    case api::group_join:
+    case api::group_leave:
+    case api::group_heartbeat:
+    case api::group_assignment:
+    case api::group_commit:
+    case api::group_offsets:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The topic a request names: its stream and topic fields (1 and 2 in every request of those APIs, rill.proto) as
+// they are on the wire; empty when it names none.
+std::string topic_route(std::span<const std::byte> frame) {
+  const auto header_length = load_be<std::uint32_t>(frame.data() + request_prefix_bytes - 4);
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(frame.data()) + request_prefix_bytes,
+                                            static_cast<int>(header_length));
+  std::string fields[2];
+  while (const std::uint32_t tag = in.ReadTag()) {
+    const std::uint32_t field = google::protobuf::internal::WireFormatLite::GetTagFieldNumber(tag);
+    if ((field == 1 || field == 2) && google::protobuf::internal::WireFormatLite::GetTagWireType(tag) ==
+                                          google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      std::uint32_t length = 0;
+      if (!in.ReadVarint32(&length) || !in.ReadString(&fields[field - 1], static_cast<int>(length))) {
+        return {};
+      }
+    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+      return {};
+    }
+  }
+  if (fields[0].empty() || fields[1].empty()) {
+    return {};
+  }
+  return fmt::format("{}:{}{}", fields[0].size(), fields[0], fields[1]);
+}
+}  // namespace
+
 expected<reply> client::call(api a, const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
   auto backoff = options_.retry_backoff;
   int redirects = 0;
+  std::string route;
   for (int attempt = 0;; ++attempt) {
     std::vector<std::byte> frame;
     append_request(frame, next_correlation_++, a, header, batches, seen_);
+    if (attempt == 0 && served_by_topic_node(a)) {
+      route = topic_route(frame);
+    }
+    // A topic whose node a redirect named goes there directly (a hint: a not_primary corrects it).
+    if (auto known = route.empty() ? routes_.end() : routes_.find(route); known != routes_.end()) {
+      if (!switch_to(known->second)) {
+        routes_.erase(known);  // that node is away: start again from the servers given
+      }
+    }
     auto r = call_once(a, frame);
     if (r) {
       observe(metadata_position_of(std::as_bytes(std::span(r->header))));
@@ -261,6 +346,9 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
       retriable = code == make_error_code(errc::connection_closed) || code == make_error_code(errc::connect_failed) ||
                   code == make_error_code(errc::timed_out);
       err = std::move(r).error();
+      if (!route.empty()) {
+        routes_.erase(route);
+      }
     } else if (r->st != status::ok) {
       proto::ErrorReply e;
       e.ParseFromString(r->header);
@@ -270,9 +358,14 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
       // topic lives, so one is enough unless the metadata changed meanwhile).
       if (r->st == status::not_primary && !e.primary_address().empty() && redirects < redirects_max) {
         ++redirects;
-        disconnect();
-        if (connect_one(e.primary_address())) {
-          current_server_ = e.primary_address();
+        ++redirects_;
+        if (!route.empty()) {
+          if (routes_.size() >= topic_routes_max) {
+            routes_.clear();  // hints only: they are learnt again
+          }
+          routes_[route] = e.primary_address();
+        }
+        if (switch_to(e.primary_address())) {
           --attempt;  // a redirect is not a failed attempt
           continue;
         }

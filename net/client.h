@@ -32,8 +32,12 @@
 namespace rill::net {
 
 // A reply not_primary names the node that serves the request: the client connects there and sends it again, at
-// most this many times per request.
+// most this many times per request. It remembers the node for the topic (a hint: at most topic_routes_max topics)
+// and sends that topic's next requests there directly, keeping its connections to the other nodes open (at most
+// connections_max of them) so that a client working with topics on several nodes does not reconnect each time.
 inline constexpr int redirects_max = 3;
+inline constexpr std::size_t topic_routes_max = 4096;
+inline constexpr std::size_t connections_max = 16;
 
 struct client_options {
   // One server "HOST:PORT" or a list "a:9420,b:9420": a connection goes to the first that accepts, starting from the
@@ -143,6 +147,10 @@ class client {
   // client saw (a handle passed between processes, for example), so this one's requests wait for it too.
   [[nodiscard]] metadata_position seen() const noexcept { return seen_; }
   void observe(metadata_position at) noexcept;
+  // Connections this client has made (to any node), since it was created.
+  [[nodiscard]] std::uint64_t connects() const noexcept { return connects_; }
+  // not_primary replies this client followed (each topic's first, and each after its node changed).
+  [[nodiscard]] std::uint64_t redirects() const noexcept { return redirects_; }
 
  private:
   explicit client(client_options o) : options_(std::move(o)) {}
@@ -150,6 +158,9 @@ class client {
   expected<void> connect_one(const std::string& server);
   expected<reply> call_once(api a, std::span<const std::byte> frame);
   void disconnect();
+  // Makes `server` the current connection: the one held for it if any, else a new one; the current one is held for
+  // later (the oldest held is closed past connections_max).
+  expected<void> switch_to(const std::string& server);
 
   client_options options_;
   std::size_t server_index_ = 0;  // in options_.server's list: the one connected (or tried first next time)
@@ -157,6 +168,10 @@ class client {
   int fd_ = -1;
   std::uint32_t next_correlation_ = 1;
   metadata_position seen_;
+  std::uint64_t connects_ = 0;
+  std::uint64_t redirects_ = 0;
+  std::vector<std::pair<std::string, int>> held_;  // open connections to other nodes, oldest first
+  std::map<std::string, std::string> routes_;      // topic (its request's stream and topic fields) -> node address
 };
 
 // A message to produce.

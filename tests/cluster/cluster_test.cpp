@@ -308,6 +308,19 @@ BOOST_AUTO_TEST_CASE(a_topic_is_served_by_one_node_and_clients_of_any_node_reach
     }
   }
   BOOST_TEST(dirs == 6u);
+  // One client producing to every topic in turn learns each topic's node from the first redirect and keeps a
+  // connection to each node: it connects once per node, not once per redirect.
+  auto e = c.client(0);
+  for (int round = 0; round < 20; ++round) {
+    for (const char* t : {"t0", "t1", "t2", "t3", "t4", "t5"}) {
+      storage::batch_builder bb;
+      bb.add("k", fmt::format("r{}", round));
+      RILL_REQUIRE_OK(e->produce(net::by_name("s"), net::by_name(t), 0, *bb.build()));
+    }
+  }
+  BOOST_TEST(e->connects() <= c.size(), e->connects() << " connections for 120 produces to topics on "
+                                                       << homes.size() << " nodes");
+  BOOST_TEST(e->redirects() <= 6u, e->redirects() << " redirects for 120 produces to 6 topics");
 }
 
 BOOST_AUTO_TEST_CASE(what_one_node_made_is_found_at_once_through_another) {
