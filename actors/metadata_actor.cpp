@@ -445,6 +445,7 @@ task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
   const auto* p = reinterpret_cast<const std::byte*>(bytes.data());
   std::vector<std::byte> body(p, p + bytes.size());
   if (cluster_) {
+    RILL_CO_TRY_VOID(check_quorum_reachable());
     // Through this node's session, to whichever node is primary; then applied here too before the change is
     // carried out and answered (read-your-writes through this node).
     auto made = co_await cluster_->submit(operation_metadata_command, std::move(body));
@@ -666,7 +667,37 @@ void metadata_actor::on_replica_tick() {
   }
   plane_->tick(
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));
+  std::size_t reachable = 1;  // itself
+  for (const auto& p : plane_->status()) {
+    reachable += p.connected ? 1 : 0;
+  }
+  if (reachable >= consensus::quorum_replication(services_->cluster->members.size())) {
+    quorum_lost_since_.reset();
+  } else if (!quorum_lost_since_) {
+    quorum_lost_since_ = monotonic_now();
+  }
   schedule_tick();
+}
+
+expected<void> metadata_actor::check_quorum_reachable() const {
+  if (!quorum_lost_since_ || monotonic_now() - *quorum_lost_since_ < quorum_lost_grace) {
+    return {};
+  }
+  const std::size_t members = services_->cluster->members.size();
+  std::size_t reachable = 1;
+  std::string away;
+  for (const auto& p : plane_->status()) {
+    if (p.connected) {
+      ++reachable;
+    } else {
+      away += fmt::format("{}node {} ({}{}{})", away.empty() ? "" : ", ", p.node_id, p.address,
+                          p.last_error.empty() ? "" : ": ", p.last_error);
+    }
+  }
+  return fail(net::status::unavailable,
+              fmt::format("no quorum: this node reaches {} of the {} members (a change needs {}); out of reach: {}. "
+                          "The change was not sent; retry once a majority is back",
+                          reachable, members, consensus::quorum_replication(members), away));
 }
 
 void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "actors/actor_request.hpp"
 #include "actors/cluster_report.h"
@@ -83,6 +84,10 @@ inline constexpr std::uint32_t cluster_apply_wait_ticks = 500;
 // A request naming a metadata op this node has not reached (read your writes) waits at most this long, and at most
 // op_waiters_max such requests wait at once; then they are answered unavailable.
 inline constexpr std::chrono::milliseconds op_wait_timeout{5000};
+// A cluster member whose replica plane has reached fewer members than a majority (itself included) for this long
+// refuses a change at once (unavailable, naming the members it cannot reach) instead of sending it into a group that
+// cannot commit it. A member that is connected but paused is not seen this way: the submit's own timeout covers it.
+inline constexpr std::chrono::milliseconds quorum_lost_grace{1000};
 inline constexpr std::size_t op_waiters_max = 4096;
 
 using metadata_actor_impl =
@@ -138,6 +143,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   void schedule_tick();
   void on_replica_tick();
   void publish();
+  // A cluster member: an error when a majority has been out of reach for quorum_lost_grace (see above).
+  [[nodiscard]] expected<void> check_quorum_reachable() const;
   // The op the metadata replica has applied (the state machine's view is the state after it).
   [[nodiscard]] std::uint64_t applied_op() const;
   // Answers the requests waiting for an op: those published_op_ reached (ok), and, with `expire`, those out of time.
@@ -175,6 +182,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   // Read your writes: the op whose view the routing table holds (this node has applied everything up to it), and
   // the requests waiting for a higher one.
   std::uint64_t published_op_ = 0;
+  // Since when fewer than a majority of the members are reachable over the replica plane (none: a majority is).
+  std::optional<std::chrono::nanoseconds> quorum_lost_since_;
   struct op_waiter {
     std::uint64_t op = 0;
     std::chrono::nanoseconds deadline{0};  // monotonic

@@ -492,6 +492,39 @@ BOOST_AUTO_TEST_CASE(five_nodes_lose_two_and_go_on) {
   BOOST_TEST(c.converge({2, 3, 4}, names({"a", "b", "c"})));
 }
 
+// Without a majority a change cannot commit: the node says so at once, naming who it cannot reach, rather than
+// letting the change wait out its timeout (and the client's retries). With a majority back it commits again.
+BOOST_AUTO_TEST_CASE(a_node_without_a_majority_refuses_a_change_at_once_and_says_why) {
+  cluster c(3);
+  c.start_all();
+  create_through(c, 0, "a");
+  c.node(1).kill_hard();
+  c.node(2).kill_hard();
+  net::client_options o;
+  o.server = c.node(0).address();
+  o.retries = 0;
+  o.request_timeout = std::chrono::seconds(30);
+  auto lone = net::client::connect(o);
+  RILL_REQUIRE_OK(lone);
+  // Once the loss is older than the grace (1 s), the refusal is immediate.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = (*lone)->create_stream("b");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST((status_of(refused.error()) == net::status::unavailable));
+  const std::string why = refused.error().message();
+  BOOST_TEST(why.find("no quorum: this node reaches 1 of the 3 members") != std::string::npos, why);
+  BOOST_TEST(why.find("node 2") != std::string::npos, why);
+  BOOST_TEST(why.find("node 3") != std::string::npos, why);
+  BOOST_TEST(took < std::chrono::seconds(1), "refused after " << std::chrono::duration<double>(took).count() << " s");
+  // Reads of what the node has go on.
+  RILL_REQUIRE_OK((*lone)->get_stream(net::by_name("a")));
+  c.start(1);
+  create_through(c, 0, "b");
+  BOOST_TEST(c.converge({0, 1}, names({"a", "b"})));
+}
+
 BOOST_AUTO_TEST_CASE(a_primary_cut_off_by_the_network_is_replaced_and_catches_up_when_healed) {
   cluster c(3, 42, {"--set", "debug.failure_injection=true"});
   c.start_all();
