@@ -129,8 +129,13 @@ bool connection_actor::route(const net::request_view& req, pending p, bool caugh
   // Read your writes: a request naming an op of this cluster that this node has not carried out waits for it (an op
   // of another cluster, from a client that talked to one before, means nothing here).
   const auto needed = net::metadata_position_of(req.header);
-  const bool behind =
-      needed.op > table->metadata_op && (needed.cluster_id == 0 || needed.cluster_id == table->cluster_id);
+  const bool behind = needed.op > table->metadata_op && needed.cluster_id == table->cluster_id;
+  if (behind && !caught_up && op_failed_ != 0 && needed.op >= op_failed_) {
+    // The request before it waited for an op no higher than this one and was refused: so is this one, at once (it
+    // has waited behind that one already).
+    reply_error(p.correlation, op_failure_.st, op_failure_.message, p.bytes);
+    return true;
+  }
   auto decision = route_request(req, *table->view, routing_directory(*table), balanced_next_, wall_clock,
                                 net::metadata_position{table->cluster_id, table->metadata_op});
   const auto* e = std::get_if<actors::reply_error>(&decision);
@@ -179,6 +184,10 @@ void connection_actor::resume(outcome waited) {
   held_request head = std::move(held_.front());
   held_.pop_front();
   if (!waited.ok()) {
+    if (!synced_wait_) {
+      op_failed_ = net::metadata_position_of(head.view.header).op;
+      op_failure_ = waited;
+    }
     reply_error(head.p.correlation, waited.st, waited.message, head.p.bytes);
   } else {
     // After a sync it is routed as it is now; after waiting for its op it is routed afresh (a "not found" at the op
@@ -191,6 +200,7 @@ void connection_actor::resume(outcome waited) {
     held_.pop_front();
     (void)route(next.view, next.p, false);
   }
+  op_failed_ = 0;  // only the requests held behind a refused wait share its refusal
 }
 
 template <class Reply, class Handle, class Encode, class... Args>

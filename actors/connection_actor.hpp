@@ -97,6 +97,10 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   std::deque<held_request> held_;
   bool catching_up_ = false;
   bool synced_wait_ = false;  // what the head waits for: a sync (true) or its op (false)
+  // While resume() routes the requests held behind a wait for an op that was refused: that op and the refusal
+  // (0: none), so that those naming that op or a higher one are refused at once rather than wait again in turn.
+  std::uint64_t op_failed_ = 0;
+  outcome op_failure_;
   // What this node's replies say of the metadata: its cluster and the op carried out (at least `op`).
   [[nodiscard]] net::metadata_position position(std::uint64_t op = 0) const;
   void forward(pending p, const routing_table& table, to_partition&& d);

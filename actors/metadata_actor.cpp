@@ -695,8 +695,8 @@ expected<void> metadata_actor::check_quorum_reachable() const {
     }
   }
   return fail(net::status::unavailable,
-              fmt::format("no quorum: this node reaches {} of the {} members (a change needs {}); out of reach: {}. "
-                          "The change was not sent; retry once a majority is back",
+              fmt::format("no quorum: this node reaches {} of the {} members (a commit needs {}); out of reach: {}. "
+                          "Nothing was sent; retry once a majority is back",
                           reachable, members, consensus::quorum_replication(members), away));
 }
 

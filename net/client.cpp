@@ -98,16 +98,25 @@ expected<void> client::switch_to(const std::string& server) {
   }
   auto it = std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.first == server; });
   if (it != held_.end()) {
-    fd_ = it->second;
+    const int fd = it->second;
     held_.erase(it);
-  } else {
-    RILL_TRY_VOID(connect_one(server));
+    // An idle connection has nothing to read: readable (a close, a reset) or in error, the server went away
+    // meanwhile (a restart): a fresh connection instead of a request lost on it.
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) {
+      fd_ = fd;
+    } else {
+      ::close(fd);
+    }
   }
-  current_server_ = server;
-  while (held_.size() > connections_max - 1) {
+  while (held_.size() > connections_max - 1) {  // with the current one: at most connections_max
     ::close(held_.front().second);
     held_.erase(held_.begin());
   }
+  if (fd_ < 0) {
+    RILL_TRY_VOID(connect_one(server));
+  }
+  current_server_ = server;
   return {};
 }
 

@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include <fmt/core.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include "base/endian.h"
 #include "config/errc.h"
@@ -344,11 +346,30 @@ expected<reply_view> parse_reply(std::span<const std::byte> frame) {
 }
 
 metadata_position metadata_position_of(std::span<const std::byte> header) {
-  proto::MetadataPosition m;
-  if (!m.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
-    return {};
+  // A scan of the header's fields for 1000 and 1001 (proto::MetadataPosition's), skipping the others: parsing the
+  // header as a MetadataPosition would keep every other field as unknown bytes, a copy per request.
+  using wire = google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(header.data()),
+                                            static_cast<int>(header.size()));
+  metadata_position at;
+  while (const std::uint32_t tag = in.ReadTag()) {
+    const std::uint32_t field = wire::GetTagFieldNumber(tag);
+    if ((field == proto::MetadataPosition::kMetadataOpFieldNumber ||
+         field == proto::MetadataPosition::kClusterIdFieldNumber) &&
+        wire::GetTagWireType(tag) == wire::WIRETYPE_VARINT) {
+      std::uint64_t v = 0;
+      if (!in.ReadVarint64(&v)) {
+        return {};
+      }
+      (field == proto::MetadataPosition::kMetadataOpFieldNumber ? at.op : at.cluster_id) = v;
+    } else if (!wire::SkipField(&in, tag)) {
+      return {};
+    }
   }
-  return metadata_position{m.cluster_id(), m.metadata_op()};
+  if (!in.ConsumedEntireMessage()) {
+    return {};  // it does not parse (a bad tag or varint)
+  }
+  return at;
 }
 
 void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,

@@ -514,7 +514,7 @@ BOOST_AUTO_TEST_CASE(a_node_without_a_majority_refuses_a_change_at_once_and_says
   BOOST_REQUIRE(!refused.has_value());
   BOOST_TEST((status_of(refused.error()) == net::status::unavailable));
   const std::string why = refused.error().message();
-  BOOST_TEST(why.find("no quorum: this node reaches 1 of the 3 members") != std::string::npos, why);
+  BOOST_TEST(why.find("no quorum: this node reaches 1 of the 3 members (a commit needs 2)") != std::string::npos, why);
   BOOST_TEST(why.find("node 2") != std::string::npos, why);
   BOOST_TEST(why.find("node 3") != std::string::npos, why);
   BOOST_TEST(took < std::chrono::seconds(1), "refused after " << std::chrono::duration<double>(took).count() << " s");
