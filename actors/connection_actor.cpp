@@ -268,8 +268,7 @@ void connection_actor::forward(pending p, const routing_table& table, to_group&&
   ask<group_reply>(
       group, p,
       [corr](group_reply& r, net::metadata_position at) { return serialized_reply_frame(corr, r.header, at); },
-      group_atom::value,
-      group_msg{d.api, std::move(d.header), id()});
+      group_atom::value, group_msg{d.api, std::move(d.header), id()});
 }
 
 void connection_actor::forward(pending p, const routing_table&, to_metadata&& d) {

@@ -89,8 +89,8 @@ struct metadata_msg {
 };
 struct metadata_reply {
   outcome result;
-  std::string header;     // serialized reply header
-  std::uint64_t op = 0;   // the metadata op of the view it describes (what the reply tells the client it saw)
+  std::string header;    // serialized reply header
+  std::uint64_t op = 0;  // the metadata op of the view it describes (what the reply tells the client it saw)
 };
 
 // A consumer-group request for the group's actor: the API, its protobuf header, and the client connection it came

@@ -17,7 +17,9 @@ using storage::errc;
 using storage::make_unexpected;
 
 constexpr char magic[8] = {'R', 'I', 'L', 'L', 'P', 'E', 'E', 'R'};
-constexpr std::uint32_t version = 1;
+// 2: state transfer in chunks (request_sync and sync carry a checkpoint's checksum, size and offset); a node of
+// version 1 would take a chunk for a whole checkpoint, so the two refuse each other at the hello.
+constexpr std::uint32_t version = 2;
 static_assert(peer_hello_bytes == 64);
 static_assert(peer_frame_head_bytes == 16);
 

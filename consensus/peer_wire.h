@@ -5,7 +5,7 @@
 //
 // hello, 64 bytes, integers little-endian:
 //    0 magic "RILLPEER"        8
-//    8 version u32 = 1          4
+//    8 version u32 = 2          4
 //   12 reserved (zero)          4
 //   16 cluster id u64           8   every member's cluster.id
 //   24 node id u64              8   the sender's cluster.node_id

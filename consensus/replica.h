@@ -249,9 +249,9 @@ class replica {
   };
   // A peer's checkpoint being received in chunks (state transfer): what it is, who sends it, the prefix so far.
   struct sync_transfer {
-    header at;              // the checkpoint is the state after this op (a committed prepare's header)
-    checksum_t checksum;    // of the whole checkpoint (checkpoint_checksum_domain)
-    std::uint64_t size = 0; // its bytes
+    header at;               // the checkpoint is the state after this op (a committed prepare's header)
+    checksum_t checksum;     // of the whole checkpoint (checkpoint_checksum_domain)
+    std::uint64_t size = 0;  // its bytes
     replica_t from = 0;
     std::vector<std::byte> bytes;  // the prefix received (bytes.size() is the next offset asked for)
     std::uint64_t asked = 0;       // tick of the last request for the next chunk

@@ -52,8 +52,7 @@ void replica::repair(std::vector<effect>& out) {
         ask_sync_chunk(out);
       }
     }
-  } else if (commit_min_ < commit_max_ && ticks_ - apply_progress_ > options_.sync_stall_ticks &&
-             ticks_ >= sync_due_) {
+  } else if (commit_min_ < commit_max_ && ticks_ - apply_progress_ > options_.sync_stall_ticks && ticks_ >= sync_due_) {
     sync_due_ = ticks_ + options_.resend_ticks;
     message r = make(command::request_sync);
     r.h.op = commit_min_;  // context zero, offset 0: any checkpoint above this op, from its start

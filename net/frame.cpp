@@ -291,8 +291,7 @@ void append_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix
   const proto::MetadataPosition position = position_message(at);
   const std::size_t position_length = position.ByteSizeLong();  // 0 when both are zero
   const std::size_t start = out.size();
-  const std::size_t total =
-      length_bytes + prefix_tail.size() + 4 + header_length + position_length + batches.size();
+  const std::size_t total = length_bytes + prefix_tail.size() + 4 + header_length + position_length + batches.size();
   out.resize(start + total);
   std::byte* p = out.data() + start;
   store_be<std::uint32_t>(p, static_cast<std::uint32_t>(total - length_bytes));
@@ -317,8 +316,7 @@ void append_message_frame(std::vector<std::byte>& out, std::span<const std::byte
                           metadata_position at) {
   append_frame(
       out, prefix_tail, header.ByteSizeLong(),
-      [&](std::byte* p) { header.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p)); }, at,
-      batches);
+      [&](std::byte* p) { header.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p)); }, at, batches);
 }
 }  // namespace
 
@@ -392,8 +390,7 @@ void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, sta
 }
 
 void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                      std::span<const std::byte> header, std::span<const std::byte> batches,
-                      metadata_position at) {
+                      std::span<const std::byte> header, std::span<const std::byte> batches, metadata_position at) {
   std::byte tail[6];
   store_be<std::uint32_t>(tail, correlation_id);
   store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(st));

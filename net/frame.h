@@ -117,7 +117,6 @@ void append_reply_raw(std::vector<std::byte>& out, std::uint32_t correlation_id,
                       metadata_position at = {});
 // An error reply: status plus an ErrorReply header carrying `message`.
 void append_error_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
-                        const std::string& message, const std::string& primary_address = {},
-                        metadata_position at = {});
+                        const std::string& message, const std::string& primary_address = {}, metadata_position at = {});
 
 }  // namespace rill::net

@@ -318,8 +318,8 @@ BOOST_AUTO_TEST_CASE(a_topic_is_served_by_one_node_and_clients_of_any_node_reach
       RILL_REQUIRE_OK(e->produce(net::by_name("s"), net::by_name(t), 0, *bb.build()));
     }
   }
-  BOOST_TEST(e->connects() <= c.size(), e->connects() << " connections for 120 produces to topics on "
-                                                       << homes.size() << " nodes");
+  BOOST_TEST(e->connects() <= c.size(),
+             e->connects() << " connections for 120 produces to topics on " << homes.size() << " nodes");
   BOOST_TEST(e->redirects() <= 6u, e->redirects() << " redirects for 120 produces to 6 topics");
 }
 
