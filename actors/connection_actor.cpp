@@ -118,9 +118,9 @@ connection_actor::held_request connection_actor::hold(const net::request_view& r
   return held_request{std::move(kept), view, p};
 }
 
-net::metadata_position connection_actor::position(std::uint64_t op) const {
+net::metadata_position connection_actor::position() const {
   const auto table = services_->routes->current();
-  return net::metadata_position{table->cluster_id, std::max(op, table->metadata_op)};
+  return net::metadata_position{table->cluster_id, table->metadata_op};
 }
 
 bool connection_actor::route(const net::request_view& req, pending p, bool caught_up) {

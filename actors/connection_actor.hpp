@@ -101,8 +101,8 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   // (0: none), so that those naming that op or a higher one are refused at once rather than wait again in turn.
   std::uint64_t op_failed_ = 0;
   outcome op_failure_;
-  // What this node's replies say of the metadata: its cluster and the op carried out (at least `op`).
-  [[nodiscard]] net::metadata_position position(std::uint64_t op = 0) const;
+  // What this node's replies say of the metadata: its cluster and the op of the routing table published now.
+  [[nodiscard]] net::metadata_position position() const;
   void forward(pending p, const routing_table& table, to_partition&& d);
   void forward(pending p, const routing_table& table, to_group&& d);
   void forward(pending p, const routing_table& table, to_metadata&& d);

@@ -101,10 +101,10 @@ metadata_actor::behavior_type metadata_actor::serving() {
                                      closing_ ? "it is shutting down" : "too many requests already wait for it")};
         }
         auto rp = make_response_promise<outcome>();
-        op_waiting_.push_back(op_waiter{op, monotonic_now() + op_wait_timeout, rp});
+        const auto deadline = monotonic_now() + op_wait_timeout;
+        op_waiting_.push_back(op_waiter{op, deadline, rp});
         auto self = caf::actor_cast<metadata_actor_impl>(this);
-        current_shard()->timers().schedule(monotonic_now() + op_wait_timeout,
-                                           [self] { caf::anon_send(self, op_wait_expired_atom::value); });
+        current_shard()->timers().schedule(deadline, [self] { caf::anon_send(self, op_wait_expired_atom::value); });
         return rp;
       },
       [this](op_wait_expired_atom) { release_op_waiters(true); },
@@ -667,10 +667,7 @@ void metadata_actor::on_replica_tick() {
   }
   plane_->tick(
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));
-  std::size_t reachable = 1;  // itself
-  for (const auto& p : plane_->status()) {
-    reachable += p.connected ? 1 : 0;
-  }
+  const std::size_t reachable = 1 + plane_->connected_peers();  // itself and the peers connected
   if (reachable >= consensus::quorum_replication(services_->cluster->members.size())) {
     quorum_lost_since_.reset();
   } else if (!quorum_lost_since_) {
@@ -684,12 +681,10 @@ expected<void> metadata_actor::check_quorum_reachable() const {
     return {};
   }
   const std::size_t members = services_->cluster->members.size();
-  std::size_t reachable = 1;
+  const std::size_t reachable = 1 + plane_->connected_peers();
   std::string away;
   for (const auto& p : plane_->status()) {
-    if (p.connected) {
-      ++reachable;
-    } else {
+    if (!p.connected) {
       away += fmt::format("{}node {} ({}{}{})", away.empty() ? "" : ", ", p.node_id, p.address,
                           p.last_error.empty() ? "" : ": ", p.last_error);
     }

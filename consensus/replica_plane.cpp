@@ -493,6 +493,12 @@ task<void> replica_plane::stop() {
   }
 }
 
+std::size_t replica_plane::connected_peers() const {
+  return static_cast<std::size_t>(std::count_if(peers_.begin(), peers_.end(), [](const auto& kv) {
+    return kv.second.link->status() == peer_link::state::established;
+  }));
+}
+
 std::vector<plane_peer_status> replica_plane::status() const {
   std::vector<plane_peer_status> out;
   for (const auto& [id, p] : peers_) {

@@ -100,6 +100,8 @@ class replica_plane final : public host_transport {
   bool cut(std::uint64_t peer, bool on);
 
   [[nodiscard]] std::vector<plane_peer_status> status() const;
+  // Peers whose connection is up (hello checked): status()'s `connected`, counted without building it.
+  [[nodiscard]] std::size_t connected_peers() const;
 
  private:
   struct connection;

@@ -16,8 +16,6 @@
 #include <thread>
 
 #include <fmt/core.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/wire_format_lite.h>
 
 #include "base/endian.h"
 #include "config/address.h"
@@ -302,29 +300,17 @@ bool served_by_topic_node(api a) {
   }
 }
 
-// The topic a request names: its stream and topic fields (1 and 2 in every request of those APIs, rill.proto) as
-// they are on the wire; empty when it names none.
+// The topic a request names (its stream and topic fields as encoded), as a key of routes_; empty when it names none.
 std::string topic_route(std::span<const std::byte> frame) {
   const auto header_length = load_be<std::uint32_t>(frame.data() + request_prefix_bytes - 4);
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(frame.data()) + request_prefix_bytes,
-                                            static_cast<int>(header_length));
-  std::string fields[2];
-  while (const std::uint32_t tag = in.ReadTag()) {
-    const std::uint32_t field = google::protobuf::internal::WireFormatLite::GetTagFieldNumber(tag);
-    if ((field == 1 || field == 2) && google::protobuf::internal::WireFormatLite::GetTagWireType(tag) ==
-                                          google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-      std::uint32_t length = 0;
-      if (!in.ReadVarint32(&length) || !in.ReadString(&fields[field - 1], static_cast<int>(length))) {
-        return {};
-      }
-    } else if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
-      return {};
-    }
-  }
-  if (fields[0].empty() || fields[1].empty()) {
+  const auto scan = scan_header(frame.subspan(request_prefix_bytes, header_length));
+  if (scan.stream.empty() || scan.topic.empty()) {
     return {};
   }
-  return fmt::format("{}:{}{}", fields[0].size(), fields[0], fields[1]);
+  const auto text = [](std::span<const std::byte> b) {
+    return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  return fmt::format("{}:{}{}", scan.stream.size(), text(scan.stream), text(scan.topic));
 }
 }  // namespace
 

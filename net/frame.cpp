@@ -343,23 +343,34 @@ expected<reply_view> parse_reply(std::span<const std::byte> frame) {
   return v;
 }
 
-metadata_position metadata_position_of(std::span<const std::byte> header) {
-  // A scan of the header's fields for 1000 and 1001 (proto::MetadataPosition's), skipping the others: parsing the
-  // header as a MetadataPosition would keep every other field as unknown bytes, a copy per request.
+header_scan scan_header(std::span<const std::byte> header) {
+  // A walk over the header's fields, skipping the others: parsing it as a MetadataPosition would keep every other
+  // field as unknown bytes, a copy per request.
   using wire = google::protobuf::internal::WireFormatLite;
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(header.data()),
                                             static_cast<int>(header.size()));
-  metadata_position at;
+  header_scan out;
   while (const std::uint32_t tag = in.ReadTag()) {
     const std::uint32_t field = wire::GetTagFieldNumber(tag);
+    const auto type = wire::GetTagWireType(tag);
     if ((field == proto::MetadataPosition::kMetadataOpFieldNumber ||
          field == proto::MetadataPosition::kClusterIdFieldNumber) &&
-        wire::GetTagWireType(tag) == wire::WIRETYPE_VARINT) {
+        type == wire::WIRETYPE_VARINT) {
       std::uint64_t v = 0;
       if (!in.ReadVarint64(&v)) {
         return {};
       }
-      (field == proto::MetadataPosition::kMetadataOpFieldNumber ? at.op : at.cluster_id) = v;
+      (field == proto::MetadataPosition::kMetadataOpFieldNumber ? out.position.op : out.position.cluster_id) = v;
+    } else if ((field == 1 || field == 2) && type == wire::WIRETYPE_LENGTH_DELIMITED) {
+      std::uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) {
+        return {};
+      }
+      const auto at = static_cast<std::size_t>(in.CurrentPosition());
+      if (length > header.size() - at || !in.Skip(static_cast<int>(length))) {
+        return {};
+      }
+      (field == 1 ? out.stream : out.topic) = header.subspan(at, length);
     } else if (!wire::SkipField(&in, tag)) {
       return {};
     }
@@ -367,7 +378,7 @@ metadata_position metadata_position_of(std::span<const std::byte> header) {
   if (!in.ConsumedEntireMessage()) {
     return {};  // it does not parse (a bad tag or varint)
   }
-  return at;
+  return out;
 }
 
 void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,

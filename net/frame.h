@@ -75,8 +75,19 @@ struct metadata_position {
   std::uint64_t op = 0;
   friend bool operator==(const metadata_position&, const metadata_position&) = default;
 };
+// What a header says for routing, read from its wire bytes without parsing the API's message: the position (fields
+// 1000 and 1001) and fields 1 and 2 as encoded (the stream and topic Identifiers of every request that names a
+// topic, rill.proto; views into `header`, empty when absent). All empty when the bytes do not parse.
+struct header_scan {
+  metadata_position position;
+  std::span<const std::byte> stream;
+  std::span<const std::byte> topic;
+};
+[[nodiscard]] header_scan scan_header(std::span<const std::byte> header);
 // The position a header carries ({} when it carries none, or does not parse).
-[[nodiscard]] metadata_position metadata_position_of(std::span<const std::byte> header);
+[[nodiscard]] inline metadata_position metadata_position_of(std::span<const std::byte> header) {
+  return scan_header(header).position;
+}
 
 struct request_view {
   std::uint32_t correlation_id = 0;

@@ -207,6 +207,18 @@ std::vector<std::string> names(std::initializer_list<const char*> l) {
   return out;
 }
 
+// Cuts node `n` off from every other node (cut) or heals it, on both sides, with the transport fault switch
+// (debug.failure_injection).
+void set_cut_off(cluster& c, std::size_t n, bool cut) {
+  const char* what = cut ? "cut" : "heal";
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (i != n) {
+      BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/{}?peer={}", what, n + 1)), 200);
+      BOOST_REQUIRE_EQUAL(http_post(c.node(n).http_address(), fmt::format("/debug/{}?peer={}", what, i + 1)), 200);
+    }
+  }
+}
+
 // Creates a stream through node i, retrying until it is made (the first attempts may find no primary yet), and
 // returns how long it took.
 std::chrono::milliseconds create_through(cluster& c, std::size_t i, const std::string& name) {
@@ -366,12 +378,7 @@ BOOST_AUTO_TEST_CASE(a_client_that_saw_a_change_is_never_answered_from_a_node_be
   const std::size_t behind = (primary + 1) % 3;  // a backup: the other two go on without it
   const std::size_t maker = (primary + 2) % 3;
   BOOST_REQUIRE(c.converge({0, 1, 2}, names({"before"})));
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (i != behind) {
-      BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/cut?peer={}", behind + 1)), 200);
-      BOOST_REQUIRE_EQUAL(http_post(c.node(behind).http_address(), fmt::format("/debug/cut?peer={}", i + 1)), 200);
-    }
-  }
+  set_cut_off(c, behind, true);
   auto writer = c.client(maker);
   RILL_REQUIRE_OK(writer->create_stream("after"));
   const net::metadata_position seen = writer->seen();
@@ -401,12 +408,7 @@ BOOST_AUTO_TEST_CASE(a_client_that_saw_a_change_is_never_answered_from_a_node_be
              refused.error().message());
   BOOST_TEST(waited >= std::chrono::seconds(4));  // it waited for the node to catch up before it said so
 
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (i != behind) {
-      BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/heal?peer={}", behind + 1)), 200);
-      BOOST_REQUIRE_EQUAL(http_post(c.node(behind).http_address(), fmt::format("/debug/heal?peer={}", i + 1)), 200);
-    }
-  }
+  set_cut_off(c, behind, false);
   // Healed: the same request is answered once the node has caught up (its reconnects back off, so this client
   // retries), with the stream.
   o.retries = 20;
@@ -535,13 +537,7 @@ BOOST_AUTO_TEST_CASE(a_primary_cut_off_by_the_network_is_replaced_and_catches_up
   BOOST_REQUIRE(primary >= 1 && primary <= 3);
   const std::size_t p = primary - 1;
   // Cut the primary off from both others, on both sides (the transport fault switch).
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (i == p) {
-      continue;
-    }
-    BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/cut?peer={}", primary)), 200);
-    BOOST_REQUIRE_EQUAL(http_post(c.node(p).http_address(), fmt::format("/debug/cut?peer={}", i + 1)), 200);
-  }
+  set_cut_off(c, p, true);
   const std::size_t q = (p + 1) % 3;
   const std::size_t r = (p + 2) % 3;
   const auto took = create_through(c, q, "b");
@@ -559,13 +555,7 @@ BOOST_AUTO_TEST_CASE(a_primary_cut_off_by_the_network_is_replaced_and_catches_up
     BOOST_TEST(!(*lone)->create_stream("lonely").has_value());
   }
   // Healed, it follows the new primary and catches up; changes through it work again.
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (i == p) {
-      continue;
-    }
-    BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/heal?peer={}", primary)), 200);
-    BOOST_REQUIRE_EQUAL(http_post(c.node(p).http_address(), fmt::format("/debug/heal?peer={}", i + 1)), 200);
-  }
+  set_cut_off(c, p, false);
   create_through(c, p, "d");
   // "lonely" may have been made after all, once the cut-off node's session reached the new primary: either way it
   // is the same on every node.

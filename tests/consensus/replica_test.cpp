@@ -250,6 +250,14 @@ struct mini {
   std::function<bool(message&)> filter;  // false: the message is lost (it may also change it)
 };
 
+// Starts every replica again, formatted, with state transfers in chunks of `bytes`.
+void restart_with_sync_chunks(mini& c, std::uint32_t bytes) {
+  c.sync_chunk_bytes = bytes;
+  for (std::uint8_t i = 0; i < c.nodes.size(); ++i) {
+    c.start(i, true);
+  }
+}
+
 // Replica 2 misses ops 1..50 of a 16-slot ring, so it can catch up only by state transfer.
 void leave_behind(mini& c) {
   c.request(0, 5, 0, 0);
@@ -508,15 +516,7 @@ BOOST_AUTO_TEST_CASE(a_single_replica_checkpoints_so_its_journal_can_wrap_and_re
 
 BOOST_AUTO_TEST_CASE(a_replica_behind_the_others_journals_catches_up_by_state_transfer) {
   mini c(3, 16);
-  c.request(0, 5, 0, 0);
-  c.blocked.insert(2);  // replica 2 misses everything from here on
-  for (std::uint64_t n = 1; n <= 50; ++n) {
-    c.request(0, 5, n, n);
-    c.tick(1);
-  }
-  BOOST_REQUIRE(c.replies.size() == 51u);
-  BOOST_TEST(c.nodes[0]->r->checkpoint().op() > 20u);  // ops 2..20 are gone from every ring
-  c.blocked.clear();
+  leave_behind(c);
   c.tick(200);
   node& lagging = *c.nodes[2];
   BOOST_REQUIRE(!lagging.installed.empty());
@@ -536,13 +536,7 @@ BOOST_AUTO_TEST_CASE(a_replica_behind_the_others_journals_catches_up_by_state_tr
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_moves_in_chunks_asked_for_one_at_a_time_and_installs_whole) {
   mini c(3, 16);
-  c.sync_chunk_bytes = 7;  // the checkpoint (header, client table, state) is many chunks
-  for (auto& n : c.nodes) {
-    n->r.reset();
-  }
-  for (std::uint8_t i = 0; i < 3; ++i) {
-    c.start(i, true);
-  }
+  restart_with_sync_chunks(c, 7);      // the checkpoint (header, client table, state) is many chunks
   std::vector<std::uint64_t> offsets;  // of the chunks replica 2 received
   std::uint64_t size = 0;
   c.filter = [&](message& m) {
@@ -567,13 +561,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_moves_in_chunks_asked_for_one_at_a_time_and_in
 
 BOOST_AUTO_TEST_CASE(a_lost_chunk_is_asked_for_again_and_a_damaged_transfer_is_never_installed) {
   mini c(3, 16);
-  c.sync_chunk_bytes = 16;
-  for (auto& n : c.nodes) {
-    n->r.reset();
-  }
-  for (std::uint8_t i = 0; i < 3; ++i) {
-    c.start(i, true);
-  }
+  restart_with_sync_chunks(c, 16);
   // First the last chunk of every transfer has a byte of the state changed on the way (sealed again, and the state
   // still restores: only the checkpoint's own checksum can tell), and every third chunk is lost.
   bool damage = true;
