@@ -1,0 +1,107 @@
+#pragma once
+// partition_machine: the state machine a replicated partition's VSR group runs in rilld (docs/replication.md). Its
+// state is what the partition's log implies plus what a broker must decide once for every replica: the next offset,
+// the newest log-append time, the idempotent producers (storage::producer_table) and the named consumers' offsets.
+// The records themselves are the prepares' bodies, kept in the partition log by partition_storage (written as they
+// are prepared, shown to consumers as they commit), never in this machine or its checkpoints.
+//
+// Operations (the request a node's partition actor submits to its own replica when that replica is primary):
+//   produce_batch   request body: the CRC-32C tail of the batch (u32, from validation) + one client batch that was
+//                   validated in full (storage::validated_batches). prepare() stamps it (base offset after every
+//                   batch before it, committed or pending; leader epoch = the view; log-append time = the injected
+//                   wall clock, never below a time before it) and the prepare's body is the stamped batch alone,
+//                   which every replica's partition log stores byte for byte. A batch the producer rules refuse or
+//                   answer (a retry of a kept batch, a gap, a fenced epoch...) becomes a produce_answered op instead,
+//                   carrying no batch, so no batch is ever in the log twice, even when its original is still pending.
+//   produce_answered  (made by prepare() only) the verdict, the producer fields, the original's op and the detail.
+//   consumer_offset request body: the offset (i64) + the consumer's name (1..consumer_name_bytes_max bytes).
+// Replies (produce_reply, offset_reply) are encoded here and decoded by the submitter.
+//
+// Invariants (asserted):
+// - A produce_batch op applied here was stamped at exactly the next offset: offsets are dense and never reused.
+// - next_offset() only grows; the log-append time of applied batches never goes back.
+// - A consumer offset is never stored beyond next_offset() (what exists) nor below 0; at most consumers_max names.
+// - prepare() is called on the primary only, with every op from the last applied up to the new one (pending); what
+//   it returns depends only on its arguments, this state and the clock's reading.
+//
+// Contract: single-threaded, as the replica that drives it. The clock outlives the machine.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "consensus/state_machine.h"
+#include "storage/producer_table.h"
+
+namespace rill::consensus {
+
+inline constexpr std::uint8_t operation_produce_batch = operation_user_min;
+inline constexpr std::uint8_t operation_produce_answered = operation_user_min + 1;
+inline constexpr std::uint8_t operation_consumer_offset = operation_user_min + 2;
+
+struct partition_machine_options {
+  std::size_t consumers_max = 1'000;          // limits.consumers_per_partition_max
+  std::size_t consumer_name_bytes_max = 255;  // as a single node's consumer offset files
+};
+
+class partition_machine final : public state_machine {
+ public:
+  // Milliseconds since the Unix epoch (rilld: the system clock; the simulator: its own).
+  using wall_clock = std::function<std::int64_t()>;
+
+  partition_machine(partition_machine_options options, wall_clock now_ms);
+
+  // Request bodies.
+  [[nodiscard]] static std::vector<std::byte> produce_request(std::span<const std::byte> batch, std::uint32_t crc_tail);
+  [[nodiscard]] static std::vector<std::byte> offset_request(std::string_view consumer, std::int64_t offset);
+
+  // The reply to a produce_batch request (its op: produce_batch or produce_answered).
+  struct produce_reply {
+    storage::producer_verdict verdict = storage::producer_verdict::fresh;
+    std::int64_t base_offset = -1;  // fresh, duplicate: where the batch is; else -1
+    std::uint32_t records = 0;
+    std::uint64_t op = 0;  // the op holding the batch (a duplicate's: the original's)
+    std::string detail;    // a refusal's explanation
+  };
+  [[nodiscard]] static std::optional<produce_reply> decode_produce_reply(std::span<const std::byte> body);
+
+  enum class offset_status : std::uint8_t { stored = 0, out_of_range = 1, limit_exceeded = 2, invalid_name = 3 };
+  struct offset_reply {
+    offset_status status = offset_status::stored;
+    std::int64_t previous = -1;  // the offset stored before (-1: none)
+    std::int64_t next_offset = 0;
+  };
+  [[nodiscard]] static std::optional<offset_reply> decode_offset_reply(std::span<const std::byte> body);
+
+  std::vector<std::byte> apply(const header& prepare, std::span<const std::byte> body) override;
+  void skip(const header& prepare, std::span<const std::byte> body) override;
+  proposal prepare(const header& request, const prepare_context& at, std::vector<std::byte> body,
+                   std::span<const message* const> pending) override;
+  // Magic and version, then next offset, last timestamp, producers (id, epoch, last sequence, kept batches) and
+  // consumers (name, offset); all integers little-endian.
+  [[nodiscard]] std::vector<std::byte> snapshot() const override;
+  [[nodiscard]] bool restore(std::span<const std::byte> bytes) override;
+
+  [[nodiscard]] std::int64_t next_offset() const noexcept { return next_offset_; }
+  [[nodiscard]] std::int64_t last_timestamp() const noexcept { return last_timestamp_; }
+  [[nodiscard]] std::optional<std::int64_t> consumer_offset(const std::string& name) const;
+  [[nodiscard]] const std::map<std::string, std::int64_t>& consumers() const noexcept { return consumers_; }
+  [[nodiscard]] const storage::producer_table& producers() const noexcept { return producers_; }
+
+ private:
+  // A batch in the log takes its offsets (apply and skip alike: its bytes are in the log whether executed or not).
+  void absorb(const header& prepare, std::span<const std::byte> body);
+
+  partition_machine_options options_;
+  wall_clock now_ms_;
+  std::int64_t next_offset_ = 0;
+  std::int64_t last_timestamp_ = 0;
+  storage::producer_table producers_;  // a kept batch's tag is its op
+  std::map<std::string, std::int64_t> consumers_;
+};
+
+}  // namespace rill::consensus
