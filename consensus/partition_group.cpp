@@ -1,0 +1,310 @@
+// partition_group: one node's replica of a replicated partition, and the sessions it submits through (see the
+// header).
+#include "consensus/partition_group.h"
+
+#include <algorithm>
+
+#include <fmt/core.h>
+
+#include "base/assert.h"
+#include "storage/errc.h"
+
+namespace rill::consensus {
+
+using storage::errc;
+using storage::make_unexpected;
+
+// Replica index -> the member's node, tagged with the group id.
+class partition_group::replica_transport final : public transport {
+ public:
+  replica_transport(host_transport& net, group_t group, const std::vector<node_t>& members)
+      : net_(net), group_(group), members_(members) {}
+  void send(replica_t to, message m) override {
+    RILL_ASSERT(to < members_.size(), "a message for replica {} of {}", to, members_.size());
+    net_.send(members_[to], group_, std::move(m));
+  }
+
+ private:
+  host_transport& net_;
+  group_t group_;
+  const std::vector<node_t>& members_;
+};
+
+partition_group::partition_group(partition_group_options o, host_transport& net, partition_machine::wall_clock now_ms)
+    : options_(std::move(o)), net_(net), machine_(options_.machine, std::move(now_ms)), rng_(options_.seed) {}
+
+task<expected<std::unique_ptr<partition_group>>> partition_group::open(
+    storage::io::engine& e, storage::buffer_pool& pool, const clock& clk, storage::log_reporter& reporter,
+    std::string dir, std::string log_dir, partition_group_options o, host_transport& net,
+    partition_machine::wall_clock now_ms, std::function<void()> committed) {
+  RILL_ASSERT(o.group.value() != 0, "group 0 is the metadata group");
+  const auto self = std::find(o.members.begin(), o.members.end(), o.self);
+  RILL_ASSERT(self != o.members.end(), "node {} is no member of partition group {}", o.self.value(), o.group.value());
+  if (o.members.empty() || o.members.size() > replicas_max) {
+    co_return make_unexpected(errc::invalid_argument, fmt::format("a partition group of {} members: allowed is 1 "
+                                                                  "to {}",
+                                                                  o.members.size(), replicas_max));
+  }
+  if (o.sessions_max == 0 || o.sessions_max > o.replica.clients_max) {
+    co_return make_unexpected(errc::invalid_argument,
+                              fmt::format("{} sessions per node: allowed is 1 to the client table's {}",
+                                          o.sessions_max, o.replica.clients_max));
+  }
+  const auto index = static_cast<replica_t>(self - o.members.begin());
+  std::unique_ptr<partition_group> g(new partition_group(o, net, std::move(now_ms)));
+  g->committed_ = std::move(committed);
+  vsr_state initial;
+  initial.cluster = o.group.value();
+  initial.replica = index;
+  initial.replica_count = static_cast<std::uint8_t>(o.members.size());
+  recovered_state r;
+  const std::string where = dir;
+  RILL_CO_TRY(storage, co_await partition_storage::open(e, pool, clk, reporter, std::move(dir), std::move(log_dir),
+                                                        o.storage, initial, r));
+  g->storage_ = std::move(storage);
+  if (auto checked = check_recovered_checkpoint(r, o.replica.clients_max, g->machine_, where);
+      !checked) {
+    co_await g->storage_->close();
+    co_return rill::unexpected(checked.error());
+  }
+  replica_options ro = o.replica;
+  ro.cluster = o.group.value();
+  ro.replica = index;
+  ro.replica_count = static_cast<std::uint8_t>(o.members.size());
+  ro.sync_bytes_max = o.storage.files.snapshot_bytes_max;
+  ro.seed = o.seed;
+  ro.heartbeats_by_host = false;
+  ro.apply_durable_only = true;  // what the replica applies is in the log (partition_storage)
+  g->transport_ = std::make_unique<replica_transport>(net, o.group, g->options_.members);
+  partition_group* raw = g.get();
+  driver_hooks hooks;
+  hooks.reply = [raw](message m) { raw->on_reply(std::move(m)); };
+  hooks.applied = [raw](const header&) {
+    if (raw->committed_) {
+      raw->committed_();
+    }
+  };
+  hooks.installed = hooks.applied;
+  hooks.fenced = [raw](const error& cause) {
+    if (!raw->fenced_) {
+      raw->fenced_ = error(make_error_code(errc::fenced),
+                           fmt::format("partition group {}: its replica stopped at a storage failure: {}",
+                                       raw->options_.group.value(), cause.message()));
+    }
+    raw->fail_all(*raw->fenced_);
+  };
+  g->driver_ = std::make_unique<driver>(ro, g->machine_, std::move(r), *g->storage_,
+                                        o.members.size() > 1 ? g->transport_.get() : nullptr, std::move(hooks));
+  co_return g;
+}
+
+partition_group::~partition_group() {
+  RILL_ASSERT(waiters_.empty() && queue_.empty(), "a partition group destroyed with submits in flight");
+}
+
+bool partition_group::primary() const {
+  const auto& r = replica();
+  return r.is_primary() && r.status() == status::normal && !r.recovering() && !fenced_ && !closed_;
+}
+
+node_t partition_group::primary_node() const {
+  return options_.members[primary_of(replica().view(), options_.members.size())];
+}
+
+void partition_group::on_message(const message& m) {
+  // Requests come from this node's sessions only; replies and evictions go to them only.
+  if (m.h.cmd == command::request || m.h.cmd == command::reply || m.h.cmd == command::eviction) {
+    return;
+  }
+  driver_->on_message(m);
+}
+
+void partition_group::tick() {
+  ++ticks_;
+  driver_->on_tick();
+  if (fenced_ || closed_) {
+    return;
+  }
+  // A view this replica no longer leads: nothing sent in it will be answered here.
+  const bool leads = primary();
+  if (primary_view_ && (!leads || replica().view() != *primary_view_)) {
+    primary_view_.reset();
+    fail_all(error(make_error_code(errc::unavailable),
+                   fmt::format("the partition's primary changed (now node {} in view {}); retry there",
+                               primary_node().value(), replica().view().value())));
+  }
+  if (leads) {
+    primary_view_ = replica().view();
+  }
+  const auto waiters = waiters_;  // a failed waiter resumes at once and leaves the list
+  for (waiter* w : waiters) {
+    if (!w->answer && !w->failed && ticks_ - w->started_at >= options_.submit_timeout_ticks) {
+      w->failed = error(make_error_code(errc::unavailable),
+                        fmt::format("the partition group committed nothing within {} ticks (no quorum of its "
+                                    "replicas reachable?); the write may still be made",
+                                    options_.submit_timeout_ticks));
+      w->done.set();
+    }
+  }
+}
+
+void partition_group::fail_all(const error& e) {
+  const auto waiters = waiters_;
+  for (waiter* w : waiters) {
+    if (!w->answer && !w->failed) {
+      w->failed = e;
+      w->done.set();
+    }
+  }
+  // Their request numbers may still commit: a session is never used again after a request it gave up on.
+  sessions_.erase(std::remove_if(sessions_.begin(), sessions_.end(), [](const auto& s) { return !s->busy; }),
+                  sessions_.end());
+  for (auto& s : sessions_) {
+    s->registered = false;  // busy ones are dropped as their submits end (release())
+  }
+  const auto queued = queue_;
+  for (async_event* q : queued) {
+    q->set();  // each rechecks primary() and fails
+  }
+}
+
+void partition_group::on_reply(message m) {
+  for (waiter* w : waiters_) {
+    if (w->client != m.h.client || w->request != m.h.request || w->answer || w->failed) {
+      continue;
+    }
+    // A produce may come back as the answered op prepare() made of it.
+    if (m.h.cmd == command::reply && m.h.operation != w->operation &&
+        !(w->operation == operation_produce_batch && m.h.operation == operation_produce_answered)) {
+      continue;
+    }
+    w->answer = std::move(m);
+    w->done.set();
+    return;
+  }
+}
+
+task<expected<message>> partition_group::request(session& s, std::uint8_t operation, std::vector<std::byte> body) {
+  message m;
+  m.h.cmd = command::request;
+  m.h.cluster = options_.group.value();
+  m.h.client = s.client;
+  m.h.request = operation == operation_register ? 0 : s.request + 1;
+  m.h.operation = operation;
+  m.body = std::move(body);
+  seal(m);
+  waiter w;
+  w.client = s.client;
+  w.request = m.h.request;
+  w.operation = operation;
+  w.view = replica().view();
+  w.started_at = ticks_;
+  waiters_.push_back(&w);
+  primary_view_ = replica().view();
+  driver_->on_message(m);
+  if (!w.answer && !w.failed) {
+    co_await w.done.wait();
+  }
+  std::erase(waiters_, &w);
+  if (w.failed) {
+    co_return rill::unexpected(*w.failed);
+  }
+  RILL_ASSERT(w.answer.has_value());
+  if (w.answer->h.cmd == command::eviction) {
+    co_return make_unexpected(errc::unavailable, "this node's session with the partition group was evicted; retry");
+  }
+  s.request = w.request;
+  co_return std::move(*w.answer);
+}
+
+task<expected<partition_group::session*>> partition_group::acquire() {
+  for (;;) {
+    if (fenced_) {
+      co_return rill::unexpected(*fenced_);
+    }
+    if (closed_) {
+      co_return make_unexpected(errc::closed, "the partition is closing");
+    }
+    if (!primary()) {
+      co_return make_unexpected(errc::unavailable, fmt::format("not the partition's primary: node {} is",
+                                                               primary_node().value()));
+    }
+    for (auto& s : sessions_) {
+      if (!s->busy && s->registered) {
+        s->busy = true;
+        co_return s.get();
+      }
+    }
+    if (sessions_.size() < options_.sessions_max) {
+      auto s = std::make_unique<session>();
+      // 48 bits drawn at each session, the node's id above them: never 0, never an earlier session's.
+      s->client = (std::uint64_t{options_.self.value()} << 48) | ((rng_.next() & ((std::uint64_t{1} << 48) - 1)) | 1u);
+      s->busy = true;
+      session* raw = s.get();
+      sessions_.push_back(std::move(s));
+      auto registered = co_await request(*raw, operation_register, {});
+      if (!registered) {
+        release(raw);
+        co_return rill::unexpected(registered.error());
+      }
+      raw->registered = true;
+      co_return raw;
+    }
+    if (queue_.size() >= options_.submits_waiting_max) {
+      co_return make_unexpected(errc::overloaded,
+                                fmt::format("{} writes already wait for this partition's {} sessions; retry",
+                                            queue_.size(), options_.sessions_max));
+    }
+    async_event turn;
+    queue_.push_back(&turn);
+    co_await turn.wait();
+    std::erase(queue_, &turn);
+  }
+}
+
+void partition_group::release(session* s) {
+  s->busy = false;
+  if (!s->registered) {
+    std::erase_if(sessions_, [s](const auto& x) { return x.get() == s; });
+  }
+  if (!queue_.empty()) {
+    queue_.front()->set();
+  }
+}
+
+task<expected<partition_submitted>> partition_group::submit(std::uint8_t operation, std::vector<std::byte> body) {
+  if (operation < operation_user_min) {
+    co_return make_unexpected(errc::invalid_argument, fmt::format("operation {} is reserved", operation));
+  }
+  if (body.size() > body_bytes_max()) {
+    co_return make_unexpected(errc::invalid_argument,
+                              fmt::format("a write of {} bytes; the partition group's journal takes at most {}",
+                                          body.size(), body_bytes_max()));
+  }
+  ++in_flight_;
+  auto s = co_await acquire();
+  if (!s) {
+    --in_flight_;
+    co_return rill::unexpected(s.error());
+  }
+  auto done = co_await request(**s, operation, std::move(body));
+  if (!done) {
+    (*s)->registered = false;  // its request number may still commit: never reused
+  }
+  release(*s);
+  --in_flight_;
+  if (!done) {
+    co_return rill::unexpected(done.error());
+  }
+  co_return partition_submitted{std::move(done->body), done->h.op};
+}
+
+task<expected<void>> partition_group::close() {
+  closed_ = true;
+  fail_all(error(make_error_code(errc::closed), "the partition is closing; the write may still be made"));
+  co_await driver_->settle();
+  RILL_ASSERT(driver_->in_flight() == 0);
+  co_return co_await storage_->close();
+}
+
+}  // namespace rill::consensus

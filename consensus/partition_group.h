@@ -1,0 +1,160 @@
+#pragma once
+// partition_group: this node's replica of one replicated partition (docs/replication.md): a VSR group of
+// replication_factor members, run by the driver (driver.h) over partition_storage (the journal holds batch prepares'
+// headers, the partition log their batches) with partition_machine as its state machine, and this node's sessions,
+// through which it submits the produces and offset commits its clients send while its replica is primary.
+//
+// Members: replica r runs on node members[r]; members[0] is the preferred primary (the primary of view 0, placement
+// rotates the order per partition so preferred primaries spread over the nodes). The group's messages carry `group`
+// as their cluster identity (a partition's group id is unique to its incarnation), so a message for another group,
+// or an older incarnation of this one, is dropped by the replica. What the replica sends goes through the host's
+// transport to the member's node with the group id; the owner hands what arrives for the group to on_message().
+// The replica sends its own commit heartbeats (heartbeats_by_host off): the owner ticks it every tick.
+//
+// Sessions: a node submits only to its own replica, and only while that replica is primary in a normal view (the
+// owner answers not-primary otherwise, naming primary_node()). Submits are pipelined over up to sessions_max
+// sessions, each with one request in flight (the replica prepares requests in the order they arrive, so a
+// producer's batches submitted in order are stamped in order); more wait, in order, up to submits_waiting_max. A
+// session is registered (a committed op) when first needed. When the replica stops being primary in the view a
+// submit was sent in, or a submit is not answered within submit_timeout_ticks, the submit fails with unavailable
+// (the request may still commit: an idempotent producer's retry is answered with the original's offsets) and every
+// session is forgotten (their request numbers may yet commit; new ones are registered when next primary).
+//
+// Errors are values: a storage failure fences the driver (driver.h); every submit then fails with errc::fenced
+// naming the cause, and the owner reopens the group from its files (a restart of the replica).
+//
+// Not yet here (docs/replication.md, "Limits today"): state transfer of a partition's segments (a replica behind
+// a peer's checkpoint), a member that lost its disk (`recovering`), heartbeats coalesced per node pair for
+// partition groups.
+//
+// Contract: single-threaded, on the engine's thread. close() before destroying it: it answers every submit (closed)
+// and waits for the storage operations in flight.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/async.h"
+#include "base/clock.h"
+#include "base/expected.h"
+#include "base/random.h"
+#include "base/task.h"
+#include "consensus/driver.h"
+#include "consensus/group_host.h"
+#include "consensus/partition_machine.h"
+#include "consensus/partition_storage.h"
+
+namespace rill::consensus {
+
+struct partition_group_options {
+  group_t group{0};             // the group id: the identity in every message (never 0: the metadata group's)
+  std::vector<node_t> members;  // replica order: members[0] is the preferred primary
+  node_t self;
+  partition_storage_options storage;
+  partition_machine_options machine;
+  replica_options replica;  // timeouts and pipeline; cluster, replica, replica_count and seed are set from the above
+  std::uint64_t seed = 0;   // drawn at each start (the sessions' numbers, the replica's jitter)
+  std::size_t sessions_max = 8;
+  std::size_t submits_waiting_max = 1'024;
+  std::uint32_t submit_timeout_ticks = 500;
+};
+
+// What a submit got: the state machine's reply and the op that holds it.
+struct partition_submitted {
+  std::vector<std::byte> reply;
+  std::uint64_t op = 0;
+};
+
+class partition_group {
+ public:
+  // Opens (creating when missing) the journal, superblock and snapshot in `dir` and the partition log in `log_dir`,
+  // restores the machine and builds the replica. `net`, `engine`, `pool`, `clk` and `reporter` outlive the group.
+  // `committed` is called after every op applied here (consumers may see more).
+  static task<expected<std::unique_ptr<partition_group>>> open(storage::io::engine& e, storage::buffer_pool& pool,
+                                                               const clock& clk, storage::log_reporter& reporter,
+                                                               std::string dir, std::string log_dir,
+                                                               partition_group_options options, host_transport& net,
+                                                               partition_machine::wall_clock now_ms,
+                                                               std::function<void()> committed);
+  ~partition_group();
+  partition_group(const partition_group&) = delete;
+  partition_group& operator=(const partition_group&) = delete;
+
+  // Commits one operation through this node's sessions. Errors: not_primary (storage::errc::unavailable with the
+  // detail; the owner checks primary() first), unavailable (the view changed, or timed out), overloaded (too many
+  // waiting), fenced, closed, invalid_argument (a body over body_bytes_max()).
+  task<expected<partition_submitted>> submit(std::uint8_t operation, std::vector<std::byte> body);
+
+  // Inputs.
+  void on_message(const message& m);
+  void tick();
+
+  // This replica is primary in a normal view, and not recovering: submits are taken.
+  [[nodiscard]] bool primary() const;
+  // The node of the primary of the view this replica is in (a hint while a view change runs).
+  [[nodiscard]] node_t primary_node() const;
+  [[nodiscard]] const class replica& replica() const noexcept { return driver_->replica(); }
+  [[nodiscard]] bool fenced() const noexcept { return fenced_.has_value(); }
+  [[nodiscard]] const std::optional<error>& fence_error() const noexcept { return fenced_; }
+  [[nodiscard]] storage::partition_log& log() noexcept { return storage_->log(); }
+  [[nodiscard]] const partition_storage& storage() const noexcept { return *storage_; }
+  [[nodiscard]] const partition_machine& machine() const noexcept { return machine_; }
+  [[nodiscard]] const partition_group_options& options() const noexcept { return options_; }
+  [[nodiscard]] std::uint64_t body_bytes_max() const noexcept {
+    return options_.storage.files.journal.message_size_max - header::encoded_size;
+  }
+  [[nodiscard]] std::size_t submits_in_flight() const noexcept { return in_flight_; }
+
+  // Answers every submit (closed), waits for the storage operations in flight, closes the files and the log.
+  task<expected<void>> close();
+
+ private:
+  class replica_transport;
+  struct session {
+    std::uint64_t client = 0;
+    std::uint64_t request = 0;  // the last request number it used
+    bool registered = false;
+    bool busy = false;
+  };
+  struct waiter {
+    std::uint64_t client = 0;
+    std::uint64_t request = 0;
+    std::uint8_t operation = 0;
+    view_t view{0};  // sent in
+    std::uint64_t started_at = 0;
+    std::optional<message> answer;
+    std::optional<error> failed;
+    async_event done;
+  };
+
+  partition_group(partition_group_options o, host_transport& net, partition_machine::wall_clock now_ms);
+  void on_reply(message m);
+  task<expected<message>> request(session& s, std::uint8_t operation, std::vector<std::byte> body);
+  // A session free to send now (registering one first when fewer than sessions_max exist); waits its turn.
+  task<expected<session*>> acquire();
+  void release(session* s);
+  // Fails every waiter (and forgets the sessions): the view changed, a fence, or close().
+  void fail_all(const error& e);
+
+  partition_group_options options_;
+  host_transport& net_;
+  partition_machine machine_;
+  prng rng_;
+  std::unique_ptr<replica_transport> transport_;
+  std::unique_ptr<partition_storage> storage_;
+  std::unique_ptr<driver> driver_;  // after storage_: destroyed first
+  std::function<void()> committed_;
+  std::deque<std::unique_ptr<session>> sessions_;
+  std::vector<waiter*> waiters_;   // requests sent to the replica, unanswered
+  std::deque<async_event*> queue_;  // submits waiting for a session, in arrival order
+  std::size_t in_flight_ = 0;       // submits begun and not ended
+  std::uint64_t ticks_ = 0;
+  std::optional<view_t> primary_view_;  // the view in which this replica was last seen primary
+  std::optional<error> fenced_;
+  bool closed_ = false;
+};
+
+}  // namespace rill::consensus

@@ -1,0 +1,312 @@
+// consensus::partition_group: three replicas of one partition, each on its own simulated disk, messages through a
+// queue: produce through the primary, every replica's log holds the committed batches byte for byte, a backup
+// refuses submits, the primary's loss moves the group to another node with nothing acknowledged lost, and a retry
+// of an acknowledged batch there is answered with its original offsets.
+#include <boost/test/unit_test.hpp>
+
+#include <deque>
+#include <map>
+#include <set>
+
+#include "base/clock.h"
+#include "base/task.h"
+#include "consensus/partition_group.h"
+#include "simulation/sim_disk.h"
+#include "storage/errc.h"
+#include "storage/io/run.h"
+#include "storage/record_batch_builder.h"
+#include "storage/validated_batches.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using namespace rill::consensus;
+using rill::simulation::sim_disk;
+
+namespace {
+constexpr std::uint64_t group_id = 0x51;
+
+struct parcel {
+  node_t from;
+  node_t to;
+  group_t group;
+  message m;
+};
+
+struct nodes;
+
+class queue_net final : public host_transport {
+ public:
+  queue_net(nodes& n, node_t from) : nodes_(n), from_(from) {}
+  void send(node_t to, group_t group, message m) override;
+  void send(node_t, const node_heartbeat&) override {}
+
+ private:
+  nodes& nodes_;
+  node_t from_;
+};
+
+struct replica_node {
+  std::unique_ptr<queue_net> net;
+  std::unique_ptr<sim_disk> disk;
+  storage::buffer_pool pool;
+  manual_clock clk;
+  storage::collecting_reporter reporter;
+  std::unique_ptr<partition_group> g;
+  std::size_t commits = 0;
+};
+
+struct nodes {
+  explicit nodes(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      auto r = std::make_unique<replica_node>();
+      r->net = std::make_unique<queue_net>(*this, node_t(static_cast<std::uint32_t>(i + 1)));
+      r->disk = std::make_unique<sim_disk>(300 + i);
+      all.push_back(std::move(r));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      start(i);
+    }
+  }
+  ~nodes() {
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      stop(i);
+    }
+  }
+  partition_group_options options(std::size_t i) const {
+    partition_group_options o;
+    o.group = group_t(group_id);
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      o.members.push_back(node_t(static_cast<std::uint32_t>(k + 1)));
+    }
+    o.self = node_t(static_cast<std::uint32_t>(i + 1));
+    o.storage.files.journal = journal_options{64, 8 * 1024};
+    o.storage.files.snapshot_bytes_max = 64 * 1024;
+    o.seed = 1000 + i;
+    o.sessions_max = 2;
+    return o;
+  }
+  void start(std::size_t i) {
+    replica_node& r = *all.at(i);
+    replica_node* self = &r;
+    auto g = storage::io::run_task(
+        *r.disk, partition_group::open(*r.disk, r.pool, r.clk, r.reporter, "/g", "/p", options(i), *r.net,
+                                       [] { return std::int64_t{1'700'000'000'000}; }, [self] { ++self->commits; }));
+    BOOST_REQUIRE(g.has_value());
+    BOOST_REQUIRE_MESSAGE(g->has_value(), (g->has_value() ? "" : g->error().message()));
+    r.g = std::move(**g);
+  }
+  // A crash: what was in flight is lost, what was synced stays.
+  void stop(std::size_t i) {
+    replica_node& r = *all.at(i);
+    if (!r.g) {
+      return;
+    }
+    r.disk->halt();
+    while (r.disk->in_flight() > 0) {
+      r.disk->poll(true);
+    }
+    (void)storage::io::run_task(*r.disk, r.g->close());
+    r.g.reset();
+    r.disk->crash();
+    r.disk->restart_process();
+  }
+  void round() {
+    for (auto& r : all) {
+      if (r->g) {
+        r->disk->advance_time(1'000'000);
+        while (r->disk->poll(false) > 0) {
+        }
+      }
+    }
+    while (!queue.empty()) {
+      parcel p = std::move(queue.front());
+      queue.pop_front();
+      auto& to = all.at(p.to.value() - 1);
+      if (to->g && !cut.contains(p.to.value()) && !cut.contains(p.from.value())) {
+        to->g->on_message(p.m);
+      }
+    }
+    for (auto& r : all) {
+      if (r->g) {
+        r->g->tick();
+      }
+    }
+  }
+  // Rounds until `done` holds (at most n).
+  template <class F>
+  bool rounds_until(F done, int n = 2'000) {
+    for (int i = 0; i < n; ++i) {
+      if (done()) {
+        return true;
+      }
+      round();
+    }
+    return done();
+  }
+  std::optional<std::size_t> primary() const {
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (all[i]->g && all[i]->g->primary()) {
+        return i;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::vector<std::unique_ptr<replica_node>> all;
+  std::deque<parcel> queue;
+  std::set<std::uint32_t> cut;  // nodes whose messages are lost (both ways)
+};
+
+void queue_net::send(node_t to, group_t group, message m) {
+  BOOST_REQUIRE(group.value() == group_id);
+  nodes_.queue.push_back({from_, to, group, std::move(m)});
+}
+
+std::vector<std::byte> batch(std::int64_t producer, std::int32_t sequence, std::string_view value) {
+  storage::batch_builder b;
+  if (producer >= 0) {
+    b.producer(producer, 0, sequence);
+  }
+  b.add("k", value);
+  auto built = b.build();
+  BOOST_REQUIRE(built.has_value());
+  auto v = storage::validated_batches::validate(std::move(*built), 1 << 20);
+  BOOST_REQUIRE(v.has_value());
+  return partition_machine::produce_request(v->bytes(), v->batches().front().crc_tail);
+}
+
+template <class T>
+std::string why(const expected<T>& r) {
+  return r.has_value() ? std::string() : r.error().message();
+}
+
+struct outcome {
+  std::optional<expected<partition_submitted>> result;
+};
+
+void submit(partition_group& g, std::vector<std::byte> body, outcome& out) {
+  spawn(g.submit(operation_produce_batch, std::move(body)),
+        [&out](expected<partition_submitted> r) { out.result = std::move(r); });
+}
+
+// The committed batches of a replica's log, as bytes.
+std::vector<std::byte> committed_bytes(replica_node& r) {
+  auto& log = r.g->log();
+  storage::read_request q;
+  q.offset = offset_t(0);
+  q.max_bytes = 1 << 20;
+  auto got = storage::io::run_task(*r.disk, log.read(q));
+  BOOST_REQUIRE(got.has_value() && got->has_value());
+  const auto bytes = (*got)->bytes.span();
+  return std::vector<std::byte>(bytes.begin(), bytes.end());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(partition_group_suite)
+
+BOOST_AUTO_TEST_CASE(produces_commit_on_a_quorum_and_every_log_holds_the_same_bytes) {
+  nodes n(3);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  const std::size_t p = *n.primary();
+  BOOST_TEST(p == 0u);  // members[0] is the preferred primary: view 0's
+  // A backup takes no submit and names the primary.
+  outcome refused;
+  submit(*n.all[1]->g, batch(-1, -1, "x"), refused);
+  BOOST_REQUIRE(refused.result.has_value());
+  BOOST_TEST(!refused.result->has_value());
+  BOOST_TEST(refused.result->error().message().find("node 1") != std::string::npos);
+
+  std::vector<outcome> outs(6);
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    submit(*n.all[p]->g, batch(7, static_cast<std::int32_t>(i), "value-" + std::to_string(i)), outs[i]);
+  }
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return std::all_of(outs.begin(), outs.end(), [](const outcome& o) { return o.result.has_value(); });
+  }));
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    BOOST_REQUIRE_MESSAGE(outs[i].result->has_value(), why(*outs[i].result));
+    auto r = partition_machine::decode_produce_reply((*outs[i].result)->reply);
+    BOOST_REQUIRE(r);
+    BOOST_TEST(r->base_offset == static_cast<std::int64_t>(i));  // submitted in order, stamped in order
+  }
+  // Every replica's log commits the same bytes (backups learn the commit from the next heartbeat).
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return std::all_of(n.all.begin(), n.all.end(),
+                       [](const auto& r) { return r->g->machine().next_offset() == 6; });
+  }));
+  const auto primary_bytes = committed_bytes(*n.all[p]);
+  BOOST_TEST(!primary_bytes.empty());
+  for (auto& r : n.all) {
+    BOOST_TEST((committed_bytes(*r) == primary_bytes));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_primary_crashes_another_node_leads_and_nothing_acknowledged_is_lost) {
+  nodes n(3);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  std::size_t p = *n.primary();
+  std::vector<outcome> outs(4);
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    submit(*n.all[p]->g, batch(9, static_cast<std::int32_t>(i), "a"), outs[i]);
+  }
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return std::all_of(outs.begin(), outs.end(), [](const outcome& o) { return o.result.has_value(); });
+  }));
+  n.stop(p);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  const std::size_t q = *n.primary();
+  BOOST_TEST(q != p);
+  // A retry of an acknowledged batch is answered with its original offset; the next batch goes after it.
+  outcome retry;
+  outcome next;
+  submit(*n.all[q]->g, batch(9, 3, "a"), retry);
+  submit(*n.all[q]->g, batch(9, 4, "b"), next);
+  BOOST_REQUIRE(n.rounds_until([&] { return retry.result.has_value() && next.result.has_value(); }));
+
+  BOOST_REQUIRE_MESSAGE(retry.result->has_value(), why(*retry.result));
+  BOOST_REQUIRE_MESSAGE(next.result->has_value(), why(*next.result));
+  auto r = partition_machine::decode_produce_reply((*retry.result)->reply);
+  BOOST_REQUIRE(r);
+  BOOST_TEST((r->verdict == storage::producer_verdict::duplicate));
+  BOOST_TEST(r->base_offset == 3);
+  r = partition_machine::decode_produce_reply((*next.result)->reply);
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->base_offset == 4);
+  // The crashed node comes back, catches up by repair, and holds the same committed bytes.
+  n.start(p);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.all[p]->g->machine().next_offset() == 5; }));
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return committed_bytes(*n.all[p]) == committed_bytes(*n.all[q]);
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(a_primary_cut_off_fails_its_submits_and_the_majority_goes_on) {
+  nodes n(3);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  const std::size_t p = *n.primary();
+  n.cut.insert(static_cast<std::uint32_t>(p + 1));
+  outcome lost;
+  submit(*n.all[p]->g, batch(-1, -1, "lost"), lost);
+  BOOST_REQUIRE(n.rounds_until([&] { return lost.result.has_value(); }));
+  BOOST_TEST(!lost.result->has_value());  // never acknowledged: no quorum had it
+  BOOST_REQUIRE(n.rounds_until([&] {
+    for (std::size_t i = 0; i < n.all.size(); ++i) {
+      if (i != p && n.all[i]->g->primary()) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  n.cut.clear();
+  // Healed: one primary, and the old one follows it.
+  BOOST_REQUIRE(n.rounds_until([&] {
+    std::size_t primaries = 0;
+    for (auto& r : n.all) {
+      primaries += r->g->primary() ? 1 : 0;
+    }
+    return primaries == 1 && !n.all[p]->g->primary();
+  }));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
