@@ -209,7 +209,7 @@ void connection_actor::ask(const Handle& dest, pending p, Encode encode, Args&&.
       .then(
           [this, p, encode](Reply& r) {
             if (!r.result.ok()) {
-              return reply_error(p.correlation, r.result.st, r.result.message, p.bytes);
+              return reply_error(p.correlation, r.result.st, r.result.message, p.bytes, r.result.redirect);
             }
             reply(encode(r, position()), p.bytes);
           },

@@ -37,7 +37,9 @@ using partition_actor_hdl = caf::typed_actor<
     // Failure injection: ends the stall now, if there is one (what waited is then handled in order). No reply.
     caf::reacts_to<unstall_atom>,
     // Failure injection: the log's next N fdatasyncs report EIO (the partition fences, then recovers). No reply.
-    caf::reacts_to<fail_syncs_atom, std::uint32_t>>;
+    caf::reacts_to<fail_syncs_atom, std::uint32_t>,
+    // A message from a peer node for the partition's VSR group (a replicated partition; others drop it). No reply.
+    caf::reacts_to<replica_atom, replica_frame>>;
 
 // A poll by a group member: the group checks the member, resolves NEXT to the group's offset, asks the partition
 // and checks ownership again when the data comes back.
@@ -83,6 +85,9 @@ using metadata_actor_hdl = caf::typed_actor<
     // Failure injection (debug.failure_injection): cuts (true) or heals (false) the replica plane to a peer node.
     // No reply.
     caf::reacts_to<cut_atom, std::uint64_t, bool>,
+    // Sends a replicated partition's VSR message to the peer node it names, on the replica plane (best effort: a
+    // message to a node out of reach is lost, as VSR allows). No reply.
+    caf::reacts_to<replica_atom, replica_frame>,
     // Closes every partition, then every group, then the journal; replies and quits.
     caf::replies_to<close_atom>::with<outcome>>;
 

@@ -12,6 +12,10 @@
 #include "storage/partition_log.h"
 #include "storage/validated_batches.h"
 
+namespace rill::consensus {
+struct message;
+}
+
 namespace rill::actors {
 
 using produce_atom = caf::atom_constant<caf::atom("produce")>;
@@ -36,13 +40,18 @@ using unstall_atom = caf::atom_constant<caf::atom("unstall")>;       // ends a s
 using fail_syncs_atom = caf::atom_constant<caf::atom("failsyncs")>;  // failure injection: fdatasyncs report EIO
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
 using await_op_atom = caf::atom_constant<caf::atom("awaitop")>;
+using replica_atom = caf::atom_constant<caf::atom("replica")>;  // a replicated partition's VSR message
 using cut_atom = caf::atom_constant<caf::atom("cut")>;  // failure injection: the replica plane to a peer is down  // a
                                                         // cluster member catches up with the committed metadata
 
 // The outcome of a request to an actor: a status (ok or the error) and its message.
 struct outcome {
+  outcome() = default;
+  outcome(net::status s, std::string m, std::string to = {})
+      : st(s), message(std::move(m)), redirect(std::move(to)) {}
   net::status st = net::status::ok;
   std::string message;
+  std::string redirect;  // not_primary: the client address of the node to ask instead (empty: unknown)
   [[nodiscard]] bool ok() const noexcept { return st == net::status::ok; }
   static outcome of(const rill::error& e) { return outcome{net::status_of(e.code()), e.detail()}; }
 };
@@ -106,6 +115,14 @@ struct group_reply {
 };
 // group_poll_msg, which carries a partition's handle, is in interfaces.hpp.
 
+// A message of a replicated partition's VSR group on the replica plane: to a peer node (partition -> metadata actor,
+// which owns the plane), or from one (metadata actor -> the partition whose group it is).
+struct replica_frame {
+  std::uint64_t node = 0;   // the peer it goes to, or came from
+  std::uint64_t group = 0;  // the partition's group id (partition_group_id)
+  std::shared_ptr<const consensus::message> m;
+};
+
 }  // namespace rill::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_msg)
@@ -120,3 +137,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::partition_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::metadata_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::metadata_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::outcome)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::replica_frame)

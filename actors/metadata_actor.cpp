@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "actors/replica_partition_actor.hpp"
 #include "actors/runtime/shard.h"
 #include "net/frame.h"
 #include "net/proto/metadata.pb.h"
@@ -116,6 +117,12 @@ metadata_actor::behavior_type metadata_actor::serving() {
       [this](cut_atom, std::uint64_t peer, bool on) {
         if (plane_ && !closing_) {
           (void)plane_->cut(peer, on);
+        }
+      },
+      [this](replica_atom, replica_frame& f) {
+        // A replicated partition's message to a peer: on the plane (a copy; best effort, as VSR allows).
+        if (plane_ && !closing_ && f.m != nullptr) {
+          plane_->send(consensus::node_t(static_cast<std::uint32_t>(f.node)), consensus::group_t(f.group), *f.m);
         }
       },
       [this](applied_atom) {
@@ -300,6 +307,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
       }
       partition_actor_hdl p = it->second;
       partitions_.erase(it);  // the actor stops whatever its destroy answers
+      std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
       RILL_CO_TRY(r, co_await await_request<outcome>(this, p, destroy_atom::value));
       if (!r.ok()) {
         co_return fail(r.st, r.message);
@@ -331,6 +339,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
       if (it != partitions_.end()) {
         partition_actor_hdl p = it->second;
         partitions_.erase(it);
+        std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
         // The actor stops either way; a reopen recovers from what its files hold.
         auto r = co_await await_request<outcome>(this, p, close_atom::value);
         if (!r || !r->ok()) {
@@ -358,6 +367,28 @@ bool metadata_actor::run_now(const reconcile_step& step) {
       options.config = step.config;
       partition_identity id{step.stream_id, step.topic_id, step.id,
                             partition_dir(data_dir, step.stream_id, step.topic_id, step.id)};
+      if (!step.replicas.empty()) {
+        // A replicated topic: this node's replica of the partition's VSR group.
+        RILL_ASSERT(services_->cluster != nullptr, "{}: replicas outside a cluster", step.describe());
+        replica_placement where;
+        where.group = partition_group_id(step.stream_id, step.topic_id, step.topic_created_ms, step.id);
+        where.members = step.replicas;
+        where.self = services_->cluster->node_id;
+        where.plane = caf::actor_cast<metadata_actor_hdl>(this);
+        const routing* routes = services_->routes;
+        where.address_of = [routes](std::uint64_t node) {
+          const auto table = routes->current();
+          auto it = table->view->nodes.find(node);
+          return it == table->view->nodes.end() ? std::string() : it->second;
+        };
+        where.journal_slots = services_->partition_journal_slots;
+        std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
+        replica_groups_[where.group] = step.ns;
+        partitions_[step.ns] = system().spawn<replica_partition_actor>(shard_of(step.ns, services_->shards), id,
+                                                                       options, std::move(where),
+                                                                       services_->partitions);
+        return true;
+      }
       partitions_[step.ns] =
           system().spawn<partition_actor>(shard_of(step.ns, services_->shards), id, options, services_->partitions);
       return true;
@@ -505,12 +536,12 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
                                  carried.error().message()));
     }
   }
-  auto planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits);
+  auto planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits, replication());
   if (!planned && cluster_ && is_not_found(planned.error())) {
     // Not found here may be this node being behind (the stream made through another node a moment ago): catch up
     // first (a barrier, directly: this runs as the mutation the session serves), then plan again.
     RILL_CO_TRY_VOID(co_await barrier());
-    planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits);
+    planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits, replication());
   }
   if (!planned) {
     co_return rill::unexpected(planned.error());
@@ -704,7 +735,19 @@ void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
     return;
   }
   if (frame.group != metadata_group) {
-    return;  // no other group runs on a node yet (issue 18: partition groups)
+    // A replicated partition's group: to this node's replica of it, on its shard (dropped when it runs none here:
+    // the partition was deleted, or is not placed here yet).
+    auto g = replica_groups_.find(frame.group.value());
+    if (g == replica_groups_.end()) {
+      return;
+    }
+    auto p = partitions_.find(g->second);
+    if (p != partitions_.end()) {
+      caf::anon_send(p->second, replica_atom::value,
+                     replica_frame{from, frame.group.value(),
+                                   std::make_shared<const consensus::message>(std::move(frame.m))});
+    }
+    return;
   }
   const auto cmd = frame.m.h.cmd;
   if (cmd == consensus::command::reply || cmd == consensus::command::eviction) {
@@ -714,6 +757,14 @@ void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
   } else {
     host_->on_message(consensus::node_t(static_cast<std::uint32_t>(from)), metadata_group, frame.m);
   }
+}
+
+replication_limits metadata_actor::replication() const {
+  replication_limits r;
+  r.members = services_->cluster == nullptr ? 1 : static_cast<std::uint32_t>(services_->cluster->members.size());
+  r.factor_default = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+      services_->config->replication_factor_default, r.members));
+  return r;
 }
 
 node_placement metadata_actor::placement() const {

@@ -59,6 +59,9 @@ struct metadata_services {
   std::size_t shards = 1;
   // The metadata group's journal ring and checkpoint interval (commands between checkpoints: a quarter of the ring).
   std::uint64_t journal_slots = 1024;
+  // A replicated partition's journal ring (prepare headers, 4 KiB slots): how far behind a replica may fall and
+  // still catch up by repair.
+  std::uint32_t partition_journal_slots = 4096;
   const metadata_cluster* cluster = nullptr;  // null: a node alone (a one-replica local group)
   std::string advertised_address;             // a cluster member's client address, as other nodes hand it out
   std::uint64_t cluster_id = 0;               // from the data directory's identity (a node alone's too)
@@ -127,6 +130,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   bool run_now(const reconcile_step& step);                   // a spawn or a resize, at once; false: not one
   void schedule_reconcile();
   [[nodiscard]] node_placement placement() const;
+  // What a topic may ask for as its replication factor here (the cluster's members; the configured default).
+  [[nodiscard]] replication_limits replication() const;
   // A cluster member makes sure the metadata names its client address (network.advertised_address): retried until
   // a SetNode for it is committed.
   void announce();
@@ -172,6 +177,9 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, partition_actor_hdl> partitions_;
   std::map<std::uint64_t, group_actor_hdl> groups_;  // by group_namespace()
+  // The replicated partitions' group ids (partition_group_id) and the partition each is (partitions_' key): where
+  // the plane's messages for a group go.
+  std::map<std::uint64_t, std::uint64_t> replica_groups_;
   node_inventory running_;                           // what partitions_ and groups_ run, and the data they held
   std::string reconcile_error_;                      // of the last pass; empty once it carried everything out
   std::chrono::milliseconds reconcile_retry_ = reconcile_retry_min;

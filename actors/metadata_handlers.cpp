@@ -216,7 +216,8 @@ expected<reply_plan> plan_read(const metadata_view& view, std::uint16_t api, std
 }
 
 expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t api, std::string_view header,
-                                      const config::log_config& defaults, const config::resource_limits& limits) {
+                                      const config::log_config& defaults, const config::resource_limits& limits,
+                                      replication_limits replication) {
   const auto a = net::api_from_wire(api);
   metadata_change c;
   c.api = a.value_or(net::api::ping);
@@ -254,7 +255,7 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(req, parse_request_header<proto::TopicCreateRequest>(header));
       RILL_TRY_VOID(check_new_name("topic", req.name()));
       RILL_TRY(s, view.find_stream(req.stream()));
-      RILL_TRY(config, complete_topic_config(req.config(), defaults));
+      RILL_TRY(config, complete_topic_config(req.config(), defaults, replication));
       if (s->topics.size() >= limits.topics_per_stream_max) {
         return over_limit(
             "topics_per_stream_max", limits.topics_per_stream_max,
@@ -323,6 +324,13 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(s, view.find_stream(req.stream()));
       RILL_TRY(t, view.find_topic(*s, req.topic()));
       RILL_TRY(config, complete_group_config(req.config()));
+      if (t->config.replication_factor() > 1) {
+        return fail(net::status::unsupported,
+                    fmt::format("topic '{}' is replicated (replication_factor {}): consumer groups on replicated "
+                                      "topics arrive with the replicated group coordinator; consume it with a named "
+                                      "consumer (--consumer NAME), whose offsets are replicated with the partition",
+                                      t->name, t->config.replication_factor()));
+      }
       if (t->groups.size() >= limits.groups_per_topic_max) {
         return over_limit(
             "groups_per_topic_max", limits.groups_per_topic_max,

@@ -88,7 +88,8 @@ struct metadata_change {
 // message names the key and its value; checked here, before anything is committed or created). What only the state can
 // tell (exists, names, id space) is metadata_state::check's, at the commit.
 expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t api, std::string_view header,
-                                      const config::log_config& defaults, const config::resource_limits& limits);
+                                      const config::log_config& defaults, const config::resource_limits& limits,
+                                      replication_limits replication = {});
 
 // The directories a change's creation will use (a reused stream, topic or group id; partitions added back after a
 // delete), which the actor removes, durably, before it commits the change: what a deleted one with the same id left

@@ -2,6 +2,8 @@
 
 #include <murmurhash.h>
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include "base/assert.h"
@@ -34,11 +36,9 @@ expected<void> check_config(const proto::TopicConfig& c) {
   if (c.has_partitions()) {
     RILL_TRY_VOID(in_range<std::uint32_t>("partitions", c.partitions(), 1, 100'000));
   }
-  if (c.has_replication_factor() && c.replication_factor() != 1) {
-    return fail(net::status::invalid_config,
-                fmt::format("replication_factor = {}: a single node serves replication_factor 1 only; replicated "
-                            "topics arrive with clustering",
-                            c.replication_factor()));
+  if (c.has_replication_factor()) {
+    RILL_TRY_VOID(in_range<std::uint32_t>("replication_factor", c.replication_factor(), 1,
+                                          static_cast<std::uint32_t>(limits::cluster_members_limit)));
   }
   if (c.has_retention_ms()) {
     RILL_TRY_VOID(in_range<std::uint64_t>("retention_ms", c.retention_ms(), 0, 100 * year_ms));
@@ -203,6 +203,31 @@ std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_i
   return (std::uint64_t{stream_id} << 32) | (std::uint64_t{topic_id} << 20) | partition_id;
 }
 
+std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id,
+                                              std::uint32_t factor, std::span<const std::uint64_t> members) {
+  std::vector<std::uint64_t> out;
+  if (members.empty()) {
+    return out;
+  }
+  const std::uint64_t home = topic_home(stream_id, topic_id, members);
+  const auto at = static_cast<std::size_t>(std::find(members.begin(), members.end(), home) - members.begin());
+  const std::size_t n = std::min<std::size_t>(std::max<std::uint32_t>(factor, 1), members.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(members[(at + partition_id + i) % members.size()]);
+  }
+  return out;
+}
+
+std::uint64_t partition_group_id(std::uint32_t stream_id, std::uint32_t topic_id, std::uint64_t topic_created_ms,
+                                 std::uint32_t partition_id) {
+  std::byte bytes[16];
+  store_le<std::uint64_t>(bytes, partition_namespace(stream_id, topic_id, partition_id));
+  store_le<std::uint64_t>(bytes + 8, topic_created_ms);
+  std::uint64_t out[2];
+  lmmh_x64_128(bytes, sizeof bytes, 2, out);
+  return out[0] | 1u;  // never 0
+}
+
 std::uint64_t topic_home(std::uint32_t stream_id, std::uint32_t topic_id, std::span<const std::uint64_t> members) {
   if (members.empty()) {
     return 0;
@@ -250,14 +275,20 @@ expected<void> check_name(std::string_view what, std::string_view name) {
 }
 
 expected<proto::TopicConfig> complete_topic_config(const proto::TopicConfig& requested,
-                                                   const config::log_config& defaults) {
+                                                   const config::log_config& defaults, replication_limits r) {
   RILL_TRY_VOID(check_config(requested));
   proto::TopicConfig c = requested;
   if (!c.has_partitions()) {
     c.set_partitions(1);
   }
   if (!c.has_replication_factor()) {
-    c.set_replication_factor(1);
+    c.set_replication_factor(std::min(r.factor_default, r.members));
+  }
+  if (c.replication_factor() > r.members) {
+    return fail(net::status::invalid_config,
+                fmt::format("replication_factor = {}: allowed range is [1, {}] (the cluster's members: a partition "
+                            "has at most one replica per node)",
+                            c.replication_factor(), r.members));
   }
   if (!c.has_retention_ms()) {
     c.set_retention_ms(defaults.retention_ms);
@@ -298,6 +329,11 @@ expected<proto::TopicConfig> patch_topic_config(const proto::TopicConfig& curren
   RILL_TRY_VOID(check_config(patch));
   if (patch.has_partitions() && patch.partitions() != current.partitions()) {
     return fail(net::status::invalid_config, "partitions: change them with partitions add / delete");
+  }
+  if (patch.has_replication_factor() && patch.replication_factor() != current.replication_factor()) {
+    return fail(net::status::invalid_config,
+                fmt::format("replication_factor = {}: a topic keeps the replication factor it was created with ({})",
+                            patch.replication_factor(), current.replication_factor()));
   }
   proto::TopicConfig c = current;
   c.MergeFrom(patch);  // proto3 optional: only fields set in patch are copied

@@ -101,6 +101,19 @@ std::size_t shard_of(std::uint64_t ns, std::size_t shards);
 // hash of the topic's ids so that topics spread over the nodes, the same on every node. 0 when `members` is empty
 // (a node alone serves everything).
 std::uint64_t topic_home(std::uint32_t stream_id, std::uint32_t topic_id, std::span<const std::uint64_t> members);
+// The nodes that replicate partition `partition_id` of a topic with replication factor `factor` (> 1), in replica
+// order: `factor` consecutive members (ascending, wrapping) from the topic's home onwards, shifted by the partition
+// id, so that the first, the partition's preferred primary, differs from one partition to the next and a topic's
+// primaries spread evenly over the members. A function of committed metadata alone (the topic's ids and
+// replication factor, and the cluster's fixed membership): every node places every partition the same way. Empty
+// when `members` is empty; at most members.size() nodes.
+std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id,
+                                              std::uint32_t factor, std::span<const std::uint64_t> members);
+// The VSR group id of a replicated partition: a hash of its topic's ids, the topic's creation time and the partition
+// id, so that a topic created again under the same ids gets other groups (messages of the old ones are dropped).
+// Never 0 (the metadata group's).
+std::uint64_t partition_group_id(std::uint32_t stream_id, std::uint32_t topic_id, std::uint64_t topic_created_ms,
+                                 std::uint32_t partition_id);
 // A consumer group's key: like a partition's namespace with the group id in the partition bits and the top bit set
 // (so it never equals a partition's); its shard is shard_of(group_namespace(...)).
 std::uint64_t group_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t group_id);
@@ -120,9 +133,14 @@ expected<void> check_new_name(std::string_view what, std::string_view name);
 
 // The complete configuration of a new topic: `requested` fields where set, the server's defaults elsewhere. Every
 // field is range-checked; errors (invalid_config) name the field and the allowed range.
+// What a node's cluster allows a topic: replication_factor at most `members`, `factor_default` when none is asked.
+struct replication_limits {
+  std::uint32_t members = 1;
+  std::uint32_t factor_default = 1;
+};
 expected<proto::TopicConfig> complete_topic_config(const proto::TopicConfig& requested,
-                                                   const config::log_config& defaults);
-// `current` with the fields `patch` sets, checked the same way.
+                                                   const config::log_config& defaults, replication_limits r = {});
+// `current` with the fields `patch` sets, checked the same way (replication_factor cannot change).
 expected<proto::TopicConfig> patch_topic_config(const proto::TopicConfig& current, const proto::TopicConfig& patch);
 // The storage settings of a partition of a topic with `topic` config.
 config::log_config log_config_for(const proto::TopicConfig& topic, const config::log_config& defaults);

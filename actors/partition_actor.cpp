@@ -464,6 +464,10 @@ partition_actor::behavior_type partition_actor::serving() {
       [](unstall_atom, std::uint64_t) {
         // The timer of a stall that was ended when asked to.
       },
+      [](replica_atom, replica_frame&) {
+        // A VSR message for a replicated partition's group: this partition is served by this node alone (a topic
+        // created again under the same ids is another group: partition_group_id).
+      },
       [this](close_atom) { return finish(false); },
       [this](destroy_atom) { return finish(true); },
   };

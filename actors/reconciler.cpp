@@ -80,7 +80,8 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   // What runs and should not: another incarnation, a partition past its topic's count, a deleted group.
   for (const auto& [ns, p] : running.partitions) {
     const topic_meta* t = topic_in(desired, p.stream_id, p.topic_id, p.topic_created_ms);
-    if (t == nullptr || p.partition_id >= t->config.partitions() || !here.serves(p.stream_id, p.topic_id)) {
+    if (t == nullptr || p.partition_id >= t->config.partitions() ||
+        !here.serves_partition(p.stream_id, p.topic_id, p.partition_id, t->config.replication_factor())) {
       destroys.push_back(step_of(reconcile_kind::destroy_partition, ns, p.stream_id, p.topic_id, p.partition_id));
     } else if (!(p.config == log_config_for(t->config, defaults))) {
       closes.push_back(step_of(reconcile_kind::close_partition, ns, p.stream_id, p.topic_id, p.partition_id));
@@ -106,7 +107,8 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   // The data of streams and topics gone (after every actor that held it: destroys run first).
   for (const auto& [key, created_ms] : running.topics) {
     const auto [sid, tid] = key;
-    if (topic_in(desired, sid, tid, created_ms) == nullptr || !here.serves(sid, tid)) {
+    const topic_meta* t = topic_in(desired, sid, tid, created_ms);
+    if (t == nullptr || !here.holds(sid, tid, t->config)) {
       auto r = step_of(reconcile_kind::remove_topic_data, 0, sid, tid, 0);
       r.topic_created_ms = created_ms;
       r.paths = {fmt::format("{}/groups/{}/{}", data_dir, sid, tid),
@@ -126,11 +128,11 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   // What should run and does not (or runs with other settings and is reopened).
   for (const auto& [sid, s] : desired.streams) {
     for (const auto& [tid, t] : s.topics) {
-      if (!here.serves(sid, tid)) {
-        continue;
-      }
       const config::log_config config = log_config_for(t.config, defaults);
       for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {
+        if (!here.serves_partition(sid, tid, p, t.config.replication_factor())) {
+          continue;
+        }
         const std::uint64_t ns = partition_namespace(sid, tid, p);
         auto r = running.partitions.find(ns);
         if (r != running.partitions.end() && r->second.topic_created_ms == t.created_ms && r->second.config == config) {
@@ -140,7 +142,11 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
         step.stream_created_ms = s.created_ms;
         step.topic_created_ms = t.created_ms;
         step.config = config;
+        step.replicas = here.replicas(sid, tid, p, t.config.replication_factor());
         spawns.push_back(std::move(step));
+      }
+      if (!here.serves(sid, tid)) {
+        continue;  // its groups are another node's
       }
       for (const auto& [gid, g] : t.groups) {
         const std::uint64_t ns = group_namespace(sid, tid, gid);

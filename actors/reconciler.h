@@ -21,6 +21,7 @@
 //
 // Cost: O(partitions + groups) of the view and the inventory per plan, no I/O. Metadata changes are rare; a topic
 // with partitions_max partitions costs one pass over it per change.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -81,6 +82,9 @@ struct reconcile_step {
   std::uint64_t group_created_ms = 0;
   std::uint32_t partitions = 0;    // spawn_group, resize_group: the topic's partition count
   config::log_config config;       // spawn_partition
+  // spawn_partition of a replicated topic (replication_factor > 1 in a cluster): its group's members in replica
+  // order (partition_replicas), this node among them; empty: served by this node alone.
+  std::vector<std::uint64_t> replicas;
   std::vector<std::string> paths;  // remove_*_data
 
   // "spawn partition 3 of topic 1 of stream 0", for errors and notices.
@@ -89,12 +93,40 @@ struct reconcile_step {
 
 // The steps that take `running` to what `desired` names, in the order they must run (see the invariants).
 // `defaults` are the server's storage settings under each topic's own (log_config_for).
-// Which topics this node serves: all of them alone, those whose topic_home() it is in a cluster of several.
+// What this node serves: everything alone; in a cluster of several, the consumer groups (and, for a topic not
+// replicated, the partitions) of the topics whose topic_home() it is, and a replica of every partition of a
+// replicated topic whose partition_replicas() name it.
 struct node_placement {
   std::uint64_t self = 0;
   std::vector<std::uint64_t> members;  // ascending; empty: a node alone
   [[nodiscard]] bool serves(std::uint32_t stream_id, std::uint32_t topic_id) const {
     return members.empty() || topic_home(stream_id, topic_id, members) == self;
+  }
+  // The members of a replicated partition's group, when the topic is replicated in a cluster (else empty).
+  [[nodiscard]] std::vector<std::uint64_t> replicas(std::uint32_t stream_id, std::uint32_t topic_id,
+                                                    std::uint32_t partition_id, std::uint32_t factor) const {
+    return members.empty() || factor <= 1 ? std::vector<std::uint64_t>{}
+                                          : partition_replicas(stream_id, topic_id, partition_id, factor, members);
+  }
+  [[nodiscard]] bool serves_partition(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id,
+                                      std::uint32_t factor) const {
+    if (members.empty() || factor <= 1) {
+      return serves(stream_id, topic_id);
+    }
+    const auto r = replicas(stream_id, topic_id, partition_id, factor);
+    return std::find(r.begin(), r.end(), self) != r.end();
+  }
+  // This node may hold data of the topic: it serves its groups or a partition of it.
+  [[nodiscard]] bool holds(std::uint32_t stream_id, std::uint32_t topic_id, const proto::TopicConfig& config) const {
+    if (serves(stream_id, topic_id)) {
+      return true;
+    }
+    for (std::uint32_t p = 0; p < config.partitions(); ++p) {
+      if (serves_partition(stream_id, topic_id, p, config.replication_factor())) {
+        return true;
+      }
+    }
+    return false;
   }
 };
 

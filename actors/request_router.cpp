@@ -45,36 +45,62 @@ class resolver {
   resolver(const metadata_view& view, const actor_directory& actors, std::uint32_t& balanced_next)
       : view_(view), actors_(actors), balanced_next_(balanced_next) {}
 
-  expected<stream_topic> find(const proto::Identifier& s, const proto::Identifier& t) const {
+  // The topic, when this node serves what is asked of it: its consumer groups (`partitions` false), or its
+  // partitions (a replicated topic's are placed one by one: partition() checks). Else not_primary, naming the node.
+  expected<stream_topic> find(const proto::Identifier& s, const proto::Identifier& t, bool partitions = false) const {
     RILL_TRY(stream, view_.find_stream(s));
     RILL_TRY(topic, view_.find_topic(*stream, t));
+    if (partitions && topic->config.replication_factor() > 1) {
+      return stream_topic{stream, topic};
+    }
     if (const std::uint64_t node = actors_.served_by(stream->id, topic->id); node != 0) {
-      auto known = view_.nodes.find(node);
-      redirect_ = known == view_.nodes.end() ? std::string() : known->second;
-      return fail(net::status::not_primary,
-                  redirect_.empty()
-                      ? fmt::format("topic '{}' of stream '{}' is served by node {}, whose client address is not "
-                                    "known yet; retry shortly",
-                                    topic->name, stream->name, node)
-                      : fmt::format("topic '{}' of stream '{}' is served by node {} at {}", topic->name, stream->name,
-                                    node, redirect_));
+      return redirect(node, fmt::format("topic '{}' of stream '{}'", topic->name, stream->name));
     }
     return stream_topic{stream, topic};
+  }
+
+  // not_primary: `what` is served by `node` (its client address, when the metadata knows it, goes to the client).
+  rill::unexpected redirect(std::uint64_t node, const std::string& what) const {
+    auto known = view_.nodes.find(node);
+    redirect_ = known == view_.nodes.end() ? std::string() : known->second;
+    return fail(net::status::not_primary,
+                redirect_.empty()
+                    ? fmt::format("{} is served by node {}, whose client address is not known yet; retry shortly",
+                                  what, node)
+                    : fmt::format("{} is served by node {} at {}", what, node, redirect_));
   }
 
   // Where a not_primary error sends the client (empty: unknown).
   [[nodiscard]] const std::string& redirect() const noexcept { return redirect_; }
 
+  // The topic is replicated (partitions on replication_factor nodes each), as this node's view says.
+  [[nodiscard]] bool replicated(const proto::Identifier& s, const proto::Identifier& t) const {
+    auto stream = view_.find_stream(s);
+    if (!stream) {
+      return false;
+    }
+    auto topic = view_.find_topic(**stream, t);
+    return topic && (*topic)->config.replication_factor() > 1;
+  }
+
   // The partition a request goes to: `partition`, or the next in round-robin order when it names none.
   expected<partition_key> partition(const proto::Identifier& s, const proto::Identifier& t,
                                     std::optional<std::uint32_t> partition) {
-    RILL_TRY(found, find(s, t));
+    RILL_TRY(found, find(s, t, true));
     const std::uint32_t count = found.topic->config.partitions();
     RILL_ASSERT(count > 0, "topic '{}' has no partitions", found.topic->name);
     const std::uint32_t chosen = partition ? *partition : balanced_next_++ % count;
     if (chosen >= count) {
       return fail(net::status::partition_not_found, fmt::format("partition {} not found in topic '{}' ({} partitions)",
                                                                 chosen, found.topic->name, count));
+    }
+    if (const std::uint32_t factor = found.topic->config.replication_factor(); factor > 1) {
+      if (const std::uint64_t node = actors_.partition_served_by(found.stream->id, found.topic->id, chosen, factor);
+          node != 0) {
+        return redirect(node, fmt::format("partition {} of topic '{}' of stream '{}' (replicated on {} nodes; this "
+                                          "node holds no replica)",
+                                          chosen, found.topic->name, found.stream->name, factor));
+      }
     }
     if (!actors_.has_partition(found.stream->id, found.topic->id, chosen)) {
       return fail(net::status::unavailable, "the partition is being created or deleted; retry");
@@ -165,6 +191,11 @@ route_decision poll(const net::request_view& req, resolver& r) {
   // A group member's poll goes through its group, which checks ownership and knows the group's offset.
   std::optional<group_key> group;
   if (h.consumer().kind_case() == proto::Consumer::kGroup) {
+    if (r.replicated(h.stream(), h.topic())) {
+      return reply_error{net::status::unsupported,
+                         "consumer groups on a replicated topic (replication_factor > 1) arrive with the replicated "
+                         "group coordinator; consume it with a named consumer (--consumer NAME) or by offset"};
+    }
     auto g = r.group_named(h.stream(), h.topic(), h.consumer().group());
     if (!g) {
       return error_of(g.error());

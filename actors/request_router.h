@@ -40,6 +40,15 @@ class actor_directory {
     (void)topic_id;
     return 0;
   }
+  // A partition of a topic with replication factor `factor`: 0 when this node runs a replica of it (its replica
+  // answers, or names the primary), else the partition's preferred primary (partition_replicas()' first), which
+  // knows the primary if it is not it. A node alone, or a topic not replicated: served_by().
+  [[nodiscard]] virtual std::uint64_t partition_served_by(std::uint32_t stream_id, std::uint32_t topic_id,
+                                                          std::uint32_t partition_id, std::uint32_t factor) const {
+    (void)partition_id;
+    (void)factor;
+    return served_by(stream_id, topic_id);
+  }
 };
 
 struct partition_key {

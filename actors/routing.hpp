@@ -3,6 +3,7 @@
 // of every partition. Published by the metadata actor as an immutable table behind a std::atomic<shared_ptr>: any
 // shard reads the current one without a message; a change publishes a new table. Not lock-free: libstdc++ guards
 // the pointer with a short internal spin lock, held only for the load or the swap.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -49,6 +50,14 @@ class routing_directory final : public actor_directory {
   [[nodiscard]] std::uint64_t served_by(std::uint32_t stream, std::uint32_t topic) const override {
     const std::uint64_t home = topic_home(stream, topic, table_.members);
     return home == table_.self ? 0 : home;
+  }
+  [[nodiscard]] std::uint64_t partition_served_by(std::uint32_t stream, std::uint32_t topic, std::uint32_t partition,
+                                                  std::uint32_t factor) const override {
+    if (table_.members.empty() || factor <= 1) {
+      return served_by(stream, topic);
+    }
+    const auto replicas = partition_replicas(stream, topic, partition, factor, table_.members);
+    return std::find(replicas.begin(), replicas.end(), table_.self) != replicas.end() ? 0 : replicas.front();
   }
 
  private:

@@ -196,6 +196,10 @@ const std::vector<key_spec>& registry() {
                            c.members = *parse_members(std::get<std::string>(v));  // checked before set
                          },
                          [](const server_config& c) { return config_value{members_text(c.members)}; }});
+    k.push_back(integer("cluster.replication_factor", 1, limits::cluster_members_limit,
+                        "The replication factor of a topic created without one: each of its partitions is then a VSR "
+                        "group on that many members (at most the cluster's members; 1: one node serves the topic).",
+                        &server_config::replication_factor_default));
     k.push_back(address_key("network.tcp_address", "Client protocol listener (HOST:PORT; port 0 picks a free port).",
                             &server_config::tcp_address));
     k.push_back(address_key("network.http_address", "HTTP listener for /metrics, /healthz, /api and /ui.",
@@ -678,6 +682,12 @@ expected<server_config> config_builder::build() const {
   auto storage = validate(config_.storage);
   if (!storage) {
     return unexpected(storage.error().code(), "storage." + storage.error().detail());
+  }
+  if (const std::size_t members = std::max<std::size_t>(1, config_.members.size());
+      config_.replication_factor_default > members) {
+    return unexpected(make_error_code(errc::bad_value),
+                      fmt::format("cluster.replication_factor = {}: allowed range is [1, {}] (the cluster's members)",
+                                  config_.replication_factor_default, members));
   }
   if (!config_.members.empty()) {
     const std::string listed = members_text(config_.members);

@@ -52,6 +52,8 @@ struct server_config {
   std::uint64_t cluster_id = 0;  // 0: not given (a node alone then makes one up when it formats its directory)
   std::uint64_t node_id = 1;
   std::vector<cluster_member> members;
+  // A topic's replication_factor when its creation names none (at most the members; 1: not replicated).
+  std::uint64_t replication_factor_default = 1;
   // [network]
   address tcp_address{"127.0.0.1", 9420};
   address http_address{"127.0.0.1", 9421};

@@ -276,7 +276,9 @@ task<expected<partition_submitted>> partition_group::submit(std::uint8_t operati
   if (operation < operation_user_min) {
     co_return make_unexpected(errc::invalid_argument, fmt::format("operation {} is reserved", operation));
   }
-  if (body.size() > body_bytes_max()) {
+  // A batch's bytes go to the partition log (its journal slot holds the header alone): the topic's
+  // max_message_bytes, checked where the batch was validated, bounds it; any other operation is kept whole.
+  if (operation != operation_produce_batch && body.size() > body_bytes_max()) {
     co_return make_unexpected(errc::invalid_argument,
                               fmt::format("a write of {} bytes; the partition group's journal takes at most {}",
                                           body.size(), body_bytes_max()));

@@ -85,7 +85,7 @@ class partition_group {
 
   // Commits one operation through this node's sessions. Errors: not_primary (storage::errc::unavailable with the
   // detail; the owner checks primary() first), unavailable (the view changed, or timed out), overloaded (too many
-  // waiting), fenced, closed, invalid_argument (a body over body_bytes_max()).
+  // waiting), fenced, closed, invalid_argument (a body other than a batch over body_bytes_max()).
   task<expected<partition_submitted>> submit(std::uint8_t operation, std::vector<std::byte> body);
 
   // Inputs.

@@ -15,7 +15,7 @@ namespace {
 constexpr std::uint64_t snapshot_magic = 0x3130'6d74'7261'70ULL;  // "partm01"
 constexpr std::size_t answered_head_bytes = 1 + 8 + 2 + 4 + 4 + 8;
 constexpr std::size_t detail_bytes_max = 512;
-constexpr std::size_t produce_reply_head_bytes = 1 + 8 + 4 + 8;
+constexpr std::size_t produce_reply_head_bytes = 1 + 8 + 4 + 8 + 8;
 constexpr std::size_t offset_reply_bytes = 1 + 8 + 8;
 
 struct reader {
@@ -57,6 +57,7 @@ std::vector<std::byte> encode_produce_reply(const partition_machine::produce_rep
   append_le<std::int64_t>(out, r.base_offset);
   append_le<std::uint32_t>(out, r.records);
   append_le<std::uint64_t>(out, r.op);
+  append_le<std::int64_t>(out, r.timestamp_ms);
   append_bytes(out, r.detail);
   return out;
 }
@@ -92,6 +93,7 @@ std::optional<partition_machine::produce_reply> partition_machine::decode_produc
   p.base_offset = r.get<std::int64_t>();
   p.records = r.get<std::uint32_t>();
   p.op = r.get<std::uint64_t>();
+  p.timestamp_ms = r.get<std::int64_t>();
   if (!r.ok || verdict > static_cast<std::uint8_t>(storage::producer_verdict::unknown_producer_id)) {
     return std::nullopt;
   }
@@ -205,7 +207,8 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
     const std::int64_t base = next_offset_;
     absorb(prepare, body);
     return encode_produce_reply(produce_reply{storage::producer_verdict::fresh, base,
-                                              static_cast<std::uint32_t>(next_offset_ - base), prepare.op, {}});
+                                              static_cast<std::uint32_t>(next_offset_ - base), prepare.op,
+                                              storage::batch_view::trusted(body).max_timestamp().value(), {}});
   }
   if (prepare.operation == operation_produce_answered) {
     reader r{body};

@@ -1,0 +1,496 @@
+// replica_partition_actor: a replicated partition's replica on this node (see the header).
+#include "actors/replica_partition_actor.hpp"
+
+#include <fmt/core.h>
+
+#include <random>
+
+#include "actors/runtime/shard.h"
+#include "consensus/partition_machine.h"
+#include "storage/errc.h"
+#include "storage/file_ops.h"
+
+namespace rill::actors {
+namespace {
+
+// The group's journal slot: prepare headers of batches, and whole consumer-offset operations (a name of at most
+// 255 bytes) and session registrations.
+constexpr std::uint32_t journal_slot_bytes = 4096;
+
+outcome verdict_outcome(const consensus::partition_machine::produce_reply& r) {
+  switch (r.verdict) {
+    case storage::producer_verdict::fresh:
+    case storage::producer_verdict::duplicate:
+      return {};
+    case storage::producer_verdict::duplicate_sequence:
+      return outcome{net::status::duplicate_sequence, r.detail};
+    case storage::producer_verdict::sequence_gap:
+      return outcome{net::status::sequence_gap, r.detail};
+    case storage::producer_verdict::producer_fenced:
+      return outcome{net::status::producer_fenced, r.detail};
+    case storage::producer_verdict::unknown_producer_id:
+      return outcome{net::status::unknown_producer_id, r.detail};
+  }
+  return outcome{net::status::internal_error, "an unknown producer verdict"};
+}
+
+}  // namespace
+
+// The group's messages to peers go to the metadata actor, which owns the replica plane.
+class replica_partition_actor::plane_transport final : public consensus::host_transport {
+ public:
+  explicit plane_transport(metadata_actor_hdl plane) : plane_(std::move(plane)) {}
+  void send(consensus::node_t to, consensus::group_t group, consensus::message m) override {
+    caf::anon_send(plane_, replica_atom::value,
+                   replica_frame{to.value(), group.value(), std::make_shared<const consensus::message>(std::move(m))});
+  }
+  void send(consensus::node_t, const consensus::node_heartbeat&) override {
+    // The replica sends its own commit heartbeats (partition_group: heartbeats_by_host off).
+  }
+
+ private:
+  metadata_actor_hdl plane_;
+};
+
+replica_partition_actor::replica_partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id,
+                                                 storage::log_options options, replica_placement placement,
+                                                 const partition_services* services)
+    : metered<replica_partition_impl::base>(cfg, "partition", home),
+      homed(home),
+      id_(std::move(id)),
+      options_(options),
+      placement_(std::move(placement)),
+      services_(services),
+      polls_(std::chrono::milliseconds(services->long_poll_wait_ms_max)) {
+  RILL_ASSERT(placement_.members.size() >= 2, "a replicated partition of {} members", placement_.members.size());
+  set_metrics_name(fmt::format("{}/{}/{}", id_.stream_id, id_.topic_id, id_.partition_id));
+  published_->stream_id = id_.stream_id;
+  published_->topic_id = id_.topic_id;
+  published_->partition_id = id_.partition_id;
+  attach_metrics<partition_metrics>(published_);
+  transport_ = std::make_unique<plane_transport>(placement_.plane);
+}
+
+replica_partition_actor::~replica_partition_actor() = default;
+
+replica_partition_actor::behavior_type replica_partition_actor::make_behavior() {
+  io_ = std::make_unique<actor_io>(this);
+  options_.files = &current_shard()->files();
+  open_group();
+  schedule_tick();
+  return serving();
+}
+
+void replica_partition_actor::open_group() {
+  consensus::partition_group_options o;
+  o.group = consensus::group_t(placement_.group);
+  for (auto n : placement_.members) {
+    o.members.push_back(consensus::node_t(static_cast<std::uint32_t>(n)));
+  }
+  o.self = consensus::node_t(static_cast<std::uint32_t>(placement_.self));
+  o.storage.files.journal = consensus::journal_options{placement_.journal_slots, journal_slot_bytes};
+  o.storage.files.snapshot_bytes_max = 64 * 1024 * 1024;
+  o.storage.files.snapshot_reserved_bytes = 64 * 1024;
+  o.storage.log = options_;
+  o.machine.consumers_max = services_->consumers_per_partition_max;
+  o.seed = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
+  opening_ = true;
+  ++operations_;
+  const rill::clock* clk = services_->clk;
+  rill::spawn(consensus::partition_group::open(
+                  *io_, current_shard()->pool(), *clk, *services_->reporter, storage::join_path(id_.dir, "vsr"),
+                  id_.dir, std::move(o), *transport_, [clk] { return clk->wall_ms().value(); }, [this] { on_committed(); }),
+              [this](expected<std::unique_ptr<consensus::partition_group>> r) {
+                --operations_;
+                opening_ = false;
+                opened(std::move(r));
+                if (closing_ && finish_deferred_) {
+                  run_finish();
+                }
+              });
+}
+
+void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partition_group>> r) {
+  if (!r) {
+    open_error_ = r.error();
+    if (closing_) {
+      return;
+    }
+    services_->reporter->notice(fmt::format("partition {}: cannot open its replica (next try in {} ms): {}", id_.dir,
+                                            reopen_delay.count(), r.error().message()));
+  } else if (closing_) {
+    group_ = std::move(*r);  // the close waiting for this open closes it
+    return;
+  } else {
+    group_ = std::move(*r);
+    open_error_.reset();
+    publish_gauges();
+    return;
+  }
+  auto self = caf::actor_cast<replica_partition_impl>(this);
+  current_shard()->timers().schedule(monotonic_now() + reopen_delay,
+                                     [self] { caf::anon_send(self, replica_reopen_atom::value); });
+}
+
+void replica_partition_actor::schedule_tick() {
+  auto self = caf::actor_cast<replica_partition_impl>(this);
+  current_shard()->timers().schedule(monotonic_now() + tick_period,
+                                     [self] { caf::anon_send(self, replica_tick_msg_atom::value); });
+}
+
+void replica_partition_actor::on_tick() {
+  if (closing_) {
+    return;
+  }
+  schedule_tick();
+  if (!group_) {
+    return;
+  }
+  group_->tick();
+  const bool primary = group_->primary();
+  if (primary != was_primary_) {
+    was_primary_ = primary;
+    services_->reporter->notice(fmt::format("partition {}: replica {} is {} (view {})", id_.dir,
+                                            group_->replica().index(), primary ? "primary" : "a backup",
+                                            group_->replica().view().value()));
+    if (!primary) {
+      // Parked polls: this replica no longer serves them; their clients find the primary.
+      run_polls(polls_.woken(offset_t(INT64_MAX)));
+    }
+  }
+  if (group_->fenced() && operations_ == 0 && group_->submits_in_flight() == 0) {
+    // Reopen from the files (the replica restarts: it rejoins and catches up from its peers).
+    services_->reporter->notice(fmt::format("partition {}: {}; reopening the replica", id_.dir,
+                                            group_->fence_error()->message()));
+    ++operations_;
+    reopening_ = true;
+    rill::spawn(group_->close(), [this](expected<void>) {
+      --operations_;
+      reopening_ = false;
+      group_.reset();
+      if (closing_) {
+        if (finish_deferred_) {
+          run_finish();
+        }
+      } else {
+        open_group();
+      }
+    });
+  }
+  if (++ticks_ % 100 == 0) {
+    publish_gauges();
+  }
+}
+
+void replica_partition_actor::on_committed() {
+  if (!group_ || closing_) {
+    return;
+  }
+  run_polls(polls_.woken(group_->log().committed()));
+}
+
+void replica_partition_actor::publish_gauges() {
+  if (!group_) {
+    return;
+  }
+  const auto& log = group_->log();
+  const auto st = log.stats();
+  published_->log_start.store(log.log_start().value(), std::memory_order_relaxed);
+  published_->high_watermark.store(log.committed().value(), std::memory_order_relaxed);
+  published_->log_end.store(log.log_end().value(), std::memory_order_relaxed);
+  published_->segments.store(st.segments, std::memory_order_relaxed);
+  published_->bytes.store(st.bytes, std::memory_order_relaxed);
+  published_->fenced.store(group_->fenced() ? 1 : 0, std::memory_order_relaxed);
+}
+
+std::optional<outcome> replica_partition_actor::refusal() const {
+  if (closing_) {
+    return outcome{net::status::unavailable, "the partition is closing"};
+  }
+  if (!group_) {
+    return open_error_ ? outcome::of(*open_error_)
+                       : outcome{net::status::unavailable, "the partition's replica is opening; retry"};
+  }
+  if (group_->fenced()) {
+    return outcome{net::status::unavailable,
+                   "this node's replica of the partition stopped at a storage failure and is reopening; retry "
+                   "(the other replicas go on)"};
+  }
+  if (!group_->primary()) {
+    const std::uint64_t node = group_->primary_node().value();
+    outcome o;
+    o.st = net::status::not_primary;
+    o.redirect = node == placement_.self ? std::string() : placement_.address_of(node);
+    o.message = node == placement_.self
+                    ? fmt::format("partition {} of topic {}: its replicas are choosing a primary; retry shortly",
+                                  id_.partition_id, id_.topic_id)
+                    : fmt::format("partition {} of topic {} is led by node {}{}{}", id_.partition_id, id_.topic_id,
+                                  node, o.redirect.empty() ? "" : " at ", o.redirect);
+    return o;
+  }
+  return std::nullopt;
+}
+
+caf::result<produce_reply> replica_partition_actor::produce(produce_msg& msg) {
+  if (auto refused = refusal()) {
+    return produce_reply{*refused, {}, -1};
+  }
+  RILL_ASSERT(msg.batches != nullptr);
+  auto rp = make_response_promise<produce_reply>();
+  ++operations_;
+  const auto arrived = std::chrono::steady_clock::now();
+  rill::spawn(produce_all(std::move(msg.batches)), [this, rp, arrived](produce_reply r) mutable {
+    --operations_;
+    published_->produce.record(std::chrono::steady_clock::now() - arrived);
+    if (!r.result.ok()) {
+      bump(published_->produce_errors);
+    }
+    rp.deliver(std::move(r));
+  });
+  return rp;
+}
+
+task<produce_reply> replica_partition_actor::produce_all(std::shared_ptr<storage::validated_batches> batches) {
+  // One op per batch, in the request's order. A failure stops the request there: the batches before it are
+  // committed (a retry of an idempotent producer's is answered with their offsets), those after it are not sent.
+  produce_reply out;
+  const auto bytes = batches->bytes();
+  for (const auto& b : batches->batches()) {
+    if (!group_ || closing_) {
+      co_return produce_reply{outcome{net::status::unavailable, "the partition is closing"}, {}, -1};
+    }
+    auto body = consensus::partition_machine::produce_request(bytes.subspan(b.position, b.size), b.crc_tail);
+    auto committed = co_await group_->submit(consensus::operation_produce_batch, std::move(body));
+    if (!committed) {
+      co_return produce_reply{outcome::of(committed.error()), {}, -1};
+    }
+    auto reply = consensus::partition_machine::decode_produce_reply(committed->reply);
+    RILL_ASSERT(reply.has_value(), "partition {}: an undecodable produce reply", id_.dir);
+    if (auto o = verdict_outcome(*reply); !o.ok()) {
+      co_return produce_reply{std::move(o), {}, -1};
+    }
+    out.base_offsets.push_back(reply->base_offset);
+    out.timestamp_ms = std::max(out.timestamp_ms, reply->timestamp_ms);
+  }
+  co_return out;
+}
+
+caf::result<offset_reply> replica_partition_actor::store_offset(offset_msg& msg) {
+  if (auto refused = refusal()) {
+    return offset_reply{*refused, std::nullopt};
+  }
+  auto rp = make_response_promise<offset_reply>();
+  ++operations_;
+  auto job = [](consensus::partition_group* g, std::string consumer, std::int64_t offset) -> task<offset_reply> {
+    auto stored = co_await g->submit(consensus::operation_consumer_offset,
+                                     consensus::partition_machine::offset_request(consumer, offset));
+    if (!stored) {
+      co_return offset_reply{outcome::of(stored.error()), std::nullopt};
+    }
+    auto r = consensus::partition_machine::decode_offset_reply(stored->reply);
+    RILL_ASSERT(r.has_value(), "an undecodable offset reply");
+    using status = consensus::partition_machine::offset_status;
+    switch (r->status) {
+      case status::stored:
+        co_return offset_reply{outcome{},
+                               r->previous < 0 ? std::nullopt : std::optional<std::int64_t>(r->previous)};
+      case status::out_of_range:
+        co_return offset_reply{outcome{net::status::offset_out_of_range,
+                                       fmt::format("offset {} for consumer '{}': the partition holds offsets up to "
+                                                   "{}",
+                                                   offset, consumer, r->next_offset)},
+                               std::nullopt};
+      case status::limit_exceeded:
+        co_return offset_reply{outcome{net::status::limit_exceeded,
+                                       fmt::format("consumer '{}': the partition already stores the offsets of "
+                                                   "limits.consumers_per_partition_max consumers",
+                                                   consumer)},
+                               std::nullopt};
+      case status::invalid_name:
+        co_return offset_reply{outcome{net::status::invalid_name, fmt::format("consumer name '{}'", consumer)},
+                               std::nullopt};
+    }
+    co_return offset_reply{outcome{net::status::internal_error, "an unknown offset status"}, std::nullopt};
+  };
+  rill::spawn(job(group_.get(), std::move(msg.consumer), msg.offset), [this, rp](offset_reply r) mutable {
+    --operations_;
+    rp.deliver(std::move(r));
+  });
+  return rp;
+}
+
+void replica_partition_actor::run_poll(waiter_id id) {
+  const poll_waiter* w = polls_.find(id);
+  if (w == nullptr || !polls_.start_read(id)) {
+    return;
+  }
+  if (auto refused = refusal()) {
+    (void)polls_.read_done(id, false, std::nullopt);
+    auto answered = polls_.take(id);
+    current_shard()->timers().cancel(answered.timer);
+    answered.promise.deliver(poll_reply{*refused, nullptr});
+    return;
+  }
+  auto& log = group_->log();
+  const bool named = w->request.consumer().kind_case() == proto::Consumer::kName;
+  const auto stored = named ? group_->machine().consumer_offset(w->request.consumer().name()) : std::nullopt;
+  const auto query = read_request_for(w->request, std::nullopt, stored, log.log_start(), log.committed(),
+                                      services_->default_max_bytes);
+  ++operations_;
+  auto job = [](consensus::partition_group* g, storage::read_request q, proto::PollRequest request,
+                bool by_name) -> task<expected<storage::read_result>> {
+    RILL_CO_TRY(result, co_await g->log().read(q));
+    if (request.auto_commit() && result.batches > 0 && by_name && g->primary()) {
+      RILL_CO_TRY_VOID(co_await g->submit(consensus::operation_consumer_offset,
+                                          consensus::partition_machine::offset_request(request.consumer().name(),
+                                                                                       result.next_offset.value())));
+    }
+    co_return result;
+  };
+  rill::spawn(job(group_.get(), query, w->request, named), [this, id](expected<storage::read_result> r) {
+    --operations_;
+    const poll_waiter* waiting = polls_.find(id);
+    if (waiting == nullptr) {
+      return;
+    }
+    const bool found_nothing = r && r->batches == 0;
+    const auto wanted = found_nothing ? wanted_offset(waiting->request, std::nullopt, *r) : std::nullopt;
+    if (polls_.read_done(id, found_nothing, wanted) != long_poll<poll_waiter>::after_read::answer) {
+      return;  // parked: a commit or the deadline reads again
+    }
+    auto answered = polls_.take(id);
+    current_shard()->timers().cancel(answered.timer);
+    if (r) {
+      bump(published_->records_read, r->records);
+      bump(published_->bytes_read, r->bytes.size());
+    }
+    answered.promise.deliver(r ? poll_reply{outcome{}, std::make_shared<storage::read_result>(std::move(*r))}
+                               : poll_reply{outcome::of(r.error()), nullptr});
+  });
+}
+
+void replica_partition_actor::run_polls(const std::vector<waiter_id>& ids) {
+  for (auto id : ids) {
+    run_poll(id);
+  }
+}
+
+void replica_partition_actor::schedule_poll_deadline(waiter_id id) {
+  const auto due = polls_.deadline_of(id);
+  if (!due) {
+    return;
+  }
+  auto self = caf::actor_cast<replica_partition_impl>(this);
+  const std::int64_t at = due->count();
+  polls_.find(id)->timer =
+      current_shard()->timers().schedule(*due, [self, at] { caf::anon_send(self, poll_timeout_atom::value, at); });
+}
+
+caf::result<outcome> replica_partition_actor::finish(bool destroy) {
+  auto rp = make_response_promise<outcome>();
+  closing_ = true;
+  for (auto& w : polls_.close()) {
+    current_shard()->timers().cancel(w.timer);
+    w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
+  }
+  RILL_ASSERT(!finish_deferred_, "partition {}: a second close while one waits", id_.dir);
+  finish_deferred_.emplace(rp, destroy);
+  if (!opening_ && !reopening_) {
+    run_finish();
+  }  // else the open or reopen in flight runs it when it ends
+  return rp;
+}
+
+void replica_partition_actor::run_finish() {
+  RILL_ASSERT(finish_deferred_.has_value());
+  auto [rp, destroy] = *finish_deferred_;
+  finish_deferred_.reset();
+  auto job = [](replica_partition_actor* self, bool remove) -> task<expected<void>> {
+    if (self->group_) {
+      RILL_CO_TRY_VOID(co_await self->group_->close());
+    }
+    if (remove) {
+      RILL_CO_TRY_VOID(
+          co_await storage::remove_tree(*self->io_, self->id_.dir, self->options_.config.delete_step_bytes));
+    }
+    co_return expected<void>{};
+  };
+  rill::spawn(job(this, destroy), [this, rp](expected<void> r) mutable {
+    group_.reset();
+    rp.deliver(r ? outcome{} : outcome::of(r.error()));
+    quit();
+  });
+}
+
+replica_partition_actor::behavior_type replica_partition_actor::serving() {
+  return {
+      io_completion{io_.get()},
+      [this](produce_atom, produce_msg& msg) { return produce(msg); },
+      [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
+        if (auto refused = refusal()) {
+          return poll_reply{*refused, nullptr};
+        }
+        auto rp = make_response_promise<poll_reply>();
+        const std::uint64_t wait_ms = msg.request.max_wait_ms();
+        const auto id = polls_.add(poll_waiter{std::move(msg.request), rp, 0}, wait_ms, monotonic_now());
+        schedule_poll_deadline(id);
+        run_poll(id);
+        return rp;
+      },
+      [this](drain_atom) { run_polls(polls_.drain()); },
+      [this](poll_timeout_atom, std::int64_t at) { run_polls(polls_.expire(std::chrono::nanoseconds(at))); },
+      [this](offset_get_atom, offset_msg& msg) -> offset_reply {
+        if (auto refused = refusal()) {
+          return offset_reply{*refused, std::nullopt};
+        }
+        return offset_reply{outcome{}, group_->machine().consumer_offset(msg.consumer)};
+      },
+      [this](offset_store_atom, offset_msg& msg) { return store_offset(msg); },
+      [this](info_atom) -> partition_info {
+        partition_info out;
+        out.info.set_id(id_.partition_id);
+        if (!group_) {
+          out.result = open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "not open"};
+          return out;
+        }
+        const auto& log = group_->log();
+        const auto st = log.stats();
+        out.info.set_log_start(static_cast<std::uint64_t>(log.log_start().value()));
+        out.info.set_high_watermark(static_cast<std::uint64_t>(log.committed().value()));
+        out.info.set_log_end(static_cast<std::uint64_t>(log.log_end().value()));
+        out.info.set_bytes(st.bytes);
+        out.info.set_segments(static_cast<std::uint32_t>(st.segments));
+        out.info.set_node_id(placement_.self);
+        if (group_->fenced()) {
+          out.info.set_fenced("a storage failure: see the server's log");
+        }
+        return out;
+      },
+      [this](replica_tick_msg_atom) { on_tick(); },
+      [this](replica_reopen_atom) {
+        if (!closing_ && !group_ && !opening_) {
+          open_group();
+        }
+      },
+      [this](replica_atom, replica_frame& f) {
+        if (group_ && !closing_ && f.m != nullptr) {
+          group_->on_message(*f.m);
+        }
+      },
+      [this](stall_atom, std::uint32_t) {
+        services_->reporter->notice(fmt::format("partition {}: stall is not supported on a replicated partition "
+                                                "(pause the node instead)",
+                                                id_.dir));
+      },
+      [](unstall_atom) {},
+      [this](fail_syncs_atom, std::uint32_t n) {
+        if (group_) {
+          group_->log().inject_sync_failures(n);
+        }
+      },
+      [this](close_atom) { return finish(false); },
+      [this](destroy_atom) { return finish(true); },
+  };
+}
+
+}  // namespace rill::actors
