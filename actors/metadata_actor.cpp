@@ -36,6 +36,7 @@ metadata_actor::behavior_type metadata_actor::make_behavior() {
     become(serving());
     if (ready_ && cluster_) {
       announce();
+      sweep();
     }
   });
   // Until recovery finishes, only I/O completions are handled; everything else waits in the mailbox. (A
@@ -112,6 +113,11 @@ metadata_actor::behavior_type metadata_actor::serving() {
       [this](announce_atom) {
         if (!closing_) {
           announce();
+        }
+      },
+      [this](sweep_atom) {
+        if (!closing_) {
+          sweep();
         }
       },
       [this](cut_atom, std::uint64_t peer, bool on) {
@@ -436,6 +442,14 @@ task<expected<void>> metadata_actor::recover() {
   // Partitions and groups of every topic, on their shards (nothing runs yet: a reconciler pass only spawns, which
   // cannot fail); then data of anything deleted before a crash could remove it goes.
   RILL_CO_TRY_VOID(co_await reconcile());
+  if (!cluster_) {
+    RILL_CO_TRY_VOID(co_await remove_orphans());
+  }
+  publish();
+  co_return expected<void>{};
+}
+
+task<expected<void>> metadata_actor::remove_orphans() {
   // Group state of deleted streams, topics and groups first, then their partitions' data.
   std::vector<std::string> orphans;
   for (const auto tree : {data_tree::groups, data_tree::streams}) {
@@ -445,8 +459,24 @@ task<expected<void>> metadata_actor::recover() {
     services_->partitions->reporter->notice("removing data of a deleted stream, topic or partition: " + o);
     RILL_CO_TRY_VOID(co_await storage::remove_tree(*io_, o, services_->config->storage.delete_step_bytes));
   }
-  publish();
   co_return expected<void>{};
+}
+
+task<expected<void>> metadata_actor::sweep_once() {
+  RILL_CO_TRY_VOID(co_await barrier());
+  co_return co_await remove_orphans();
+}
+
+void metadata_actor::sweep() {
+  enqueue([this] { return sweep_once(); },
+      [this](expected<void> swept) {
+        if (!swept && !closing_) {
+          // No quorum yet, most likely: try again in a second.
+          auto self = caf::actor_cast<metadata_actor_impl>(this);
+          current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1),
+                                             [self] { caf::anon_send(self, sweep_atom::value); });
+        }
+      });
 }
 
 task<void> metadata_actor::find_orphans(data_tree tree, std::string dir, std::vector<std::uint64_t> parents,

@@ -77,6 +77,8 @@ using reconcile_atom = caf::atom_constant<caf::atom("reconcile")>;
 using replica_tick_atom = caf::atom_constant<caf::atom("rtick")>;
 using applied_atom = caf::atom_constant<caf::atom("applied")>;
 using announce_atom = caf::atom_constant<caf::atom("announce")>;
+// Internal message of a cluster member: remove the data of what was deleted while it was down, once it has caught up.
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 // Internal message: requests waiting for a metadata op (await_op_atom) whose time is up are answered.
 using op_wait_expired_atom = caf::atom_constant<caf::atom("opexpired")>;
 inline constexpr std::chrono::milliseconds replica_tick{10};
@@ -96,7 +98,7 @@ inline constexpr std::size_t op_waiters_max = 4096;
 using metadata_actor_impl =
     metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>, caf::reacts_to<replica_tick_atom>,
                                caf::reacts_to<applied_atom>, caf::reacts_to<announce_atom>,
-                               caf::reacts_to<op_wait_expired_atom>>;
+                               caf::reacts_to<op_wait_expired_atom>, caf::reacts_to<sweep_atom>>;
 
 // After a failed reconcile step, the first retry waits this long; each further failure doubles it, up to the max.
 inline constexpr std::chrono::milliseconds reconcile_retry_min{1000};
@@ -115,6 +117,13 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   task<expected<void>> recover();
   // Appends to `orphans` the directories below `dir` (an entry of `tree` kept at depth parents.size()) that the
   // view does not know.
+  // Removes the data of streams, topics, partitions and groups the view no longer names (deleted before a crash
+  // could remove it). A node alone runs it at start; a cluster member only once a barrier has shown it the whole
+  // committed metadata (sweep()): a member that restarts starts from its replica's durable commit, which may be
+  // behind, and would take what was created since for orphans.
+  task<expected<void>> remove_orphans();
+  void sweep();
+  task<expected<void>> sweep_once();
   task<void> find_orphans(data_tree tree, std::string dir, std::vector<std::uint64_t> parents,
                           std::vector<std::string>* orphans);
   task<expected<metadata_reply>> mutate(std::uint16_t api, std::string header);

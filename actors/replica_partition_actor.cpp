@@ -16,6 +16,8 @@ namespace {
 // The group's journal slot: prepare headers of batches, and whole consumer-offset operations (a name of at most
 // 255 bytes) and session registrations.
 constexpr std::uint32_t journal_slot_bytes = 4096;
+// The group's journal, superblock and snapshot, in the partition's directory.
+constexpr std::string_view vsr_dir = "vsr";
 
 outcome verdict_outcome(const consensus::partition_machine::produce_reply& r) {
   switch (r.verdict) {
@@ -92,13 +94,14 @@ void replica_partition_actor::open_group() {
   o.storage.files.snapshot_bytes_max = 64 * 1024 * 1024;
   o.storage.files.snapshot_reserved_bytes = 64 * 1024;
   o.storage.log = options_;
+  o.storage.log.owner_entries.push_back(std::string(vsr_dir));  // the group's files, beside the log's
   o.machine.consumers_max = services_->consumers_per_partition_max;
   o.seed = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
   opening_ = true;
   ++operations_;
   const rill::clock* clk = services_->clk;
   rill::spawn(consensus::partition_group::open(
-                  *io_, current_shard()->pool(), *clk, *services_->reporter, storage::join_path(id_.dir, "vsr"),
+                  *io_, current_shard()->pool(), *clk, *services_->reporter, storage::join_path(id_.dir, std::string(vsr_dir)),
                   id_.dir, std::move(o), *transport_, [clk] { return clk->wall_ms().value(); }, [this] { on_committed(); }),
               [this](expected<std::unique_ptr<consensus::partition_group>> r) {
                 --operations_;

@@ -111,7 +111,7 @@ class resolver {
   // The largest batch the topic takes (its max_message_bytes; a view without one: the absolute limit, and the
   // partition's log checks its own). Call after partition() found the topic.
   std::uint64_t batch_bytes_max(const proto::Identifier& s, const proto::Identifier& t) const {
-    auto found = find(s, t);
+    auto found = find(s, t, true);
     RILL_ASSERT(found.has_value(), "the topic was found a moment ago");
     const auto& c = found->topic->config;
     return c.has_max_message_bytes() ? c.max_message_bytes() : limits::batch_bytes_limit;

@@ -39,8 +39,10 @@ task<expected<std::unique_ptr<journal_storage>>> journal_storage::open(storage::
                     dir, found.replica, found.replica_count, found.cluster, initial.replica, initial.replica_count,
                     initial.cluster));
   }
-  // A superblock written by this open holds `initial` at sequence 1 (a later update raises the sequence).
-  const bool formatted = sb->sequence() == 1 && sb->state() == initial;
+  // Only the open that wrote the superblock is the replica's first start. (A superblock still at `initial` after a
+  // restart is not: a primary of view 0 that never persisted a newer state may have sent prepares it lost, and its
+  // restart must go through a view change like any other.)
+  const bool formatted = sb->created();
   journal_recovery rec;
   RILL_CO_TRY(j, co_await journal::open(e, dir, o.journal, true, rec));
   RILL_CO_TRY(snaps, co_await snapshot_file::open(e, dir, o.snapshot_bytes_max, true, o.snapshot_reserved_bytes));

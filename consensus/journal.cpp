@@ -284,6 +284,7 @@ task<expected<std::unique_ptr<superblock>>> superblock::open(storage::io::engine
     RILL_CO_TRY_VOID(co_await storage::sync_dir(e, dir));
     sb->state_ = initial;
     sb->sequence_ = 1;
+    sb->created_ = true;
     co_return sb;
   }
   std::vector<std::byte> all(copies * copy_size);

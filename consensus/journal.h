@@ -108,6 +108,8 @@ class superblock {
 
   [[nodiscard]] const vsr_state& state() const noexcept { return state_; }
   [[nodiscard]] std::uint64_t sequence() const noexcept { return sequence_; }
+  // This open wrote the file (it was missing or empty): the replica's very first start on it.
+  [[nodiscard]] bool created() const noexcept { return created_; }
   // Persists `next`: two copies, then fdatasync. On error the old state stays current (and the caller must not
   // advertise `next`).
   task<expected<void>> write(vsr_state next);
@@ -121,6 +123,7 @@ class superblock {
   int fd_;
   vsr_state state_;
   std::uint64_t sequence_ = 0;
+  bool created_ = false;
 };
 
 }  // namespace rill::consensus

@@ -377,6 +377,7 @@ int main(int argc, char** argv) {
   std::string topic_name;
   proto::TopicConfig tc;
   std::uint32_t partitions = 1;
+  std::uint32_t replication_factor = 0;
   std::uint64_t retention_ms = 0;
   std::uint64_t retention_bytes = 0;
   std::uint64_t segment_bytes = 0;
@@ -387,6 +388,10 @@ int main(int argc, char** argv) {
   t_create->add_option("stream", stream_name)->required();
   t_create->add_option("topic", topic_name)->required();
   t_create->add_option("--partitions", partitions, "partitions")->check(CLI::Range(1u, 100000u));
+  t_create->add_option("--replication-factor", replication_factor,
+                       "nodes each partition is replicated on (at most the cluster's members; default: the server's "
+                       "cluster.replication_factor)")
+      ->check(CLI::Range(1u, 6u));
   t_create->add_option("--retention-ms", retention_ms, "delete data older than this (0: keep)");
   t_create->add_option("--retention-bytes", retention_bytes, "keep at most this much per partition (0: no limit)");
   t_create->add_option("--segment-bytes", segment_bytes, "segment size");
@@ -693,6 +698,9 @@ int main(int argc, char** argv) {
   }
   if (*t_create) {
     tc.set_partitions(partitions);
+    if (replication_factor) {
+      tc.set_replication_factor(replication_factor);
+    }
     if (retention_ms) {
       tc.set_retention_ms(retention_ms);
     }
