@@ -88,6 +88,9 @@ using metadata_actor_hdl = caf::typed_actor<
     // Sends a replicated partition's VSR message to the peer node it names, on the replica plane (best effort: a
     // message to a node out of reach is lost, as VSR allows). No reply.
     caf::reacts_to<replica_atom, replica_frame>,
+    // A replicated partition (its partition_namespace) has its primary on this node (true), or no longer (false):
+    // produces that name no partition go to the partitions this node leads. No reply.
+    caf::reacts_to<leader_atom, std::uint64_t, bool>,
     // Closes every partition, then every group, then the journal; replies and quits.
     caf::replies_to<close_atom>::with<outcome>>;
 

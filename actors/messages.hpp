@@ -41,14 +41,14 @@ using fail_syncs_atom = caf::atom_constant<caf::atom("failsyncs")>;  // failure 
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
 using await_op_atom = caf::atom_constant<caf::atom("awaitop")>;
 using replica_atom = caf::atom_constant<caf::atom("replica")>;  // a replicated partition's VSR message
+using leader_atom = caf::atom_constant<caf::atom("leader")>;    // a replicated partition's replica here leads, or not
 using cut_atom = caf::atom_constant<caf::atom("cut")>;  // failure injection: the replica plane to a peer is down  // a
                                                         // cluster member catches up with the committed metadata
 
 // The outcome of a request to an actor: a status (ok or the error) and its message.
 struct outcome {
   outcome() = default;
-  outcome(net::status s, std::string m, std::string to = {})
-      : st(s), message(std::move(m)), redirect(std::move(to)) {}
+  outcome(net::status s, std::string m, std::string to = {}) : st(s), message(std::move(m)), redirect(std::move(to)) {}
   net::status st = net::status::ok;
   std::string message;
   std::string redirect;  // not_primary: the client address of the node to ask instead (empty: unknown)

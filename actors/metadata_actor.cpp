@@ -125,6 +125,12 @@ metadata_actor::behavior_type metadata_actor::serving() {
           (void)plane_->cut(peer, on);
         }
       },
+      [this](leader_atom, std::uint64_t ns, bool leads) {
+        const bool changed = leads ? led_.insert(ns).second : led_.erase(ns) > 0;
+        if (changed && !closing_) {
+          publish();
+        }
+      },
       [this](replica_atom, replica_frame& f) {
         // A replicated partition's message to a peer: on the plane (a copy; best effort, as VSR allows).
         if (plane_ && !closing_ && f.m != nullptr) {
@@ -244,6 +250,10 @@ void metadata_actor::publish() {
   published_op_ = table->metadata_op;
   table->partitions = partitions_;
   table->groups = groups_;
+  for (const std::uint64_t ns : led_) {
+    table->led[ns & ~std::uint64_t{partitions_max - 1}].push_back(
+        static_cast<std::uint32_t>(ns & (partitions_max - 1)));
+  }
   if (services_->cluster != nullptr) {
     table->self = services_->cluster->node_id;
     table->members = services_->cluster->members;
@@ -314,6 +324,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
       partition_actor_hdl p = it->second;
       partitions_.erase(it);  // the actor stops whatever its destroy answers
       std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
+      led_.erase(step.ns);
       RILL_CO_TRY(r, co_await await_request<outcome>(this, p, destroy_atom::value));
       if (!r.ok()) {
         co_return fail(r.st, r.message);
@@ -346,6 +357,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
         partition_actor_hdl p = it->second;
         partitions_.erase(it);
         std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
+        led_.erase(step.ns);
         // The actor stops either way; a reopen recovers from what its files hold.
         auto r = co_await await_request<outcome>(this, p, close_atom::value);
         if (!r || !r->ok()) {
@@ -390,9 +402,8 @@ bool metadata_actor::run_now(const reconcile_step& step) {
         where.journal_slots = services_->partition_journal_slots;
         std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
         replica_groups_[where.group] = step.ns;
-        partitions_[step.ns] = system().spawn<replica_partition_actor>(shard_of(step.ns, services_->shards), id,
-                                                                       options, std::move(where),
-                                                                       services_->partitions);
+        partitions_[step.ns] = system().spawn<replica_partition_actor>(
+            shard_of(step.ns, services_->shards), id, options, std::move(where), services_->partitions);
         return true;
       }
       partitions_[step.ns] =
@@ -469,14 +480,14 @@ task<expected<void>> metadata_actor::sweep_once() {
 
 void metadata_actor::sweep() {
   enqueue([this] { return sweep_once(); },
-      [this](expected<void> swept) {
-        if (!swept && !closing_) {
-          // No quorum yet, most likely: try again in a second.
-          auto self = caf::actor_cast<metadata_actor_impl>(this);
-          current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1),
-                                             [self] { caf::anon_send(self, sweep_atom::value); });
-        }
-      });
+          [this](expected<void> swept) {
+            if (!swept && !closing_) {
+              // No quorum yet, most likely: try again in a second.
+              auto self = caf::actor_cast<metadata_actor_impl>(this);
+              current_shard()->timers().schedule(monotonic_now() + std::chrono::seconds(1),
+                                                 [self] { caf::anon_send(self, sweep_atom::value); });
+            }
+          });
 }
 
 task<void> metadata_actor::find_orphans(data_tree tree, std::string dir, std::vector<std::uint64_t> parents,
@@ -566,12 +577,14 @@ task<expected<metadata_reply>> metadata_actor::mutate(std::uint16_t api, std::st
                                  carried.error().message()));
     }
   }
-  auto planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits, replication());
+  auto planned =
+      plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits, replication());
   if (!planned && cluster_ && is_not_found(planned.error())) {
     // Not found here may be this node being behind (the stream made through another node a moment ago): catch up
     // first (a barrier, directly: this runs as the mutation the session serves), then plan again.
     RILL_CO_TRY_VOID(co_await barrier());
-    planned = plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits, replication());
+    planned =
+        plan_change(*state_.view(), api, header, services_->config->storage, services_->config->limits, replication());
   }
   if (!planned) {
     co_return rill::unexpected(planned.error());
@@ -601,13 +614,30 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
       auto it = partitions_.find(ns);
       const std::uint64_t home =
           services_->cluster == nullptr ? 0 : topic_home(t.info.stream_id(), t.info.id(), services_->cluster->members);
+      const std::uint32_t factor = t.info.config().replication_factor();
+      const auto pid = static_cast<std::uint32_t>(ns & (partitions_max - 1));
       if (it != partitions_.end()) {
         RILL_CO_TRY(pi, co_await await_request<partition_info>(this, it->second, info_atom::value));
         *t.info.add_partitions() = pi.info;
-        t.info.mutable_partitions(t.info.partitions_size() - 1)->set_node_id(home);
+        if (factor <= 1) {
+          t.info.mutable_partitions(t.info.partitions_size() - 1)->set_node_id(home);
+        }  // else its replica here said who it is and what it knows
+      } else if (factor > 1 && services_->cluster != nullptr) {
+        // A replicated partition with no replica here: its members, and its preferred primary to ask.
+        auto* other = t.info.add_partitions();
+        other->set_id(pid);
+        const auto replicas =
+            partition_replicas(t.info.stream_id(), t.info.id(), pid, factor, services_->cluster->members);
+        for (auto n : replicas) {
+          other->add_replicas(n);
+        }
+        other->set_node_id(replicas.front());
+        const auto& nodes = state_.view()->nodes;
+        auto known = nodes.find(replicas.front());
+        other->set_served_by(known == nodes.end() ? fmt::format("node {}", replicas.front()) : known->second);
       } else if (home != 0 && home != services_->cluster->node_id) {
         auto* other = t.info.add_partitions();  // another node's: its id and node only
-        other->set_id(static_cast<std::uint32_t>(ns & (partitions_max - 1)));
+        other->set_id(pid);
         other->set_node_id(home);
         const auto& nodes = state_.view()->nodes;
         auto known = nodes.find(home);
@@ -773,9 +803,9 @@ void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
     }
     auto p = partitions_.find(g->second);
     if (p != partitions_.end()) {
-      caf::anon_send(p->second, replica_atom::value,
-                     replica_frame{from, frame.group.value(),
-                                   std::make_shared<const consensus::message>(std::move(frame.m))});
+      caf::anon_send(
+          p->second, replica_atom::value,
+          replica_frame{from, frame.group.value(), std::make_shared<const consensus::message>(std::move(frame.m))});
     }
     return;
   }
@@ -792,8 +822,8 @@ void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
 replication_limits metadata_actor::replication() const {
   replication_limits r;
   r.members = services_->cluster == nullptr ? 1 : static_cast<std::uint32_t>(services_->cluster->members.size());
-  r.factor_default = static_cast<std::uint32_t>(std::min<std::uint64_t>(
-      services_->config->replication_factor_default, r.members));
+  r.factor_default =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(services_->config->replication_factor_default, r.members));
   return r;
 }
 

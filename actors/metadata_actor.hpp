@@ -13,8 +13,10 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "actors/actor_request.hpp"
 #include "actors/cluster_report.h"
@@ -189,8 +191,9 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   // The replicated partitions' group ids (partition_group_id) and the partition each is (partitions_' key): where
   // the plane's messages for a group go.
   std::map<std::uint64_t, std::uint64_t> replica_groups_;
-  node_inventory running_;                           // what partitions_ and groups_ run, and the data they held
-  std::string reconcile_error_;                      // of the last pass; empty once it carried everything out
+  std::set<std::uint64_t> led_;  // replicated partitions (partition_namespace) whose primary is this node
+  node_inventory running_;       // what partitions_ and groups_ run, and the data they held
+  std::string reconcile_error_;  // of the last pass; empty once it carried everything out
   std::chrono::milliseconds reconcile_retry_ = reconcile_retry_min;
   bool reconcile_scheduled_ = false;
   std::deque<std::function<void()>> mutations_;  // queued while one runs

@@ -327,9 +327,9 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       if (t->config.replication_factor() > 1) {
         return fail(net::status::unsupported,
                     fmt::format("topic '{}' is replicated (replication_factor {}): consumer groups on replicated "
-                                      "topics arrive with the replicated group coordinator; consume it with a named "
-                                      "consumer (--consumer NAME), whose offsets are replicated with the partition",
-                                      t->name, t->config.replication_factor()));
+                                "topics arrive with the replicated group coordinator; consume it with a named "
+                                "consumer (--consumer NAME), whose offsets are replicated with the partition",
+                                t->name, t->config.replication_factor()));
       }
       if (t->groups.size() >= limits.groups_per_topic_max) {
         return over_limit(

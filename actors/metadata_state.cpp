@@ -203,8 +203,9 @@ std::uint64_t partition_namespace(std::uint32_t stream_id, std::uint32_t topic_i
   return (std::uint64_t{stream_id} << 32) | (std::uint64_t{topic_id} << 20) | partition_id;
 }
 
-std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id,
-                                              std::uint32_t factor, std::span<const std::uint64_t> members) {
+std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint32_t topic_id,
+                                              std::uint32_t partition_id, std::uint32_t factor,
+                                              std::span<const std::uint64_t> members) {
   std::vector<std::uint64_t> out;
   if (members.empty()) {
     return out;

@@ -107,8 +107,9 @@ std::uint64_t topic_home(std::uint32_t stream_id, std::uint32_t topic_id, std::s
 // primaries spread evenly over the members. A function of committed metadata alone (the topic's ids and
 // replication factor, and the cluster's fixed membership): every node places every partition the same way. Empty
 // when `members` is empty; at most members.size() nodes.
-std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t partition_id,
-                                              std::uint32_t factor, std::span<const std::uint64_t> members);
+std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint32_t topic_id,
+                                              std::uint32_t partition_id, std::uint32_t factor,
+                                              std::span<const std::uint64_t> members);
 // The VSR group id of a replicated partition: a hash of its topic's ids, the topic's creation time and the partition
 // id, so that a topic created again under the same ids gets other groups (messages of the old ones are dropped).
 // Never 0 (the metadata group's).

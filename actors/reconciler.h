@@ -80,8 +80,8 @@ struct reconcile_step {
   std::uint64_t stream_created_ms = 0;
   std::uint64_t topic_created_ms = 0;
   std::uint64_t group_created_ms = 0;
-  std::uint32_t partitions = 0;    // spawn_group, resize_group: the topic's partition count
-  config::log_config config;       // spawn_partition
+  std::uint32_t partitions = 0;  // spawn_group, resize_group: the topic's partition count
+  config::log_config config;     // spawn_partition
   // spawn_partition of a replicated topic (replication_factor > 1 in a cluster): its group's members in replica
   // order (partition_replicas), this node among them; empty: served by this node alone.
   std::vector<std::uint64_t> replicas;

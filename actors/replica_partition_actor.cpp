@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "actors/metadata_state.h"
 #include "actors/runtime/shard.h"
 #include "consensus/partition_machine.h"
 #include "storage/errc.h"
@@ -100,17 +101,18 @@ void replica_partition_actor::open_group() {
   opening_ = true;
   ++operations_;
   const rill::clock* clk = services_->clk;
-  rill::spawn(consensus::partition_group::open(
-                  *io_, current_shard()->pool(), *clk, *services_->reporter, storage::join_path(id_.dir, std::string(vsr_dir)),
-                  id_.dir, std::move(o), *transport_, [clk] { return clk->wall_ms().value(); }, [this] { on_committed(); }),
-              [this](expected<std::unique_ptr<consensus::partition_group>> r) {
-                --operations_;
-                opening_ = false;
-                opened(std::move(r));
-                if (closing_ && finish_deferred_) {
-                  run_finish();
-                }
-              });
+  rill::spawn(
+      consensus::partition_group::open(
+          *io_, current_shard()->pool(), *clk, *services_->reporter, storage::join_path(id_.dir, std::string(vsr_dir)),
+          id_.dir, std::move(o), *transport_, [clk] { return clk->wall_ms().value(); }, [this] { on_committed(); }),
+      [this](expected<std::unique_ptr<consensus::partition_group>> r) {
+        --operations_;
+        opening_ = false;
+        opened(std::move(r));
+        if (closing_ && finish_deferred_) {
+          run_finish();
+        }
+      });
 }
 
 void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partition_group>> r) {
@@ -153,6 +155,8 @@ void replica_partition_actor::on_tick() {
   const bool primary = group_->primary();
   if (primary != was_primary_) {
     was_primary_ = primary;
+    caf::anon_send(placement_.plane, leader_atom::value,
+                   partition_namespace(id_.stream_id, id_.topic_id, id_.partition_id), primary);
     services_->reporter->notice(fmt::format("partition {}: replica {} is {} (view {})", id_.dir,
                                             group_->replica().index(), primary ? "primary" : "a backup",
                                             group_->replica().view().value()));
@@ -163,8 +167,8 @@ void replica_partition_actor::on_tick() {
   }
   if (group_->fenced() && operations_ == 0 && group_->submits_in_flight() == 0) {
     // Reopen from the files (the replica restarts: it rejoins and catches up from its peers).
-    services_->reporter->notice(fmt::format("partition {}: {}; reopening the replica", id_.dir,
-                                            group_->fence_error()->message()));
+    services_->reporter->notice(
+        fmt::format("partition {}: {}; reopening the replica", id_.dir, group_->fence_error()->message()));
     ++operations_;
     reopening_ = true;
     rill::spawn(group_->close(), [this](expected<void>) {
@@ -295,8 +299,7 @@ caf::result<offset_reply> replica_partition_actor::store_offset(offset_msg& msg)
     using status = consensus::partition_machine::offset_status;
     switch (r->status) {
       case status::stored:
-        co_return offset_reply{outcome{},
-                               r->previous < 0 ? std::nullopt : std::optional<std::int64_t>(r->previous)};
+        co_return offset_reply{outcome{}, r->previous < 0 ? std::nullopt : std::optional<std::int64_t>(r->previous)};
       case status::out_of_range:
         co_return offset_reply{outcome{net::status::offset_out_of_range,
                                        fmt::format("offset {} for consumer '{}': the partition holds offsets up to "
@@ -344,9 +347,9 @@ void replica_partition_actor::run_poll(waiter_id id) {
                 bool by_name) -> task<expected<storage::read_result>> {
     RILL_CO_TRY(result, co_await g->log().read(q));
     if (request.auto_commit() && result.batches > 0 && by_name && g->primary()) {
-      RILL_CO_TRY_VOID(co_await g->submit(consensus::operation_consumer_offset,
-                                          consensus::partition_machine::offset_request(request.consumer().name(),
-                                                                                       result.next_offset.value())));
+      RILL_CO_TRY_VOID(co_await g->submit(
+          consensus::operation_consumer_offset,
+          consensus::partition_machine::offset_request(request.consumer().name(), result.next_offset.value())));
     }
     co_return result;
   };
@@ -464,6 +467,18 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
         out.info.set_bytes(st.bytes);
         out.info.set_segments(static_cast<std::uint32_t>(st.segments));
         out.info.set_node_id(placement_.self);
+        for (auto n : placement_.members) {
+          out.info.add_replicas(n);
+        }
+        const auto& r = group_->replica();
+        out.info.set_primary_node(group_->primary_node().value());
+        out.info.set_view(r.view().value());
+        out.info.set_role(r.recovering()                                 ? "recovering"
+                          : r.status() == consensus::status::view_change ? "view_change"
+                          : r.is_primary()                               ? "primary"
+                                                                         : "backup");
+        out.info.set_commit_op(r.commit_min().value());
+        out.info.set_op(r.op().value());
         if (group_->fenced()) {
           out.info.set_fenced("a storage failure: see the server's log");
         }
@@ -481,9 +496,10 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
         }
       },
       [this](stall_atom, std::uint32_t) {
-        services_->reporter->notice(fmt::format("partition {}: stall is not supported on a replicated partition "
-                                                "(pause the node instead)",
-                                                id_.dir));
+        services_->reporter->notice(
+            fmt::format("partition {}: stall is not supported on a replicated partition "
+                        "(pause the node instead)",
+                        id_.dir));
       },
       [](unstall_atom) {},
       [this](fail_syncs_atom, std::uint32_t n) {

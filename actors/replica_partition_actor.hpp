@@ -59,9 +59,8 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   // Replica messages go out every replica_tick at most this late.
   static constexpr std::chrono::milliseconds tick_period{10};
 
-  replica_partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id,
-                          storage::log_options options, replica_placement placement,
-                          const partition_services* services);
+  replica_partition_actor(caf::actor_config& cfg, std::size_t home, partition_identity id, storage::log_options options,
+                          replica_placement placement, const partition_services* services);
   ~replica_partition_actor() override;
   behavior_type make_behavior() override;
 

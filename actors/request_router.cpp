@@ -63,11 +63,11 @@ class resolver {
   rill::unexpected redirect(std::uint64_t node, const std::string& what) const {
     auto known = view_.nodes.find(node);
     redirect_ = known == view_.nodes.end() ? std::string() : known->second;
-    return fail(net::status::not_primary,
-                redirect_.empty()
-                    ? fmt::format("{} is served by node {}, whose client address is not known yet; retry shortly",
-                                  what, node)
-                    : fmt::format("{} is served by node {} at {}", what, node, redirect_));
+    return fail(
+        net::status::not_primary,
+        redirect_.empty()
+            ? fmt::format("{} is served by node {}, whose client address is not known yet; retry shortly", what, node)
+            : fmt::format("{} is served by node {} at {}", what, node, redirect_));
   }
 
   // Where a not_primary error sends the client (empty: unknown).
@@ -89,7 +89,14 @@ class resolver {
     RILL_TRY(found, find(s, t, true));
     const std::uint32_t count = found.topic->config.partitions();
     RILL_ASSERT(count > 0, "topic '{}' has no partitions", found.topic->name);
-    const std::uint32_t chosen = partition ? *partition : balanced_next_++ % count;
+    std::uint32_t chosen = partition ? *partition : balanced_next_++ % count;
+    if (!partition && found.topic->config.replication_factor() > 1) {
+      // A replicated topic: round robin over the partitions this node leads, if any (else any: not_primary then
+      // sends the client to a node that leads some).
+      if (const auto* led = actors_.led(found.stream->id, found.topic->id); led != nullptr && !led->empty()) {
+        chosen = (*led)[chosen % led->size()];
+      }
+    }
     if (chosen >= count) {
       return fail(net::status::partition_not_found, fmt::format("partition {} not found in topic '{}' ({} partitions)",
                                                                 chosen, found.topic->name, count));

@@ -49,6 +49,12 @@ class actor_directory {
     (void)factor;
     return served_by(stream_id, topic_id);
   }
+  // The partitions of a replicated topic whose primary is this node, ascending (null: none).
+  [[nodiscard]] virtual const std::vector<std::uint32_t>* led(std::uint32_t stream_id, std::uint32_t topic_id) const {
+    (void)stream_id;
+    (void)topic_id;
+    return nullptr;
+  }
 };
 
 struct partition_key {

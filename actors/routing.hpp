@@ -25,6 +25,8 @@ struct routing_table {
   // A member of a cluster of several nodes: this node's id and every member's (topic_home()); empty: alone.
   std::uint64_t self = 0;
   std::vector<std::uint64_t> members;
+  // Replicated partitions whose primary is this node, by topic (partition_namespace(stream, topic, 0)), ascending.
+  std::map<std::uint64_t, std::vector<std::uint32_t>> led;
 
   [[nodiscard]] partition_actor_hdl partition(std::uint32_t stream, std::uint32_t topic,
                                               std::uint32_t partition) const {
@@ -58,6 +60,10 @@ class routing_directory final : public actor_directory {
     }
     const auto replicas = partition_replicas(stream, topic, partition, factor, table_.members);
     return std::find(replicas.begin(), replicas.end(), table_.self) != replicas.end() ? 0 : replicas.front();
+  }
+  [[nodiscard]] const std::vector<std::uint32_t>* led(std::uint32_t stream, std::uint32_t topic) const override {
+    auto it = table_.led.find(partition_namespace(stream, topic, 0));
+    return it == table_.led.end() ? nullptr : &it->second;
   }
 
  private:

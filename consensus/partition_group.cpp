@@ -47,8 +47,8 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
   }
   if (o.sessions_max == 0 || o.sessions_max > o.replica.clients_max) {
     co_return make_unexpected(errc::invalid_argument,
-                              fmt::format("{} sessions per node: allowed is 1 to the client table's {}",
-                                          o.sessions_max, o.replica.clients_max));
+                              fmt::format("{} sessions per node: allowed is 1 to the client table's {}", o.sessions_max,
+                                          o.replica.clients_max));
   }
   const auto index = static_cast<replica_t>(self - o.members.begin());
   std::unique_ptr<partition_group> g(new partition_group(o, net, std::move(now_ms)));
@@ -62,8 +62,7 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
   RILL_CO_TRY(storage, co_await partition_storage::open(e, pool, clk, reporter, std::move(dir), std::move(log_dir),
                                                         o.storage, initial, r));
   g->storage_ = std::move(storage);
-  if (auto checked = check_recovered_checkpoint(r, o.replica.clients_max, g->machine_, where);
-      !checked) {
+  if (auto checked = check_recovered_checkpoint(r, o.replica.clients_max, g->machine_, where); !checked) {
     co_await g->storage_->close();
     co_return rill::unexpected(checked.error());
   }
@@ -226,8 +225,8 @@ task<expected<partition_group::session*>> partition_group::acquire() {
       co_return make_unexpected(errc::closed, "the partition is closing");
     }
     if (!primary()) {
-      co_return make_unexpected(errc::unavailable, fmt::format("not the partition's primary: node {} is",
-                                                               primary_node().value()));
+      co_return make_unexpected(errc::unavailable,
+                                fmt::format("not the partition's primary: node {} is", primary_node().value()));
     }
     for (auto& s : sessions_) {
       if (!s->busy && s->registered) {
@@ -251,9 +250,9 @@ task<expected<partition_group::session*>> partition_group::acquire() {
       co_return raw;
     }
     if (queue_.size() >= options_.submits_waiting_max) {
-      co_return make_unexpected(errc::overloaded,
-                                fmt::format("{} writes already wait for this partition's {} sessions; retry",
-                                            queue_.size(), options_.sessions_max));
+      co_return make_unexpected(
+          errc::overloaded, fmt::format("{} writes already wait for this partition's {} sessions; retry", queue_.size(),
+                                        options_.sessions_max));
     }
     async_event turn;
     queue_.push_back(&turn);

@@ -148,7 +148,7 @@ class partition_group {
   std::unique_ptr<driver> driver_;  // after storage_: destroyed first
   std::function<void()> committed_;
   std::deque<std::unique_ptr<session>> sessions_;
-  std::vector<waiter*> waiters_;   // requests sent to the replica, unanswered
+  std::vector<waiter*> waiters_;    // requests sent to the replica, unanswered
   std::deque<async_event*> queue_;  // submits waiting for a session, in arrival order
   std::size_t in_flight_ = 0;       // submits begun and not ended
   std::uint64_t ticks_ = 0;

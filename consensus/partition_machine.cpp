@@ -48,7 +48,9 @@ void append_bytes(std::vector<std::byte>& out, std::string_view s) {
 }
 
 // The records a producer batch covers (dense: last_offset_delta + 1; asserted when it was validated).
-std::int64_t records_of(const storage::batch_view& v) { return std::int64_t{v.last_offset_delta()} + 1; }
+std::int64_t records_of(const storage::batch_view& v) {
+  return std::int64_t{v.last_offset_delta()} + 1;
+}
 
 std::vector<std::byte> encode_produce_reply(const partition_machine::produce_reply& r) {
   std::vector<std::byte> out;
@@ -206,9 +208,12 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
   if (prepare.operation == operation_produce_batch) {
     const std::int64_t base = next_offset_;
     absorb(prepare, body);
-    return encode_produce_reply(produce_reply{storage::producer_verdict::fresh, base,
-                                              static_cast<std::uint32_t>(next_offset_ - base), prepare.op,
-                                              storage::batch_view::trusted(body).max_timestamp().value(), {}});
+    return encode_produce_reply(produce_reply{storage::producer_verdict::fresh,
+                                              base,
+                                              static_cast<std::uint32_t>(next_offset_ - base),
+                                              prepare.op,
+                                              storage::batch_view::trusted(body).max_timestamp().value(),
+                                              {}});
   }
   if (prepare.operation == operation_produce_answered) {
     reader r{body};

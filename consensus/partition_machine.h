@@ -64,7 +64,7 @@ class partition_machine final : public state_machine {
     storage::producer_verdict verdict = storage::producer_verdict::fresh;
     std::int64_t base_offset = -1;  // fresh, duplicate: where the batch is; else -1
     std::uint32_t records = 0;
-    std::uint64_t op = 0;             // the op holding the batch (a duplicate's: the original's)
+    std::uint64_t op = 0;            // the op holding the batch (a duplicate's: the original's)
     std::int64_t timestamp_ms = -1;  // fresh: its log-append time
     std::string detail;              // a refusal's explanation
   };

@@ -542,6 +542,7 @@ void partition_storage::step() {
       tip_end = s.next;
     }
     busy_ = true;
+    appending_ = ops;
     start(do_append(std::move(ops), std::move(bytes), std::move(metas)));
     return;
   }
@@ -569,6 +570,7 @@ task<void> partition_storage::do_append(std::vector<std::uint64_t> ops, std::vec
     co_return;
   }
   busy_ = false;
+  appending_.clear();
   if (!r) {
     // The log cut the failed write off, or it is fenced; the replica's driver fences either way (the host restarts
     // it from what is on disk).
@@ -643,6 +645,9 @@ void partition_storage::settle_applied() {
       continue;
     }
     RILL_ASSERT(h.op == base_op_ + 1, "op {} applied, the committed base is op {}", h.op, base_op_);
+    if (std::find(appending_.begin(), appending_.end(), h.op) != appending_.end()) {
+      break;  // a batch at this op is being appended: once it is in the log, this decides whether it stays
+    }
     auto it = index_.find(h.op);
     if (!is_batch(h)) {
       if (it != index_.end() && !bug_trust_own_suffix_) {

@@ -58,6 +58,8 @@
 //   persisted lower bound, at open); nothing at or below it is cut.
 // - At most one log operation (append, cut, transfer) is in flight; at most one unanswered write per op (a new
 //   write of an op answers the older one with errc::superseded).
+// - The committed base never passes an op whose batch is being appended: the base moves over an op only by what
+//   the log holds there, and an append in flight is not yet known to the index.
 // - Every write is answered exactly once (durable, an error, or superseded), unless a crash drops it.
 //
 // Contract: single-threaded, on the engine's thread (group_storage's contract). `engine`, `pool`, `clk` and
@@ -215,6 +217,9 @@ class partition_storage final : public group_storage {
   std::optional<std::uint64_t> cut_due_;  // an applied op found a stale batch there
   std::optional<header> target_;          // a state transfer to finish
   bool busy_ = false;                     // a log operation is in flight
+  // The ops of the append in flight: the committed base waits below them (an applied op without a batch at such
+  // an op finds the stale batch in the log once it landed, and cuts it).
+  std::vector<std::uint64_t> appending_;
   bool closing_ = false;
   bool failed_ = false;  // a log operation failed (every write was answered with its error)
   bool pumping_ = false;

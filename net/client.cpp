@@ -312,6 +312,35 @@ std::string topic_route(std::span<const std::byte> frame) {
   };
   return fmt::format("{}:{}{}", scan.stream.size(), text(scan.stream), text(scan.topic));
 }
+// The partition a request names, when it names one (a replicated topic's partitions may each be led by another
+// node: routes_ keeps one node per partition then).
+std::optional<std::uint32_t> partition_of(api a, const google::protobuf::MessageLite& header) {
+  switch (a) {
+    case api::produce:
+      if (const auto* p = dynamic_cast<const proto::ProduceRequest*>(&header);
+          p != nullptr && p->partitioning().kind_case() == proto::Partitioning::kPartitionId) {
+        return p->partitioning().partition_id();
+      }
+      return std::nullopt;
+    case api::poll:
+      if (const auto* p = dynamic_cast<const proto::PollRequest*>(&header); p != nullptr) {
+        return p->partition_id();
+      }
+      return std::nullopt;
+    case api::offset_store:
+      if (const auto* p = dynamic_cast<const proto::OffsetStoreRequest*>(&header); p != nullptr) {
+        return p->partition_id();
+      }
+      return std::nullopt;
+    case api::offset_get:
+      if (const auto* p = dynamic_cast<const proto::OffsetGetRequest*>(&header); p != nullptr) {
+        return p->partition_id();
+      }
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
 }  // namespace
 
 expected<reply> client::call(api a, const google::protobuf::MessageLite& header, std::span<const std::byte> batches) {
@@ -323,6 +352,9 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
     append_request(frame, next_correlation_++, a, header, batches, seen_);
     if (attempt == 0 && served_by_topic_node(a)) {
       route = topic_route(frame);
+      if (const auto p = partition_of(a, header); p && !route.empty()) {
+        route += fmt::format("#{}", *p);
+      }
     }
     // A topic whose node a redirect named goes there directly (a hint: a not_primary corrects it).
     if (auto known = route.empty() ? routes_.end() : routes_.find(route); known != routes_.end()) {

@@ -184,12 +184,93 @@ std::uint64_t topic_bytes(const proto::TopicInfo& t) {
   return n;
 }
 
+// A replicated topic's partitions as each node's replica reports them: every member the node asked names (cluster
+// status) is asked for the topic; a partition's entry from a node that holds a replica of it has a role. Members
+// that do not answer are left out (their replicas are then missing from the table).
+using replica_views = std::map<std::uint32_t, std::vector<proto::PartitionInfo>>;  // partition -> one per replica
+replica_views gather_replicas(net::client& c, const net::client_options& co, const proto::TopicInfo& t) {
+  replica_views out;
+  auto add = [&](const proto::TopicInfo& from) {
+    for (const auto& p : from.partitions()) {
+      if (!p.role().empty()) {
+        out[p.id()].push_back(p);
+      }
+    }
+  };
+  add(t);
+  auto here = c.cluster_status();
+  if (!here) {
+    return out;
+  }
+  for (const auto& peer : here->peers()) {
+    if (peer.client_address().empty()) {
+      continue;
+    }
+    net::client_options at = co;
+    at.server = peer.client_address();
+    at.retries = 0;
+    at.connect_timeout = std::chrono::seconds(2);
+    at.request_timeout = std::chrono::seconds(2);
+    auto there = net::client::connect(at);
+    if (!there) {
+      continue;
+    }
+    if (auto got = (*there)->get_topic(net::by_id(t.stream_id()), net::by_id(t.id())); got) {
+      add(*got);
+    }
+  }
+  for (auto& [id, rows] : out) {
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.node_id() < b.node_id(); });
+  }
+  return out;
+}
+
+json replicas_json(const replica_views& views) {
+  json out = json::array();
+  for (const auto& [id, rows] : views) {
+    std::uint64_t top = 0;
+    for (const auto& r : rows) {
+      top = std::max(top, r.commit_op());
+    }
+    for (const auto& r : rows) {
+      out.push_back({{"partition", id},
+                     {"node_id", r.node_id()},
+                     {"role", r.role()},
+                     {"view", r.view()},
+                     {"primary_node", r.primary_node()},
+                     {"commit_op", r.commit_op()},
+                     {"op", r.op()},
+                     {"lag", top - r.commit_op()},
+                     {"high_watermark", r.high_watermark()}});
+    }
+  }
+  return out;
+}
+
+void print_replicas(const replica_views& views) {
+  cli::table rows({"PARTITION>", "NODE>", "ROLE", "VIEW>", "PRIMARY>", "COMMIT>", "OP>", "LAG>", "END>"});
+  for (const auto& [id, list] : views) {
+    std::uint64_t top = 0;
+    for (const auto& r : list) {
+      top = std::max(top, r.commit_op());
+    }
+    for (const auto& r : list) {
+      rows.add({std::to_string(id), std::to_string(r.node_id()), r.role(), std::to_string(r.view()),
+                std::to_string(r.primary_node()), std::to_string(r.commit_op()), std::to_string(r.op()),
+                std::to_string(top - r.commit_op()), std::to_string(r.high_watermark())});
+    }
+  }
+  fmt::print("  replicas (each as its node reports it; LAG: ops behind the highest commit):\n");
+  rows.print(2);
+}
+
 // One topic for people: its settings on one line, then a table of its partitions.
 void print_topic(const proto::TopicInfo& t) {
   const auto& c = t.config();
-  fmt::print("topic {} (id {}): {}, {}, {}; retention {}, {}; segments of {}; {}{}\n", t.name(), t.id(),
-             cli::count_of(c.partitions(), "partition"), cli::count_of(topic_messages(t), "message"),
-             cli::human_bytes(topic_bytes(t)),
+  fmt::print("topic {} (id {}): {}{}, {}, {}; retention {}, {}; segments of {}; {}{}\n", t.name(), t.id(),
+             cli::count_of(c.partitions(), "partition"),
+             c.replication_factor() > 1 ? fmt::format(" replicated on {} nodes", c.replication_factor()) : "",
+             cli::count_of(topic_messages(t), "message"), cli::human_bytes(topic_bytes(t)),
              c.retention_ms() == 0 ? "forever" : cli::human_duration_ms(c.retention_ms()),
              c.retention_bytes() == 0 ? "no size limit" : cli::human_bytes(c.retention_bytes()) + " per partition",
              cli::human_bytes(c.segment_bytes()), durability_name(c.durability()),
@@ -388,9 +469,10 @@ int main(int argc, char** argv) {
   t_create->add_option("stream", stream_name)->required();
   t_create->add_option("topic", topic_name)->required();
   t_create->add_option("--partitions", partitions, "partitions")->check(CLI::Range(1u, 100000u));
-  t_create->add_option("--replication-factor", replication_factor,
-                       "nodes each partition is replicated on (at most the cluster's members; default: the server's "
-                       "cluster.replication_factor)")
+  t_create
+      ->add_option("--replication-factor", replication_factor,
+                   "nodes each partition is replicated on (at most the cluster's members; default: the server's "
+                   "cluster.replication_factor)")
       ->check(CLI::Range(1u, 6u));
   t_create->add_option("--retention-ms", retention_ms, "delete data older than this (0: keep)");
   t_create->add_option("--retention-bytes", retention_bytes, "keep at most this much per partition (0: no limit)");
@@ -748,7 +830,8 @@ int main(int argc, char** argv) {
     // In a cluster, a topic's partitions are counted by the node that serves it: ask it (one connection per node).
     std::map<std::string, std::unique_ptr<net::client>> homes;
     for (auto& t : topics) {
-      const std::string home = t.partitions_size() > 0 ? t.partitions(0).served_by() : std::string();
+      const std::string home =
+          t.partitions_size() > 0 && t.config().replication_factor() <= 1 ? t.partitions(0).served_by() : std::string();
       if (home.empty() || home.starts_with("node ")) {
         continue;
       }
@@ -770,10 +853,17 @@ int main(int argc, char** argv) {
     json out = json::array();
     cli::table list({"TOPIC", "ID>", "PARTITIONS>", "MESSAGES>", "SIZE>", "RETENTION>", "DURABILITY"});
     for (const auto& t : topics) {
+      const bool replicated = *t_describe && t.config().replication_factor() > 1;
       if (g.json_output) {
         out.push_back(topic_json(t));
+        if (replicated) {
+          out.back()["replicas"] = replicas_json(gather_replicas(c, co, t));
+        }
       } else if (*t_describe) {
         print_topic(t);
+        if (replicated) {
+          print_replicas(gather_replicas(c, co, t));
+        }
       } else {
         list.add({t.name(), std::to_string(t.id()), std::to_string(t.config().partitions()),
                   cli::grouped(topic_messages(t)), cli::human_bytes(topic_bytes(t)),

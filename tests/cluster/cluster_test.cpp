@@ -2,235 +2,25 @@
 // minority (SIGKILL, SIGSTOP, a wiped disk brought back with `rilld recover`); topics are served by one node each and
 // a client pointed at any node is sent there; a node of another cluster, or with another members list, is refused.
 #define BOOST_TEST_MODULE rill_cluster
-#include <boost/test/results_collector.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
-#include <fmt/core.h>
-#include <fmt/ranges.h>
-
 #include "net/client.h"
 #include "storage/record_batch_builder.h"
-#include "tests/integration/rilld_process.h"
-#include "tests/test_util.h"
+#include "tests/cluster/cluster_harness.h"
 
 using namespace rill;
 using rill::testing::rilld_process;
 using rill::testing::temp_data_dir;
 
-namespace {
-
-net::status status_of(const rill::error& e) {
-  return static_cast<net::status>(e.code().value());
-}
-
-// A port free right now on 127.0.0.1 (the kernel's choice; the members list must name ports before the nodes start).
-std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Runs `rilld ARGS` to completion; its exit code.
-int run(const std::vector<std::string>& args, const std::string& log) {
-  std::string cmd = RILLD_PATH;
-  for (const auto& a : args) {
-    cmd += " '" + a + "'";
-  }
-  cmd += " >>'" + log + "' 2>&1";
-  return std::system(cmd.c_str());
-}
-
-// N nodes of one cluster, each on its own data directory and ports.
-class cluster {
- public:
-  explicit cluster(std::size_t n, std::uint64_t id = 42, std::vector<std::string> extra = {})
-      : id_(id), extra_(std::move(extra)) {
-    for (std::size_t i = 0; i < n; ++i) {
-      ports_.push_back(free_port());
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      members_ += fmt::format("{}{}@127.0.0.1:{}", i == 0 ? "" : ",", i + 1, ports_[i]);
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      format(i, "format");
-      nodes_.push_back(std::make_unique<rilld_process>(dir(i), args(i)));
-    }
-  }
-
-  // A failed test shows what each node logged.
-  ~cluster() {
-    namespace ut = boost::unit_test;
-    if (!ut::results_collector.results(ut::framework::current_test_case().p_id).passed()) {
-      for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        BOOST_TEST_MESSAGE("--- node " << i + 1 << "'s log:\n" << nodes_[i]->log());
-      }
-    }
-  }
-
-  std::string dir(std::size_t i) const { return fmt::format("{}/n{}", root_.path(), i + 1); }
-  std::vector<std::string> args(std::size_t i, std::uint64_t cluster_id = 0) const {
-    std::vector<std::string> a = {"--set",     fmt::format("cluster.id={}", cluster_id == 0 ? id_ : cluster_id),
-                                  "--set",     fmt::format("cluster.node_id={}", i + 1),
-                                  "--set",     "cluster.members=" + members_,
-                                  "--replica", fmt::format("127.0.0.1:{}", ports_[i])};
-    a.insert(a.end(), extra_.begin(), extra_.end());
-    return a;
-  }
-  void format(std::size_t i, const char* how) {
-    std::vector<std::string> a = {how, "--data-dir", dir(i)};
-    const auto rest = args(i);
-    a.insert(a.end(), rest.begin(), rest.end());
-    BOOST_REQUIRE_EQUAL(run(a, dir(i) + ".format.log"), 0);
-  }
-  void start_all() {
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      start(i);
-    }
-  }
-  void start(std::size_t i) {
-    auto at = nodes_[i]->start();
-    BOOST_REQUIRE_MESSAGE(at.has_value(), "node " << i + 1 << " did not start: " << nodes_[i]->log());
-  }
-  rilld_process& node(std::size_t i) { return *nodes_[i]; }
-  std::size_t size() const { return nodes_.size(); }
-
-  std::unique_ptr<net::client> client(std::size_t i) {
-    net::client_options o;
-    o.server = nodes_[i]->address();
-    o.retries = 20;
-    o.request_timeout = std::chrono::seconds(30);
-    auto c = net::client::connect(o);
-    BOOST_REQUIRE_MESSAGE(c.has_value(), "connect to node " << i + 1);
-    return std::move(*c);
-  }
-
-  // The streams node i lists (sorted), or nullopt when it does not answer.
-  std::optional<std::vector<std::string>> streams(std::size_t i) {
-    net::client_options o;
-    o.server = nodes_[i]->address();
-    o.retries = 0;
-    o.request_timeout = std::chrono::seconds(5);
-    auto c = net::client::connect(o);
-    if (!c) {
-      return std::nullopt;
-    }
-    auto l = (*c)->list_streams();
-    if (!l) {
-      return std::nullopt;
-    }
-    std::vector<std::string> names;
-    for (const auto& s : *l) {
-      names.push_back(s.name());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  // Waits until every node in `which` lists exactly `want`.
-  bool converge(const std::vector<std::size_t>& which, const std::vector<std::string>& want,
-                std::chrono::seconds within = std::chrono::seconds(30)) {
-    const auto deadline = std::chrono::steady_clock::now() + within;
-    while (std::chrono::steady_clock::now() < deadline) {
-      bool all = true;
-      for (auto i : which) {
-        auto got = streams(i);
-        all = all && got && *got == want;
-      }
-      if (all) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    for (auto i : which) {
-      auto got = streams(i);
-      BOOST_TEST_MESSAGE("node " << i + 1 << " lists " << (got ? fmt::format("{}", fmt::join(*got, ",")) : "nothing"));
-    }
-    return false;
-  }
-
- private:
-  std::uint64_t id_;
-  std::vector<std::string> extra_;
-  temp_data_dir root_;
-  std::vector<std::uint16_t> ports_;
-  std::string members_;
-  std::vector<std::unique_ptr<rilld_process>> nodes_;
-};
-
-// POST `path` to a node's HTTP listener; the status code (0: no answer).
-int http_post(const std::string& address, const std::string& path) {
-  const auto colon = address.rfind(':');
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return 0;
-  }
-  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-  if (::send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
-    ::close(fd);
-    return 0;
-  }
-  char buf[64] = {};
-  const ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);
-  ::close(fd);
-  return n > 12 ? std::atoi(buf + 9) : 0;  // "HTTP/1.1 200 ..."
-}
-
-std::vector<std::string> names(std::initializer_list<const char*> l) {
-  std::vector<std::string> out(l.begin(), l.end());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// Cuts node `n` off from every other node (cut) or heals it, on both sides, with the transport fault switch
-// (debug.failure_injection).
-void set_cut_off(cluster& c, std::size_t n, bool cut) {
-  const char* what = cut ? "cut" : "heal";
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (i != n) {
-      BOOST_REQUIRE_EQUAL(http_post(c.node(i).http_address(), fmt::format("/debug/{}?peer={}", what, n + 1)), 200);
-      BOOST_REQUIRE_EQUAL(http_post(c.node(n).http_address(), fmt::format("/debug/{}?peer={}", what, i + 1)), 200);
-    }
-  }
-}
-
-// Creates a stream through node i, retrying until it is made (the first attempts may find no primary yet), and
-// returns how long it took.
-std::chrono::milliseconds create_through(cluster& c, std::size_t i, const std::string& name) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto cli = c.client(i);
-  auto made = cli->create_stream(name);
-  BOOST_REQUIRE_MESSAGE(made.has_value() || status_of(made.error()) == net::status::already_exists,
-                        "create " << name << " through node " << i + 1 << ": " << (made ? "" : made.error().message()));
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-}
-
-}  // namespace
+using namespace rill::testing::cluster_harness;
 
 BOOST_AUTO_TEST_CASE(three_nodes_commit_through_each_and_go_on_without_a_killed_primary) {
   cluster c(3);

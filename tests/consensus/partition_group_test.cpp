@@ -88,8 +88,9 @@ struct nodes {
   void start(std::size_t i) {
     replica_node& r = *all.at(i);
     replica_node* self = &r;
-    auto g = storage::io::run_task(
-        *r.disk, partition_group::open(*r.disk, r.pool, r.clk, r.reporter, "/g", "/p", options(i), *r.net,
+    auto g = storage::io::run_task(*r.disk,
+                                   partition_group::open(
+                                       *r.disk, r.pool, r.clk, r.reporter, "/g", "/p", options(i), *r.net,
                                        [] { return std::int64_t{1'700'000'000'000}; }, [self] { ++self->commits; }));
     BOOST_REQUIRE(g.has_value());
     BOOST_REQUIRE_MESSAGE(g->has_value(), (g->has_value() ? "" : g->error().message()));
@@ -221,9 +222,8 @@ BOOST_AUTO_TEST_CASE(produces_commit_on_a_quorum_and_every_log_holds_the_same_by
   for (std::size_t i = 0; i < outs.size(); ++i) {
     submit(*n.all[p]->g, batch(7, static_cast<std::int32_t>(i), "value-" + std::to_string(i)), outs[i]);
   }
-  BOOST_REQUIRE(n.rounds_until([&] {
-    return std::all_of(outs.begin(), outs.end(), [](const outcome& o) { return o.result.has_value(); });
-  }));
+  BOOST_REQUIRE(n.rounds_until(
+      [&] { return std::all_of(outs.begin(), outs.end(), [](const outcome& o) { return o.result.has_value(); }); }));
   for (std::size_t i = 0; i < outs.size(); ++i) {
     BOOST_REQUIRE_MESSAGE(outs[i].result->has_value(), why(*outs[i].result));
     auto r = partition_machine::decode_produce_reply((*outs[i].result)->reply);
@@ -232,8 +232,7 @@ BOOST_AUTO_TEST_CASE(produces_commit_on_a_quorum_and_every_log_holds_the_same_by
   }
   // Every replica's log commits the same bytes (backups learn the commit from the next heartbeat).
   BOOST_REQUIRE(n.rounds_until([&] {
-    return std::all_of(n.all.begin(), n.all.end(),
-                       [](const auto& r) { return r->g->machine().next_offset() == 6; });
+    return std::all_of(n.all.begin(), n.all.end(), [](const auto& r) { return r->g->machine().next_offset() == 6; });
   }));
   const auto primary_bytes = committed_bytes(*n.all[p]);
   BOOST_TEST(!primary_bytes.empty());
@@ -250,9 +249,8 @@ BOOST_AUTO_TEST_CASE(the_primary_crashes_another_node_leads_and_nothing_acknowle
   for (std::size_t i = 0; i < outs.size(); ++i) {
     submit(*n.all[p]->g, batch(9, static_cast<std::int32_t>(i), "a"), outs[i]);
   }
-  BOOST_REQUIRE(n.rounds_until([&] {
-    return std::all_of(outs.begin(), outs.end(), [](const outcome& o) { return o.result.has_value(); });
-  }));
+  BOOST_REQUIRE(n.rounds_until(
+      [&] { return std::all_of(outs.begin(), outs.end(), [](const outcome& o) { return o.result.has_value(); }); }));
   n.stop(p);
   BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
   const std::size_t q = *n.primary();
@@ -276,9 +274,7 @@ BOOST_AUTO_TEST_CASE(the_primary_crashes_another_node_leads_and_nothing_acknowle
   // The crashed node comes back, catches up by repair, and holds the same committed bytes.
   n.start(p);
   BOOST_REQUIRE(n.rounds_until([&] { return n.all[p]->g->machine().next_offset() == 5; }));
-  BOOST_REQUIRE(n.rounds_until([&] {
-    return committed_bytes(*n.all[p]) == committed_bytes(*n.all[q]);
-  }));
+  BOOST_REQUIRE(n.rounds_until([&] { return committed_bytes(*n.all[p]) == committed_bytes(*n.all[q]); }));
 }
 
 BOOST_AUTO_TEST_CASE(a_primary_cut_off_fails_its_submits_and_the_majority_goes_on) {

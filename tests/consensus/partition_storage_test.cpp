@@ -403,6 +403,51 @@ BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain
   n.crash();
 }
 
+// Found by the replication cluster test (a primary paused mid-produce): its batch's append was still in flight when
+// the new view's op at that number, without a batch, was applied. The committed base must not pass that op until
+// the append has landed and been cut; else the stale batch stays in the log above the committed end and the next
+// batch of the chain finds the log ending elsewhere than where it attaches.
+BOOST_AUTO_TEST_CASE(an_applied_op_without_a_batch_waits_for_an_append_in_flight_at_its_op_and_cuts_it) {
+  node n(6);
+  n.open();
+  chain a;
+  a.other(1, 1);
+  a.batch(2, 0, 2, 2);
+  for (const auto& [op, m] : a.ops) {
+    n.write(m);
+  }
+  n.run();
+  n.s->applied(a.ops.at(1).h);
+  n.s->applied(a.ops.at(2).h);
+  n.s->poke();
+  BOOST_TEST(n.s->log().committed().value() == 2);
+  // Op 3 with a batch (the old view's), its append submitted but not done...
+  a.batch(3, 2, 1, 3);
+  n.write(a.ops.at(3));
+  BOOST_TEST(n.s->log().log_end().value() == 2);
+  // ...when the new view's op 3, without a batch, and its op 4, with one, arrive, and op 3 is applied.
+  chain b;
+  b.view = 1;
+  b.ops[1] = a.ops.at(1);
+  b.ops[2] = a.ops.at(2);
+  b.other(3, 33);
+  b.batch(4, 2, 1, 4);
+  n.write(b.ops.at(3));
+  n.s->applied(b.ops.at(3).h);
+  n.write(b.ops.at(4));
+  n.s->poke();
+  n.run();
+  BOOST_TEST(n.ok(4));
+  BOOST_TEST(n.s->truncations() == 1u);
+  BOOST_TEST(!n.holds_batch_of(3));
+  BOOST_TEST(n.holds_batch_of(4));
+  BOOST_TEST(n.s->log().log_end().value() == 3);
+  n.s->applied(b.ops.at(4).h);
+  n.s->poke();
+  BOOST_TEST(n.s->log().committed().value() == 3);
+  n.crash();
+}
+
 BOOST_AUTO_TEST_CASE(a_header_whose_batch_is_gone_is_faulty_after_a_restart_never_missing) {
   node n(6);
   n.open();

@@ -1,0 +1,381 @@
+// Replicated partitions on clusters of real rilld processes (docs/replication.md): a topic with replication factor 3
+// on 3 nodes; idempotent producers and a consumer through the client library while the primary of a partition is
+// SIGKILLed and restarted, a backup is killed, a primary is paused (SIGSTOP) and one is cut off from the others
+// (the transport fault switch). After each: every acknowledged batch is in its partition exactly once, in order,
+// offsets dense; consumers read on without gaps or duplicates; and every replica's log holds the same bytes.
+#define BOOST_TEST_MODULE rill_replication
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/endian.h"
+#include "net/client.h"
+#include "storage/record_batch_builder.h"
+#include "tests/cluster/cluster_harness.h"
+
+using namespace rill;
+using namespace rill::testing::cluster_harness;
+
+namespace {
+
+constexpr std::uint32_t partitions = 3;
+
+// One idempotent producer over every partition: batch k of partition p holds one record "p/k" at sequence k.
+class producer {
+ public:
+  explicit producer(net::client& c) : c_(c) {
+    std::random_device rd;
+    id_ = (std::uint64_t{rd()} << 20 | rd()) & ((std::uint64_t{1} << 52) - 1);
+  }
+  // Sends the partition's next batch (the client retries and follows redirects; a retry of a batch already
+  // written is answered with its offset). True once acknowledged.
+  bool send(std::uint32_t p) {
+    const std::int32_t seq = next_[p];
+    storage::batch_builder b;
+    b.producer(static_cast<std::int64_t>(id_), 0, seq);
+    b.add("k", fmt::format("{}/{}", p, seq));
+    auto built = b.build();
+    BOOST_REQUIRE(built.has_value());
+    auto r = c_.produce(net::by_name("s"), net::by_name("t"), p, *built);
+    if (!r) {
+      last_error_ = r.error().message();
+      return false;
+    }
+    ++next_[p];
+    acked_[p].push_back(static_cast<std::int64_t>(r->base_offsets(0)));
+    return true;
+  }
+  void send_all(int rounds) {
+    for (int i = 0; i < rounds; ++i) {
+      for (std::uint32_t p = 0; p < partitions; ++p) {
+        BOOST_REQUIRE_MESSAGE(send(p), "partition " << p << ": " << last_error_);
+      }
+    }
+  }
+  // Acknowledged offsets, per partition, in produce order.
+  const std::map<std::uint32_t, std::vector<std::int64_t>>& acked() const { return acked_; }
+  std::int32_t sent(std::uint32_t p) const { return next_.contains(p) ? next_.at(p) : 0; }
+
+ private:
+  net::client& c_;
+  std::uint64_t id_ = 0;
+  std::map<std::uint32_t, std::int32_t> next_;
+  std::map<std::uint32_t, std::vector<std::int64_t>> acked_;
+  std::string last_error_;
+};
+
+// Everything in partition p, from the first offset, through whichever node leads it.
+std::vector<net::record> read_all(net::client& c, std::uint32_t p) {
+  std::vector<net::record> out;
+  std::int64_t next = 0;
+  for (;;) {
+    proto::PollRequest q;
+    *q.mutable_stream() = net::by_name("s");
+    *q.mutable_topic() = net::by_name("t");
+    q.set_partition_id(p);
+    q.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
+    q.mutable_strategy()->set_value(static_cast<std::uint64_t>(next));
+    q.set_max_records(1000);
+    auto got = c.poll(q);
+    RILL_REQUIRE_OK(got);
+    auto records = net::decode_records(p, got->batches);
+    RILL_REQUIRE_OK(records);
+    if (records->empty()) {
+      return out;
+    }
+    for (auto& r : *records) {
+      if (r.offset >= next) {
+        next = r.offset + 1;
+        out.push_back(std::move(r));
+      }
+    }
+  }
+}
+
+// Every acknowledged batch exactly once, in produce order, at the offset its acknowledgement named; offsets dense.
+void check_partitions(net::client& c, const producer& prod) {
+  for (std::uint32_t p = 0; p < partitions; ++p) {
+    const auto records = read_all(c, p);
+    std::map<std::string, int> seen;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+      BOOST_TEST(records[i].offset == static_cast<std::int64_t>(i), "partition " << p << ": offsets not dense");
+      ++seen[records[i].value.value_or("")];
+    }
+    for (const auto& [value, n] : seen) {
+      BOOST_TEST(n == 1, "partition " << p << ": '" << value << "' is there " << n << " times");
+    }
+    const auto& acked = prod.acked().at(p);
+    for (std::size_t k = 0; k < acked.size(); ++k) {
+      const std::string want = fmt::format("{}/{}", p, k);
+      BOOST_TEST(seen.contains(want), "partition " << p << ": acknowledged '" << want << "' is missing");
+      if (acked[k] < static_cast<std::int64_t>(records.size())) {
+        BOOST_TEST(records[static_cast<std::size_t>(acked[k])].value.value_or("") == want);
+      }
+    }
+  }
+}
+
+// The replica's partition info as node i describes it.
+std::optional<proto::PartitionInfo> replica_info(cluster& c, std::size_t i, std::uint32_t p) {
+  net::client_options o;
+  o.server = c.node(i).address();
+  o.retries = 2;
+  o.request_timeout = std::chrono::seconds(5);
+  auto cl = net::client::connect(o);
+  if (!cl) {
+    return std::nullopt;
+  }
+  auto t = (*cl)->get_topic(net::by_name("s"), net::by_name("t"));
+  if (!t) {
+    return std::nullopt;
+  }
+  for (const auto& info : t->partitions()) {
+    if (info.id() == p) {
+      return info;
+    }
+  }
+  return std::nullopt;
+}
+
+// The node (index) of partition p's primary, once some node's replica names itself primary.
+std::size_t primary_of(cluster& c, std::uint32_t p) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      auto info = replica_info(c, i, p);
+      if (info && info->role() == "primary") {
+        return i;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  BOOST_FAIL("partition " << p << " has no primary");
+  return 0;
+}
+
+// Waits until every node's replica of every partition has the same commit and holds it all (quiet: no produce).
+bool converged(cluster& c, std::chrono::seconds within = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all = true;
+    for (std::uint32_t p = 0; p < partitions && all; ++p) {
+      std::optional<std::uint64_t> hw;
+      for (std::size_t i = 0; i < c.size() && all; ++i) {
+        auto info = replica_info(c, i, p);
+        all = info.has_value() && info->commit_op() == info->op() && (!hw || *hw == info->high_watermark());
+        if (info) {
+          hw = info->high_watermark();
+        }
+      }
+    }
+    if (all) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// The batches of a partition log's segment files, as bytes (each batch's 12-byte prefix names its length; the
+// preallocated zeros after the last one are not part of it).
+std::vector<std::byte> log_bytes(const std::string& dir) {
+  std::vector<std::string> segments;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".log") {
+      segments.push_back(e.path().string());
+    }
+  }
+  std::sort(segments.begin(), segments.end());
+  std::vector<std::byte> out;
+  for (const auto& path : segments) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::size_t at = 0;
+    while (at + 12 <= all.size()) {
+      const auto length = load_be<std::int32_t>(reinterpret_cast<const std::byte*>(all.data() + at + 8));
+      if (length <= 0 || at + 12 + static_cast<std::size_t>(length) > all.size()) {
+        break;
+      }
+      const auto* b = reinterpret_cast<const std::byte*>(all.data() + at);
+      out.insert(out.end(), b, b + 12 + length);
+      at += 12 + static_cast<std::size_t>(length);
+    }
+  }
+  return out;
+}
+
+// Stops every node (gracefully) and compares each partition's log across the replicas byte for byte.
+void check_replicas_identical(cluster& c) {
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    c.node(i).stop();
+  }
+  for (std::uint32_t p = 0; p < partitions; ++p) {
+    const auto first = log_bytes(fmt::format("{}/streams/0/topics/0/partitions/{}", c.dir(0), p));
+    BOOST_TEST(!first.empty());
+    for (std::size_t i = 1; i < c.size(); ++i) {
+      const auto other = log_bytes(fmt::format("{}/streams/0/topics/0/partitions/{}", c.dir(i), p));
+      BOOST_TEST((other == first), "partition " << p << ": node " << i + 1 << "'s log (" << other.size()
+                                                << " bytes) differs from node 1's (" << first.size() << ")");
+    }
+  }
+}
+
+void make_topic(cluster& c) {
+  auto admin = c.client(0);
+  RILL_REQUIRE_OK(admin->create_stream("s"));
+  proto::TopicConfig tc;
+  tc.set_partitions(partitions);
+  tc.set_replication_factor(3);
+  auto t = admin->create_topic(net::by_name("s"), "t", tc);
+  RILL_REQUIRE_OK(t);
+  BOOST_TEST(t->config().replication_factor() == 3u);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(primaries_spread_and_a_topic_is_refused_more_replicas_than_nodes) {
+  cluster c(3);
+  c.start_all();
+  make_topic(c);
+  std::set<std::size_t> primaries;
+  for (std::uint32_t p = 0; p < partitions; ++p) {
+    primaries.insert(primary_of(c, p));
+    auto info = replica_info(c, 0, p);
+    BOOST_REQUIRE(info.has_value());
+    BOOST_TEST(info->replicas_size() == 3);
+  }
+  BOOST_TEST(primaries.size() == 3u, "3 partitions' primaries on " << primaries.size() << " nodes");
+  proto::TopicConfig four;
+  four.set_replication_factor(4);
+  auto refused = c.client(1)->create_topic(net::by_name("s"), "t4", four);
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST((status_of(refused.error()) == net::status::invalid_config));
+  BOOST_TEST(refused.error().message().find("replication_factor = 4") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_primary_loses_nothing_acknowledged_and_consumers_read_on) {
+  cluster c(3);
+  c.start_all();
+  make_topic(c);
+  auto pc = c.client_of_all();
+  producer prod(*pc);
+  prod.send_all(20);
+
+  // A consumer of partition 0 reads on through the failover, by offset, through whichever node leads.
+  std::atomic<bool> stop{false};
+  std::vector<std::string> consumed;
+  std::string consumer_error;
+  std::thread reader([&] {
+    auto cc = c.client_of_all(std::chrono::seconds(10));
+    std::int64_t next = 0;
+    while (!stop.load()) {
+      proto::PollRequest q;
+      *q.mutable_stream() = net::by_name("s");
+      *q.mutable_topic() = net::by_name("t");
+      q.set_partition_id(0);
+      q.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
+      q.mutable_strategy()->set_value(static_cast<std::uint64_t>(next));
+      q.set_max_wait_ms(100);
+      auto got = cc->poll(q);
+      if (!got) {
+        consumer_error = got.error().message();
+        continue;  // the client retried already; try again
+      }
+      auto records = net::decode_records(0, got->batches);
+      if (!records) {
+        consumer_error = records.error().message();
+        return;
+      }
+      for (auto& r : *records) {
+        if (r.offset >= next) {
+          if (r.offset != next) {
+            consumer_error = fmt::format("a gap: offset {} after {}", r.offset, next - 1);
+            return;
+          }
+          consumed.push_back(r.value.value_or(""));
+          next = r.offset + 1;
+        }
+      }
+    }
+  });
+
+  const std::size_t killed = primary_of(c, 0);
+  c.node(killed).kill_hard();
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(prod.send(0));  // the next acknowledged produce on the partition whose primary died
+  BOOST_TEST_MESSAGE(
+      "SIGKILL of partition 0's primary (node "
+      << killed + 1 << ") to the next acknowledged produce: "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count() << " ms");
+  prod.send_all(10);
+  c.start(killed);
+  prod.send_all(10);
+  BOOST_REQUIRE(converged(c));
+  // The consumer saw every record of partition 0 once, in order.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (consumed.size() < static_cast<std::size_t>(prod.sent(0)) && std::chrono::steady_clock::now() < deadline &&
+         consumer_error.find("gap") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  stop = true;
+  reader.join();
+  BOOST_TEST(consumer_error.find("gap") == std::string::npos, consumer_error);
+  BOOST_REQUIRE_EQUAL(consumed.size(), static_cast<std::size_t>(prod.sent(0)));
+  for (std::size_t k = 0; k < consumed.size(); ++k) {
+    BOOST_TEST(consumed[k] == fmt::format("0/{}", k));
+  }
+  check_partitions(*c.client_of_all(), prod);
+  check_replicas_identical(c);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_backup_catches_up_when_it_returns) {
+  cluster c(3);
+  c.start_all();
+  make_topic(c);
+  auto pc = c.client_of_all();
+  producer prod(*pc);
+  prod.send_all(10);
+  const std::size_t primary = primary_of(c, 2);
+  const std::size_t backup = (primary + 1) % c.size();
+  c.node(backup).kill_hard();
+  prod.send_all(20);  // partitions whose primary was the backup's node fail over; partition 2 goes on
+  c.start(backup);
+  prod.send_all(5);
+  BOOST_REQUIRE(converged(c));
+  check_partitions(*c.client_of_all(), prod);
+  check_replicas_identical(c);
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_primary_and_a_cut_off_primary_are_replaced) {
+  cluster c(3, 42, {"--set", "debug.failure_injection=true"});
+  c.start_all();
+  make_topic(c);
+  auto pc = c.client_of_all(std::chrono::seconds(2));
+  producer prod(*pc);
+  prod.send_all(5);
+  // Paused: its connections stay open, so the client's request times out and is retried elsewhere.
+  const std::size_t paused = primary_of(c, 1);
+  ::kill(c.node(paused).pid(), SIGSTOP);
+  BOOST_REQUIRE(prod.send(1));
+  ::kill(c.node(paused).pid(), SIGCONT);
+  prod.send_all(5);
+  // Cut off from the others by the fault switch: it cannot commit; the other two elect a primary and go on.
+  const std::size_t cut = primary_of(c, 1);
+  set_cut_off(c, cut, true);
+  BOOST_REQUIRE(prod.send(1));
+  set_cut_off(c, cut, false);
+  prod.send_all(5);
+  BOOST_REQUIRE(converged(c));
+  check_partitions(*c.client_of_all(), prod);
+  check_replicas_identical(c);
+}
