@@ -405,6 +405,9 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(2000));
+    // Each try may follow redirects again: those of a try that failed may have named a node that has died since
+    // (a failover: its peers named it until they noticed), and the next try's answers name its successor.
+    redirects = 0;
   }
 }
 

@@ -32,7 +32,7 @@
 namespace rill::net {
 
 // A reply not_primary names the node that serves the request: the client connects there and sends it again, at
-// most this many times per request. It remembers the node for the topic, or for the partition when the request
+// most this many times per try (a try that fails, at a node that cannot be reached, is retried after its backoff). It remembers the node for the topic, or for the partition when the request
 // names one (a replicated topic's partitions are led by different nodes) (a hint: at most topic_routes_max entries)
 // and sends that topic's next requests there directly, keeping its connections to the other nodes open (at most
 // connections_max of them) so that a client working with topics on several nodes does not reconnect each time.

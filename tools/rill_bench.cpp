@@ -12,6 +12,7 @@
 //       Writes N bytes of 1 KiB records into a fresh partition (input for the recovery benchmark).
 //   rill-bench produce|consume|produce-consume --server HOST:PORT --producers N --message-size B --batch N
 //              --duration S [--rate R] [--consumers N] [--streams N --partitions N] [--sync before-ack|none]
+//              [--replication-factor N] (--server may list several nodes: a,b,c)
 //              [--compression none|zstd] [--partitioning fixed|round-robin|key --keys K] [--warmup S] [--json]
 //              [--output FILE.csv] [--keep]
 //       Load against a running rilld through the client library (tools/load/load.h says what is measured and how);

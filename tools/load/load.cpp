@@ -357,6 +357,10 @@ void add_load_options(CLI::App& app, load_options& o, load_mode mode) {
   }
   app.add_option("--streams", o.streams, "streams to create")->check(CLI::Range(1, 1000));
   app.add_option("--partitions", o.partitions, "partitions per stream")->check(CLI::Range(1, 10'000));
+  app.add_option("--replication-factor", o.replication_factor,
+                 "rill: nodes each partition of the created topics is replicated on (0: the server's "
+                 "cluster.replication_factor)")
+      ->check(CLI::Range(0, 6));
   app.add_option("--message-size", o.message_size, "bytes per message value")->check(CLI::Range(1, 16 << 20));
   app.add_option("--batch", o.batch, "messages per produce request (pipeline depth for peers)")
       ->check(CLI::Range(1, 100'000));

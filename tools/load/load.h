@@ -45,6 +45,7 @@ struct load_options {
   std::uint32_t consumers = 1;               // threads, each with its own connection (not used by produce)
   std::uint32_t streams = 1;                 // streams (rill), streams (NATS), key groups (Redis)
   std::uint32_t partitions = 1;              // per stream
+  std::uint32_t replication_factor = 0;      // rill: of the topics it creates (0: the server's default)
   std::size_t message_size = 1024;           // value bytes
   std::uint32_t batch = 100;                 // messages per produce request / pipeline
   std::uint32_t fetch = 1000;                // messages per poll / fetch / XREAD

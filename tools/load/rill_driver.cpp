@@ -192,6 +192,9 @@ class rill_system final : public system_driver {
     admin_ = std::move(c);
     proto::TopicConfig cfg;
     cfg.set_partitions(o_.partitions);
+    if (o_.replication_factor > 0) {
+      cfg.set_replication_factor(o_.replication_factor);
+    }
     if (o_.sync == "before-ack") {
       cfg.set_durability(proto::DURABILITY_SYNC_BEFORE_ACK);
     } else {
