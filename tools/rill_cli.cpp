@@ -852,17 +852,30 @@ int main(int argc, char** argv) {
     }
     json out = json::array();
     cli::table list({"TOPIC", "ID>", "PARTITIONS>", "MESSAGES>", "SIZE>", "RETENTION>", "DURABILITY"});
-    for (const auto& t : topics) {
+    for (auto& t : topics) {
       const bool replicated = *t_describe && t.config().replication_factor() > 1;
+      replica_views views;
+      if (replicated) {
+        // The partitions' offsets and sizes as their primaries report them (a backup learns a commit a heartbeat
+        // later: the node asked may lag by one).
+        views = gather_replicas(c, co, t);
+        for (auto& part : *t.mutable_partitions()) {
+          for (const auto& r : views[part.id()]) {
+            if (r.role() == "primary") {
+              part = r;
+            }
+          }
+        }
+      }
       if (g.json_output) {
         out.push_back(topic_json(t));
         if (replicated) {
-          out.back()["replicas"] = replicas_json(gather_replicas(c, co, t));
+          out.back()["replicas"] = replicas_json(views);
         }
       } else if (*t_describe) {
         print_topic(t);
         if (replicated) {
-          print_replicas(gather_replicas(c, co, t));
+          print_replicas(views);
         }
       } else {
         list.add({t.name(), std::to_string(t.id()), std::to_string(t.config().partitions()),
