@@ -104,6 +104,7 @@ struct broker::impl {
   int listen_fd = -1;  // the client listener's socket until the listener actor takes it
   std::unique_ptr<stderr_reporter> reporter;
   routing routes;
+  replica_links links;
   partition_services partition_svc;
   group_services group_svc;
   metadata_services metadata_svc;
@@ -637,6 +638,8 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->partition_svc.reporter = reporter;
   p->partition_svc.long_poll_wait_ms_max = p->config.long_poll_wait_ms_max;
   p->partition_svc.consumers_per_partition_max = p->config.limits.consumers_per_partition_max;
+  p->partition_svc.links = &p->links;
+  p->metadata_svc.links = &p->links;
   std::promise<std::pair<bool, std::string>> ready;
   auto ready_future = ready.get_future();
   p->metadata_svc.config = &p->config;

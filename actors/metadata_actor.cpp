@@ -756,6 +756,17 @@ void metadata_actor::on_replica_tick() {
   if (++ticks_ % board_ticks == 0 && services_->board != nullptr) {
     services_->board->publish(std::make_shared<const proto::ClusterStatusReply>(cluster_status_reply()));
   }
+  if (ticks_ % board_ticks == 0 && services_->links != nullptr) {
+    std::size_t slot = 0;
+    for (const auto& p : plane_->status()) {
+      if (p.connected && slot < services_->links->connected.size()) {
+        services_->links->connected[slot++].store(p.node_id, std::memory_order_relaxed);
+      }
+    }
+    for (; slot < services_->links->connected.size(); ++slot) {
+      services_->links->connected[slot].store(0, std::memory_order_relaxed);
+    }
+  }
   plane_->tick(
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(monotonic_now()).count()));
   const std::size_t reachable = 1 + plane_->connected_peers();  // itself and the peers connected

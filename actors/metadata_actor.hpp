@@ -65,6 +65,7 @@ struct metadata_services {
   // still catch up by repair.
   std::uint32_t partition_journal_slots = 4096;
   const metadata_cluster* cluster = nullptr;  // null: a node alone (a one-replica local group)
+  replica_links* links = nullptr;             // a cluster member: the plane's connected peers, for the partitions
   std::string advertised_address;             // a cluster member's client address, as other nodes hand it out
   std::uint64_t cluster_id = 0;               // from the data directory's identity (a node alone's too)
   cluster_board* board = nullptr;             // where the cluster status goes for /api/cluster and /metrics

@@ -6,6 +6,8 @@
 // (interfaces.hpp); partition_actor_impl adds the messages only the actor itself (its I/O and timers) sends.
 #include <caf/all.hpp>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -17,6 +19,7 @@
 #include "actors/runtime/homed.h"
 #include "actors/runtime/metered.hpp"
 #include "base/clock.h"
+#include "config/limits.h"
 
 namespace rill::actors {
 
@@ -27,6 +30,21 @@ struct partition_identity {
   std::string dir;
 };
 
+// The replica plane's peers connected now, as the metadata actor (which owns the plane) last saw them: written by
+// it every 100 ms, read by replicated partitions (an under-replicated partition has a backup out of reach). Node ids,
+// 0 in unused slots; a cluster has at most cluster_members_limit members, this node included.
+struct replica_links {
+  std::array<std::atomic<std::uint64_t>, limits::cluster_members_limit> connected{};
+  [[nodiscard]] bool reaches(std::uint64_t node) const noexcept {
+    for (const auto& c : connected) {
+      if (c.load(std::memory_order_relaxed) == node) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
 // What every partition actor shares; owned by the broker, outliving its actors.
 struct partition_services {
   const clock* clk = nullptr;
@@ -35,6 +53,7 @@ struct partition_services {
   std::chrono::milliseconds retention_interval{30'000};
   std::uint64_t default_max_bytes = 1 << 20;
   std::uint64_t consumers_per_partition_max = 1'000;  // limits.consumers_per_partition_max
+  const replica_links* links = nullptr;               // a cluster member's
 };
 
 // Internal messages: sent by the actor's own timers and I/O, never by another actor.

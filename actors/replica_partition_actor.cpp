@@ -164,6 +164,7 @@ void replica_partition_actor::on_tick() {
       // Parked polls: this replica no longer serves them; their clients find the primary.
       run_polls(polls_.woken(offset_t(INT64_MAX)));
     }
+    publish_gauges();
   }
   if (group_->fenced() && operations_ == 0 && group_->submits_in_flight() == 0) {
     // Reopen from the files (the replica restarts: it rejoins and catches up from its peers).
@@ -208,6 +209,22 @@ void replica_partition_actor::publish_gauges() {
   published_->segments.store(st.segments, std::memory_order_relaxed);
   published_->bytes.store(st.bytes, std::memory_order_relaxed);
   published_->fenced.store(group_->fenced() ? 1 : 0, std::memory_order_relaxed);
+  published_->under_replicated.store(under_replicated() ? 1 : 0, std::memory_order_relaxed);
+}
+
+bool replica_partition_actor::under_replicated() const {
+  if (!group_ || !group_->primary()) {
+    return false;  // the primary counts its partition; a backup does not
+  }
+  if (!group_->lagging().empty()) {
+    return true;
+  }
+  for (const auto node : placement_.members) {
+    if (node != placement_.self && services_->links != nullptr && !services_->links->reaches(node)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::optional<outcome> replica_partition_actor::refusal() const {

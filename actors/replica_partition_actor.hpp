@@ -80,6 +80,9 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   void on_tick();
   void on_committed();
   void publish_gauges();
+  // This replica leads and a backup is out of reach (its node not connected on the replica plane) or lagging
+  // (partition_group::lagging()).
+  [[nodiscard]] bool under_replicated() const;
   // Why a request is refused here: not open, closing, fenced, or not the primary (not_primary, with the address).
   [[nodiscard]] std::optional<outcome> refusal() const;
   caf::result<produce_reply> produce(produce_msg& msg);

@@ -75,6 +75,7 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
   ro.heartbeats_by_host = false;
   ro.apply_durable_only = true;  // what the replica applies is in the log (partition_storage)
   g->transport_ = std::make_unique<replica_transport>(net, o.group, g->options_.members);
+  g->acked_.assign(o.members.size(), 0);
   partition_group* raw = g.get();
   driver_hooks hooks;
   hooks.reply = [raw](message m) { raw->on_reply(std::move(m)); };
@@ -101,6 +102,26 @@ partition_group::~partition_group() {
   RILL_ASSERT(waiters_.empty() && queue_.empty(), "a partition group destroyed with submits in flight");
 }
 
+std::vector<replica_t> partition_group::lagging() const {
+  std::vector<replica_t> out;
+  if (!primary_view_ || !primary()) {
+    return out;
+  }
+  const std::uint64_t op = replica().op().value();
+  for (replica_t r = 0; r < acked_.size(); ++r) {
+    if (r == replica().index() || acked_[r] >= op) {
+      continue;
+    }
+    // Since when op acked_[r] + 1 has been held here (the first entry at or above it), or since leading.
+    auto since = op_since_.lower_bound(acked_[r] + 1);
+    const std::uint64_t waited_from = std::max(led_since_, since == op_since_.end() ? ticks_ : since->second);
+    if (ticks_ - waited_from >= lag_ticks) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 bool partition_group::primary() const {
   const auto& r = replica();
   return r.is_primary() && r.status() == status::normal && !r.recovering() && !fenced_ && !closed_;
@@ -114,6 +135,10 @@ void partition_group::on_message(const message& m) {
   // Requests come from this node's sessions only; replies and evictions go to them only.
   if (m.h.cmd == command::request || m.h.cmd == command::reply || m.h.cmd == command::eviction) {
     return;
+  }
+  if ((m.h.cmd == command::prepare_ok || m.h.cmd == command::do_view_change) && m.h.replica < acked_.size() &&
+      m.h.view == replica().view().value()) {
+    acked_[m.h.replica] = std::max(acked_[m.h.replica], m.h.op);
   }
   driver_->on_message(m);
 }
@@ -133,7 +158,24 @@ void partition_group::tick() {
                                primary_node().value(), replica().view().value())));
   }
   if (leads) {
+    if (!primary_view_) {
+      // Leading anew: what the backups hold is learnt again (their do_view_change votes already counted).
+      led_since_ = ticks_;
+      op_since_.clear();
+    }
     primary_view_ = replica().view();
+    const std::uint64_t op = replica().op().value();
+    acked_[replica().index()] = op;
+    if (op_since_.empty() || op_since_.rbegin()->first < op) {
+      op_since_.emplace(op, ticks_);
+    }
+    const std::uint64_t floor = *std::min_element(acked_.begin(), acked_.end());
+    // Keep the entry at or below the lowest acknowledgement + 1: it says since when that op has waited.
+    while (op_since_.size() > 1 && std::next(op_since_.begin())->first <= floor + 1) {
+      op_since_.erase(op_since_.begin());
+    }
+  } else {
+    std::fill(acked_.begin(), acked_.end(), 0);
   }
   const auto waiters = waiters_;  // a failed waiter resumes at once and leaves the list
   for (waiter* w : waiters) {

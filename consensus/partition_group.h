@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -107,6 +108,13 @@ class partition_group {
     return options_.storage.files.journal.message_size_max - header::encoded_size;
   }
   [[nodiscard]] std::size_t submits_in_flight() const noexcept { return in_flight_; }
+  // While primary: the backups (replica indexes) that have left a prepare unacknowledged for lag_ticks or more (as
+  // the primary sees their prepare_ok and do_view_change messages), until they acknowledge one again (a backup that
+  // caught up by repair is cleared by the next prepare: committed ops are not acknowledged twice). Empty on a
+  // backup. An idle partition shows no lag: a backup that died while nothing was produced is noticed by the owner
+  // (its node is not connected on the replica plane).
+  [[nodiscard]] std::vector<replica_t> lagging() const;
+  static constexpr std::uint64_t lag_ticks = 100;
 
   // Answers every submit (closed), waits for the storage operations in flight, closes the files and the log.
   task<expected<void>> close();
@@ -153,6 +161,11 @@ class partition_group {
   std::size_t in_flight_ = 0;       // submits begun and not ended
   std::uint64_t ticks_ = 0;
   std::optional<view_t> primary_view_;  // the view in which this replica was last seen primary
+  // Acknowledgements seen while primary (lagging()): the highest op each replica acknowledged or held at the view
+  // change, and when the primary's op first reached each value (op -> tick; pruned below every acknowledgement).
+  std::vector<std::uint64_t> acked_;
+  std::map<std::uint64_t, std::uint64_t> op_since_;
+  std::uint64_t led_since_ = 0;
   std::optional<error> fenced_;
   bool closed_ = false;
 };

@@ -123,6 +123,7 @@ std::vector<actor_sample> metrics_registry::snapshot() const {
                                      p->sync.read(),
                                      load(p->fenced),
                                      load(p->recoveries),
+                                     load(p->under_replicated),
                                      load(p->records_read),
                                      load(p->bytes_read),
                                      {},

@@ -75,6 +75,9 @@ struct partition_metrics {
   std::atomic<std::uint64_t> retention_runs{0};
   std::atomic<std::uint64_t> fenced{0};      // gauge: 1 while a storage failure fences the partition
   std::atomic<std::uint64_t> recoveries{0};  // recoveries from a fence
+  // gauge: 1 while this node's replica leads a replicated partition and a backup is out of reach or has left a
+  // prepare unacknowledged for a second (docs/replication.md, Watching it)
+  std::atomic<std::uint64_t> under_replicated{0};
   // Read by consumers: the records and bytes of the whole batches the partition's polls returned (a poll that starts
   // inside a batch counts the batch's records before that position too).
   std::atomic<std::uint64_t> records_read{0};
@@ -129,6 +132,7 @@ struct partition_sample {
   latency_histogram::snapshot sync;
   std::uint64_t fenced = 0;
   std::uint64_t recoveries = 0;
+  std::uint64_t under_replicated = 0;
   std::uint64_t records_read = 0;
   std::uint64_t bytes_read = 0;
   // Names of the stream and topic, from the metadata the HTTP thread reads when it renders (name_samples,

@@ -199,6 +199,7 @@ void add(partition_sample& into, const partition_sample& p) {
   into.retention_runs += p.retention_runs;
   into.fenced += p.fenced;
   into.recoveries += p.recoveries;
+  into.under_replicated += p.under_replicated;
   into.records_read += p.records_read;
   into.bytes_read += p.bytes_read;
   add(into.produce, p.produce);
@@ -404,6 +405,10 @@ std::string render_prometheus(const std::vector<actor_sample>& actors, const std
        "1 while a storage failure (a failed fdatasync, a write that could not be cut back) fences the partition: "
        "writes fail until it recovers by itself (aggregated: how many of the partitions are fenced).",
        [](const partition_sample& p) { return static_cast<std::int64_t>(p.fenced); }},
+      {"rill_partition_under_replicated", "gauge",
+       "1 while this node leads the replicated partition and one of its backups is out of reach or has left a prepare "
+       "unacknowledged for a second (aggregated: how many of the partitions led here are under-replicated).",
+       [](const partition_sample& p) { return static_cast<std::int64_t>(p.under_replicated); }},
       {"rill_partition_recoveries_total", "counter", "Recoveries of the partition from a fence.",
        [](const partition_sample& p) { return static_cast<std::int64_t>(p.recoveries); }},
       {"rill_partition_retention_runs_total", "counter", "Retention passes over the partition.",
@@ -643,6 +648,7 @@ std::string render_partitions_json(const std::vector<actor_sample>& actors) {
                    {"retention_runs", p.retention_runs},
                    {"fenced", p.fenced},
                    {"recoveries", p.recoveries},
+                   {"under_replicated", p.under_replicated},
                    {"records_read", p.records_read},
                    {"bytes_read", p.bytes_read},
                    {"mailbox", a.mailbox()},
@@ -719,6 +725,7 @@ std::string render_topics_json(const std::vector<actor_sample>& actors, const no
                     {"bytes_read", t.sum.bytes_read},
                     {"produce_errors", t.sum.produce_errors},
                     {"fenced", t.sum.fenced},
+                    {"under_replicated", t.sum.under_replicated},
                     {"produce", hist(t.sum.produce)},
                     {"groups", groups}});
   }

@@ -209,6 +209,33 @@ inline int http_post(const std::string& address, const std::string& path) {
   return n > 12 ? std::atoi(buf + 9) : 0;  // "HTTP/1.1 200 ..."
 }
 
+// GET `path` from a node's HTTP listener; the body ("" when there is no answer).
+inline std::string http_get(const std::string& address, const std::string& path) {
+  const auto colon = address.rfind(':');
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return {};
+  }
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  if (::send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return {};
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  const auto body = out.find("\r\n\r\n");
+  return body == std::string::npos ? std::string() : out.substr(body + 4);
+}
+
 inline std::vector<std::string> names(std::initializer_list<const char*> l) {
   std::vector<std::string> out(l.begin(), l.end());
   std::sort(out.begin(), out.end());

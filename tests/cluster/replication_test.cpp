@@ -230,6 +230,25 @@ void check_replicas_identical(cluster& c) {
   }
 }
 
+// Waits (10 s at most) until node i's /metrics shows partition p's rill_partition_under_replicated at `value`.
+bool under_replicated_gauge(cluster& c, std::size_t i, std::uint32_t p, char value) {
+  const std::string series =
+      fmt::format("rill_partition_under_replicated{{stream=\"0\",topic=\"0\",partition=\"{}\"", p);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string line;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string metrics = http_get(c.node(i).http_address(), "/metrics");
+    const auto at = metrics.find(series);
+    line = at == std::string::npos ? std::string() : metrics.substr(at, metrics.find('\n', at) - at);
+    if (!line.empty() && line.back() == value) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST_MESSAGE("node " << i + 1 << ": " << (line.empty() ? series + " missing" : line));
+  return false;
+}
+
 void make_topic(cluster& c) {
   auto admin = c.client(0);
   RILL_REQUIRE_OK(admin->create_stream("s"));
@@ -349,9 +368,12 @@ BOOST_AUTO_TEST_CASE(a_killed_backup_catches_up_when_it_returns) {
   const std::size_t backup = (primary + 1) % c.size();
   c.node(backup).kill_hard();
   prod.send_all(20);  // partitions whose primary was the backup's node fail over; partition 2 goes on
+  // The primary counts partition 2 under-replicated while the backup is away (its gauge refreshes every second).
+  BOOST_TEST(under_replicated_gauge(c, primary, 2, '1'));
   c.start(backup);
   prod.send_all(5);
   BOOST_REQUIRE(converged(c));
+  BOOST_TEST(under_replicated_gauge(c, primary, 2, '0'));  // back, and it acknowledged the last prepares
   check_partitions(*c.client_of_all(), prod);
   check_replicas_identical(c);
 }

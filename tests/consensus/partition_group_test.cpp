@@ -305,4 +305,33 @@ BOOST_AUTO_TEST_CASE(a_primary_cut_off_fails_its_submits_and_the_majority_goes_o
   }));
 }
 
+BOOST_AUTO_TEST_CASE(a_backup_that_stops_acknowledging_is_reported_lagging_until_it_acknowledges_again) {
+  nodes n(3);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  const std::size_t p = *n.primary();
+  outcome first;
+  submit(*n.all[p]->g, batch(-1, -1, "a"), first);
+  BOOST_REQUIRE(n.rounds_until([&] { return first.result.has_value(); }));
+  BOOST_TEST(n.all[p]->g->lagging().empty());
+  const std::size_t away = (p + 1) % 3;
+  n.cut.insert(static_cast<std::uint32_t>(away + 1));
+  outcome second;
+  submit(*n.all[p]->g, batch(-1, -1, "b"), second);  // the other backup makes the quorum
+  BOOST_REQUIRE(n.rounds_until([&] { return second.result.has_value(); }));
+  for (std::uint64_t i = 0; i < partition_group::lag_ticks; ++i) {
+    n.round();
+  }
+  const auto lagging = n.all[p]->g->lagging();
+  BOOST_REQUIRE_EQUAL(lagging.size(), 1u);
+  BOOST_TEST(lagging[0] == static_cast<replica_t>(away));
+  BOOST_TEST(n.all[away]->g->lagging().empty());  // a backup reports nothing
+  n.cut.clear();
+  // Healed: it repairs what it missed (committed ops are not acknowledged again), and its acknowledgement of the
+  // next prepare clears it.
+  BOOST_REQUIRE(n.rounds_until([&] { return n.all[away]->g->machine().next_offset() == 2; }));
+  outcome third;
+  submit(*n.all[p]->g, batch(-1, -1, "c"), third);
+  BOOST_REQUIRE(n.rounds_until([&] { return third.result.has_value() && n.all[p]->g->lagging().empty(); }));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
