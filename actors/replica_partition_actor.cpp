@@ -342,12 +342,22 @@ caf::result<offset_reply> replica_partition_actor::store_offset(offset_msg& msg)
   return rp;
 }
 
+std::optional<outcome> replica_partition_actor::poll_refusal(const proto::PollRequest& r) const {
+  auto refused = refusal();
+  // A read from any replica: a backup (or a primary in a view change) answers with what it knows committed, unless
+  // the poll stores the consumer's offset (a write: the primary's).
+  if (refused && refused->st == net::status::not_primary && r.from_replica() && !r.auto_commit()) {
+    return std::nullopt;
+  }
+  return refused;
+}
+
 void replica_partition_actor::run_poll(waiter_id id) {
   const poll_waiter* w = polls_.find(id);
   if (w == nullptr || !polls_.start_read(id)) {
     return;
   }
-  if (auto refused = refusal()) {
+  if (auto refused = poll_refusal(w->request)) {
     (void)polls_.read_done(id, false, std::nullopt);
     auto answered = polls_.take(id);
     current_shard()->timers().cancel(answered.timer);
@@ -450,7 +460,7 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
       io_completion{io_.get()},
       [this](produce_atom, produce_msg& msg) { return produce(msg); },
       [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
-        if (auto refused = refusal()) {
+        if (auto refused = poll_refusal(msg.request)) {
           return poll_reply{*refused, nullptr};
         }
         auto rp = make_response_promise<poll_reply>();

@@ -85,6 +85,8 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   [[nodiscard]] bool under_replicated() const;
   // Why a request is refused here: not open, closing, fenced, or not the primary (not_primary, with the address).
   [[nodiscard]] std::optional<outcome> refusal() const;
+  // A poll's: refusal(), except that a from_replica poll that stores no offset is served by a backup too.
+  [[nodiscard]] std::optional<outcome> poll_refusal(const proto::PollRequest& r) const;
   caf::result<produce_reply> produce(produce_msg& msg);
   task<produce_reply> produce_all(std::shared_ptr<storage::validated_batches> batches);
   caf::result<offset_reply> store_offset(offset_msg& msg);

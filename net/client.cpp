@@ -326,7 +326,7 @@ std::optional<std::uint32_t> partition_of(api a, const google::protobuf::Message
       if (const auto* p = dynamic_cast<const proto::PollRequest*>(&header); p != nullptr) {
         return p->partition_id();
       }
-      return std::nullopt;
+      return std::nullopt;  // (a from_replica poll is answered by the replica it reached: no redirect to learn)
     case api::offset_store:
       if (const auto* p = dynamic_cast<const proto::OffsetStoreRequest*>(&header); p != nullptr) {
         return p->partition_id();
@@ -781,6 +781,7 @@ expected<std::vector<record>> consumer::next() {
   req.set_max_records(options_.max_records);
   req.set_max_bytes(options_.max_bytes);
   req.set_max_wait_ms(static_cast<std::uint32_t>(options_.max_wait.count()));
+  req.set_from_replica(options_.from_replica);
   RILL_TRY(r, client_.poll(req));
   RILL_TRY(all, decode_records(partition_, r.batches));
   // Records before the position the poll resolved to (the rest of the first batch) were read before.

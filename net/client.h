@@ -32,10 +32,11 @@
 namespace rill::net {
 
 // A reply not_primary names the node that serves the request: the client connects there and sends it again, at
-// most this many times per try (a try that fails, at a node that cannot be reached, is retried after its backoff). It remembers the node for the topic, or for the partition when the request
-// names one (a replicated topic's partitions are led by different nodes) (a hint: at most topic_routes_max entries)
-// and sends that topic's next requests there directly, keeping its connections to the other nodes open (at most
-// connections_max of them) so that a client working with topics on several nodes does not reconnect each time.
+// most this many times per try (a try that fails, at a node that cannot be reached, is retried after its backoff). It
+// remembers the node for the topic, or for the partition when the request names one (a replicated topic's partitions
+// are led by different nodes) (a hint: at most topic_routes_max entries) and sends that topic's next requests there
+// directly, keeping its connections to the other nodes open (at most connections_max of them) so that a client working
+// with topics on several nodes does not reconnect each time.
 inline constexpr int redirects_max = 3;
 inline constexpr std::size_t topic_routes_max = 4096;
 inline constexpr std::size_t connections_max = 16;
@@ -266,6 +267,7 @@ struct consumer_options {
   std::uint32_t max_records = 1000;
   std::uint64_t max_bytes = 1024 * 1024;
   std::chrono::milliseconds max_wait{1000};  // a poll with nothing visible waits this long on the server
+  bool from_replica = false;                 // a replicated partition: any replica answers with what it knows committed
 };
 
 // consumer: reads one partition in order from its start position. With a name, its position is stored on the

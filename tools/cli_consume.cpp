@@ -156,6 +156,7 @@ class consume_run {
     const std::uint64_t left = args_.count > 0 ? args_.count - printed_ : poll_records_max;
     req.set_max_records(static_cast<std::uint32_t>(std::min<std::uint64_t>(left, poll_records_max)));
     req.set_max_wait_ms(static_cast<std::uint32_t>(wait.count()));
+    req.set_from_replica(args_.from_replica);
     RILL_TRY(r, client_.poll(req));
     RILL_TRY(records, net::decode_records(cur.partition, r.batches));
     std::string out;

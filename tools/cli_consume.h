@@ -38,9 +38,10 @@ struct consume_args {
   std::uint64_t count = 0;                 // 0: until caught up (or forever with follow)
   std::string consumer;                    // empty: none
   bool follow = false;
-  std::string value_format = "text";     // text | base64 | hex | raw
-  std::optional<std::string> format;     // a --format template (text mode)
-  std::string group;                     // non-empty: read as a member of this group
+  bool from_replica = false;          // a replicated topic: read committed data from any replica, not only the primary
+  std::string value_format = "text";  // text | base64 | hex | raw
+  std::optional<std::string> format;  // a --format template (text mode)
+  std::string group;                  // non-empty: read as a member of this group
   std::optional<std::string> member_id;  // with group
   proto::GroupConfig group_config;       // when the group is created by this command
 };

@@ -536,6 +536,9 @@ int main(int argc, char** argv) {
       ->add_option("--member", consume_args.member_id, "with --group: a stable member id (rejoin as the same member)")
       ->needs(c_group);
   consume->add_flag("--follow", consume_args.follow, "keep waiting for new messages (reconnecting if the server goes)");
+  consume->add_flag("--from-replica", consume_args.from_replica,
+                    "a replicated topic: read committed messages from the replica on the node asked, primary or not "
+                    "(it may lag the primary by a heartbeat)");
   consume->add_option("--value-format", consume_args.value_format,
                       "text (escaped, the default) | base64 | hex | raw (the bytes unchanged; not with --json)");
   consume->add_option("--format", consume_args.format,
