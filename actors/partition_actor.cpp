@@ -213,27 +213,11 @@ void partition_actor::run_poll(waiter_id id) {
   }
   const poll_waiter& w = *polls_.find(id);
   ++operations_;
-  rill::spawn(
-      state_->poll(w.request, w.resume_at, services_->default_max_bytes), [this, id](expected<storage::read_result> r) {
-        --operations_;
-        const poll_waiter* waiting = polls_.find(id);
-        if (waiting == nullptr) {
-          return;
-        }
-        const bool found_nothing = r && r->batches == 0;
-        const auto wanted = found_nothing ? wanted_offset(waiting->request, waiting->resume_at, *r) : std::nullopt;
-        if (polls_.read_done(id, found_nothing, wanted) != long_poll<poll_waiter>::after_read::answer) {
-          return;  // parked: a commit or the deadline reads again
-        }
-        auto answered = polls_.take(id);
-        current_shard()->timers().cancel(answered.timer);
-        if (r) {
-          bump(published_->records_read, r->records);
-          bump(published_->bytes_read, r->bytes.size());
-        }
-        answered.promise.deliver(r ? poll_reply{outcome{}, std::make_shared<storage::read_result>(std::move(*r))}
-                                   : poll_reply{outcome::of(r.error()), nullptr});
-      });
+  rill::spawn(state_->poll(w.request, w.resume_at, services_->default_max_bytes),
+              [this, id](expected<storage::read_result> r) {
+                --operations_;
+                answer_poll_read(polls_, id, std::move(r), current_shard()->timers(), *published_);
+              });
 }
 
 void partition_actor::run_polls(const std::vector<waiter_id>& ids) {

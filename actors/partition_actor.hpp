@@ -16,6 +16,7 @@
 #include "actors/messages.hpp"
 #include "actors/partition_state.h"
 #include "actors/runtime/actor_io.hpp"
+#include "actors/runtime/deadline_heap.h"
 #include "actors/runtime/homed.h"
 #include "actors/runtime/metered.hpp"
 #include "base/clock.h"
@@ -61,6 +62,32 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;              // the log
 using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked polls due by then expire
 using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
 using recover_atom = caf::atom_constant<caf::atom("recover")>;        // try to recover the fenced log
+
+// After the read of parked poll `id` came back (partition_actor and replica_partition_actor alike): parks it again
+// when it found nothing and may wait (a commit or its deadline reads again), else takes it and answers it with the
+// read or its error, cancelling its deadline on `timers` and counting what it read. `Waiter` has `request`,
+// `resume_at`, `promise` and `timer`.
+template <class Waiter>
+void answer_poll_read(long_poll<Waiter>& polls, typename long_poll<Waiter>::waiter_id id,
+                      expected<storage::read_result> r, deadline_heap& timers, partition_metrics& published) {
+  const Waiter* waiting = polls.find(id);
+  if (waiting == nullptr) {
+    return;
+  }
+  const bool found_nothing = r && r->batches == 0;
+  const auto wanted = found_nothing ? wanted_offset(waiting->request, waiting->resume_at, *r) : std::nullopt;
+  if (polls.read_done(id, found_nothing, wanted) != long_poll<Waiter>::after_read::answer) {
+    return;
+  }
+  auto answered = polls.take(id);
+  timers.cancel(answered.timer);
+  if (r) {
+    bump(published.records_read, r->records);
+    bump(published.bytes_read, r->bytes.size());
+  }
+  answered.promise.deliver(r ? poll_reply{outcome{}, std::make_shared<storage::read_result>(std::move(*r))}
+                             : poll_reply{outcome::of(r.error()), nullptr});
+}
 
 using partition_actor_impl =
     partition_actor_hdl::extend<io_done_signature, caf::reacts_to<poll_timeout_atom, std::int64_t>,

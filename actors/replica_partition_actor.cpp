@@ -367,7 +367,7 @@ void replica_partition_actor::run_poll(waiter_id id) {
   auto& log = group_->log();
   const bool named = w->request.consumer().kind_case() == proto::Consumer::kName;
   const auto stored = named ? group_->machine().consumer_offset(w->request.consumer().name()) : std::nullopt;
-  const auto query = read_request_for(w->request, std::nullopt, stored, log.log_start(), log.committed(),
+  const auto query = read_request_for(w->request, w->resume_at, stored, log.log_start(), log.committed(),
                                       services_->default_max_bytes);
   ++operations_;
   auto job = [](consensus::partition_group* g, storage::read_request q, proto::PollRequest request,
@@ -382,23 +382,7 @@ void replica_partition_actor::run_poll(waiter_id id) {
   };
   rill::spawn(job(group_.get(), query, w->request, named), [this, id](expected<storage::read_result> r) {
     --operations_;
-    const poll_waiter* waiting = polls_.find(id);
-    if (waiting == nullptr) {
-      return;
-    }
-    const bool found_nothing = r && r->batches == 0;
-    const auto wanted = found_nothing ? wanted_offset(waiting->request, std::nullopt, *r) : std::nullopt;
-    if (polls_.read_done(id, found_nothing, wanted) != long_poll<poll_waiter>::after_read::answer) {
-      return;  // parked: a commit or the deadline reads again
-    }
-    auto answered = polls_.take(id);
-    current_shard()->timers().cancel(answered.timer);
-    if (r) {
-      bump(published_->records_read, r->records);
-      bump(published_->bytes_read, r->bytes.size());
-    }
-    answered.promise.deliver(r ? poll_reply{outcome{}, std::make_shared<storage::read_result>(std::move(*r))}
-                               : poll_reply{outcome::of(r.error()), nullptr});
+    answer_poll_read(polls_, id, std::move(r), current_shard()->timers(), *published_);
   });
 }
 
@@ -465,7 +449,7 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
         }
         auto rp = make_response_promise<poll_reply>();
         const std::uint64_t wait_ms = msg.request.max_wait_ms();
-        const auto id = polls_.add(poll_waiter{std::move(msg.request), rp, 0}, wait_ms, monotonic_now());
+        const auto id = polls_.add(poll_waiter{std::move(msg.request), msg.resume_at, rp, 0}, wait_ms, monotonic_now());
         schedule_poll_deadline(id);
         run_poll(id);
         return rp;
@@ -482,7 +466,12 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
       [this](info_atom) -> partition_info {
         partition_info out;
         out.info.set_id(id_.partition_id);
+        out.info.set_node_id(placement_.self);
+        for (auto n : placement_.members) {
+          out.info.add_replicas(n);
+        }
         if (!group_) {
+          out.info.set_role("opening");
           out.result = open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "not open"};
           return out;
         }
@@ -493,10 +482,6 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
         out.info.set_log_end(static_cast<std::uint64_t>(log.log_end().value()));
         out.info.set_bytes(st.bytes);
         out.info.set_segments(static_cast<std::uint32_t>(st.segments));
-        out.info.set_node_id(placement_.self);
-        for (auto n : placement_.members) {
-          out.info.add_replicas(n);
-        }
         const auto& r = group_->replica();
         out.info.set_primary_node(group_->primary_node().value());
         out.info.set_view(r.view().value());

@@ -67,6 +67,7 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
  private:
   struct poll_waiter {
     proto::PollRequest request;
+    std::optional<std::int64_t> resume_at;  // a group's position (poll_msg)
     caf::response_promise promise;
     deadline_heap::timer_id timer = 0;
   };

@@ -48,6 +48,17 @@ using cli::report;
 
 constexpr const char* rill_version = "rill " RILL_VERSION;
 
+// A short-lived connection to another member (no retries, 2 s to connect and to answer): a member that does not
+// answer at once is reported, not waited for.
+expected<std::unique_ptr<net::client>> connect_member(const net::client_options& co, const std::string& address) {
+  net::client_options at = co;
+  at.server = address;
+  at.retries = 0;
+  at.connect_timeout = std::chrono::seconds(2);
+  at.request_timeout = std::chrono::seconds(2);
+  return net::client::connect(at);
+}
+
 // rill cluster status: the node asked names the members (and the client addresses they announced); each member is
 // asked for its own replica's state. One that does not answer is listed as unreachable.
 int cluster_status(net::client& c, const net::client_options& co, bool json_output) {
@@ -68,12 +79,7 @@ int cluster_status(net::client& c, const net::client_options& co, bool json_outp
     if (p.client_address().empty()) {
       r.error = "its client address is not known yet";
     } else {
-      net::client_options at = co;
-      at.server = p.client_address();
-      at.retries = 0;
-      at.connect_timeout = std::chrono::seconds(2);
-      at.request_timeout = std::chrono::seconds(2);
-      auto there = net::client::connect(at);
+      auto there = connect_member(co, p.client_address());
       auto got = there ? (*there)->cluster_status() : expected<proto::ClusterStatusReply>(unexpected(there.error()));
       if (got) {
         r.status = *got;
@@ -206,12 +212,7 @@ replica_views gather_replicas(net::client& c, const net::client_options& co, con
     if (peer.client_address().empty()) {
       continue;
     }
-    net::client_options at = co;
-    at.server = peer.client_address();
-    at.retries = 0;
-    at.connect_timeout = std::chrono::seconds(2);
-    at.request_timeout = std::chrono::seconds(2);
-    auto there = net::client::connect(at);
+    auto there = connect_member(co, peer.client_address());
     if (!there) {
       continue;
     }

@@ -186,8 +186,8 @@ class cluster {
   std::vector<std::unique_ptr<rilld_process>> nodes_;
 };
 
-// POST `path` to a node's HTTP listener; the status code (0: no answer).
-inline int http_post(const std::string& address, const std::string& path) {
+// A connected socket to a node's HTTP listener ("host:port" on loopback), or -1.
+inline int http_connect(const std::string& address) {
   const auto colon = address.rfind(':');
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -196,42 +196,38 @@ inline int http_post(const std::string& address, const std::string& path) {
   a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
-    return 0;
+    return -1;
   }
-  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-  if (::send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
-    ::close(fd);
-    return 0;
+  return fd;
+}
+
+// Sends one request with Connection: close and reads the whole answer ("" when there is none).
+inline std::string http_exchange(const std::string& address, const std::string& request) {
+  const int fd = http_connect(address);
+  if (fd < 0) {
+    return {};
   }
-  char buf[64] = {};
-  const ssize_t n = ::recv(fd, buf, sizeof buf - 1, 0);
+  std::string out;
+  if (::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+  }
   ::close(fd);
-  return n > 12 ? std::atoi(buf + 9) : 0;  // "HTTP/1.1 200 ..."
+  return out;
+}
+
+// POST `path` to a node's HTTP listener; the status code (0: no answer).
+inline int http_post(const std::string& address, const std::string& path) {
+  const std::string out =
+      http_exchange(address, "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  return out.size() > 12 ? std::atoi(out.c_str() + 9) : 0;  // "HTTP/1.1 200 ..."
 }
 
 // GET `path` from a node's HTTP listener; the body ("" when there is no answer).
 inline std::string http_get(const std::string& address, const std::string& path) {
-  const auto colon = address.rfind(':');
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return {};
-  }
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  if (::send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
-    ::close(fd);
-    return {};
-  }
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
+  const std::string out = http_exchange(address, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   const auto body = out.find("\r\n\r\n");
   return body == std::string::npos ? std::string() : out.substr(body + 4);
 }
