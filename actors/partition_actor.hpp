@@ -63,6 +63,17 @@ using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked 
 using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
 using recover_atom = caf::atom_constant<caf::atom("recover")>;        // try to recover the fenced log
 
+// Tells a partition's metrics what its log took to write and sync (both partition actors).
+class log_timing final : public storage::log_observer {
+ public:
+  explicit log_timing(partition_metrics& m) : m_(m) {}
+  void group_written(std::chrono::nanoseconds took, std::uint32_t, bool) override { m_.write.record(took); }
+  void synced(std::chrono::nanoseconds took) override { m_.sync.record(took); }
+
+ private:
+  partition_metrics& m_;
+};
+
 // After the read of parked poll `id` came back (partition_actor and replica_partition_actor alike): parks it again
 // when it found nothing and may wait (a commit or its deadline reads again), else takes it and answers it with the
 // read or its error, cancelling its deadline on `timers` and counting what it read. `Waiter` has `request`,
@@ -109,17 +120,6 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
     deadline_heap::timer_id timer = 0;  // its deadline on the shard's heap (0: none)
   };
   using waiter_id = long_poll<poll_waiter>::waiter_id;
-
-  // Tells the partition's metrics what the log took to write and sync.
-  class log_timing final : public storage::log_observer {
-   public:
-    explicit log_timing(partition_metrics& m) : m_(m) {}
-    void group_written(std::chrono::nanoseconds took, std::uint32_t, bool) override { m_.write.record(took); }
-    void synced(std::chrono::nanoseconds took) override { m_.sync.record(took); }
-
-   private:
-    partition_metrics& m_;
-  };
 
   behavior_type serving();
   void publish_gauges();

@@ -70,6 +70,7 @@ replica_partition_actor::replica_partition_actor(caf::actor_config& cfg, std::si
   published_->stream_id = id_.stream_id;
   published_->topic_id = id_.topic_id;
   published_->partition_id = id_.partition_id;
+  options_.observer = &timing_;
   attach_metrics<partition_metrics>(published_);
   transport_ = std::make_unique<plane_transport>(placement_.plane);
 }

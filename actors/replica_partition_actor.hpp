@@ -104,6 +104,7 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   replica_placement placement_;
   const partition_services* services_;
   std::shared_ptr<partition_metrics> published_ = std::make_shared<partition_metrics>();
+  log_timing timing_{*published_};
   std::unique_ptr<actor_io> io_;
   std::unique_ptr<plane_transport> transport_;
   std::unique_ptr<consensus::partition_group> group_;
