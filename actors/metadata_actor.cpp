@@ -323,8 +323,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
       }
       partition_actor_hdl p = it->second;
       partitions_.erase(it);  // the actor stops whatever its destroy answers
-      std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
-      led_.erase(step.ns);
+      forget_replica(step.ns);
       RILL_CO_TRY(r, co_await await_request<outcome>(this, p, destroy_atom::value));
       if (!r.ok()) {
         co_return fail(r.st, r.message);
@@ -356,8 +355,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
       if (it != partitions_.end()) {
         partition_actor_hdl p = it->second;
         partitions_.erase(it);
-        std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
-        led_.erase(step.ns);
+        forget_replica(step.ns);
         // The actor stops either way; a reopen recovers from what its files hold.
         auto r = co_await await_request<outcome>(this, p, close_atom::value);
         if (!r || !r->ok()) {
@@ -400,8 +398,7 @@ bool metadata_actor::run_now(const reconcile_step& step) {
           return it == table->view->nodes.end() ? std::string() : it->second;
         };
         where.journal_slots = services_->partition_journal_slots;
-        std::erase_if(replica_groups_, [&](const auto& e) { return e.second == step.ns; });
-        replica_groups_[where.group] = step.ns;
+        replica_groups_[where.group] = step.ns;  // (an earlier incarnation's was forgotten when it stopped)
         partitions_[step.ns] = system().spawn<replica_partition_actor>(
             shard_of(step.ns, services_->shards), id, options, std::move(where), services_->partitions);
         return true;
@@ -828,6 +825,15 @@ void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
   } else {
     host_->on_message(consensus::node_t(static_cast<std::uint32_t>(from)), metadata_group, frame.m);
   }
+}
+
+void metadata_actor::forget_replica(std::uint64_t ns) {
+  // Its running entry names the incarnation, hence the group id (a partition not replicated has none to forget).
+  if (auto r = running_.partitions.find(ns); r != running_.partitions.end()) {
+    const running_partition& p = r->second;
+    replica_groups_.erase(partition_group_id(p.stream_id, p.topic_id, p.topic_created_ms, p.partition_id));
+  }
+  led_.erase(ns);
 }
 
 replication_limits metadata_actor::replication() const {

@@ -142,6 +142,9 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   bool run_now(const reconcile_step& step);                   // a spawn or a resize, at once; false: not one
   void schedule_reconcile();
   [[nodiscard]] node_placement placement() const;
+  // A partition's actor stops (destroyed, or closed to reopen): its replica group's messages and its leadership are
+  // forgotten. Call before the step is recorded (the running entry names the group).
+  void forget_replica(std::uint64_t ns);
   // What a topic may ask for as its replication factor here (the cluster's members; the configured default).
   [[nodiscard]] replication_limits replication() const;
   // A cluster member makes sure the metadata names its client address (network.advertised_address): retried until

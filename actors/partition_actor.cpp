@@ -31,13 +31,7 @@ void partition_actor::publish_gauges() {
   if (!state_) {
     return;
   }
-  const auto& log = state_->log();
-  const auto st = log.stats();
-  published_->log_start.store(log.log_start().value(), std::memory_order_relaxed);
-  published_->high_watermark.store(log.committed().value(), std::memory_order_relaxed);
-  published_->log_end.store(log.log_end().value(), std::memory_order_relaxed);
-  published_->segments.store(st.segments, std::memory_order_relaxed);
-  published_->bytes.store(st.bytes, std::memory_order_relaxed);
+  publish_log_gauges(state_->log(), *published_);
   const bool fenced = state_->fencing().has_value();
   published_->fenced.store(fenced ? 1 : 0, std::memory_order_relaxed);
   published_->recoveries.store(state_->recoveries(), std::memory_order_relaxed);

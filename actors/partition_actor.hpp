@@ -63,6 +63,24 @@ using poll_timeout_atom = caf::atom_constant<caf::atom("ptimeout")>;  // parked 
 using retention_atom = caf::atom_constant<caf::atom("retention")>;    // enforce the log's retention
 using recover_atom = caf::atom_constant<caf::atom("recover")>;        // try to recover the fenced log
 
+// A parked poll (both partition actors): the request, the promise to answer, its deadline's timer.
+struct partition_poll_waiter {
+  proto::PollRequest request;
+  std::optional<std::int64_t> resume_at;  // a group's position (poll_msg)
+  caf::response_promise promise;
+  deadline_heap::timer_id timer = 0;  // its deadline on the shard's heap (0: none)
+};
+
+// The log's positions and sizes into the partition's gauges (both partition actors).
+inline void publish_log_gauges(const storage::partition_log& log, partition_metrics& m) {
+  const auto st = log.stats();
+  m.log_start.store(log.log_start().value(), std::memory_order_relaxed);
+  m.high_watermark.store(log.committed().value(), std::memory_order_relaxed);
+  m.log_end.store(log.log_end().value(), std::memory_order_relaxed);
+  m.segments.store(st.segments, std::memory_order_relaxed);
+  m.bytes.store(st.bytes, std::memory_order_relaxed);
+}
+
 // Tells a partition's metrics what its log took to write and sync (both partition actors).
 class log_timing final : public storage::log_observer {
  public:
@@ -113,12 +131,7 @@ class partition_actor final : public metered<partition_actor_impl::base>, public
   behavior_type make_behavior() override;
 
  private:
-  struct poll_waiter {
-    proto::PollRequest request;
-    std::optional<std::int64_t> resume_at;  // a group's position (poll_msg)
-    caf::response_promise promise;
-    deadline_heap::timer_id timer = 0;  // its deadline on the shard's heap (0: none)
-  };
+  using poll_waiter = partition_poll_waiter;
   using waiter_id = long_poll<poll_waiter>::waiter_id;
 
   behavior_type serving();

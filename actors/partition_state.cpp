@@ -244,15 +244,19 @@ task<expected<storage::read_result>> partition_state::poll(proto::PollRequest re
   co_return result;
 }
 
-proto::PartitionInfo partition_state::info(std::uint32_t partition_id) const {
-  const auto st = log_->stats();
-  proto::PartitionInfo out;
-  out.set_id(partition_id);
-  out.set_log_start(static_cast<std::uint64_t>(log_->log_start().value()));
-  out.set_high_watermark(static_cast<std::uint64_t>(log_->committed().value()));
-  out.set_log_end(static_cast<std::uint64_t>(log_->log_end().value()));
+void describe_log(const storage::partition_log& log, proto::PartitionInfo& out) {
+  const auto st = log.stats();
+  out.set_log_start(static_cast<std::uint64_t>(log.log_start().value()));
+  out.set_high_watermark(static_cast<std::uint64_t>(log.committed().value()));
+  out.set_log_end(static_cast<std::uint64_t>(log.log_end().value()));
   out.set_bytes(st.bytes);
   out.set_segments(static_cast<std::uint32_t>(st.segments));
+}
+
+proto::PartitionInfo partition_state::info(std::uint32_t partition_id) const {
+  proto::PartitionInfo out;
+  out.set_id(partition_id);
+  describe_log(*log_, out);
   if (const auto f = fencing()) {
     // The cause without the server's paths (no reply shows them): the text after the last ": ", which for an I/O
     // error is the errno's ("No space left on device"); the server's log has the whole message.

@@ -54,6 +54,9 @@ struct produce_result {
   bool duplicate = false;  // every batch was a retry: nothing was appended
 };
 
+// A log's offsets and sizes as PartitionInfo reports them (a replicated partition's log too).
+void describe_log(const storage::partition_log& log, proto::PartitionInfo& out);
+
 class partition_state {
  public:
   static constexpr std::size_t producer_batches_kept = storage::producer_table::batches_kept;

@@ -133,6 +133,10 @@ void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partiti
     publish_gauges();
     return;
   }
+  schedule_reopen();
+}
+
+void replica_partition_actor::schedule_reopen() {
   auto self = caf::actor_cast<replica_partition_impl>(this);
   current_shard()->timers().schedule(monotonic_now() + reopen_delay,
                                      [self] { caf::anon_send(self, replica_reopen_atom::value); });
@@ -155,9 +159,7 @@ void replica_partition_actor::on_tick() {
   group_->tick();
   const bool primary = group_->primary();
   if (primary != was_primary_) {
-    was_primary_ = primary;
-    caf::anon_send(placement_.plane, leader_atom::value,
-                   partition_namespace(id_.stream_id, id_.topic_id, id_.partition_id), primary);
+    set_leading(primary);
     services_->reporter->notice(fmt::format("partition {}: replica {} is {} (view {})", id_.dir,
                                             group_->replica().index(), primary ? "primary" : "a backup",
                                             group_->replica().view().value()));
@@ -173,6 +175,7 @@ void replica_partition_actor::on_tick() {
         fmt::format("partition {}: {}; reopening the replica", id_.dir, group_->fence_error()->message()));
     ++operations_;
     reopening_ = true;
+    set_leading(false);
     rill::spawn(group_->close(), [this](expected<void>) {
       --operations_;
       reopening_ = false;
@@ -182,12 +185,20 @@ void replica_partition_actor::on_tick() {
           run_finish();
         }
       } else {
-        open_group();
+        schedule_reopen();  // after a pause: a disk that fails again at once is not reopened in a tight loop
       }
     });
   }
   if (++ticks_ % 100 == 0) {
     publish_gauges();
+  }
+}
+
+void replica_partition_actor::set_leading(bool leading) {
+  if (leading != was_primary_) {
+    was_primary_ = leading;
+    caf::anon_send(placement_.plane, leader_atom::value,
+                   partition_namespace(id_.stream_id, id_.topic_id, id_.partition_id), leading);
   }
 }
 
@@ -202,13 +213,7 @@ void replica_partition_actor::publish_gauges() {
   if (!group_) {
     return;
   }
-  const auto& log = group_->log();
-  const auto st = log.stats();
-  published_->log_start.store(log.log_start().value(), std::memory_order_relaxed);
-  published_->high_watermark.store(log.committed().value(), std::memory_order_relaxed);
-  published_->log_end.store(log.log_end().value(), std::memory_order_relaxed);
-  published_->segments.store(st.segments, std::memory_order_relaxed);
-  published_->bytes.store(st.bytes, std::memory_order_relaxed);
+  publish_log_gauges(group_->log(), *published_);
   published_->fenced.store(group_->fenced() ? 1 : 0, std::memory_order_relaxed);
   published_->under_replicated.store(under_replicated() ? 1 : 0, std::memory_order_relaxed);
 }
@@ -476,13 +481,7 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
           out.result = open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "not open"};
           return out;
         }
-        const auto& log = group_->log();
-        const auto st = log.stats();
-        out.info.set_log_start(static_cast<std::uint64_t>(log.log_start().value()));
-        out.info.set_high_watermark(static_cast<std::uint64_t>(log.committed().value()));
-        out.info.set_log_end(static_cast<std::uint64_t>(log.log_end().value()));
-        out.info.set_bytes(st.bytes);
-        out.info.set_segments(static_cast<std::uint32_t>(st.segments));
+        describe_log(group_->log(), out.info);
         const auto& r = group_->replica();
         out.info.set_primary_node(group_->primary_node().value());
         out.info.set_view(r.view().value());

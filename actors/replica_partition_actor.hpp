@@ -65,12 +65,7 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   behavior_type make_behavior() override;
 
  private:
-  struct poll_waiter {
-    proto::PollRequest request;
-    std::optional<std::int64_t> resume_at;  // a group's position (poll_msg)
-    caf::response_promise promise;
-    deadline_heap::timer_id timer = 0;
-  };
+  using poll_waiter = partition_poll_waiter;
   using waiter_id = long_poll<poll_waiter>::waiter_id;
   class plane_transport;
 
@@ -78,6 +73,11 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   void open_group();
   void opened(expected<std::unique_ptr<consensus::partition_group>> r);
   void schedule_tick();
+  // A replica_reopen_atom after reopen_delay: the group opens again (after a failed open, or a fence).
+  void schedule_reopen();
+  // Tells the metadata actor when this replica starts or stops leading (produces that name no partition go to
+  // partitions led here).
+  void set_leading(bool leading);
   void on_tick();
   void on_committed();
   void publish_gauges();

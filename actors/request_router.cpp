@@ -101,7 +101,9 @@ class resolver {
       return fail(net::status::partition_not_found, fmt::format("partition {} not found in topic '{}' ({} partitions)",
                                                                 chosen, found.topic->name, count));
     }
-    if (const std::uint32_t factor = found.topic->config.replication_factor(); factor > 1) {
+    // A replicated partition with no replica here (placement is computed only then, off the common path).
+    if (const std::uint32_t factor = found.topic->config.replication_factor();
+        factor > 1 && !actors_.has_partition(found.stream->id, found.topic->id, chosen)) {
       if (const std::uint64_t node = actors_.partition_served_by(found.stream->id, found.topic->id, chosen, factor);
           node != 0) {
         return redirect(node, fmt::format("partition {} of topic '{}' of stream '{}' (replicated on {} nodes; this "

@@ -149,34 +149,7 @@ void partition_group::tick() {
   if (fenced_ || closed_) {
     return;
   }
-  // A view this replica no longer leads: nothing sent in it will be answered here.
-  const bool leads = primary();
-  if (primary_view_ && (!leads || replica().view() != *primary_view_)) {
-    primary_view_.reset();
-    fail_all(error(make_error_code(errc::unavailable),
-                   fmt::format("the partition's primary changed (now node {} in view {}); retry there",
-                               primary_node().value(), replica().view().value())));
-  }
-  if (leads) {
-    if (!primary_view_) {
-      // Leading anew: what the backups hold is learnt again (their do_view_change votes already counted).
-      led_since_ = ticks_;
-      op_since_.clear();
-    }
-    primary_view_ = replica().view();
-    const std::uint64_t op = replica().op().value();
-    acked_[replica().index()] = op;
-    if (op_since_.empty() || op_since_.rbegin()->first < op) {
-      op_since_.emplace(op, ticks_);
-    }
-    const std::uint64_t floor = *std::min_element(acked_.begin(), acked_.end());
-    // Keep the entry at or below the lowest acknowledgement + 1: it says since when that op has waited.
-    while (op_since_.size() > 1 && std::next(op_since_.begin())->first <= floor + 1) {
-      op_since_.erase(op_since_.begin());
-    }
-  } else {
-    std::fill(acked_.begin(), acked_.end(), 0);
-  }
+  follow_view();
   const auto waiters = waiters_;  // a failed waiter resumes at once and leaves the list
   for (waiter* w : waiters) {
     if (!w->answer && !w->failed && ticks_ - w->started_at >= options_.submit_timeout_ticks) {
@@ -186,6 +159,37 @@ void partition_group::tick() {
                                     options_.submit_timeout_ticks));
       w->done.set();
     }
+  }
+}
+
+void partition_group::follow_view() {
+  // A view this replica no longer leads: nothing sent in it will be answered here.
+  const bool leads = primary();
+  if (primary_view_ && (!leads || replica().view() != *primary_view_)) {
+    primary_view_.reset();
+    fail_all(error(make_error_code(errc::unavailable),
+                   fmt::format("the partition's primary changed (now node {} in view {}); retry there",
+                               primary_node().value(), replica().view().value())));
+  }
+  if (!leads) {
+    std::fill(acked_.begin(), acked_.end(), 0);
+    return;
+  }
+  if (!primary_view_) {
+    // Leading anew: what the backups hold is learnt again (their do_view_change votes already counted).
+    led_since_ = ticks_;
+    op_since_.clear();
+  }
+  primary_view_ = replica().view();
+  const std::uint64_t op = replica().op().value();
+  acked_[replica().index()] = op;
+  if (op_since_.empty() || op_since_.rbegin()->first < op) {
+    op_since_.emplace(op, ticks_);
+  }
+  const std::uint64_t floor = *std::min_element(acked_.begin(), acked_.end());
+  // Keep the entry at or below the lowest acknowledgement + 1: it says since when that op has waited.
+  while (op_since_.size() > 1 && std::next(op_since_.begin())->first <= floor + 1) {
+    op_since_.erase(op_since_.begin());
   }
 }
 
@@ -238,10 +242,9 @@ task<expected<message>> partition_group::request(session& s, std::uint8_t operat
   w.client = s.client;
   w.request = m.h.request;
   w.operation = operation;
-  w.view = replica().view();
   w.started_at = ticks_;
+  follow_view();  // a view changed since the last tick fails what was sent in it, not this request
   waiters_.push_back(&w);
-  primary_view_ = replica().view();
   driver_->on_message(m);
   if (!w.answer && !w.failed) {
     co_await w.done.wait();

@@ -131,7 +131,6 @@ class partition_group {
     std::uint64_t client = 0;
     std::uint64_t request = 0;
     std::uint8_t operation = 0;
-    view_t view{0};  // sent in
     std::uint64_t started_at = 0;
     std::optional<message> answer;
     std::optional<error> failed;
@@ -144,6 +143,9 @@ class partition_group {
   // A session free to send now (registering one first when fewer than sessions_max exist); waits its turn.
   task<expected<session*>> acquire();
   void release(session* s);
+  // At every tick and before each request: fails what was sent in a view this replica no longer leads, and keeps
+  // the view it leads and the lag bookkeeping (lagging()) current; a new leadership starts that afresh.
+  void follow_view();
   // Fails every waiter (and forgets the sessions): the view changed, a fence, or close().
   void fail_all(const error& e);
 
