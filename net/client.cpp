@@ -142,8 +142,20 @@ expected<void> client::reconnect() {
   }
   std::string failures;
   bool refused_any = false;
+  // The one to avoid goes last: the others in order from server_index_, then it.
+  std::vector<std::size_t> order;
   for (std::size_t i = 0; i < servers.size(); ++i) {
-    const std::size_t k = (server_index_ + i) % servers.size();
+    if (const std::size_t k = (server_index_ + i) % servers.size(); servers[k] != avoid_) {
+      order.push_back(k);
+    }
+  }
+  for (std::size_t k = 0; k < servers.size(); ++k) {
+    if (servers[k] == avoid_) {
+      order.push_back(k);
+    }
+  }
+  avoid_.clear();
+  for (const std::size_t k : order) {
     auto r = switch_to(servers[k]);  // (a connection still held for it is taken again)
     if (r) {
       server_index_ = k;
@@ -373,6 +385,9 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
       retriable = code == make_error_code(errc::connection_closed) || code == make_error_code(errc::connect_failed) ||
                   code == make_error_code(errc::timed_out);
       err = std::move(r).error();
+      if (retriable && code != make_error_code(errc::connect_failed)) {
+        avoid_ = current_server_;
+      }
       if (!route.empty()) {
         routes_.erase(route);
       }

@@ -167,6 +167,9 @@ class client {
   client_options options_;
   std::size_t server_index_ = 0;  // in options_.server's list: the one connected (or tried first next time)
   std::string current_server_;
+  // The server whose request just timed out or whose connection closed: the next reconnect tries it last (a node
+  // that accepts connections but cannot answer, paused or cut off from its peers, is not asked again and again).
+  std::string avoid_;
   int fd_ = -1;
   std::uint32_t next_correlation_ = 1;
   metadata_position seen_;

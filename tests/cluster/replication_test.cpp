@@ -64,6 +64,7 @@ class producer {
   }
   // Acknowledged offsets, per partition, in produce order.
   const std::map<std::uint32_t, std::vector<std::int64_t>>& acked() const { return acked_; }
+  const std::string& last_error() const { return last_error_; }
   std::int32_t sent(std::uint32_t p) const { return next_.contains(p) ? next_.at(p) : 0; }
 
  private:
@@ -367,7 +368,7 @@ BOOST_AUTO_TEST_CASE(a_killed_primary_loses_nothing_acknowledged_and_consumers_r
   const std::size_t killed = primary_of(c, 0);
   c.node(killed).kill_hard();
   const auto t0 = std::chrono::steady_clock::now();
-  BOOST_REQUIRE(prod.send(0));  // the next acknowledged produce on the partition whose primary died
+  BOOST_REQUIRE_MESSAGE(prod.send(0), "partition 0: " << prod.last_error());  // the next acknowledged produce on the partition whose primary died
   BOOST_TEST_MESSAGE(
       "SIGKILL of partition 0's primary (node "
       << killed + 1 << ") to the next acknowledged produce: "
@@ -410,7 +411,7 @@ BOOST_AUTO_TEST_CASE(a_killed_backup_catches_up_when_it_returns) {
   prod.send_all(5);
   BOOST_REQUIRE(converged(c));
   // Caught up by repair (committed ops are not acknowledged); the next prepare it acknowledges clears the count.
-  BOOST_REQUIRE(prod.send(2));
+  BOOST_REQUIRE_MESSAGE(prod.send(2), "partition 2: " << prod.last_error());
   BOOST_TEST(under_replicated_gauge(c, primary, 2, '0'));
   check_partitions(*c.client_of_all(), prod);
   check_replicas_identical(c);
@@ -426,13 +427,13 @@ BOOST_AUTO_TEST_CASE(a_paused_primary_and_a_cut_off_primary_are_replaced) {
   // Paused: its connections stay open, so the client's request times out and is retried elsewhere.
   const std::size_t paused = primary_of(c, 1);
   ::kill(c.node(paused).pid(), SIGSTOP);
-  BOOST_REQUIRE(prod.send(1));
+  BOOST_REQUIRE_MESSAGE(prod.send(1), "partition 1: " << prod.last_error());
   ::kill(c.node(paused).pid(), SIGCONT);
   prod.send_all(5);
   // Cut off from the others by the fault switch: it cannot commit; the other two elect a primary and go on.
   const std::size_t cut = primary_of(c, 1);
   set_cut_off(c, cut, true);
-  BOOST_REQUIRE(prod.send(1));
+  BOOST_REQUIRE_MESSAGE(prod.send(1), "partition 1: " << prod.last_error());
   set_cut_off(c, cut, false);
   prod.send_all(5);
   BOOST_REQUIRE(converged(c));

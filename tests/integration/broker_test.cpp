@@ -300,6 +300,33 @@ BOOST_AUTO_TEST_CASE(a_retry_after_a_dropped_connection_does_not_duplicate) {
   BOOST_TEST(all->header.records() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_server_that_accepts_but_never_answers_is_tried_last) {
+  server s;
+  // A listener that takes connections and answers nothing (a paused node, or one cut off from its peers).
+  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  BOOST_REQUIRE(silent >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  BOOST_REQUIRE(::listen(silent, 16) == 0);
+  socklen_t len = sizeof a;
+  BOOST_REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  client_options o;
+  o.server = fmt::format("127.0.0.1:{},{}", ntohs(a.sin_port), s.proc.address());
+  o.request_timeout = std::chrono::milliseconds(300);
+  o.retry_backoff = std::chrono::milliseconds(10);
+  o.retries = 3;
+  auto c = client::connect(o);
+  RILL_REQUIRE_OK(c);
+  // The first try goes to the silent one and times out; every later one starts from the other server (it used to
+  // start again from the one that had just timed out, until the retries ran out).
+  for (int i = 0; i < 3; ++i) {
+    RILL_REQUIRE_OK((*c)->ping());
+  }
+  ::close(silent);
+}
+
 BOOST_AUTO_TEST_CASE(garbage_frames_and_many_connections_leave_others_served) {
   server s;
   setup_topic(*s.cli, "s", "t", 2);
