@@ -589,6 +589,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     mc.node_id = identity->use.node_id;
     mc.members = identity->use.members;
     mc.recovering = identity->use.recovering;
+    mc.topics_lost_through_ms = identity->use.topics_lost_through_ms;
     std::vector<consensus::peer_member> digest;
     for (const auto& m : p->config.members) {
       digest.push_back({m.node_id, m.replica_address.to_string()});

@@ -9,6 +9,7 @@
 
 #include "actors/replica_partition_actor.hpp"
 #include "actors/runtime/shard.h"
+#include "consensus/node_identity.h"
 #include "net/frame.h"
 #include "net/proto/metadata.pb.h"
 #include "storage/file_ops.h"
@@ -398,6 +399,7 @@ bool metadata_actor::run_now(const reconcile_step& step) {
           return it == table->view->nodes.end() ? std::string() : it->second;
         };
         where.journal_slots = services_->partition_journal_slots;
+        where.recovering = replica_starts_recovering(step.topic_created_ms);
         replica_groups_[where.group] = step.ns;  // (an earlier incarnation's was forgotten when it stopped)
         partitions_[step.ns] = system().spawn<replica_partition_actor>(
             shard_of(step.ns, services_->shards), id, options, std::move(where), services_->partitions);
@@ -472,7 +474,47 @@ task<expected<void>> metadata_actor::remove_orphans() {
 
 task<expected<void>> metadata_actor::sweep_once() {
   RILL_CO_TRY_VOID(co_await barrier());
+  RILL_CO_TRY_VOID(co_await settle_recovery());
   co_return co_await remove_orphans();
+}
+
+bool metadata_actor::replica_starts_recovering(std::uint64_t topic_created_ms) const {
+  const metadata_cluster* c = services_->cluster;
+  if (c == nullptr || !c->recovering) {
+    return false;
+  }
+  const auto lost = topics_lost_through_ms_ ? topics_lost_through_ms_ : c->topics_lost_through_ms;
+  return !lost || topic_created_ms <= *lost;
+}
+
+task<expected<void>> metadata_actor::settle_recovery() {
+  const metadata_cluster* c = services_->cluster;
+  if (c == nullptr || !c->recovering || c->topics_lost_through_ms || topics_lost_through_ms_) {
+    co_return expected<void>{};
+  }
+  // Every topic that existed when the disk was lost is in this view (the barrier committed after this start, which
+  // came after the loss); topics created later are newer than the newest here, or equal (then they count as lost:
+  // the safe side).
+  std::uint64_t through = 0;
+  const auto view = state_.view();
+  for (const auto& [sid, s] : view->streams) {
+    for (const auto& [tid, t] : s.topics) {
+      through = std::max(through, t.created_ms);
+    }
+  }
+  consensus::node_identity id;
+  id.cluster_id = c->cluster_id;
+  id.node_id = c->node_id;
+  id.members = c->members;
+  id.recovering = true;
+  id.topics_lost_through_ms = through;
+  RILL_CO_TRY_VOID(co_await consensus::write_node_identity(*io_, services_->config->data_dir, id));
+  topics_lost_through_ms_ = through;
+  services_->partitions->reporter->notice(
+      fmt::format("recovered node: partition replicas of topics created through {} ms start recovering; newer ones "
+                  "start fresh",
+                  through));
+  co_return expected<void>{};
 }
 
 void metadata_actor::sweep() {

@@ -50,6 +50,8 @@ struct metadata_cluster {
   std::vector<consensus::plane_peer> peers;
   std::uint64_t members_digest = 0;
   bool recovering = false;  // formatted by `rilld recover`
+  // Such a node's partition replicas of topics created at or before this time start recovering (node_identity.h).
+  std::optional<std::uint64_t> topics_lost_through_ms;
   int replica_fd = -1;      // listening on network.replica_address (the metadata actor's plane takes it)
 };
 
@@ -127,6 +129,11 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   task<expected<void>> remove_orphans();
   void sweep();
   task<expected<void>> sweep_once();
+  // Once a recovered node has seen the whole committed metadata: the topics that may have lost data here are those
+  // it knows now; the boundary is written into the node's identity (node_identity.h).
+  task<expected<void>> settle_recovery();
+  // Whether this node's replica of a partition of a topic created at `topic_created_ms` starts recovering.
+  [[nodiscard]] bool replica_starts_recovering(std::uint64_t topic_created_ms) const;
   task<void> find_orphans(data_tree tree, std::string dir, std::vector<std::uint64_t> parents,
                           std::vector<std::string>* orphans);
   task<expected<metadata_reply>> mutate(std::uint16_t api, std::string header);
@@ -189,6 +196,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   bool sync_queued_ = false;
   static constexpr std::uint64_t board_ticks = 10;  // the cluster status is published this often (and at publish())
   bool closing_ = false;
+  // A node formatted by `rilld recover`: see metadata_cluster; set at the first sweep when it was unset.
+  std::optional<std::uint64_t> topics_lost_through_ms_;
   const metadata_state& state_ = machine_.state();
   std::map<std::uint64_t, partition_actor_hdl> partitions_;
   std::map<std::uint64_t, group_actor_hdl> groups_;  // by group_namespace()

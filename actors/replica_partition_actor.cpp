@@ -98,6 +98,7 @@ void replica_partition_actor::open_group() {
   o.storage.log = options_;
   o.storage.log.owner_entries.push_back(std::string(vsr_dir));  // the group's files, beside the log's
   o.machine.consumers_max = services_->consumers_per_partition_max;
+  o.recovering = placement_.recovering;
   o.seed = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
   opening_ = true;
   ++operations_;
@@ -486,6 +487,7 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
         out.info.set_primary_node(group_->primary_node().value());
         out.info.set_view(r.view().value());
         out.info.set_role(r.recovering()                                 ? "recovering"
+                          : group_->transferring()                       ? "transferring"
                           : r.status() == consensus::status::view_change ? "view_change"
                           : r.is_primary()                               ? "primary"
                                                                          : "backup");

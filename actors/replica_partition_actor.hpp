@@ -45,6 +45,7 @@ struct replica_placement {
   // The client address of a node, as the committed metadata knows it (empty: not announced yet).
   std::function<std::string(std::uint64_t node)> address_of;
   std::uint32_t journal_slots = 4096;  // the group's journal ring (prepare headers)
+  bool recovering = false;             // this node lost its disk: a replica created now starts recovering
 };
 
 using replica_tick_msg_atom = caf::atom_constant<caf::atom("rtick")>;  // the replica's next tick is due

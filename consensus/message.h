@@ -61,8 +61,11 @@ enum class command : std::uint8_t {
   request_sync = 14,       // state transfer: a replica that cannot repair its way forward asks for a checkpoint
   sync = 15,               // state transfer: a chunk of a checkpoint (body: its op's 128-byte header, then the bytes)
   recovery_response = 16,  // to a replica recovering a lost disk: the responder's durable view (timestamp: the nonce)
+  // A partition group's state transfer of its log (partition_group.h), between the hosts; the replica ignores them.
+  request_segments = 17,  // committed batches from offset `commit` on, of ops <= `op` (timestamp: the nonce)
+  segments = 18,          // the batches asked for (body: their .meta payloads, then the batches) or why not
 };
-inline constexpr std::uint8_t command_max = 16;
+inline constexpr std::uint8_t command_max = 18;
 
 // Operations the replica itself interprets; the state machine's own start at operation_user_min.
 inline constexpr std::uint8_t operation_root = 0;      // op 0 only

@@ -23,10 +23,11 @@ using storage::make_unexpected;
 constexpr char magic[8] = {'R', 'I', 'L', 'L', 'N', 'O', 'D', 'E'};
 constexpr std::uint32_t version = 1;
 constexpr std::uint32_t flag_recovering = 1;
+constexpr std::uint32_t flag_topics_lost_through = 2;
 constexpr std::uint64_t checksum_domain = 6;  // (1..5 are taken: headers, bodies, superblock, checkpoints, beats)
 constexpr std::size_t fixed_bytes = 8 + 4 + 4 + 8 + 8 + 4;
 constexpr std::size_t checksum_bytes = 16;
-constexpr std::uint64_t file_bytes_max = fixed_bytes + 8 * limits::cluster_members_limit + checksum_bytes;
+constexpr std::uint64_t file_bytes_max = fixed_bytes + 8 * limits::cluster_members_limit + 8 + checksum_bytes;
 
 bool valid(const node_identity& id) {
   if (id.cluster_id == 0 || id.node_id == 0 || id.members.size() > limits::cluster_members_limit) {
@@ -52,15 +53,20 @@ std::string nodes_text(const std::vector<std::uint64_t>& ids) {
 std::vector<std::byte> encode(const node_identity& id) {
   RILL_ASSERT(valid(id), "an identity of cluster {} node {} with {} members", id.cluster_id, id.node_id,
               id.members.size());
-  std::vector<std::byte> out(fixed_bytes + 8 * id.members.size());
+  const std::size_t lost_bytes = id.topics_lost_through_ms ? 8 : 0;
+  std::vector<std::byte> out(fixed_bytes + 8 * id.members.size() + lost_bytes);
   std::memcpy(out.data(), magic, sizeof magic);
   store_le<std::uint32_t>(out.data() + 8, version);
-  store_le<std::uint32_t>(out.data() + 12, id.recovering ? flag_recovering : 0);
+  store_le<std::uint32_t>(out.data() + 12, (id.recovering ? flag_recovering : 0) |
+                                               (id.topics_lost_through_ms ? flag_topics_lost_through : 0));
   store_le<std::uint64_t>(out.data() + 16, id.cluster_id);
   store_le<std::uint64_t>(out.data() + 24, id.node_id);
   store_le<std::uint32_t>(out.data() + 32, static_cast<std::uint32_t>(id.members.size()));
   for (std::size_t i = 0; i < id.members.size(); ++i) {
     store_le<std::uint64_t>(out.data() + fixed_bytes + 8 * i, id.members[i]);
+  }
+  if (id.topics_lost_through_ms) {
+    store_le<std::uint64_t>(out.data() + fixed_bytes + 8 * id.members.size(), *id.topics_lost_through_ms);
   }
   const checksum_t c = checksum_of(out, checksum_domain);
   out.resize(out.size() + checksum_bytes);
@@ -92,12 +98,16 @@ expected<node_identity> decode_node_identity(std::span<const std::byte> bytes) {
   id.cluster_id = load_le<std::uint64_t>(bytes.data() + 16);
   id.node_id = load_le<std::uint64_t>(bytes.data() + 24);
   const auto members = load_le<std::uint32_t>(bytes.data() + 32);
-  if ((flags & ~flag_recovering) != 0 || members > limits::cluster_members_limit ||
-      body.size() != fixed_bytes + 8 * std::size_t{members}) {
+  const std::size_t lost_bytes = (flags & flag_topics_lost_through) != 0 ? 8 : 0;
+  if ((flags & ~(flag_recovering | flag_topics_lost_through)) != 0 || members > limits::cluster_members_limit ||
+      body.size() != fixed_bytes + 8 * std::size_t{members} + lost_bytes) {
     return make_unexpected(errc::corrupt_data, "identity: unknown flags or a wrong member count");
   }
   for (std::uint32_t i = 0; i < members; ++i) {
     id.members.push_back(load_le<std::uint64_t>(bytes.data() + fixed_bytes + 8 * i));
+  }
+  if (lost_bytes != 0) {
+    id.topics_lost_through_ms = load_le<std::uint64_t>(bytes.data() + fixed_bytes + 8 * std::size_t{members});
   }
   if (!valid(id)) {
     return make_unexpected(errc::corrupt_data, "identity: a cluster id, node id or members list out of range");
@@ -136,7 +146,8 @@ expected<identity_verdict> judge_identity(const std::optional<node_identity>& fo
           directory_has_data ? "holds data but" : "has"));
     }
     RILL_ASSERT(new_cluster_id != 0);
-    v.use = node_identity{wanted.cluster_id != 0 ? wanted.cluster_id : new_cluster_id, wanted.node_id, {}, false};
+    v.use = node_identity{wanted.cluster_id != 0 ? wanted.cluster_id : new_cluster_id, wanted.node_id, {}, false,
+                          std::nullopt};
     v.format_alone = true;
     return v;
   }
@@ -189,7 +200,8 @@ expected<node_identity> identity_to_format(const std::optional<node_identity>& f
     return refused("rilld recover: cluster.id = 0; name the cluster the node rejoins");
   }
   RILL_ASSERT(new_cluster_id != 0);
-  node_identity id{wanted.cluster_id != 0 ? wanted.cluster_id : new_cluster_id, wanted.node_id, members, recover};
+  node_identity id{wanted.cluster_id != 0 ? wanted.cluster_id : new_cluster_id, wanted.node_id, members, recover,
+                   std::nullopt};
   RILL_ASSERT(members.empty() || std::binary_search(members.begin(), members.end(), id.node_id),
               "the config builder checks that the members list this node");
   return id;

@@ -7,8 +7,9 @@
 // another members list, naming the key.
 //
 // File format (integers little-endian), replaced atomically (storage::write_file_atomic):
-//   magic "RILLNODE" (8) | version u32 = 1 | flags u32 (bit 0: formatted to recover) | cluster id u64 | node id u64
-//   | members u32 | member node ids, u64 each, ascending | XXH3-128 of everything before it (16, checksum domain 6)
+//   magic "RILLNODE" (8) | version u32 = 1 | flags u32 (bit 0: formatted to recover; bit 1: topics_lost_through_ms
+//   follows the members) | cluster id u64 | node id u64 | members u32 | member node ids, u64 each, ascending |
+//   [topics_lost_through_ms u64] | XXH3-128 of everything before it (16, checksum domain 6)
 //
 // Invariants: a decoded identity has a non-zero cluster id and node id, at most limits::cluster_members_limit
 // members in ascending order without repeats, and names itself among them when it has any; decode() refuses
@@ -30,6 +31,11 @@ struct node_identity {
   std::uint64_t node_id = 0;
   std::vector<std::uint64_t> members;  // ascending; empty: a node alone
   bool recovering = false;             // formatted by `rilld recover`
+  // A node formatted by `rilld recover`: the partition replicas of topics created at or before this time (the
+  // metadata's clock, ms) may have held data on the lost disk, so each starts recovering when its files are created
+  // here (docs/replication.md). Unset until the node has seen the whole committed metadata once (a barrier): until
+  // then every replica it creates starts recovering. Written by the node itself, never by a format.
+  std::optional<std::uint64_t> topics_lost_through_ms;
 
   friend bool operator==(const node_identity&, const node_identity&) = default;
 };

@@ -3,16 +3,57 @@
 #include "consensus/partition_group.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/core.h>
 
 #include "base/assert.h"
+#include "base/endian.h"
 #include "storage/errc.h"
+#include "storage/meta_entry_format.h"
 
 namespace rill::consensus {
 
 using storage::errc;
 using storage::make_unexpected;
+
+namespace {
+// segments' body when it carries batches: u32 count (little-endian), count .meta payloads, then the batches.
+constexpr std::size_t meta_payload_bytes = storage::meta_entry_format::payload_bytes;
+
+std::vector<std::byte> encode_chunk(const transfer_chunk& c) {
+  std::vector<std::byte> out(4 + c.metas.size() * meta_payload_bytes + c.batches.size());
+  store_le<std::uint32_t>(out.data(), static_cast<std::uint32_t>(c.metas.size()));
+  std::byte* at = out.data() + 4;
+  for (const auto& m : c.metas) {
+    std::copy(m.payload.begin(), m.payload.end(), at);
+    at += meta_payload_bytes;
+  }
+  std::copy(c.batches.begin(), c.batches.end(), at);
+  return out;
+}
+
+expected<transfer_chunk> decode_chunk(std::span<const std::byte> body, bool reached) {
+  if (body.size() < 4) {
+    return make_unexpected(errc::corrupt_data, "state transfer: a segments message without its count");
+  }
+  const std::uint64_t count = load_le<std::uint32_t>(body.data());
+  if (count * meta_payload_bytes > body.size() - 4) {
+    return make_unexpected(errc::corrupt_data,
+                           fmt::format("state transfer: {} batches named in {} bytes", count, body.size()));
+  }
+  transfer_chunk c;
+  c.reached = reached;
+  c.metas.resize(count);
+  const std::byte* at = body.data() + 4;
+  for (auto& m : c.metas) {
+    std::copy(at, at + meta_payload_bytes, m.payload.begin());
+    at += meta_payload_bytes;
+  }
+  c.batches.assign(at, body.data() + body.size());
+  return c;
+}
+}  // namespace
 
 // Replica index -> the member's node, tagged with the group id.
 class partition_group::replica_transport final : public transport {
@@ -57,11 +98,14 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
   initial.cluster = o.group.value();
   initial.replica = index;
   initial.replica_count = static_cast<std::uint8_t>(o.members.size());
+  initial.recovering = o.recovering;
   recovered_state r;
   const std::string where = dir;
   RILL_CO_TRY(storage, co_await partition_storage::open(e, pool, clk, reporter, std::move(dir), std::move(log_dir),
                                                         o.storage, initial, r));
   g->storage_ = std::move(storage);
+  // A replica formatted to recover never starts as a new group's replica: its group ran before it.
+  r.formatted = r.formatted && !r.state.recovering;
   if (auto checked = check_recovered_checkpoint(r, o.replica.clients_max, g->machine_, where); !checked) {
     co_await g->storage_->close();
     co_return rill::unexpected(checked.error());
@@ -76,6 +120,7 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
   ro.apply_durable_only = true;  // what the replica applies is in the log (partition_storage)
   g->transport_ = std::make_unique<replica_transport>(net, o.group, g->options_.members);
   g->acked_.assign(o.members.size(), 0);
+  g->transfer_peer_ = static_cast<replica_t>((index + 1) % o.members.size());
   partition_group* raw = g.get();
   driver_hooks hooks;
   hooks.reply = [raw](message m) { raw->on_reply(std::move(m)); };
@@ -136,6 +181,18 @@ void partition_group::on_message(const message& m) {
   if (m.h.cmd == command::request || m.h.cmd == command::reply || m.h.cmd == command::eviction) {
     return;
   }
+  if (m.h.cmd == command::request_segments || m.h.cmd == command::segments) {
+    if (m.h.cluster != options_.group.value() || m.h.replica >= options_.members.size() ||
+        m.h.replica == replica().index() || fenced_ || closed_) {
+      return;
+    }
+    if (m.h.cmd == command::request_segments) {
+      serve_segments(m);
+    } else {
+      on_segments(m);
+    }
+    return;
+  }
   if ((m.h.cmd == command::prepare_ok || m.h.cmd == command::do_view_change) && m.h.replica < acked_.size() &&
       m.h.view == replica().view().value()) {
     acked_[m.h.replica] = std::max(acked_[m.h.replica], m.h.op);
@@ -160,6 +217,145 @@ void partition_group::tick() {
       w->done.set();
     }
   }
+  // State transfer: a peer silent too long is given up (the transfer asks the next one); a target starts one.
+  if (asking_ != nullptr && !asking_->got && ticks_ - asking_->started_at >= options_.transfer_timeout_ticks) {
+    asking_->got = make_unexpected(errc::unavailable, fmt::format("state transfer: node {} did not answer within {} "
+                                                                "ticks",
+                                                                options_.members[asking_->peer].value(),
+                                                                options_.transfer_timeout_ticks));
+    asking_->done.set();
+  }
+  if (!transferring_ && storage_->transfer_target() && options_.members.size() > 1) {
+    start_transfer();
+  }
+}
+
+void partition_group::next_transfer_peer() {
+  do {
+    transfer_peer_ = static_cast<replica_t>((transfer_peer_ + 1) % options_.members.size());
+  } while (transfer_peer_ == replica().index() && options_.members.size() > 1);
+}
+
+void partition_group::task_ended() {
+  RILL_ASSERT(tasks_ > 0);
+  if (--tasks_ == 0) {
+    tasks_idle_.set();
+  }
+}
+
+void partition_group::start_transfer() {
+  RILL_ASSERT(!transferring_);
+  transferring_ = true;
+  ++tasks_;
+  tasks_idle_.reset();
+  // The primary of this replica's view first: it has committed at least what it sent (unless it is this one).
+  if (const auto p = primary_of(replica().view(), options_.members.size()); p != replica().index()) {
+    transfer_peer_ = p;
+  }
+  auto source = [this](offset_t from, std::uint64_t through_op) { return ask_segments(from, through_op); };
+  spawn(storage_->transfer(std::move(source)), [this](expected<bool> r) {
+    transferring_ = false;
+    if (!r) {
+      ++transfer_retries_;
+      next_transfer_peer();
+    } else if (*r && !closed_ && !fenced_) {
+      driver_->poke();  // a checkpoint held for the log may go now
+      if (committed_) {
+        committed_();  // the log's committed offset moved over the copied batches
+      }
+    }
+    task_ended();
+  });
+}
+
+task<expected<transfer_chunk>> partition_group::ask_segments(offset_t from, std::uint64_t through_op) {
+  if (closed_ || fenced_) {
+    co_return make_unexpected(errc::closed, "the partition is closing");
+  }
+  RILL_ASSERT(asking_ == nullptr, "a second state transfer request at once");
+  segments_ask a;
+  a.nonce = rng_.next() | 1u;
+  a.peer = transfer_peer_;
+  a.started_at = ticks_;
+  message m;
+  m.h.cmd = command::request_segments;
+  m.h.cluster = options_.group.value();
+  m.h.replica = replica().index();
+  m.h.view = replica().view().value();
+  m.h.op = through_op;
+  m.h.commit = static_cast<std::uint64_t>(from.value());
+  m.h.timestamp = a.nonce;
+  seal(m);
+  asking_ = &a;
+  transport_->send(a.peer, std::move(m));
+  if (!a.got) {
+    co_await a.done.wait();
+  }
+  asking_ = nullptr;
+  co_return std::move(*a.got);
+}
+
+void partition_group::on_segments(const message& m) {
+  if (asking_ == nullptr || asking_->got || m.h.timestamp != asking_->nonce || m.h.replica != asking_->peer) {
+    return;  // late, or not ours
+  }
+  if (m.h.request != 0) {
+    asking_->got = make_unexpected(
+        errc::unavailable, fmt::format("state transfer: node {} refused: {}", options_.members[m.h.replica].value(),
+                                       std::string_view(reinterpret_cast<const char*>(m.body.data()), m.body.size())));
+  } else {
+    asking_->got = decode_chunk(m.body, m.h.client != 0);
+  }
+  asking_->done.set();
+}
+
+void partition_group::serve_segments(const message& m) {
+  message r;
+  r.h.cmd = command::segments;
+  r.h.cluster = options_.group.value();
+  r.h.replica = replica().index();
+  r.h.view = replica().view().value();
+  r.h.op = m.h.op;
+  r.h.commit = m.h.commit;
+  r.h.timestamp = m.h.timestamp;
+  const replica_t to = m.h.replica;
+  auto refuse = [&](std::string why) {
+    r.h.request = 1;
+    r.body.resize(why.size());
+    std::memcpy(r.body.data(), why.data(), why.size());
+    seal(r);
+    transport_->send(to, std::move(r));
+  };
+  if (serving_ >= options_.transfer_serves_max) {
+    refuse(fmt::format("already serving {} state transfers", serving_));
+    return;
+  }
+  if (m.h.commit > static_cast<std::uint64_t>(INT64_MAX)) {
+    refuse(fmt::format("offset {} is out of range", m.h.commit));
+    return;
+  }
+  ++serving_;
+  ++tasks_;
+  tasks_idle_.reset();
+  spawn(storage_->read_for_transfer(offset_t(static_cast<std::int64_t>(m.h.commit)), m.h.op,
+                                    options_.storage.transfer_bytes_max),
+        [this, r = std::move(r), to](expected<transfer_chunk> chunk) mutable {
+          --serving_;
+          if (!closed_ && !fenced_) {
+            if (chunk) {
+              r.h.client = chunk->reached ? 1 : 0;
+              r.body = encode_chunk(*chunk);
+            } else {
+              r.h.request = 1;
+              const std::string why = chunk.error().message();
+              r.body.resize(why.size());
+              std::memcpy(r.body.data(), why.data(), why.size());
+            }
+            seal(r);
+            transport_->send(to, std::move(r));
+          }
+          task_ended();
+        });
 }
 
 void partition_group::follow_view() {
@@ -348,6 +544,13 @@ task<expected<partition_submitted>> partition_group::submit(std::uint8_t operati
 task<expected<void>> partition_group::close() {
   closed_ = true;
   fail_all(error(make_error_code(errc::closed), "the partition is closing; the write may still be made"));
+  if (asking_ != nullptr && !asking_->got) {
+    asking_->got = make_unexpected(errc::closed, "the partition is closing");
+    asking_->done.set();
+  }
+  if (tasks_ > 0) {
+    co_await tasks_idle_.wait();
+  }
   co_await driver_->settle();
   RILL_ASSERT(driver_->in_flight() == 0);
   co_return co_await storage_->close();

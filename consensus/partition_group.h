@@ -23,9 +23,16 @@
 // Errors are values: a storage failure fences the driver (driver.h); every submit then fails with errc::fenced
 // naming the cause, and the owner reopens the group from its files (a restart of the replica).
 //
-// Not yet here (docs/replication.md, "Limits today"): state transfer of a partition's segments (a replica behind
-// a peer's checkpoint), a member that lost its disk (`recovering`), heartbeats coalesced per node pair for
-// partition groups.
+// State transfer of the log: a replica that installed a peer's checkpoint beyond its log (it was more than the
+// journal ring behind, or lost its disk) copies the committed batches up to the checkpoint's op from a peer
+// (partition_storage::transfer) before it appends anything more. The group asks one peer at a time over its own
+// transport (request_segments, answered by segments: at most storage.transfer_bytes_max of batches per answer),
+// the primary of its view first, the next member after a refusal or transfer_timeout_ticks of silence, until the
+// copy is done; it serves the same requests from its own committed log, at most transfer_serves_max at once (more
+// are refused, and asked again). A member formatted anew after losing its disk starts `recovering` (options):
+// it votes for nothing until it has caught up (docs/consensus.md, Recovery of a lost disk).
+//
+// Not yet here (docs/replication.md, "Limits today"): heartbeats coalesced per node pair for partition groups.
 //
 // Contract: single-threaded, on the engine's thread. close() before destroying it: it answers every submit (closed)
 // and waits for the storage operations in flight.
@@ -61,6 +68,11 @@ struct partition_group_options {
   std::size_t sessions_max = 8;
   std::size_t submits_waiting_max = 1'024;
   std::uint32_t submit_timeout_ticks = 500;
+  // Formatted anew as a member that lost its disk: when this open creates the group's files, its replica starts
+  // recovering. Ignored when the files exist (their superblock says).
+  bool recovering = false;
+  std::uint32_t transfer_timeout_ticks = 200;
+  std::size_t transfer_serves_max = 2;
 };
 
 // What a submit got: the state machine's reply and the op that holds it.
@@ -108,6 +120,10 @@ class partition_group {
     return options_.storage.files.journal.message_size_max - header::encoded_size;
   }
   [[nodiscard]] std::size_t submits_in_flight() const noexcept { return in_flight_; }
+  // A state transfer of the log is running (this replica serves no reads meanwhile: its log is behind its state).
+  [[nodiscard]] bool transferring() const noexcept { return transferring_; }
+  // Transfer requests refused or given up since the open (each is asked again of the next peer).
+  [[nodiscard]] std::uint64_t transfer_retries() const noexcept { return transfer_retries_; }
   // While primary: the backups (replica indexes) that have left a prepare unacknowledged for lag_ticks or more (as
   // the primary sees their prepare_ok and do_view_change messages), until they acknowledge one again (a backup that
   // caught up by repair is cleared by the next prepare: committed ops are not acknowledged twice). Empty on a
@@ -137,7 +153,22 @@ class partition_group {
     async_event done;
   };
 
+  struct segments_ask {  // a request_segments sent, unanswered
+    std::uint64_t nonce = 0;
+    replica_t peer = 0;
+    std::uint64_t started_at = 0;
+    std::optional<expected<transfer_chunk>> got;
+    async_event done;
+  };
+
   partition_group(partition_group_options o, host_transport& net, partition_machine::wall_clock now_ms);
+  // State transfer of the log (see the header): started at a tick when the storage has a target.
+  void start_transfer();
+  task<expected<transfer_chunk>> ask_segments(offset_t from, std::uint64_t through_op);
+  void serve_segments(const message& m);
+  void on_segments(const message& m);
+  void next_transfer_peer();
+  void task_ended();
   void on_reply(message m);
   task<expected<message>> request(session& s, std::uint8_t operation, std::vector<std::byte> body);
   // A session free to send now (registering one first when fewer than sessions_max exist); waits its turn.
@@ -170,6 +201,14 @@ class partition_group {
   std::uint64_t led_since_ = 0;
   std::optional<error> fenced_;
   bool closed_ = false;
+  // State transfer.
+  bool transferring_ = false;
+  replica_t transfer_peer_ = 0;  // asked next
+  segments_ask* asking_ = nullptr;
+  std::uint64_t transfer_retries_ = 0;
+  std::size_t serving_ = 0;
+  std::size_t tasks_ = 0;  // transfers and serves in flight: close() waits for them
+  async_event tasks_idle_;
 };
 
 }  // namespace rill::consensus

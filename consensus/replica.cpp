@@ -248,6 +248,9 @@ void replica::on_message(const message& m, std::vector<effect>& out) {
     case command::eviction:
     case command::reserved:
       break;  // for clients
+    case command::request_segments:
+    case command::segments:
+      break;  // for the host (a partition group's state transfer of its log)
   }
 }
 

@@ -25,7 +25,7 @@ bool says(const expected<node_identity>& r, const std::string& part) {
 BOOST_AUTO_TEST_SUITE(node_identity_suite)
 
 BOOST_AUTO_TEST_CASE(the_file_round_trips_and_every_damaged_byte_is_refused) {
-  const node_identity id{77, 2, {1, 2, 3}, true};
+  const node_identity id{77, 2, {1, 2, 3}, true, std::nullopt};
   const auto bytes = encode(id);
   auto back = decode_node_identity(bytes);
   RILL_REQUIRE_OK(back);
@@ -36,6 +36,19 @@ BOOST_AUTO_TEST_CASE(the_file_round_trips_and_every_damaged_byte_is_refused) {
     BOOST_TEST(!decode_node_identity(damaged).has_value(), "byte " << i);
   }
   BOOST_TEST(!decode_node_identity(std::span(bytes).first(bytes.size() - 1)).has_value());
+  // With the time through which its topics may have lost data (written once a recovered node saw all metadata).
+  node_identity caught_up = id;
+  caught_up.topics_lost_through_ms = 1'700'000'000'123;
+  const auto longer = encode(caught_up);
+  BOOST_TEST(longer.size() == bytes.size() + 8);
+  auto back_longer = decode_node_identity(longer);
+  RILL_REQUIRE_OK(back_longer);
+  BOOST_TEST((*back_longer == caught_up));
+  for (std::size_t i = 0; i < longer.size(); ++i) {
+    auto damaged = longer;
+    damaged[i] ^= std::byte{0x10};
+    BOOST_TEST(!decode_node_identity(damaged).has_value(), "byte " << i);
+  }
   // On disk, atomically; absent is not an error.
   simulation::sim_disk disk(1);
   const auto made = storage::io::run_task(disk, storage::make_dirs(disk, "/data"));
@@ -54,7 +67,7 @@ BOOST_AUTO_TEST_CASE(the_file_round_trips_and_every_damaged_byte_is_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(a_start_is_judged_against_the_configuration) {
-  const node_identity member{77, 2, {1, 2, 3}, false};
+  const node_identity member{77, 2, {1, 2, 3}, false, std::nullopt};
   // The same cluster, node and members (in any order): started with what was found.
   auto same = judge_identity(member, wanted_identity{77, 2, {3, 1, 2}}, true, 999);
   RILL_REQUIRE_OK(same);
@@ -89,7 +102,7 @@ BOOST_AUTO_TEST_CASE(a_start_is_judged_against_the_configuration) {
 BOOST_AUTO_TEST_CASE(format_and_recover_refuse_what_they_must) {
   auto fresh = identity_to_format(std::nullopt, wanted_identity{77, 2, {3, 2, 1}}, false, false, 999);
   RILL_REQUIRE_OK(fresh);
-  BOOST_TEST((*fresh == node_identity{77, 2, {1, 2, 3}, false}));
+  BOOST_TEST((*fresh == node_identity{77, 2, {1, 2, 3}, false, std::nullopt}));
   auto recovering = identity_to_format(std::nullopt, wanted_identity{77, 2, {1, 2, 3}}, false, true, 999);
   RILL_REQUIRE_OK(recovering);
   BOOST_TEST(recovering->recovering);
