@@ -646,6 +646,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->metadata_svc.config = &p->config;
   p->metadata_svc.routes = &p->routes;
   p->metadata_svc.partitions = &p->partition_svc;
+  p->metadata_svc.partition_journal_slots = static_cast<std::uint32_t>(p->config.partition_journal_slots);
   p->group_svc.clk = &g_clock;
   p->group_svc.reporter = reporter;
   p->group_svc.routes = &p->routes;

@@ -5,8 +5,11 @@
 
 #include <random>
 
+#include <sys/stat.h>
+
 #include "actors/metadata_state.h"
 #include "actors/runtime/shard.h"
+#include "consensus/journal.h"
 #include "consensus/partition_machine.h"
 #include "storage/errc.h"
 #include "storage/file_ops.h"
@@ -85,6 +88,25 @@ replica_partition_actor::behavior_type replica_partition_actor::make_behavior() 
   return serving();
 }
 
+std::uint32_t replica_partition_actor::journal_slots() const {
+  // A journal created earlier keeps its ring (cluster.partition_journal_slots applies to new replicas): its size is
+  // the ring's header pages plus one slot per op, which names the slot count.
+  struct stat st {};
+  const std::string path = storage::join_path(storage::join_path(id_.dir, std::string(vsr_dir)), "journal.wal");
+  if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) {
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    // slots * 4 KiB <= size < slots * (4 KiB + 128) + one page: a handful of candidates.
+    const std::uint64_t lowest = std::max<std::uint64_t>(1, size / (journal_slot_bytes + consensus::header::encoded_size));
+    for (std::uint64_t slots = lowest; slots <= size / journal_slot_bytes; ++slots) {
+      const consensus::journal_options j{slots, journal_slot_bytes};
+      if (consensus::journal_file_bytes(j) == size) {
+        return static_cast<std::uint32_t>(slots);
+      }
+    }
+  }
+  return placement_.journal_slots;  // none yet, or a size no ring has (the journal's open names the mismatch)
+}
+
 void replica_partition_actor::open_group() {
   consensus::partition_group_options o;
   o.group = consensus::group_t(placement_.group);
@@ -92,7 +114,7 @@ void replica_partition_actor::open_group() {
     o.members.push_back(consensus::node_t(static_cast<std::uint32_t>(n)));
   }
   o.self = consensus::node_t(static_cast<std::uint32_t>(placement_.self));
-  o.storage.files.journal = consensus::journal_options{placement_.journal_slots, journal_slot_bytes};
+  o.storage.files.journal = consensus::journal_options{journal_slots(), journal_slot_bytes};
   o.storage.files.snapshot_bytes_max = 64 * 1024 * 1024;
   o.storage.files.snapshot_reserved_bytes = 64 * 1024;
   o.storage.log = options_;
@@ -130,6 +152,7 @@ void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partiti
     return;
   } else {
     group_ = std::move(*r);
+    transfers_seen_ = 0;
     open_error_.reset();
     publish_gauges();
     return;
@@ -158,6 +181,12 @@ void replica_partition_actor::on_tick() {
     return;
   }
   group_->tick();
+  if (const auto copies = group_->storage().transfers(); copies != transfers_seen_) {
+    transfers_seen_ = copies;
+    services_->reporter->notice(fmt::format("partition {}: copied the committed log through op {} from a peer "
+                                            "(state transfer); the replica goes on from there",
+                                            id_.dir, group_->storage().committed_op()));
+  }
   const bool primary = group_->primary();
   if (primary != was_primary_) {
     set_leading(primary);

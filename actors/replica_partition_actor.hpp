@@ -72,6 +72,8 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
 
   behavior_type serving();
   void open_group();
+  // The journal ring of this replica: the one its files have, else the configured one.
+  [[nodiscard]] std::uint32_t journal_slots() const;
   void opened(expected<std::unique_ptr<consensus::partition_group>> r);
   void schedule_tick();
   // A replica_reopen_atom after reopen_delay: the group opens again (after a failed open, or a fence).
@@ -118,6 +120,7 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   std::optional<std::pair<caf::typed_response_promise<outcome>, bool>> finish_deferred_;  // a close (destroy?)
   bool was_primary_ = false;
   std::uint64_t ticks_ = 0;
+  std::uint64_t transfers_seen_ = 0;  // the group's state transfers reported (a notice each)
   static constexpr std::chrono::milliseconds reopen_delay{500};
 };
 

@@ -200,6 +200,11 @@ const std::vector<key_spec>& registry() {
                         "The replication factor of a topic created without one: each of its partitions is then a VSR "
                         "group on that many members (at most the cluster's members; 1: one node serves the topic).",
                         &server_config::replication_factor_default));
+    k.push_back(integer("cluster.partition_journal_slots", 64, 65536,
+                        "Ops the journal ring of each replicated partition's replica holds (its journal.wal takes "
+                        "about 4 KiB per slot). A replica further behind than this copies the partition's log from a "
+                        "peer (state transfer). A replica keeps the ring its files were created with.",
+                        &server_config::partition_journal_slots));
     k.push_back(address_key("network.tcp_address", "Client protocol listener (HOST:PORT; port 0 picks a free port).",
                             &server_config::tcp_address));
     k.push_back(address_key("network.http_address", "HTTP listener for /metrics, /healthz, /api and /ui.",

@@ -54,6 +54,7 @@ struct server_config {
   std::vector<cluster_member> members;
   // A topic's replication_factor when its creation names none (at most the members; 1: not replicated).
   std::uint64_t replication_factor_default = 1;
+  std::uint64_t partition_journal_slots = 4096;  // a replicated partition's journal ring (ops)
   // [network]
   address tcp_address{"127.0.0.1", 9420};
   address http_address{"127.0.0.1", 9421};

@@ -45,6 +45,10 @@ static_assert(superblock_prefix + vsr_state_fixed_size + (pipeline_max_limit + 1
 // ---------------------------------------------------------------------------------------------------------------
 // journal
 
+std::uint64_t journal_file_bytes(const journal_options& o) noexcept {
+  return (o.slot_count * header::encoded_size + page - 1) / page * page + o.slot_count * o.message_size_max;
+}
+
 std::uint64_t journal::prepares_offset() const noexcept {
   const std::uint64_t offset = (options_.slot_count * header::encoded_size + page - 1) / page * page;
   RILL_ASSERT(offset % page == 0);
@@ -73,7 +77,8 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
   RILL_ASSERT(recovered.valid.empty(), "journal::open fills a fresh journal_recovery");
   RILL_ASSERT(recovered.faulty.empty());
   RILL_ASSERT(recovered.faulty_slots.empty());
-  const std::uint64_t size = j->prepares_offset() + o.slot_count * o.message_size_max;
+  const std::uint64_t size = journal_file_bytes(o);
+  RILL_ASSERT(size == j->prepares_offset() + o.slot_count * o.message_size_max);
   RILL_CO_TRY(current, co_await storage::size_of_file(e, fd, path));
   if (current == 0 && create) {
     // Sized and reserved whole at creation (never sparse), so a full disk never fails a journal write or its sync.

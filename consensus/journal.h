@@ -55,6 +55,8 @@ struct journal_options {
   std::uint8_t detached_operation = 0;
 };
 inline constexpr std::uint64_t journal_slot_count_max = 1 << 20;
+// The size of journal.wal with these options: the header ring, padded to a page, then the prepare ring.
+[[nodiscard]] std::uint64_t journal_file_bytes(const journal_options& o) noexcept;
 
 struct journal_recovery {
   std::vector<header> valid;                // prepares that read back whole

@@ -13,9 +13,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,7 +98,13 @@ class cluster {
     std::vector<std::string> a = {how, "--data-dir", dir(i)};
     const auto rest = args(i);
     a.insert(a.end(), rest.begin(), rest.end());
-    BOOST_REQUIRE_EQUAL(run(a, dir(i) + ".format.log"), 0);
+    const int rc = run(a, dir(i) + ".format.log");
+    if (rc != 0) {
+      std::ifstream in(dir(i) + ".format.log");
+      std::stringstream said;
+      said << in.rdbuf();
+      BOOST_FAIL("rilld " << how << " for node " << i + 1 << " exited with " << rc << ": " << said.str());
+    }
   }
   void start_all() {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
@@ -112,6 +120,7 @@ class cluster {
   std::unique_ptr<net::client> client_of_all(std::chrono::milliseconds request_timeout = std::chrono::seconds(30),
                                              int retries = 20) {
     net::client_options o;
+    o.server.clear();  // (it has a default)
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       o.server += (i == 0 ? "" : ",") + nodes_[i]->address();
     }

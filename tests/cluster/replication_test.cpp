@@ -33,7 +33,7 @@ constexpr std::uint32_t partitions = 3;
 // One idempotent producer over every partition: batch k of partition p holds one record "p/k" at sequence k.
 class producer {
  public:
-  explicit producer(net::client& c) : c_(c) {
+  explicit producer(net::client& c) : c_(&c) {
     std::random_device rd;
     id_ = (std::uint64_t{rd()} << 20 | rd()) & ((std::uint64_t{1} << 52) - 1);
   }
@@ -46,7 +46,7 @@ class producer {
     b.add("k", fmt::format("{}/{}", p, seq));
     auto built = b.build();
     BOOST_REQUIRE(built.has_value());
-    auto r = c_.produce(net::by_name("s"), net::by_name("t"), p, *built);
+    auto r = c_->produce(net::by_name("s"), net::by_name("t"), p, *built);
     if (!r) {
       last_error_ = r.error().message();
       return false;
@@ -65,10 +65,12 @@ class producer {
   // Acknowledged offsets, per partition, in produce order.
   const std::map<std::uint32_t, std::vector<std::int64_t>>& acked() const { return acked_; }
   const std::string& last_error() const { return last_error_; }
+  // Goes on through another client (nodes restarted on other ports).
+  void use(net::client& c) { c_ = &c; }
   std::int32_t sent(std::uint32_t p) const { return next_.contains(p) ? next_.at(p) : 0; }
 
  private:
-  net::client& c_;
+  net::client* c_;
   std::uint64_t id_ = 0;
   std::map<std::uint32_t, std::int32_t> next_;
   std::map<std::uint32_t, std::vector<std::int64_t>> acked_;
@@ -437,6 +439,40 @@ BOOST_AUTO_TEST_CASE(a_paused_primary_and_a_cut_off_primary_are_replaced) {
   set_cut_off(c, cut, false);
   prod.send_all(5);
   BOOST_REQUIRE(converged(c));
+  check_partitions(*c.client_of_all(), prod);
+  check_replicas_identical(c);
+}
+
+BOOST_AUTO_TEST_CASE(a_wiped_node_recovers_its_replicas_and_copies_their_logs) {
+  // A small journal ring, so that a replica away for a while is behind it and must copy the log (state transfer).
+  cluster c(3, 43, {"--set", "cluster.partition_journal_slots=64"});
+  c.start_all();
+  make_topic(c);
+  auto pc = c.client_of_all();
+  producer prod(*pc);
+  prod.send_all(80);  // 80 batches per partition: past the ring
+  const std::size_t lost = primary_of(c, 0);
+  c.node(lost).kill_hard();
+  std::filesystem::remove_all(c.dir(lost));
+  c.format(lost, "recover");  // a member that lost its data: its replicas vote for nothing until caught up
+  prod.send_all(5);           // the partitions it led fail over
+  c.start(lost);  // (on other ports: the client is told them)
+  pc = c.client_of_all();
+  prod.use(*pc);
+  prod.send_all(5);
+  BOOST_REQUIRE(converged(c, std::chrono::seconds(60)));
+  BOOST_TEST(c.node(lost).log().find("(state transfer)") != std::string::npos, c.node(lost).log());
+  for (std::uint32_t p = 0; p < partitions; ++p) {
+    auto info = replica_info(c, lost, p);
+    BOOST_REQUIRE(info.has_value());
+    BOOST_TEST((info->role() == "primary" || info->role() == "backup"), "partition " << p << ": " << info->role());
+  }
+  // It takes part again: with another node gone, the recovered one makes each partition's quorum.
+  const std::size_t other = (lost + 1) % c.size();
+  c.node(other).kill_hard();
+  prod.send_all(3);
+  c.start(other);
+  BOOST_REQUIRE(converged(c, std::chrono::seconds(60)));
   check_partitions(*c.client_of_all(), prod);
   check_replicas_identical(c);
 }
