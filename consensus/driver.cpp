@@ -42,6 +42,16 @@ void driver::on_tick() {
   changed();
 }
 
+void driver::hand_over(view_t target) {
+  if (fenced_ || halted_) {
+    return;
+  }
+  std::vector<effect> out;
+  replica_->hand_over(target, out);
+  run(out);
+  changed();
+}
+
 void driver::changed() {
   if (!fenced_ && !halted_) {
     storage_->replica_changed(*replica_);

@@ -82,6 +82,8 @@ class driver {
   // Inputs. Ignored once fenced.
   void on_message(const message& m);
   void on_tick();
+  // replica::hand_over: a controlled view change to `target`.
+  void hand_over(view_t target);
   // The checkpoint gate moved: a held checkpoint may go now.
   void poke();
   // Stops the driver where it is: nothing more is executed or fed to the replica, completions are dropped. The one

@@ -207,6 +207,7 @@ void partition_group::tick() {
     return;
   }
   follow_view();
+  maybe_hand_over();
   const auto waiters = waiters_;  // a failed waiter resumes at once and leaves the list
   for (waiter* w : waiters) {
     if (!w->answer && !w->failed && ticks_ - w->started_at >= options_.submit_timeout_ticks) {
@@ -228,6 +229,31 @@ void partition_group::tick() {
   if (!transferring_ && storage_->transfer_target() && options_.members.size() > 1) {
     start_transfer();
   }
+}
+
+void partition_group::maybe_hand_over() {
+  const auto n = options_.members.size();
+  if (options_.hand_over_ticks == 0 || !primary() || replica().index() == 0 || n < 2) {
+    preferred_current_since_.reset();
+    return;
+  }
+  // Kept up: it acknowledged everything committed (prepare_ok or do_view_change in this view).
+  if (acked_[0] < replica().commit_max().value()) {
+    preferred_current_since_.reset();
+    return;
+  }
+  if (!preferred_current_since_) {
+    preferred_current_since_ = ticks_;
+  }
+  if (ticks_ - *preferred_current_since_ < options_.hand_over_ticks || ticks_ - led_since_ < options_.hand_over_ticks) {
+    return;
+  }
+  const std::uint64_t v = replica().view().value();
+  const view_t target(static_cast<std::uint32_t>(v + (n - v % n)));  // the next view replica 0 leads
+  RILL_ASSERT(primary_of(target, n) == 0);
+  ++hand_overs_;
+  preferred_current_since_.reset();
+  driver_->hand_over(target);
 }
 
 void partition_group::next_transfer_peer() {

@@ -5,7 +5,9 @@
 // through which it submits the produces and offset commits its clients send while its replica is primary.
 //
 // Members: replica r runs on node members[r]; members[0] is the preferred primary (the primary of view 0, placement
-// rotates the order per partition so preferred primaries spread over the nodes). The group's messages carry `group`
+// rotates the order per partition so preferred primaries spread over the nodes). After a failover, the primary
+// hands the group back to the preferred replica once that one has kept up for hand_over_ticks (a controlled view
+// change to the next view it leads), so the load stays spread. The group's messages carry `group`
 // as their cluster identity (a partition's group id is unique to its incarnation), so a message for another group,
 // or an older incarnation of this one, is dropped by the replica. What the replica sends goes through the host's
 // transport to the member's node with the group id; the owner hands what arrives for the group to on_message().
@@ -71,6 +73,10 @@ struct partition_group_options {
   // Formatted anew as a member that lost its disk: when this open creates the group's files, its replica starts
   // recovering. Ignored when the files exist (their superblock says).
   bool recovering = false;
+  // A primary other than the preferred one (members[0]) hands the group back to it (a controlled view change,
+  // replica::hand_over) once the preferred replica has acknowledged everything committed for this many ticks in a
+  // row, and this replica has led for as long. 0: never.
+  std::uint32_t hand_over_ticks = 300;
   std::uint32_t transfer_timeout_ticks = 200;
   std::size_t transfer_serves_max = 2;
 };
@@ -124,6 +130,8 @@ class partition_group {
   [[nodiscard]] bool transferring() const noexcept { return transferring_; }
   // Transfer requests refused or given up since the open (each is asked again of the next peer).
   [[nodiscard]] std::uint64_t transfer_retries() const noexcept { return transfer_retries_; }
+  // Controlled view changes this replica started to give the group back to its preferred replica.
+  [[nodiscard]] std::uint64_t hand_overs() const noexcept { return hand_overs_; }
   // While primary: the backups (replica indexes) that have left a prepare unacknowledged for lag_ticks or more (as
   // the primary sees their prepare_ok and do_view_change messages), until they acknowledge one again (a backup that
   // caught up by repair is cleared by the next prepare: committed ops are not acknowledged twice). Empty on a
@@ -179,6 +187,8 @@ class partition_group {
   void follow_view();
   // Fails every waiter (and forgets the sessions): the view changed, a fence, or close().
   void fail_all(const error& e);
+  // While primary and not the preferred replica: hands the group to it once it has kept up (options).
+  void maybe_hand_over();
 
   partition_group_options options_;
   host_transport& net_;
@@ -199,6 +209,8 @@ class partition_group {
   std::vector<std::uint64_t> acked_;
   std::map<std::uint64_t, std::uint64_t> op_since_;
   std::uint64_t led_since_ = 0;
+  std::optional<std::uint64_t> preferred_current_since_;  // since when the preferred replica has kept up
+  std::uint64_t hand_overs_ = 0;
   std::optional<error> fenced_;
   bool closed_ = false;
   // State transfer.

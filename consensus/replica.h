@@ -198,6 +198,13 @@ class replica {
   // Inputs. Each appends the effects it causes to `out`.
   void on_message(const message& m, std::vector<effect>& out);
   void on_tick(std::vector<effect>& out);
+  // A controlled view change: a primary in a normal view, not recovering, votes to move the group to `target` (a
+  // later view; the host picks one whose primary it prefers, a partition group its preferred node), and its
+  // backups join the vote at once (a vote from the primary of their own view). Ignored otherwise. Safe as any vote
+  // is: the new view's log comes from a quorum's do_view_changes. Writes in flight fail over like at any view change.
+  void hand_over(view_t target, std::vector<effect>& out);
+  // A start_view_change's `request` field: the vote is a primary's hand-over (its backups join it at once).
+  static constexpr std::uint64_t hand_over_mark = 1;
   void on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std::vector<effect>& out);
   // `prepare` is null when the journal could not produce it (read error, checksum mismatch).
   void on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out);
@@ -399,6 +406,7 @@ class replica {
   std::map<replica_t, message> dvcs_;                 // do_view_change messages for view_ (primary of view_)
   bool voted_ = false;                                // this replica voted to leave view_
   view_t vote_view_{0};                               // the view it votes for
+  std::optional<view_t> hand_over_view_;              // the view a hand_over() voted for (its votes carry the mark)
   // Per peer: the tick from which it may get our echo of a vote again (at most one per resend_ticks: an echo
   // answers a vote, and two replicas in the same view change would otherwise echo each other's echoes forever).
   std::array<std::uint64_t, replicas_max> echo_due_{};

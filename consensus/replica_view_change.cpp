@@ -105,6 +105,7 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
     message svc = make(command::start_view_change);
     svc.h.view = v.value();
     svc.h.log_view = log_view_.value();  // the newest view it was normal in (a peer still in an older one joins)
+    svc.h.request = hand_over_view_ == v ? hand_over_mark : 0;
     seal(svc);
     for (replica_t r = 0; r < options_.replica_count; ++r) {
       if (r != options_.replica) {
@@ -113,6 +114,26 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
     }
   }
   count_view_change_votes(v, out);
+}
+
+void replica::hand_over(view_t target, std::vector<effect>& out) {
+  const invariants_on_return check{*this};
+  if (!is_primary() || status_ != status::normal || silenced() || target <= view_ || options_.replica_count == 1) {
+    return;
+  }
+  hand_over_view_ = target;
+  vote_view_change(target, out);
+  // Sent now even when the vote was cast before (a hand-over asked again: the earlier one found no quorum).
+  message svc = make(command::start_view_change);
+  svc.h.view = vote_view_.value();
+  svc.h.log_view = log_view_.value();
+  svc.h.request = vote_view_ == target ? hand_over_mark : 0;
+  seal(svc);
+  for (replica_t r = 0; r < options_.replica_count; ++r) {
+    if (r != options_.replica) {
+      out.push_back(send_effect{r, svc});
+    }
+  }
 }
 
 void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
@@ -138,6 +159,12 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
     return;
   }
   svc_votes_[v.value()] |= bit(m.h.replica);
+  if (m.h.request == hand_over_mark && !voted_ && status_ == status::normal && m.h.log_view == view_.value() &&
+      m.h.replica == primary_of(view_, options_.replica_count)) {
+    // Our own primary hands the group over (hand_over): join its vote at once.
+    vote_view_change(v, out);
+    return;
+  }
   if (!voted_ && m.h.log_view > view_.value()) {
     // The voter was normal in a view newer than ours: a quorum formed it without us, so our view is over (its
     // primary may be a replica that has since lost its disk and can lead nothing). Vote with it.
