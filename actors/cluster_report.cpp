@@ -36,6 +36,8 @@ std::string render_cluster_json(const proto::ClusterStatusReply& s) {
                         {"primary_node", s.primary_node()},
                         {"view_changes", s.view_changes()},
                         {"client_address", s.client_address()},
+                        {"partitions_led", s.partitions_led()},
+                        {"under_replicated", s.under_replicated()},
                         {"peers", peers}}
       .dump();
 }
@@ -57,6 +59,12 @@ std::string render_cluster_prometheus(const proto::ClusterStatusReply& s) {
   out += fmt::format("rill_metadata_commit_lag {}\n", s.commit_max() - std::min(s.commit_max(), s.commit()));
   family("rill_metadata_view_changes_total", "counter", "Views this node's replica entered since rilld started.");
   out += fmt::format("rill_metadata_view_changes_total {}\n", s.view_changes());
+  family("rill_node_partitions_led", "gauge", "Replicated partitions whose primary is this node.");
+  out += fmt::format("rill_node_partitions_led {}\n", s.partitions_led());
+  family("rill_node_under_replicated_partitions", "gauge",
+         "Partitions this node leads that have a backup out of reach or behind (the cluster's count is the sum "
+         "over its nodes: rill cluster status).");
+  out += fmt::format("rill_node_under_replicated_partitions {}\n", s.under_replicated());
   if (s.peers_size() == 0) {
     return out;
   }

@@ -956,6 +956,11 @@ proto::ClusterStatusReply metadata_actor::cluster_status_reply() const {
     out.set_primary_node(cluster_->primary_node().value());
     out.set_view_changes(view_changes_);
   }
+  out.set_partitions_led(led_.size());
+  if (services_->links != nullptr) {
+    out.set_under_replicated(static_cast<std::uint64_t>(
+        std::max<std::int64_t>(0, services_->links->under_replicated.load(std::memory_order_relaxed))));
+  }
   const auto& nodes = state_.view()->nodes;
   if (plane_) {
     for (const auto& p : plane_->status()) {

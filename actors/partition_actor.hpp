@@ -44,6 +44,9 @@ struct replica_links {
     }
     return false;
   }
+  // This node's replicated partitions counted under-replicated now: each replica partition actor adds itself while
+  // its primary counts it so, and removes itself when that ends or the actor stops (rill cluster status, /metrics).
+  mutable std::atomic<std::int64_t> under_replicated{0};  // (partitions hold the links const: only this is theirs)
 };
 
 // What every partition actor shares; owned by the broker, outliving its actors.

@@ -245,7 +245,16 @@ void replica_partition_actor::publish_gauges() {
   }
   publish_log_gauges(group_->log(), *published_);
   published_->fenced.store(group_->fenced() ? 1 : 0, std::memory_order_relaxed);
-  published_->under_replicated.store(under_replicated() ? 1 : 0, std::memory_order_relaxed);
+  const bool under = under_replicated();
+  published_->under_replicated.store(under ? 1 : 0, std::memory_order_relaxed);
+  count_under_replicated(under);
+}
+
+void replica_partition_actor::count_under_replicated(bool under) {
+  if (under != counted_under_ && services_->links != nullptr) {
+    services_->links->under_replicated.fetch_add(under ? 1 : -1, std::memory_order_relaxed);
+    counted_under_ = under;
+  }
 }
 
 bool replica_partition_actor::under_replicated() const {
@@ -470,6 +479,7 @@ void replica_partition_actor::run_finish() {
   };
   rill::spawn(job(this, destroy), [this, rp](expected<void> r) mutable {
     group_.reset();
+    count_under_replicated(false);
     rp.deliver(r ? outcome{} : outcome::of(r.error()));
     quit();
   });

@@ -72,6 +72,8 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
 
   behavior_type serving();
   void open_group();
+  // Adds this partition to (or removes it from) the node's under-replicated count.
+  void count_under_replicated(bool under);
   // The journal ring of this replica: the one its files have, else the configured one.
   [[nodiscard]] std::uint32_t journal_slots() const;
   void opened(expected<std::unique_ptr<consensus::partition_group>> r);
@@ -121,6 +123,7 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   bool was_primary_ = false;
   std::uint64_t ticks_ = 0;
   std::uint64_t transfers_seen_ = 0;  // the group's state transfers reported (a notice each)
+  bool counted_under_ = false;        // counted in replica_links::under_replicated
   static constexpr std::chrono::milliseconds reopen_delay{500};
 };
 

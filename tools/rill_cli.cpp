@@ -91,8 +91,10 @@ int cluster_status(net::client& c, const net::client_options& co, bool json_outp
   }
   std::sort(rows.begin(), rows.end(), [](const row& a, const row& b) { return a.node_id < b.node_id; });
   std::uint64_t commit_top = 0;
+  std::uint64_t under_replicated = 0;  // the cluster's: each partition is counted by its primary's node
   for (const auto& r : rows) {
     commit_top = r.status ? std::max(commit_top, r.status->commit()) : commit_top;
+    under_replicated += r.status ? r.status->under_replicated() : 0;
   }
   if (json_output) {
     json members = json::array();
@@ -107,23 +109,31 @@ int cluster_status(net::client& c, const net::client_options& co, bool json_outp
         m["primary_node"] = r.status->primary_node();
         m["view_changes"] = r.status->view_changes();
         m["lag"] = commit_top - r.status->commit();
+        m["partitions_led"] = r.status->partitions_led();
+        m["under_replicated"] = r.status->under_replicated();
       } else {
         m["error"] = r.error;
       }
       members.push_back(std::move(m));
     }
-    fmt::print("{}\n", json{{"cluster_id", here->cluster_id()}, {"members", members}}.dump());
+    fmt::print("{}\n", json{{"cluster_id", here->cluster_id()},
+                            {"members", members},
+                            {"under_replicated", under_replicated}}
+                           .dump());
     return 0;
   }
-  fmt::print("cluster {}: {}\n", here->cluster_id(), cli::count_of(rows.size(), "member"));
-  cli::table t({"NODE>", "ADDRESS", "ROLE", "VIEW>", "OP>", "COMMIT>", "CHECKPOINT>", "LAG>"});
+  fmt::print("cluster {}: {}, {} under-replicated\n", here->cluster_id(), cli::count_of(rows.size(), "member"),
+             cli::count_of(under_replicated, "partition"));
+  cli::table t({"NODE>", "ADDRESS", "ROLE", "VIEW>", "OP>", "COMMIT>", "CHECKPOINT>", "LAG>", "LEADS>", "UNDER-REPL>"});
   for (const auto& r : rows) {
     if (r.status) {
       t.add({std::to_string(r.node_id), r.address, r.status->role(), std::to_string(r.status->view()),
              std::to_string(r.status->op()), std::to_string(r.status->commit()), std::to_string(r.status->checkpoint()),
-             std::to_string(commit_top - r.status->commit())});
+             std::to_string(commit_top - r.status->commit()), std::to_string(r.status->partitions_led()),
+             std::to_string(r.status->under_replicated())});
     } else {
-      t.add({std::to_string(r.node_id), r.address.empty() ? "-" : r.address, "unreachable", "-", "-", "-", "-", "-"});
+      t.add({std::to_string(r.node_id), r.address.empty() ? "-" : r.address, "unreachable", "-", "-", "-", "-", "-",
+             "-", "-"});
     }
   }
   t.print();

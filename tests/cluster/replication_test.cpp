@@ -437,12 +437,37 @@ BOOST_AUTO_TEST_CASE(a_killed_backup_catches_up_when_it_returns) {
   prod.send_all(20);  // partitions whose primary was the backup's node fail over; partition 2 goes on
   // The primary counts partition 2 under-replicated while the backup is away (its gauge refreshes every second).
   BOOST_TEST(under_replicated_gauge(c, primary, 2, '1'));
+  {
+    // The node's count (rill cluster status adds the members' counts up): the partitions it leads, and of them the
+    // under-replicated ones; on /metrics too.
+    auto status = c.client(primary)->cluster_status();
+    RILL_REQUIRE_OK(status);
+    BOOST_TEST(status->partitions_led() >= 1u);
+    BOOST_TEST(status->under_replicated() >= 1u);
+    BOOST_TEST(status->under_replicated() <= status->partitions_led());
+    const std::string metrics = http_get(c.node(primary).http_address(), "/metrics");
+    BOOST_TEST(metrics.find("rill_node_under_replicated_partitions ") != std::string::npos);
+  }
   c.start(backup);
   prod.send_all(5);
   BOOST_REQUIRE(converged(c));
   // Caught up by repair (committed ops are not acknowledged); the next prepare it acknowledges clears the count.
   BOOST_REQUIRE_MESSAGE(prod.send(2), "partition 2: " << prod.last_error());
   BOOST_TEST(under_replicated_gauge(c, primary, 2, '0'));
+  // Every partition acknowledged by all three again: the cluster counts none.
+  prod.send_all(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::uint64_t total = 0;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    total = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      auto status = c.client(i)->cluster_status();
+      RILL_REQUIRE_OK(status);
+      total += status->under_replicated();
+    }
+  } while (total != 0 && std::chrono::steady_clock::now() < deadline);
+  BOOST_TEST(total == 0u);
   check_partitions(*c.client_of_all(), prod);
   check_replicas_identical(c);
 }
