@@ -226,7 +226,7 @@ void partition_group::tick() {
                                                                 options_.transfer_timeout_ticks));
     asking_->done.set();
   }
-  if (!transferring_ && storage_->transfer_target() && options_.members.size() > 1) {
+  if (!transferring_ && ticks_ >= transfer_due_ && storage_->transfer_target() && options_.members.size() > 1) {
     start_transfer();
   }
 }
@@ -284,6 +284,7 @@ void partition_group::start_transfer() {
     if (!r) {
       ++transfer_retries_;
       next_transfer_peer();
+      transfer_due_ = ticks_ + transfer_retry_ticks;  // (every peer may refuse for now: not one request a tick)
     } else if (*r && !closed_ && !fenced_) {
       driver_->poke();  // a checkpoint held for the log may go now
       if (committed_) {

@@ -29,9 +29,9 @@
 // journal ring behind, or lost its disk) copies the committed batches up to the checkpoint's op from a peer
 // (partition_storage::transfer) before it appends anything more. The group asks one peer at a time over its own
 // transport (request_segments, answered by segments: at most storage.transfer_bytes_max of batches per answer),
-// the primary of its view first, the next member after a refusal or transfer_timeout_ticks of silence, until the
-// copy is done; it serves the same requests from its own committed log, at most transfer_serves_max at once (more
-// are refused, and asked again). A member formatted anew after losing its disk starts `recovering` (options):
+// the primary of its view first, the next member after a refusal or transfer_timeout_ticks of silence (20 ticks
+// later), until the copy is done; it serves the same requests from its own committed log, at most
+// transfer_serves_max at once (more are refused, and asked again). A member formatted anew after losing its disk starts `recovering` (options):
 // it votes for nothing until it has caught up (docs/consensus.md, Recovery of a lost disk).
 //
 // Not yet here (docs/replication.md, "Limits today"): heartbeats coalesced per node pair for partition groups.
@@ -216,6 +216,8 @@ class partition_group {
   // State transfer.
   bool transferring_ = false;
   replica_t transfer_peer_ = 0;  // asked next
+  std::uint64_t transfer_due_ = 0;  // no transfer starts before this tick (after a failed one)
+  static constexpr std::uint64_t transfer_retry_ticks = 20;
   segments_ask* asking_ = nullptr;
   std::uint64_t transfer_retries_ = 0;
   std::size_t serving_ = 0;
