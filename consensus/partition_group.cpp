@@ -237,8 +237,9 @@ void partition_group::maybe_hand_over() {
     preferred_current_since_.reset();
     return;
   }
-  // Kept up: it acknowledged everything committed (prepare_ok or do_view_change in this view).
-  if (acked_[0] < replica().commit_max().value()) {
+  // Kept up: it acknowledged everything committed (prepare_ok or do_view_change in this view). One that
+  // acknowledged nothing (recovering after a lost disk: silent until caught up) is never handed the group.
+  if (acked_[0] == 0 || acked_[0] < replica().commit_max().value()) {
     preferred_current_since_.reset();
     return;
   }
