@@ -227,6 +227,133 @@ BOOST_AUTO_TEST_CASE(truncate_after_is_crash_safe_at_every_step) {
   BOOST_TEST(saw_cut > 0);
 }
 
+BOOST_AUTO_TEST_CASE(replicated_appends_with_metas_and_epochs_at_every_crash_point) {
+  // A replica's write path at the log: appends of batches stamped elsewhere, each with its .meta entry (a partition
+  // group's op) and its view's leader epoch, across segment rolls; a cut where a new view's chain diverges; appends
+  // of the new epoch. A crash at every mutating operation, with unsynced writes lost, kept or torn: every append
+  // that returned is back with its entries (so no skipped fdatasync of a log with entries goes unnoticed), every
+  // entry names a batch the log holds, the epochs are those of the batches, and past the cut the log is old or new,
+  // never a mix. Batch k holds offsets 50k..50k+49 as op k + 1 (46 KB: a segment rolls every 23 batches); the cut
+  // keeps ops 1..30 (offsets below 1500).
+  constexpr std::int64_t r = 50;  // records per batch
+  constexpr std::int64_t cut = 30 * r;
+  struct outcome {
+    std::int64_t old_acked_end = 0;  // appends that returned, before the cut
+    bool truncating = false;         // the cut began (a crash may leave it done)
+    bool truncated = false;
+    std::int64_t new_acked_end = cut;
+  };
+  auto workload = [](sim_log_fixture& f, outcome& o) {  // (r and cut: constants, not captured)
+    std::int64_t base = 0;
+    for (int i = 0; i < 40; ++i) {
+      const auto op = static_cast<std::uint64_t>(base / r + 1);
+      if (!f.run_checked(f.log->append_replicated(primary_batches(base, 2, r, 1, "old"),
+                                                  {meta_with(op), meta_with(op + 1)}))) {
+        return;
+      }
+      base += 2 * r;
+      o.old_acked_end = base;
+    }
+    f.log->commit_to(offset_t(cut - 2 * r));
+    o.truncating = true;
+    if (!f.run_checked(f.log->truncate_after(offset_t(cut - 1)))) {
+      return;
+    }
+    o.truncated = true;
+    base = cut;
+    for (int i = 0; i < 5; ++i) {
+      const auto op = static_cast<std::uint64_t>(base / r + 1);
+      if (!f.run_checked(f.log->append_replicated(primary_batches(base, 2, r, 2, "new"),
+                                                  {meta_with(op), meta_with(op + 1)}))) {
+        return;
+      }
+      base += 2 * r;
+      o.new_acked_end = base;
+    }
+  };
+  auto configure = [](sim_log_fixture& f) {
+    f.options.auto_commit = false;
+    f.options.config.durability = config::durability_mode::sync_before_ack;
+  };
+  std::uint64_t total = 0;
+  {
+    sim_log_fixture f(11);
+    configure(f);
+    f.open();
+    outcome o;
+    workload(f, o);
+    BOOST_REQUIRE(o.new_acked_end == cut + 10 * r);
+    BOOST_REQUIRE(f.log->segment_bases().size() > 1);  // (there were 4 before the cut)
+    f.close();
+    total = f.disk.mutating_ops();
+  }
+  int saw_old_tail = 0;
+  int saw_new = 0;
+  for (std::uint64_t k = 1; k <= total; ++k) {
+    sim_disk_faults faults;
+    faults.crash_torn_ppm = 300'000;
+    faults.crash_keep_ppm = 300'000;
+    sim_log_fixture f(100 + k, faults);
+    configure(f);
+    f.disk.fail_stop_after(k);
+    outcome o;
+    if (auto opened = f.try_open()) {
+      f.log = std::move(*opened);
+      workload(f, o);
+      f.close();
+    }
+    io::run_until(f.disk, [] { return false; });
+    f.disk.crash();
+    f.open();
+    BOOST_TEST_CONTEXT("crash point " << k) {
+      const std::int64_t end = f.log->log_end().value();
+      f.log->commit_to(f.log->log_end());
+      const auto all = f.read_all();
+      BOOST_TEST(static_cast<std::int64_t>(all.size()) == end);  // contiguous from 0
+      // What must be back: every append that returned, less what a cut that began may have taken.
+      const std::int64_t acked_end = o.truncated    ? o.new_acked_end
+                                     : o.truncating ? std::min(o.old_acked_end, cut)
+                                                    : o.old_acked_end;
+      BOOST_TEST(end >= acked_end, "acknowledged appends lost: the log ends at " << end << ", not below " << acked_end);
+      bool old_tail = false;
+      bool fresh = false;
+      for (const auto& [offset, value] : all) {
+        const bool is_old = value.rfind("old-" + std::to_string(offset) + ".", 0) == 0;
+        const bool is_new = value.rfind("new-" + std::to_string(offset) + ".", 0) == 0;
+        BOOST_TEST((offset < cut ? is_old : (is_old || is_new)), "offset " << offset << ": " << value.substr(0, 12));
+        old_tail = old_tail || (offset >= cut && is_old);
+        fresh = fresh || is_new;
+      }
+      BOOST_TEST(!(old_tail && fresh), "the old view's tail and the new view's batches mixed");
+      BOOST_TEST(!(o.truncated && old_tail), "the cut returned, and the old tail came back");
+      // Entries: in order, each naming its batch's op, none past the end, one for every acknowledged batch. Batches
+      // past the last entry are an interrupted append's (never acknowledged): the replicated partition cuts them at
+      // its open (partition_storage), the log keeps them.
+      const auto metas = f.log->metas();
+      for (std::size_t i = 0; i < metas.size(); ++i) {
+        BOOST_TEST(metas[i].base_offset.value() == r * static_cast<std::int64_t>(i));
+        BOOST_TEST(op_of(metas[i].meta) == i + 1);
+      }
+      const std::int64_t covered = static_cast<std::int64_t>(metas.size()) * r;
+      BOOST_TEST(covered <= end, metas.size() << " entries, log end " << end);
+      BOOST_TEST(covered >= acked_end, metas.size() << " entries for acknowledged appends through " << acked_end);
+      // Epochs: 1 from offset 0, and 2 from the cut exactly when the new view's batches are there.
+      BOOST_TEST((end == 0 || f.log->epochs().epoch_for(offset_t(0)) == std::optional<epoch_t>(epoch_t(1))));
+      if (fresh) {
+        BOOST_TEST((f.log->epochs().epoch_for(offset_t(cut)) == std::optional<epoch_t>(epoch_t(2))));
+      } else if (end > 0) {
+        BOOST_TEST((f.log->epochs().epoch_for(offset_t(end - 1)) == std::optional<epoch_t>(epoch_t(1))));
+      }
+      saw_old_tail += old_tail ? 1 : 0;
+      saw_new += fresh ? 1 : 0;
+    }
+  }
+  BOOST_TEST_MESSAGE(total << " crash points: " << saw_old_tail << " kept the old tail, " << saw_new
+                           << " the new view's batches");
+  BOOST_TEST(saw_old_tail > 0);
+  BOOST_TEST(saw_new > 0);
+}
+
 BOOST_AUTO_TEST_CASE(retention_waits_for_readers_who_finish_from_the_same_bytes) {
   sim_log_fixture f;
   f.options.config.retention_bytes = 1;  // every sealed segment goes when retention runs
