@@ -52,7 +52,7 @@ struct metadata_cluster {
   bool recovering = false;  // formatted by `rilld recover`
   // Such a node's partition replicas of topics created at or before this time start recovering (node_identity.h).
   std::optional<std::uint64_t> topics_lost_through_ms;
-  int replica_fd = -1;      // listening on network.replica_address (the metadata actor's plane takes it)
+  int replica_fd = -1;  // listening on network.replica_address (the metadata actor's plane takes it)
 };
 
 struct metadata_services {

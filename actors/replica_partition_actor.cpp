@@ -96,7 +96,8 @@ std::uint32_t replica_partition_actor::journal_slots() const {
   if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) {
     const auto size = static_cast<std::uint64_t>(st.st_size);
     // slots * 4 KiB <= size < slots * (4 KiB + 128) + one page: a handful of candidates.
-    const std::uint64_t lowest = std::max<std::uint64_t>(1, size / (journal_slot_bytes + consensus::header::encoded_size));
+    const std::uint64_t lowest =
+        std::max<std::uint64_t>(1, size / (journal_slot_bytes + consensus::header::encoded_size));
     for (std::uint64_t slots = lowest; slots <= size / journal_slot_bytes; ++slots) {
       const consensus::journal_options j{slots, journal_slot_bytes};
       if (consensus::journal_file_bytes(j) == size) {
@@ -121,6 +122,9 @@ void replica_partition_actor::open_group() {
   o.storage.log.owner_entries.push_back(std::string(vsr_dir));  // the group's files, beside the log's
   o.machine.consumers_max = services_->consumers_per_partition_max;
   o.recovering = placement_.recovering;
+  if (const replica_links* links = services_->links; links != nullptr) {
+    o.reachable = [links](consensus::node_t n) { return links->reaches(n.value()); };
+  }
   o.seed = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
   opening_ = true;
   ++operations_;
@@ -142,6 +146,7 @@ void replica_partition_actor::open_group() {
 void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partition_group>> r) {
   if (!r) {
     open_error_ = r.error();
+    count_under_replicated(false);
     if (closing_) {
       return;
     }
@@ -183,9 +188,10 @@ void replica_partition_actor::on_tick() {
   group_->tick();
   if (const auto copies = group_->storage().transfers(); copies != transfers_seen_) {
     transfers_seen_ = copies;
-    services_->reporter->notice(fmt::format("partition {}: copied the committed log through op {} from a peer "
-                                            "(state transfer); the replica goes on from there",
-                                            id_.dir, group_->storage().committed_op()));
+    services_->reporter->notice(
+        fmt::format("partition {}: copied the committed log through op {} from a peer "
+                    "(state transfer); the replica goes on from there",
+                    id_.dir, group_->storage().committed_op()));
   }
   const bool primary = group_->primary();
   if (primary != was_primary_) {
@@ -210,6 +216,7 @@ void replica_partition_actor::on_tick() {
       --operations_;
       reopening_ = false;
       group_.reset();
+      count_under_replicated(false);
       if (closing_) {
         if (finish_deferred_) {
           run_finish();

@@ -146,8 +146,8 @@ expected<identity_verdict> judge_identity(const std::optional<node_identity>& fo
           directory_has_data ? "holds data but" : "has"));
     }
     RILL_ASSERT(new_cluster_id != 0);
-    v.use = node_identity{wanted.cluster_id != 0 ? wanted.cluster_id : new_cluster_id, wanted.node_id, {}, false,
-                          std::nullopt};
+    v.use = node_identity{
+        wanted.cluster_id != 0 ? wanted.cluster_id : new_cluster_id, wanted.node_id, {}, false, std::nullopt};
     v.format_alone = true;
     return v;
   }

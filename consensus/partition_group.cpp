@@ -120,6 +120,7 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
   ro.apply_durable_only = true;  // what the replica applies is in the log (partition_storage)
   g->transport_ = std::make_unique<replica_transport>(net, o.group, g->options_.members);
   g->acked_.assign(o.members.size(), 0);
+  g->hand_over_wait_ = o.hand_over_ticks;
   g->transfer_peer_ = static_cast<replica_t>((index + 1) % o.members.size());
   partition_group* raw = g.get();
   driver_hooks hooks;
@@ -177,6 +178,9 @@ node_t partition_group::primary_node() const {
 }
 
 void partition_group::on_message(const message& m) {
+  if (fenced_ || closed_) {
+    return;  // (the driver may not know of a fence the log's state transfer caused)
+  }
   // Requests come from this node's sessions only; replies and evictions go to them only.
   if (m.h.cmd == command::request || m.h.cmd == command::reply || m.h.cmd == command::eviction) {
     return;
@@ -196,17 +200,24 @@ void partition_group::on_message(const message& m) {
   if ((m.h.cmd == command::prepare_ok || m.h.cmd == command::do_view_change) && m.h.replica < acked_.size() &&
       m.h.view == replica().view().value()) {
     acked_[m.h.replica] = std::max(acked_[m.h.replica], m.h.op);
+    if (m.h.cmd == command::prepare_ok && m.h.replica == 0) {
+      preferred_ok_ = true;  // live evidence, not only a do_view_change's (which may count ops it cannot vouch for)
+    }
   }
   driver_->on_message(m);
 }
 
 void partition_group::tick() {
   ++ticks_;
+  if (fenced_ || closed_) {
+    return;
+  }
   driver_->on_tick();
   if (fenced_ || closed_) {
     return;
   }
   follow_view();
+  maybe_probe();
   maybe_hand_over();
   const auto waiters = waiters_;  // a failed waiter resumes at once and leaves the list
   for (waiter* w : waiters) {
@@ -220,15 +231,40 @@ void partition_group::tick() {
   }
   // State transfer: a peer silent too long is given up (the transfer asks the next one); a target starts one.
   if (asking_ != nullptr && !asking_->got && ticks_ - asking_->started_at >= options_.transfer_timeout_ticks) {
-    asking_->got = make_unexpected(errc::unavailable, fmt::format("state transfer: node {} did not answer within {} "
-                                                                "ticks",
-                                                                options_.members[asking_->peer].value(),
-                                                                options_.transfer_timeout_ticks));
+    asking_->got = make_unexpected(
+        errc::unavailable, fmt::format("state transfer: node {} did not answer within {} "
+                                       "ticks",
+                                       options_.members[asking_->peer].value(), options_.transfer_timeout_ticks));
     asking_->done.set();
   }
   if (!transferring_ && ticks_ >= transfer_due_ && storage_->transfer_target() && options_.members.size() > 1) {
     start_transfer();
   }
+}
+
+void partition_group::maybe_probe() {
+  if (!primary() || probing_ || in_flight_ > 0 || ticks_ - probed_at_ < lag_ticks || ticks_ - led_since_ < lag_ticks) {
+    return;
+  }
+  const std::uint64_t op = replica().op().value();
+  bool wanted = false;
+  for (replica_t r = 0; r < acked_.size(); ++r) {
+    if (r != replica().index() && acked_[r] < op && (!options_.reachable || options_.reachable(options_.members[r]))) {
+      wanted = true;
+    }
+  }
+  if (!wanted) {
+    return;
+  }
+  probed_at_ = ticks_;
+  probing_ = true;
+  ++probes_;
+  ++tasks_;
+  tasks_idle_.reset();
+  spawn(submit(operation_probe, {}), [this](expected<partition_submitted>) {
+    probing_ = false;
+    task_ended();
+  });
 }
 
 void partition_group::maybe_hand_over() {
@@ -237,16 +273,17 @@ void partition_group::maybe_hand_over() {
     preferred_current_since_.reset();
     return;
   }
-  // Kept up: it acknowledged everything committed (prepare_ok or do_view_change in this view). One that
-  // acknowledged nothing (recovering after a lost disk: silent until caught up) is never handed the group.
-  if (acked_[0] == 0 || acked_[0] < replica().commit_max().value()) {
+  // Kept up: it acknowledged everything committed (prepare_ok or do_view_change in this view), and a prepare_ok
+  // of its own came in this leadership (a probe gets one from an idle partition). One that acknowledged nothing
+  // (recovering after a lost disk: silent until caught up) is never handed the group.
+  if (!preferred_ok_ || acked_[0] == 0 || acked_[0] < replica().commit_max().value()) {
     preferred_current_since_.reset();
     return;
   }
   if (!preferred_current_since_) {
     preferred_current_since_ = ticks_;
   }
-  if (ticks_ - *preferred_current_since_ < options_.hand_over_ticks || ticks_ - led_since_ < options_.hand_over_ticks) {
+  if (ticks_ - *preferred_current_since_ < hand_over_wait_ || ticks_ - led_since_ < hand_over_wait_) {
     return;
   }
   const std::uint64_t v = replica().view().value();
@@ -254,6 +291,9 @@ void partition_group::maybe_hand_over() {
   RILL_ASSERT(primary_of(target, n) == 0);
   ++hand_overs_;
   preferred_current_since_.reset();
+  // Until replica 0 is seen leading, each further hand-over waits twice as long (one whose view change failed, to a
+  // replica that died meanwhile or cannot hear its peers, is not repeated at the same pace).
+  hand_over_wait_ = std::min<std::uint64_t>(hand_over_wait_ * 2, std::uint64_t{options_.hand_over_ticks} * 64);
   driver_->hand_over(target);
 }
 
@@ -275,18 +315,29 @@ void partition_group::start_transfer() {
   transferring_ = true;
   ++tasks_;
   tasks_idle_.reset();
-  // The primary of this replica's view first: it has committed at least what it sent (unless it is this one).
-  if (const auto p = primary_of(replica().view(), options_.members.size()); p != replica().index()) {
+  // The primary of this replica's view first: it has committed at least what it sent (unless it is this one). After
+  // a failure, the next member (next_transfer_peer), until a copy succeeds.
+  if (const auto p = primary_of(replica().view(), options_.members.size());
+      transfer_failures_ == 0 && p != replica().index()) {
     transfer_peer_ = p;
   }
   auto source = [this](offset_t from, std::uint64_t through_op) { return ask_segments(from, through_op); };
   spawn(storage_->transfer(std::move(source)), [this](expected<bool> r) {
     transferring_ = false;
-    if (!r) {
+    if (!r && storage_->log().fenced() && !fenced_ && !closed_) {
+      // The copy failed in this log (not at the peer): the partition is fenced like at any storage failure, and
+      // the owner reopens it from its files.
+      fenced_ = error(make_error_code(errc::fenced),
+                      fmt::format("partition group {}: its state transfer stopped at a storage failure: {}",
+                                  options_.group.value(), r.error().message()));
+      fail_all(*fenced_);
+    } else if (!r) {
       ++transfer_retries_;
+      ++transfer_failures_;
       next_transfer_peer();
       transfer_due_ = ticks_ + transfer_retry_ticks;  // (every peer may refuse for now: not one request a tick)
     } else if (*r && !closed_ && !fenced_) {
+      transfer_failures_ = 0;
       driver_->poke();  // a checkpoint held for the log may go now
       if (committed_) {
         committed_();  // the log's committed offset moved over the copied batches
@@ -397,12 +448,17 @@ void partition_group::follow_view() {
   }
   if (!leads) {
     std::fill(acked_.begin(), acked_.end(), 0);
+    preferred_ok_ = false;
+    if (replica().status() == status::normal && primary_of(replica().view(), options_.members.size()) == 0) {
+      hand_over_wait_ = options_.hand_over_ticks;  // the preferred replica leads: hand-overs start afresh
+    }
     return;
   }
   if (!primary_view_) {
     // Leading anew: what the backups hold is learnt again (their do_view_change votes already counted).
     led_since_ = ticks_;
     op_since_.clear();
+    preferred_ok_ = false;
   }
   primary_view_ = replica().view();
   const std::uint64_t op = replica().op().value();

@@ -31,8 +31,9 @@
 // transport (request_segments, answered by segments: at most storage.transfer_bytes_max of batches per answer),
 // the primary of its view first, the next member after a refusal or transfer_timeout_ticks of silence (20 ticks
 // later), until the copy is done; it serves the same requests from its own committed log, at most
-// transfer_serves_max at once (more are refused, and asked again). A member formatted anew after losing its disk starts `recovering` (options):
-// it votes for nothing until it has caught up (docs/consensus.md, Recovery of a lost disk).
+// transfer_serves_max at once (more are refused, and asked again). A member formatted anew after losing its disk
+// starts `recovering` (options): it votes for nothing until it has caught up (docs/consensus.md, Recovery of a lost
+// disk).
 //
 // Not yet here (docs/replication.md, "Limits today"): heartbeats coalesced per node pair for partition groups.
 //
@@ -77,6 +78,11 @@ struct partition_group_options {
   // replica::hand_over) once the preferred replica has acknowledged everything committed for this many ticks in a
   // row, and this replica has led for as long. 0: never.
   std::uint32_t hand_over_ticks = 300;
+  // Whether a member's node can be reached now (rilld: connected on the replica plane; unset: always). An idle
+  // primary probes (operation_probe, at most one each lag_ticks) while a backup it can reach has not acknowledged
+  // its newest op, so that a backup back from an absence shows it has kept up: lagging() clears and a hand-over
+  // may follow without waiting for the next write.
+  std::function<bool(node_t)> reachable;
   std::uint32_t transfer_timeout_ticks = 200;
   std::size_t transfer_serves_max = 2;
 };
@@ -132,11 +138,13 @@ class partition_group {
   [[nodiscard]] std::uint64_t transfer_retries() const noexcept { return transfer_retries_; }
   // Controlled view changes this replica started to give the group back to its preferred replica.
   [[nodiscard]] std::uint64_t hand_overs() const noexcept { return hand_overs_; }
+  // Probes this replica submitted while primary (options.reachable).
+  [[nodiscard]] std::uint64_t probes() const noexcept { return probes_; }
   // While primary: the backups (replica indexes) that have left a prepare unacknowledged for lag_ticks or more (as
   // the primary sees their prepare_ok and do_view_change messages), until they acknowledge one again (a backup that
-  // caught up by repair is cleared by the next prepare: committed ops are not acknowledged twice). Empty on a
-  // backup. An idle partition shows no lag: a backup that died while nothing was produced is noticed by the owner
-  // (its node is not connected on the replica plane).
+  // caught up by repair is cleared by the next prepare or probe: committed ops are not acknowledged twice). Empty
+  // on a backup. An idle partition shows no lag: a backup that died while nothing was produced is noticed by the
+  // owner (its node is not connected on the replica plane); one back from an absence acknowledges the next probe.
   [[nodiscard]] std::vector<replica_t> lagging() const;
   static constexpr std::uint64_t lag_ticks = 100;
 
@@ -189,6 +197,8 @@ class partition_group {
   void fail_all(const error& e);
   // While primary and not the preferred replica: hands the group to it once it has kept up (options).
   void maybe_hand_over();
+  // While primary and idle: a probe when a reachable backup has not acknowledged the newest op (options).
+  void maybe_probe();
 
   partition_group_options options_;
   host_transport& net_;
@@ -210,13 +220,19 @@ class partition_group {
   std::map<std::uint64_t, std::uint64_t> op_since_;
   std::uint64_t led_since_ = 0;
   std::optional<std::uint64_t> preferred_current_since_;  // since when the preferred replica has kept up
+  bool preferred_ok_ = false;                             // a prepare_ok from the preferred replica in this leadership
+  std::uint64_t hand_over_wait_ = 0;  // hand_over_ticks, doubled per hand-over until replica 0 is seen leading
   std::uint64_t hand_overs_ = 0;
+  std::uint64_t probed_at_ = 0;  // the tick of the last probe
+  bool probing_ = false;
+  std::uint64_t probes_ = 0;
   std::optional<error> fenced_;
   bool closed_ = false;
   // State transfer.
   bool transferring_ = false;
-  replica_t transfer_peer_ = 0;  // asked next
-  std::uint64_t transfer_due_ = 0;  // no transfer starts before this tick (after a failed one)
+  replica_t transfer_peer_ = 0;          // asked next
+  std::uint64_t transfer_due_ = 0;       // no transfer starts before this tick (after a failed one)
+  std::uint64_t transfer_failures_ = 0;  // in a row: the primary is asked first only when 0
   static constexpr std::uint64_t transfer_retry_ticks = 20;
   segments_ask* asking_ = nullptr;
   std::uint64_t transfer_retries_ = 0;

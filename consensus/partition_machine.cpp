@@ -250,6 +250,9 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
     return encode_produce_reply(out);
   }
   std::vector<std::byte> reply;
+  if (prepare.operation == operation_probe) {
+    return reply;
+  }
   if (prepare.operation == operation_consumer_offset) {
     reader r{body};
     const auto offset = r.get<std::int64_t>();

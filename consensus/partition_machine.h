@@ -42,6 +42,9 @@ namespace rill::consensus {
 inline constexpr std::uint8_t operation_produce_batch = operation_user_min;
 inline constexpr std::uint8_t operation_produce_answered = operation_user_min + 1;
 inline constexpr std::uint8_t operation_consumer_offset = operation_user_min + 2;
+// Changes nothing: a primary whose backups are behind what they acknowledged (they caught up by repair, which
+// acknowledges nothing) commits one to hear from them (partition_group). Replied to with nothing.
+inline constexpr std::uint8_t operation_probe = operation_user_min + 3;
 
 struct partition_machine_options {
   std::size_t consumers_max = 1'000;          // limits.consumers_per_partition_max

@@ -116,10 +116,9 @@ int cluster_status(net::client& c, const net::client_options& co, bool json_outp
       }
       members.push_back(std::move(m));
     }
-    fmt::print("{}\n", json{{"cluster_id", here->cluster_id()},
-                            {"members", members},
-                            {"under_replicated", under_replicated}}
-                           .dump());
+    fmt::print(
+        "{}\n",
+        json{{"cluster_id", here->cluster_id()}, {"members", members}, {"under_replicated", under_replicated}}.dump());
     return 0;
   }
   fmt::print("cluster {}: {}, {} under-replicated\n", here->cluster_id(), cli::count_of(rows.size(), "member"),

@@ -393,7 +393,8 @@ BOOST_AUTO_TEST_CASE(a_killed_primary_loses_nothing_acknowledged_and_consumers_r
   const std::size_t killed = primary_of(c, 0);
   c.node(killed).kill_hard();
   const auto t0 = std::chrono::steady_clock::now();
-  BOOST_REQUIRE_MESSAGE(prod.send(0), "partition 0: " << prod.last_error());  // the next acknowledged produce on the partition whose primary died
+  // The next acknowledged produce on the partition whose primary died.
+  BOOST_REQUIRE_MESSAGE(prod.send(0), "partition 0: " << prod.last_error());
   BOOST_TEST_MESSAGE(
       "SIGKILL of partition 0's primary (node "
       << killed + 1 << ") to the next acknowledged produce: "
@@ -509,7 +510,7 @@ BOOST_AUTO_TEST_CASE(a_wiped_node_recovers_its_replicas_and_copies_their_logs) {
   std::filesystem::remove_all(c.dir(lost));
   c.format(lost, "recover");  // a member that lost its data: its replicas vote for nothing until caught up
   prod.send_all(5);           // the partitions it led fail over
-  c.start(lost);  // (on other ports: the client is told them)
+  c.start(lost);              // (on other ports: the client is told them)
   pc = c.client_of_all();
   prod.use(*pc);
   prod.send_all(5);

@@ -247,8 +247,8 @@ BOOST_AUTO_TEST_CASE(replicated_appends_with_metas_and_epochs_at_every_crash_poi
     std::int64_t base = 0;
     for (int i = 0; i < 40; ++i) {
       const auto op = static_cast<std::uint64_t>(base / r + 1);
-      if (!f.run_checked(f.log->append_replicated(primary_batches(base, 2, r, 1, "old"),
-                                                  {meta_with(op), meta_with(op + 1)}))) {
+      if (!f.run_checked(
+              f.log->append_replicated(primary_batches(base, 2, r, 1, "old"), {meta_with(op), meta_with(op + 1)}))) {
         return;
       }
       base += 2 * r;
@@ -263,8 +263,8 @@ BOOST_AUTO_TEST_CASE(replicated_appends_with_metas_and_epochs_at_every_crash_poi
     base = cut;
     for (int i = 0; i < 5; ++i) {
       const auto op = static_cast<std::uint64_t>(base / r + 1);
-      if (!f.run_checked(f.log->append_replicated(primary_batches(base, 2, r, 2, "new"),
-                                                  {meta_with(op), meta_with(op + 1)}))) {
+      if (!f.run_checked(
+              f.log->append_replicated(primary_batches(base, 2, r, 2, "new"), {meta_with(op), meta_with(op + 1)}))) {
         return;
       }
       base += 2 * r;
