@@ -399,6 +399,16 @@ std::optional<outcome> replica_partition_actor::poll_refusal(const proto::PollRe
   // A read from any replica: a backup (or a primary in a view change) answers with what it knows committed, unless
   // the poll stores the consumer's offset (a write: the primary's).
   if (refused && refused->st == net::status::not_primary && r.from_replica() && !r.auto_commit()) {
+    // Except a replica catching up (recovering a lost disk, or copying its log from a peer): it serves nothing
+    // until it has (its committed prefix is older than its peers' by an unknown stretch).
+    if (group_->replica().recovering() || group_->transferring()) {
+      return outcome{net::status::unavailable,
+                     fmt::format("partition {} of topic {}: this node's replica is catching up ({}); read from the "
+                                 "primary, node {}",
+                                 id_.partition_id, id_.topic_id,
+                                 group_->transferring() ? "copying the log from a peer" : "recovering a lost disk",
+                                 group_->primary_node().value())};
+    }
     return std::nullopt;
   }
   return refused;
