@@ -29,6 +29,7 @@
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
 #include "tests/integration/served_rilld.h"
+#include "tests/integration/taken_port.h"
 #include "tests/storage/tampered_batch.h"
 #include "tests/test_util.h"
 
@@ -303,17 +304,9 @@ BOOST_AUTO_TEST_CASE(a_retry_after_a_dropped_connection_does_not_duplicate) {
 BOOST_AUTO_TEST_CASE(a_server_that_accepts_but_never_answers_is_tried_last) {
   server s;
   // A listener that takes connections and answers nothing (a paused node, or one cut off from its peers).
-  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  BOOST_REQUIRE(silent >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  BOOST_REQUIRE(::listen(silent, 16) == 0);
-  socklen_t len = sizeof a;
-  BOOST_REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const rill::testing::taken_port silent;
   client_options o;
-  o.server = fmt::format("127.0.0.1:{},{}", ntohs(a.sin_port), s.proc.address());
+  o.server = silent.address() + "," + s.proc.address();
   o.request_timeout = std::chrono::milliseconds(300);
   o.retry_backoff = std::chrono::milliseconds(10);
   o.retries = 3;
@@ -324,7 +317,6 @@ BOOST_AUTO_TEST_CASE(a_server_that_accepts_but_never_answers_is_tried_last) {
   for (int i = 0; i < 3; ++i) {
     RILL_REQUIRE_OK((*c)->ping());
   }
-  ::close(silent);
 }
 
 BOOST_AUTO_TEST_CASE(garbage_frames_and_many_connections_leave_others_served) {

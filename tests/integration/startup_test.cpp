@@ -16,33 +16,16 @@
 #include "net/client.h"
 #include "storage/record_batch_builder.h"
 #include "tests/integration/rilld_process.h"
+#include "tests/integration/taken_port.h"
 #include "tests/test_util.h"
 
 using namespace rill;
 using namespace rill::net;
 using rill::testing::rilld_process;
+using rill::testing::taken_port;
 using rill::testing::temp_data_dir;
 
 namespace {
-
-// A listening socket on a loopback port the kernel picks: the port is taken while it lives.
-struct taken_port {
-  taken_port() {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    BOOST_REQUIRE(::listen(fd, 8) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-  }
-  ~taken_port() { ::close(fd); }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-  int fd = -1;
-  std::uint16_t port = 0;
-};
 
 // A loopback port that was free a moment ago (bound, then released).
 std::string free_port() {

@@ -243,16 +243,23 @@ BOOST_AUTO_TEST_CASE(replicated_appends_with_metas_and_epochs_at_every_crash_poi
     bool truncated = false;
     std::int64_t new_acked_end = cut;
   };
-  auto workload = [](sim_log_fixture& f, outcome& o) {  // (r and cut: constants, not captured)
-    std::int64_t base = 0;
-    for (int i = 0; i < 40; ++i) {
+  // Appends `pairs` appends of two batches of view `epoch` from `base`, each with its ops' entries; `acked_end`
+  // follows every append that returned. False at the first that did not.
+  auto appends = [](sim_log_fixture& f, std::int64_t base, int pairs, std::int32_t epoch, const char* tag,
+                    std::int64_t& acked_end) {
+    for (int i = 0; i < pairs; ++i, base += 2 * r) {
       const auto op = static_cast<std::uint64_t>(base / r + 1);
       if (!f.run_checked(
-              f.log->append_replicated(primary_batches(base, 2, r, 1, "old"), {meta_with(op), meta_with(op + 1)}))) {
-        return;
+              f.log->append_replicated(primary_batches(base, 2, r, epoch, tag), {meta_with(op), meta_with(op + 1)}))) {
+        return false;
       }
-      base += 2 * r;
-      o.old_acked_end = base;
+      acked_end = base + 2 * r;
+    }
+    return true;
+  };
+  auto workload = [&appends](sim_log_fixture& f, outcome& o) {  // (r and cut: constants, not captured)
+    if (!appends(f, 0, 40, 1, "old", o.old_acked_end)) {
+      return;
     }
     f.log->commit_to(offset_t(cut - 2 * r));
     o.truncating = true;
@@ -260,16 +267,7 @@ BOOST_AUTO_TEST_CASE(replicated_appends_with_metas_and_epochs_at_every_crash_poi
       return;
     }
     o.truncated = true;
-    base = cut;
-    for (int i = 0; i < 5; ++i) {
-      const auto op = static_cast<std::uint64_t>(base / r + 1);
-      if (!f.run_checked(
-              f.log->append_replicated(primary_batches(base, 2, r, 2, "new"), {meta_with(op), meta_with(op + 1)}))) {
-        return;
-      }
-      base += 2 * r;
-      o.new_acked_end = base;
-    }
+    appends(f, cut, 5, 2, "new", o.new_acked_end);
   };
   auto configure = [](sim_log_fixture& f) {
     f.options.auto_commit = false;
