@@ -249,7 +249,10 @@ void partition_group::maybe_probe() {
   const std::uint64_t op = replica().op().value();
   bool wanted = false;
   for (replica_t r = 0; r < acked_.size(); ++r) {
-    if (r != replica().index() && acked_[r] < op && (!options_.reachable || options_.reachable(options_.members[r]))) {
+    // Behind the newest op; or, for the preferred replica, silent in this leadership (a hand-over needs a
+    // prepare_ok of its own, which a group that has committed nothing yet never got).
+    const bool behind = acked_[r] < op || (r == 0 && !preferred_ok_ && options_.hand_over_ticks > 0);
+    if (r != replica().index() && behind && (!options_.reachable || options_.reachable(options_.members[r]))) {
       wanted = true;
     }
   }

@@ -103,6 +103,6 @@ for _ in $(seq 100); do
   [ "$leads" = "1 1 1 " ] && break
   sleep 0.2
 done
-[ "$leads" = "1 1 1 " ] || fail "partitions led per node: $leads (one each expected): $(r cluster status)"
+[ "$leads" = "1 1 1 " ] || fail "partitions led per node: $leads (one each expected): $(r cluster status; r topic describe s t)"
 r topic describe s t | grep -q "replicas" || fail "topic describe"
 echo "ok: 3500 messages once each across a SIGKILL of the primary and its return; leads $leads"

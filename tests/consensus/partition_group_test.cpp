@@ -430,4 +430,17 @@ BOOST_AUTO_TEST_CASE(after_a_failover_the_group_goes_back_to_its_preferred_repli
   BOOST_TEST((n.primary() == std::optional<std::size_t>(0)));
 }
 
+BOOST_AUTO_TEST_CASE(a_group_that_committed_nothing_goes_back_to_its_preferred_replica_too) {
+  // Nothing produced, ever: no prepare to acknowledge, so the probe is what shows the returned replica is there.
+  nodes n(3);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary() == std::optional<std::size_t>(0); }));
+  n.stop(0);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  const std::size_t q = *n.primary();
+  n.start(0);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary() == std::optional<std::size_t>(0); }, 2'000));
+  BOOST_TEST(n.all[q]->g->hand_overs() == 1u);
+  BOOST_TEST(n.all[0]->g->machine().next_offset() == 0);  // probes commit nothing a consumer sees
+}
+
 BOOST_AUTO_TEST_SUITE_END()
