@@ -97,8 +97,8 @@ cpid=
 diff <(seq 1 3500) "$dir/consumed" >"$dir/diff" || fail "the consumer missed or repeated messages: $(head "$dir/diff")"
 # Back: nothing under-replicated (nothing is produced: the probes show the returned replicas have kept up), and
 # every partition's primary is its preferred node again, one each.
-under_replicated 0 20 || fail "still under-replicated after the node's return: $(r cluster status)"
-for _ in $(seq 100); do
+under_replicated 0 40 || fail "still under-replicated after the node's return: $(r cluster status)"
+for _ in $(seq 200); do
   leads=$(r cluster status | awk '$1 ~ /^[0-9]+$/ {print $(NF-1)}' | tr '\n' ' ')
   [ "$leads" = "1 1 1 " ] && break
   sleep 0.2
