@@ -94,15 +94,9 @@ std::uint32_t replica_partition_actor::journal_slots() const {
   struct stat st {};
   const std::string path = storage::join_path(storage::join_path(id_.dir, std::string(vsr_dir)), "journal.wal");
   if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) {
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    // slots * 4 KiB <= size < slots * (4 KiB + 128) + one page: a handful of candidates.
-    const std::uint64_t lowest =
-        std::max<std::uint64_t>(1, size / (journal_slot_bytes + consensus::header::encoded_size));
-    for (std::uint64_t slots = lowest; slots <= size / journal_slot_bytes; ++slots) {
-      const consensus::journal_options j{slots, journal_slot_bytes};
-      if (consensus::journal_file_bytes(j) == size) {
-        return static_cast<std::uint32_t>(slots);
-      }
+    if (const auto slots =
+            consensus::journal_slot_count_of(static_cast<std::uint64_t>(st.st_size), journal_slot_bytes)) {
+      return static_cast<std::uint32_t>(*slots);
     }
   }
   return placement_.journal_slots;  // none yet, or a size no ring has (the journal's open names the mismatch)

@@ -45,12 +45,30 @@ static_assert(superblock_prefix + vsr_state_fixed_size + (pipeline_max_limit + 1
 // ---------------------------------------------------------------------------------------------------------------
 // journal
 
+namespace {
+// The header ring, padded to a page: where the prepare ring starts.
+std::uint64_t header_ring_bytes(std::uint64_t slot_count) noexcept {
+  return (slot_count * header::encoded_size + page - 1) / page * page;
+}
+}  // namespace
+
 std::uint64_t journal_file_bytes(const journal_options& o) noexcept {
-  return (o.slot_count * header::encoded_size + page - 1) / page * page + o.slot_count * o.message_size_max;
+  return header_ring_bytes(o.slot_count) + o.slot_count * o.message_size_max;
+}
+
+std::optional<std::uint64_t> journal_slot_count_of(std::uint64_t file_bytes, std::uint32_t message_size_max) noexcept {
+  // slots * message_size_max <= file_bytes < slots * (message_size_max + 128) + one page: a handful of candidates.
+  const std::uint64_t lowest = std::max<std::uint64_t>(1, file_bytes / (message_size_max + header::encoded_size));
+  for (std::uint64_t slots = lowest; slots <= file_bytes / message_size_max; ++slots) {
+    if (journal_file_bytes(journal_options{slots, message_size_max}) == file_bytes) {
+      return slots;
+    }
+  }
+  return std::nullopt;
 }
 
 std::uint64_t journal::prepares_offset() const noexcept {
-  const std::uint64_t offset = (options_.slot_count * header::encoded_size + page - 1) / page * page;
+  const std::uint64_t offset = header_ring_bytes(options_.slot_count);
   RILL_ASSERT(offset % page == 0);
   RILL_ASSERT(offset >= options_.slot_count * header::encoded_size, "the header ring overlaps the prepare ring");
   return offset;
@@ -78,7 +96,6 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
   RILL_ASSERT(recovered.faulty.empty());
   RILL_ASSERT(recovered.faulty_slots.empty());
   const std::uint64_t size = journal_file_bytes(o);
-  RILL_ASSERT(size == j->prepares_offset() + o.slot_count * o.message_size_max);
   RILL_CO_TRY(current, co_await storage::size_of_file(e, fd, path));
   if (current == 0 && create) {
     // Sized and reserved whole at creation (never sparse), so a full disk never fails a journal write or its sync.

@@ -33,6 +33,7 @@
 // state; one rotten copy leaves the other copy of the same update.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct journal_options {
 inline constexpr std::uint64_t journal_slot_count_max = 1 << 20;
 // The size of journal.wal with these options: the header ring, padded to a page, then the prepare ring.
 [[nodiscard]] std::uint64_t journal_file_bytes(const journal_options& o) noexcept;
+// The slot count of a journal.wal of `file_bytes` with slots of `message_size_max` (nullopt: no ring has that size).
+[[nodiscard]] std::optional<std::uint64_t> journal_slot_count_of(std::uint64_t file_bytes,
+                                                                 std::uint32_t message_size_max) noexcept;
 
 struct journal_recovery {
   std::vector<header> valid;                // prepares that read back whole

@@ -33,6 +33,14 @@ std::vector<std::byte> encode_chunk(const transfer_chunk& c) {
   return out;
 }
 
+// A segments message that refuses: `request` 1, the reason as its body; sealed.
+void refusal_into(message& r, std::string_view why) {
+  r.h.request = 1;
+  r.body.resize(why.size());
+  std::memcpy(r.body.data(), why.data(), why.size());
+  seal(r);
+}
+
 expected<transfer_chunk> decode_chunk(std::span<const std::byte> body, bool reached) {
   if (body.size() < 4) {
     return make_unexpected(errc::corrupt_data, "state transfer: a segments message without its count");
@@ -187,7 +195,7 @@ void partition_group::on_message(const message& m) {
   }
   if (m.h.cmd == command::request_segments || m.h.cmd == command::segments) {
     if (m.h.cluster != options_.group.value() || m.h.replica >= options_.members.size() ||
-        m.h.replica == replica().index() || fenced_ || closed_) {
+        m.h.replica == replica().index()) {
       return;
     }
     if (m.h.cmd == command::request_segments) {
@@ -232,8 +240,7 @@ void partition_group::tick() {
   // State transfer: a peer silent too long is given up (the transfer asks the next one); a target starts one.
   if (asking_ != nullptr && !asking_->got && ticks_ - asking_->started_at >= options_.transfer_timeout_ticks) {
     asking_->got = make_unexpected(
-        errc::unavailable, fmt::format("state transfer: node {} did not answer within {} "
-                                       "ticks",
+        errc::unavailable, fmt::format("state transfer: node {} did not answer within {} ticks",
                                        options_.members[asking_->peer].value(), options_.transfer_timeout_ticks));
     asking_->done.set();
   }
@@ -262,8 +269,7 @@ void partition_group::maybe_probe() {
   probed_at_ = ticks_;
   probing_ = true;
   ++probes_;
-  ++tasks_;
-  tasks_idle_.reset();
+  task_started();
   spawn(submit(operation_probe, {}), [this](expected<partition_submitted>) {
     probing_ = false;
     task_ended();
@@ -306,6 +312,11 @@ void partition_group::next_transfer_peer() {
   } while (transfer_peer_ == replica().index() && options_.members.size() > 1);
 }
 
+void partition_group::task_started() {
+  ++tasks_;
+  tasks_idle_.reset();
+}
+
 void partition_group::task_ended() {
   RILL_ASSERT(tasks_ > 0);
   if (--tasks_ == 0) {
@@ -316,8 +327,7 @@ void partition_group::task_ended() {
 void partition_group::start_transfer() {
   RILL_ASSERT(!transferring_);
   transferring_ = true;
-  ++tasks_;
-  tasks_idle_.reset();
+  task_started();
   // The primary of this replica's view first: it has committed at least what it sent (unless it is this one). After
   // a failure, the next member (next_transfer_peer), until a copy succeeds.
   if (const auto p = primary_of(replica().view(), options_.members.size());
@@ -335,7 +345,6 @@ void partition_group::start_transfer() {
                                   options_.group.value(), r.error().message()));
       fail_all(*fenced_);
     } else if (!r) {
-      ++transfer_retries_;
       ++transfer_failures_;
       next_transfer_peer();
       transfer_due_ = ticks_ + transfer_retry_ticks;  // (every peer may refuse for now: not one request a tick)
@@ -401,11 +410,8 @@ void partition_group::serve_segments(const message& m) {
   r.h.commit = m.h.commit;
   r.h.timestamp = m.h.timestamp;
   const replica_t to = m.h.replica;
-  auto refuse = [&](std::string why) {
-    r.h.request = 1;
-    r.body.resize(why.size());
-    std::memcpy(r.body.data(), why.data(), why.size());
-    seal(r);
+  auto refuse = [&](std::string_view why) {
+    refusal_into(r, why);
     transport_->send(to, std::move(r));
   };
   if (serving_ >= options_.transfer_serves_max) {
@@ -417,8 +423,7 @@ void partition_group::serve_segments(const message& m) {
     return;
   }
   ++serving_;
-  ++tasks_;
-  tasks_idle_.reset();
+  task_started();
   spawn(storage_->read_for_transfer(offset_t(static_cast<std::int64_t>(m.h.commit)), m.h.op,
                                     options_.storage.transfer_bytes_max),
         [this, r = std::move(r), to](expected<transfer_chunk> chunk) mutable {
@@ -427,13 +432,10 @@ void partition_group::serve_segments(const message& m) {
             if (chunk) {
               r.h.client = chunk->reached ? 1 : 0;
               r.body = encode_chunk(*chunk);
+              seal(r);
             } else {
-              r.h.request = 1;
-              const std::string why = chunk.error().message();
-              r.body.resize(why.size());
-              std::memcpy(r.body.data(), why.data(), why.size());
+              refusal_into(r, chunk.error().message());
             }
-            seal(r);
             transport_->send(to, std::move(r));
           }
           task_ended();

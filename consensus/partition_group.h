@@ -134,8 +134,6 @@ class partition_group {
   [[nodiscard]] std::size_t submits_in_flight() const noexcept { return in_flight_; }
   // A state transfer of the log is running (this replica serves no reads meanwhile: its log is behind its state).
   [[nodiscard]] bool transferring() const noexcept { return transferring_; }
-  // Transfer requests refused or given up since the open (each is asked again of the next peer).
-  [[nodiscard]] std::uint64_t transfer_retries() const noexcept { return transfer_retries_; }
   // Controlled view changes this replica started to give the group back to its preferred replica.
   [[nodiscard]] std::uint64_t hand_overs() const noexcept { return hand_overs_; }
   // Probes this replica submitted while primary (options.reachable).
@@ -184,6 +182,8 @@ class partition_group {
   void serve_segments(const message& m);
   void on_segments(const message& m);
   void next_transfer_peer();
+  // Transfers, serves and probes in flight: close() waits for them.
+  void task_started();
   void task_ended();
   void on_reply(message m);
   task<expected<message>> request(session& s, std::uint8_t operation, std::vector<std::byte> body);
@@ -235,9 +235,8 @@ class partition_group {
   std::uint64_t transfer_failures_ = 0;  // in a row: the primary is asked first only when 0
   static constexpr std::uint64_t transfer_retry_ticks = 20;
   segments_ask* asking_ = nullptr;
-  std::uint64_t transfer_retries_ = 0;
   std::size_t serving_ = 0;
-  std::size_t tasks_ = 0;  // transfers and serves in flight: close() waits for them
+  std::size_t tasks_ = 0;  // task_started() and not yet task_ended()
   async_event tasks_idle_;
 };
 

@@ -296,6 +296,8 @@ class replica {
 
   // View change.
   void vote_view_change(view_t v, std::vector<effect>& out);
+  // Sends this replica's vote (for vote_view_) to every peer, marked when it is a hand_over()'s.
+  void broadcast_vote(std::vector<effect>& out);
   void on_start_view_change(const message& m, std::vector<effect>& out);
   void count_view_change_votes(view_t v, std::vector<effect>& out);
   void start_view_change(view_t v, std::vector<effect>& out);

@@ -102,18 +102,23 @@ void replica::vote_view_change(view_t v, std::vector<effect>& out) {
   svc_votes_[v.value()] |= bit(options_.replica);
   RILL_ASSERT(vote_view_ > view_);
   if (fresh || ticks_ % options_.resend_ticks == 0) {
-    message svc = make(command::start_view_change);
-    svc.h.view = v.value();
-    svc.h.log_view = log_view_.value();  // the newest view it was normal in (a peer still in an older one joins)
-    svc.h.request = hand_over_view_ == v ? hand_over_mark : 0;
-    seal(svc);
-    for (replica_t r = 0; r < options_.replica_count; ++r) {
-      if (r != options_.replica) {
-        out.push_back(send_effect{r, svc});  // a vote, not an adoption: nothing to persist first
-      }
-    }
+    broadcast_vote(out);
   }
   count_view_change_votes(v, out);
+}
+
+void replica::broadcast_vote(std::vector<effect>& out) {
+  RILL_ASSERT(voted_);
+  message svc = make(command::start_view_change);
+  svc.h.view = vote_view_.value();
+  svc.h.log_view = log_view_.value();  // the newest view it was normal in (a peer still in an older one joins)
+  svc.h.request = hand_over_view_ == vote_view_ ? hand_over_mark : 0;
+  seal(svc);
+  for (replica_t r = 0; r < options_.replica_count; ++r) {
+    if (r != options_.replica) {
+      out.push_back(send_effect{r, svc});  // a vote, not an adoption: nothing to persist first
+    }
+  }
 }
 
 void replica::hand_over(view_t target, std::vector<effect>& out) {
@@ -122,17 +127,10 @@ void replica::hand_over(view_t target, std::vector<effect>& out) {
     return;
   }
   hand_over_view_ = target;
+  const bool cast_before = voted_ && vote_view_ >= target;  // vote_view_change sends a fresh vote only
   vote_view_change(target, out);
-  // Sent now even when the vote was cast before (a hand-over asked again: the earlier one found no quorum).
-  message svc = make(command::start_view_change);
-  svc.h.view = vote_view_.value();
-  svc.h.log_view = log_view_.value();
-  svc.h.request = vote_view_ == target ? hand_over_mark : 0;
-  seal(svc);
-  for (replica_t r = 0; r < options_.replica_count; ++r) {
-    if (r != options_.replica) {
-      out.push_back(send_effect{r, svc});
-    }
+  if (cast_before) {
+    broadcast_vote(out);  // a hand-over asked again: the earlier vote found no quorum
   }
 }
 

@@ -142,18 +142,12 @@ expected<void> client::reconnect() {
   }
   std::string failures;
   bool refused_any = false;
-  // The one to avoid goes last: the others in order from server_index_, then it.
-  std::vector<std::size_t> order;
+  // In order from server_index_, the one to avoid moved last.
+  std::vector<std::size_t> order(servers.size());
   for (std::size_t i = 0; i < servers.size(); ++i) {
-    if (const std::size_t k = (server_index_ + i) % servers.size(); servers[k] != avoid_) {
-      order.push_back(k);
-    }
+    order[i] = (server_index_ + i) % servers.size();
   }
-  for (std::size_t k = 0; k < servers.size(); ++k) {
-    if (servers[k] == avoid_) {
-      order.push_back(k);
-    }
-  }
+  std::stable_partition(order.begin(), order.end(), [&](std::size_t k) { return servers[k] != avoid_; });
   avoid_.clear();
   for (const std::size_t k : order) {
     auto r = switch_to(servers[k]);  // (a connection still held for it is taken again)

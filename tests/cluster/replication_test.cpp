@@ -516,8 +516,17 @@ BOOST_AUTO_TEST_CASE(a_wiped_node_recovers_its_replicas_and_copies_their_logs) {
   prod.send_all(5);
   BOOST_REQUIRE(converged(c, std::chrono::seconds(60)));
   BOOST_TEST(c.node(lost).log().find("(state transfer)") != std::string::npos, c.node(lost).log());
+  // Its replicas leave `recovering` once they hold what the primary's start_view names (converged() can see the
+  // same commit a moment before: an event to wait for, bounded).
   for (std::uint32_t p = 0; p < partitions; ++p) {
-    auto info = replica_info(c, lost, p);
+    std::optional<proto::PartitionInfo> info;
+    for (int i = 0; i < 300; ++i) {
+      info = replica_info(c, lost, p);
+      if (info && (info->role() == "primary" || info->role() == "backup")) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     BOOST_REQUIRE(info.has_value());
     BOOST_TEST((info->role() == "primary" || info->role() == "backup"), "partition " << p << ": " << info->role());
   }

@@ -226,3 +226,15 @@ BOOST_AUTO_TEST_CASE(a_read_racing_a_write_to_its_slot_returns_its_op_or_an_erro
   }
   BOOST_TEST_MESSAGE(raced << " of 200 reads lost the race to the write");
 }
+
+BOOST_AUTO_TEST_CASE(a_journal_file_size_names_its_slot_count) {
+  // The inverse of journal_file_bytes (a replicated partition keeps the ring its journal was created with).
+  for (const std::uint32_t slot_bytes : {4096u, 8192u, 1u << 20}) {
+    for (const std::uint64_t slots : {1u, 31u, 32u, 33u, 64u, 4096u, 65536u}) {
+      const auto bytes = journal_file_bytes(journal_options{slots, slot_bytes});
+      BOOST_TEST((journal_slot_count_of(bytes, slot_bytes) == std::optional<std::uint64_t>(slots)),
+                 slots << " slots of " << slot_bytes << " bytes");
+    }
+  }
+  BOOST_TEST(!journal_slot_count_of(4096 * 64 + 1, 4096).has_value());
+}
