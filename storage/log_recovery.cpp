@@ -3,7 +3,9 @@
 // Decision table, one row per segment in base-offset order (S = the newest valid superblock copy). Every input
 // matches exactly one row; tests/storage/log_recovery_test.cpp drives each.
 //
-//   @A  the next segment's base <= S.log_start            delete its files (an interrupted retention delete)
+//   @A  the next segment's base <= S.log_start, or        delete its files (an interrupted retention delete; a
+//       the last segment's base < S.log_start             restart_at that persisted its start and stopped there:
+//                                                          retention never moves the start past the active segment)
 //   @B  T set, base > T, or base == T with a kept       delete its files (an interrupted truncate_after, or a
 //       segment before (T = the lower of S.truncate_from   fenced log reopened in-process: nothing above its
 //       and the caller's trusted_end)                     synced end is trusted)
@@ -442,7 +444,8 @@ task<expected<void>> partition_log::recover() {
   }
   std::vector<offset_t> kept;
   for (std::size_t i = 0; i < bases.size(); ++i) {
-    const bool below_start = i + 1 < bases.size() && bases[i + 1] <= log_start_;
+    const bool below_start =
+        i + 1 < bases.size() ? bases[i + 1] <= log_start_ : sb.found && bases[i] < log_start_;
     const bool truncated =
         truncate_from.value() >= 0 && (bases[i] > truncate_from || (bases[i] == truncate_from && !kept.empty()));
     if (below_start || truncated) {
@@ -452,7 +455,7 @@ task<expected<void>> partition_log::recover() {
       }
       reporter_.notice(fmt::format(
           "{}: removed segment {} ({})", dir_, bases[i].value(),
-          below_start ? "below the log start: an interrupted retention delete" : "after an interrupted truncation"));
+          below_start ? "below the log start: an interrupted retention delete or restart" : "after an interrupted truncation"));
       dir_changed = true;
       continue;
     }

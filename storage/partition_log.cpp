@@ -244,10 +244,10 @@ task<expected<void>> partition_log::truncate_after(offset_t last_kept) {
   });
 }
 
-task<expected<retention_result>> partition_log::enforce_retention() {
+task<expected<retention_result>> partition_log::enforce_retention(std::optional<offset_t> ceiling) {
   retention_result result;
-  RILL_CO_TRY_VOID(co_await run_exclusive([this, &result]() -> task<expected<void>> {
-    RILL_CO_TRY(r, co_await do_retention());
+  RILL_CO_TRY_VOID(co_await run_exclusive([this, &result, ceiling]() -> task<expected<void>> {
+    RILL_CO_TRY(r, co_await do_retention(ceiling));
     result = r;
     co_return expected<void>{};
   }));
@@ -1140,7 +1140,60 @@ task<expected<void>> partition_log::clear_truncate_intent() {
   co_return co_await superblock_.write(s);
 }
 
-task<expected<retention_result>> partition_log::do_retention() {
+task<expected<void>> partition_log::restart_at(offset_t start) {
+  return run_exclusive([this, start]() -> task<expected<void>> {
+    co_await hold_background_sync();
+    auto r = co_await do_restart_at(start);
+    release_background_sync();
+    co_return r;
+  });
+}
+
+task<expected<void>> partition_log::do_restart_at(offset_t start) {
+  if (start < log_end_ || committed_ != log_end_) {
+    co_return make_unexpected(errc::invalid_argument,
+                              fmt::format("restart_at({}): the log ends at {} with {} committed; a restart needs a "
+                                          "start at or past its end and nothing uncommitted",
+                                          start.value(), log_end_.value(), committed_.value()));
+  }
+  // 1. The new start, before any file changes: from here recovery removes every segment below it (@A) and
+  //    continues at it.
+  superblock_state s = superblock_.current();
+  s.log_start = start;
+  s.committed = start;
+  s.truncate_from = offset_t(-1);
+  if (auto w = co_await superblock_.write(s); !w) {
+    fence(w.error());
+    co_return w;
+  }
+  // 2. A new active segment at the start; then the old ones go to the deleter.
+  auto created = co_await create_segment(start);
+  if (!created) {
+    fence(created.error());
+    co_return unexpected(std::move(created).error());
+  }
+  for (auto& old : segments_) {
+    old->deleting = true;
+    graveyard_.push_back(std::move(old));
+  }
+  segments_.clear();
+  segments_.push_back(std::move(*created));
+  log_start_ = start;
+  log_end_ = start;
+  synced_end_ = start;
+  committed_ = start;
+  epochs_.truncate_before(log_start_);
+  ++stats_.rolls;
+  RILL_CO_TRY_VOID(co_await persist_superblock());  // (the recovery frontier: the new segment)
+  kick_deleter();
+  check_all();
+  if (on_committed_) {
+    on_committed_();
+  }
+  co_return expected<void>{};
+}
+
+task<expected<retention_result>> partition_log::do_retention(std::optional<offset_t> ceiling) {
   retention_result result;
   const auto& cfg = options_.config;
   std::uint64_t total = 0;
@@ -1152,8 +1205,8 @@ task<expected<retention_result>> partition_log::do_retention() {
   std::uint64_t removed_bytes = 0;
   while (remove + 1 < segments_.size()) {  // never the active segment
     const segment& s = *segments_[remove];
-    if (s.next_offset > committed_) {
-      break;  // never delete what is not committed
+    if (s.next_offset > committed_ || (ceiling && s.next_offset > *ceiling)) {
+      break;  // never delete what is not committed, nor above the caller's bound
     }
     const bool too_old = cfg.retention_ms > 0 && s.max_timestamp.value() >= 0 &&
                          s.max_timestamp.value() < now.value() - static_cast<std::int64_t>(cfg.retention_ms);

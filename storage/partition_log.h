@@ -238,7 +238,16 @@ class partition_log {
   // Deletes sealed segments by age (newest record older than retention_ms) and by size (oldest first while the
   // partition is larger than retention_bytes). The new log_start is persisted first; files are shrunk in steps and
   // unlinked in the background once no reader is inside them.
-  task<expected<retention_result>> enforce_retention();
+  // `ceiling`, when given, is a further bound: no segment ending above it goes (a replicated partition keeps what
+  // its replica may still need: partition_storage::enforce_retention).
+  task<expected<retention_result>> enforce_retention(std::optional<offset_t> ceiling = std::nullopt);
+
+  // Replica path, state transfer from a peer whose log starts at `start`, beyond all this log holds: every segment
+  // goes and the log continues, empty, at `start` (log_start = committed = log_end = start). Requires start >=
+  // log_end() and nothing uncommitted (committed() == log_end()); invalid_argument otherwise. Crash-safe: the new
+  // start is persisted first, and recovery removes every segment below it (@A) and continues there. A failure after
+  // that fences the log.
+  task<expected<void>> restart_at(offset_t start);
 
   // Time-driven work (every_ms syncs, segment_ms rolls). Call it when next_deadline() passes.
   void tick();
@@ -397,7 +406,8 @@ class partition_log {
   task<expected<void>> truncate_epochs(offset_t last_kept);
   // Step 5: the superblock forgets the intent.
   task<expected<void>> clear_truncate_intent();
-  task<expected<retention_result>> do_retention();
+  task<expected<retention_result>> do_retention(std::optional<offset_t> ceiling);
+  task<expected<void>> do_restart_at(offset_t start);
 
   // Reads (log_read.cpp).
   std::shared_ptr<segment> segment_for(offset_t offset) const;

@@ -435,4 +435,153 @@ BOOST_AUTO_TEST_CASE(retention_by_age_and_stepwise_deletion_of_large_files) {
   BOOST_TEST(f.read_all().front().first == bases.back().value());
 }
 
+BOOST_AUTO_TEST_CASE(retention_stays_below_the_callers_ceiling) {
+  sim_log_fixture f;
+  f.options.auto_commit = false;
+  f.options.config.retention_bytes = 1;  // every sealed, committed segment may go, as far as the topic goes
+  f.open();
+  std::int64_t base = 0;
+  for (int i = 0; i < 60; ++i) {
+    RILL_REQUIRE_OK(f.run_checked(f.log->append_replicated(primary_batches(base, 1, 100, 1, "r"))));
+    base += 100;
+  }
+  f.log->commit_to(f.log->log_end());
+  const auto bases = f.log->segment_bases();
+  BOOST_REQUIRE(bases.size() >= 4u);
+  // Only segments ending at or below the ceiling go: the ceiling inside the third segment keeps it and what follows.
+  auto some = f.run_checked(f.log->enforce_retention(bases[2] + 1));
+  RILL_REQUIRE_OK(some);
+  BOOST_TEST(some->segments_removed == 2u);
+  BOOST_TEST(f.log->log_start() == bases[2]);
+  auto rest = f.run_checked(f.log->enforce_retention());
+  RILL_REQUIRE_OK(rest);
+  BOOST_TEST(f.log->log_start() == bases.back());
+}
+
+BOOST_AUTO_TEST_CASE(restart_at_drops_the_log_and_continues_empty_at_the_start) {
+  sim_log_fixture f;
+  f.options.auto_commit = false;
+  f.open();
+  std::int64_t base = 0;
+  for (int i = 0; i < 30; ++i) {
+    RILL_REQUIRE_OK(f.run_checked(f.log->append_replicated(primary_batches(base, 1, 100, 1, "old"), {meta_with(i + 1)})));
+    base += 100;
+  }
+  // Refused with uncommitted data, or below the end.
+  auto uncommitted = f.run_checked(f.log->restart_at(offset_t(10000)));
+  BOOST_REQUIRE(!uncommitted.has_value());
+  BOOST_TEST((uncommitted.error().code() == errc::invalid_argument));
+  f.log->commit_to(f.log->log_end());
+  auto below = f.run_checked(f.log->restart_at(offset_t(1000)));
+  BOOST_REQUIRE(!below.has_value());
+  BOOST_TEST((below.error().code() == errc::invalid_argument));
+  BOOST_TEST(!f.log->fenced());
+
+  RILL_REQUIRE_OK(f.run_checked(f.log->restart_at(offset_t(10000))));
+  BOOST_TEST(f.log->log_start().value() == 10000);
+  BOOST_TEST(f.log->log_end().value() == 10000);
+  BOOST_TEST(f.log->committed().value() == 10000);
+  BOOST_TEST(f.log->segment_bases().size() == 1u);
+  BOOST_TEST(f.log->metas().empty());
+  auto gone = f.read_at(0);
+  BOOST_REQUIRE(!gone.has_value());
+  BOOST_TEST((gone.error().code() == errc::offset_out_of_range));
+  RILL_REQUIRE_OK(
+      f.run_checked(f.log->append_replicated(primary_batches(10000, 2, 100, 2, "new"), {meta_with(90), meta_with(91)})));
+  f.log->commit_to(f.log->log_end());
+  f.reopen();
+  BOOST_TEST(f.log->log_start().value() == 10000);
+  BOOST_TEST(f.log->metas().size() == 2u);
+  auto all = f.read_all();
+  BOOST_REQUIRE(all.size() == 200u);
+  BOOST_TEST(all.front().first == 10000);
+  BOOST_TEST(all.front().second.rfind("new", 0) == 0);
+  io::run_until(f.disk, [] { return false; });
+  BOOST_TEST(!f.disk.exists(f.dir + "/" + segment_name(offset_t(0)) + ".log"));
+}
+
+BOOST_AUTO_TEST_CASE(restart_at_is_crash_safe_at_every_step) {
+  // Crash at every mutating operation of (appends across segments, restart at 10000, append there): after recovery
+  // the log is the old one whole, or empty from 10000 on (with the new batches once they were acknowledged).
+  auto workload = [](sim_log_fixture& f, bool& restarted, bool& continued) {
+    std::int64_t base = 0;
+    for (int i = 0; i < 30; ++i) {
+      if (!f.run_checked(f.log->append_replicated(primary_batches(base, 1, 100, 1, "old"), {meta_with(i + 1)}))) {
+        return;
+      }
+      base += 100;
+    }
+    f.log->commit_to(f.log->log_end());
+    if (!f.run_checked(f.log->restart_at(offset_t(10000)))) {
+      return;
+    }
+    restarted = true;
+    if (!f.run_checked(f.log->append_replicated(primary_batches(10000, 1, 100, 2, "new"), {meta_with(90)}))) {
+      return;
+    }
+    continued = true;
+  };
+  auto configure = [](sim_log_fixture& f) {
+    f.options.auto_commit = false;
+    };
+  std::uint64_t total = 0;
+  {
+    sim_log_fixture f(7);
+    configure(f);
+    f.open();
+    bool r = false;
+    bool c = false;
+    workload(f, r, c);
+    BOOST_REQUIRE(c);
+    f.close();
+    total = f.disk.mutating_ops();
+  }
+  int saw_old = 0;
+  int saw_restarted = 0;
+  for (std::uint64_t k = 1; k <= total; ++k) {
+    sim_log_fixture f(7);
+    configure(f);
+    f.disk.fail_stop_after(k);
+    bool restarted = false;
+    bool continued = false;
+    if (auto opened = f.try_open()) {
+      f.log = std::move(*opened);
+      workload(f, restarted, continued);
+      f.close();
+    }
+    io::run_until(f.disk, [] { return false; });
+    f.disk.crash();
+    f.open();
+    BOOST_TEST_CONTEXT("crash point " << k) {
+      f.log->check_invariants();
+      const bool moved = f.log->log_start().value() == 10000;
+      if (restarted) {
+        BOOST_TEST(moved, "restart_at returned but the log starts at " << f.log->log_start().value());
+      }
+      if (moved) {
+        ++saw_restarted;
+        BOOST_TEST(f.log->log_end().value() >= 10000);
+        BOOST_TEST(f.log->segment_bases().front().value() == 10000);
+        for (const auto& m : f.log->metas()) {
+          BOOST_TEST(m.base_offset.value() >= 10000);
+        }
+        if (continued) {
+          BOOST_TEST(f.log->log_end().value() == 10100);
+          BOOST_TEST(f.log->metas().size() == 1u);
+        }
+      } else {
+        ++saw_old;
+        BOOST_TEST(f.log->log_start().value() == 0);
+        f.log->commit_to(f.log->log_end());
+        const auto all = f.read_all();
+        for (const auto& [offset, value] : all) {
+          BOOST_TEST(value.rfind("old-" + std::to_string(offset), 0) == 0);
+        }
+      }
+    }
+  }
+  BOOST_TEST(saw_old > 0);
+  BOOST_TEST(saw_restarted > 0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
