@@ -220,9 +220,33 @@ void replica_partition_actor::on_tick() {
       }
     });
   }
+  const std::uint64_t retention_ticks =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(services_->retention_interval / tick_period));
+  if (retention_due_ == 0) {
+    retention_due_ = ticks_ + retention_ticks;
+  } else if (ticks_ >= retention_due_ && !retaining_ && !group_->fenced() && !reopening_) {
+    retention_due_ = ticks_ + retention_ticks;
+    run_retention();
+  }
   if (++ticks_ % 100 == 0) {
     publish_gauges();
   }
+}
+
+void replica_partition_actor::run_retention() {
+  retaining_ = true;
+  ++operations_;
+  rill::spawn(group_->enforce_retention(), [this](expected<storage::retention_result> r) {
+    --operations_;
+    retaining_ = false;
+    bump(published_->retention_runs);
+    if (!r && r.error().code() != make_error_code(storage::errc::closed)) {
+      services_->reporter->notice(fmt::format("{}: retention: {}", id_.dir, r.error().message()));
+    }
+    if (!closing_) {
+      publish_gauges();
+    }
+  });
 }
 
 void replica_partition_actor::set_leading(bool leading) {

@@ -12,6 +12,9 @@
 // - Poll: served by the primary from its log, which shows consumers committed batches only; parked polls wake on
 //   every commit. A backup answers not_primary (its committed prefix may lag).
 // - Consumer offsets (named consumers) are operations of the partition's group: a stored offset survives any node.
+// - Retention: the topic's, every retention interval, over what no replica may need from this log again (batches
+//   a journal ring below the durable checkpoint); a replica behind a peer's retention starts its log over at the
+//   peer's log start in state transfer.
 // - VSR messages come from the metadata actor, which owns the replica plane (replica_frame), and go back to it to be
 //   sent; the replica is ticked every replica_tick while the actor lives.
 //
@@ -84,6 +87,9 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   // partitions led here).
   void set_leading(bool leading);
   void on_tick();
+  // The topic's retention on this replica's log, every services_->retention_interval (partition_group's
+  // enforce_retention: only what no replica may need from it again).
+  void run_retention();
   void on_committed();
   void publish_gauges();
   // This replica leads and a backup is out of reach (its node not connected on the replica plane) or lagging
@@ -122,6 +128,8 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   std::optional<std::pair<caf::typed_response_promise<outcome>, bool>> finish_deferred_;  // a close (destroy?)
   bool was_primary_ = false;
   std::uint64_t ticks_ = 0;
+  std::uint64_t retention_due_ = 0;  // the tick of the next retention run (0: not scheduled yet)
+  bool retaining_ = false;           // a retention run in flight
   std::uint64_t transfers_seen_ = 0;  // the group's state transfers reported (a notice each)
   bool counted_under_ = false;        // counted in replica_links::under_replicated
   static constexpr std::chrono::milliseconds reopen_delay{500};

@@ -286,6 +286,9 @@ const std::vector<key_spec>& registry() {
     k.push_back(storage_integer("storage.retention_bytes", 0, std::uint64_t{1} << 60,
                                 "Delete the oldest sealed segments while a partition is larger (0: no limit).",
                                 &log_config::retention_bytes));
+    k.push_back(integer("storage.retention_check_ms", 100, 86'400'000,
+                        "How often each partition applies its retention (retention_ms, retention_bytes).",
+                        &server_config::retention_check_ms));
     k.push_back(storage_integer("storage.max_message_bytes", limits::batch_bytes_min, limits::batch_bytes_limit,
                                 "Largest record batch accepted.", &log_config::max_message_bytes));
     k.push_back(

@@ -74,6 +74,7 @@ struct server_config {
   std::uint64_t max_throughput = 64;
   // [storage]: defaults for every topic's partitions
   log_config storage;
+  std::uint64_t retention_check_ms = 30'000;  // how often each partition applies its retention
   // [logging]
   log_level level = log_level::info;
   // [monitoring]: series rendered one by one on /metrics before they are aggregated (docs/monitoring.md)

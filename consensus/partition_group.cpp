@@ -18,7 +18,9 @@ using storage::errc;
 using storage::make_unexpected;
 
 namespace {
-// segments' body when it carries batches: u32 count (little-endian), count .meta payloads, then the batches.
+// segments' body when it carries batches: u32 count (little-endian), count .meta payloads, then the batches. Its
+// header's `client` holds flags: 1 reached (nothing further of ops <= the op asked), 2 the log starts past the
+// offset asked for, at `commit` (transfer_chunk::starts_at; no batches).
 constexpr std::size_t meta_payload_bytes = storage::meta_entry_format::payload_bytes;
 
 std::vector<std::byte> encode_chunk(const transfer_chunk& c) {
@@ -41,7 +43,10 @@ void refusal_into(message& r, std::string_view why) {
   seal(r);
 }
 
-expected<transfer_chunk> decode_chunk(std::span<const std::byte> body, bool reached) {
+constexpr std::uint32_t chunk_reached = 1;
+constexpr std::uint32_t chunk_starts_later = 2;
+
+expected<transfer_chunk> decode_chunk(std::span<const std::byte> body, const header& h) {
   if (body.size() < 4) {
     return make_unexpected(errc::corrupt_data, "state transfer: a segments message without its count");
   }
@@ -51,7 +56,13 @@ expected<transfer_chunk> decode_chunk(std::span<const std::byte> body, bool reac
                            fmt::format("state transfer: {} batches named in {} bytes", count, body.size()));
   }
   transfer_chunk c;
-  c.reached = reached;
+  c.reached = (h.client & chunk_reached) != 0;
+  if ((h.client & chunk_starts_later) != 0) {
+    if (h.commit > static_cast<std::uint64_t>(INT64_MAX) || count != 0) {
+      return make_unexpected(errc::corrupt_data, "state transfer: a log start out of range, or with batches");
+    }
+    c.starts_at = static_cast<std::int64_t>(h.commit);
+  }
   c.metas.resize(count);
   const std::byte* at = body.data() + 4;
   for (auto& m : c.metas) {
@@ -395,7 +406,7 @@ void partition_group::on_segments(const message& m) {
         errc::unavailable, fmt::format("state transfer: node {} refused: {}", options_.members[m.h.replica].value(),
                                        std::string_view(reinterpret_cast<const char*>(m.body.data()), m.body.size())));
   } else {
-    asking_->got = decode_chunk(m.body, m.h.client != 0);
+    asking_->got = decode_chunk(m.body, m.h);
   }
   asking_->done.set();
 }
@@ -430,7 +441,10 @@ void partition_group::serve_segments(const message& m) {
           --serving_;
           if (!closed_ && !fenced_) {
             if (chunk) {
-              r.h.client = chunk->reached ? 1 : 0;
+              r.h.client = (chunk->reached ? chunk_reached : 0) | (chunk->starts_at ? chunk_starts_later : 0);
+              if (chunk->starts_at) {
+                r.h.commit = static_cast<std::uint64_t>(*chunk->starts_at);
+              }
               r.body = encode_chunk(*chunk);
               seal(r);
             } else {
@@ -628,6 +642,19 @@ task<expected<partition_submitted>> partition_group::submit(std::uint8_t operati
     co_return rill::unexpected(done.error());
   }
   co_return partition_submitted{std::move(done->body), done->h.op};
+}
+
+task<expected<storage::retention_result>> partition_group::enforce_retention() {
+  if (closed_) {
+    co_return make_unexpected(errc::closed, "the partition is closing");
+  }
+  if (fenced_) {
+    co_return rill::unexpected(*fenced_);
+  }
+  task_started();
+  auto r = co_await storage_->enforce_retention();
+  task_ended();
+  co_return r;
 }
 
 task<expected<void>> partition_group::close() {

@@ -146,6 +146,10 @@ class partition_group {
   [[nodiscard]] std::vector<replica_t> lagging() const;
   static constexpr std::uint64_t lag_ticks = 100;
 
+  // The topic's retention on this replica's log (partition_storage::enforce_retention: only batches no replica may
+  // need from it again). Errors: closed, fenced, the log's.
+  task<expected<storage::retention_result>> enforce_retention();
+
   // Answers every submit (closed), waits for the storage operations in flight, closes the files and the log.
   task<expected<void>> close();
 

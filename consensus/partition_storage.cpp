@@ -201,6 +201,19 @@ task<expected<void>> partition_storage::recover(recovered_state& recovered) {
                                                               log_->dir(), log_->committed().value()));
   }
   log_->commit_to(offset_t(base_end_));
+  checkpoint_op_ = cp.op();
+  {
+    // The index holds every batch of the log here (not yet pruned): the checkpoint's end is that of its last batch
+    // at or below the checkpoint's op, or the log start.
+    std::int64_t end = log_->log_start().value();
+    for (const auto& [op, b] : index_) {
+      if (op > cp.op()) {
+        break;
+      }
+      end = b.end;
+    }
+    checkpoint_ends_.emplace_back(cp.op(), end);
+  }
   // 4. A batch prepare's header without its batch is faulty: it may have been acknowledged (both halves were
   //    synced) and the batch lost since; never "never had it".
   std::vector<header> valid;
@@ -347,13 +360,80 @@ task<void> partition_storage::read_body(message m, logged at, std::function<void
 }
 
 void partition_storage::persist(const vsr_state& state, std::function<void(expected<void>)> done) {
-  files_->persist(state, std::move(done));
+  const std::uint64_t checkpoint = state.checkpoint.op();
+  files_->persist(state, [this, alive = alive_, checkpoint, done = std::move(done)](expected<void> r) {
+    if (*alive && r) {
+      checkpoint_op_ = checkpoint;  // (superblock writes complete in order)
+    }
+    done(std::move(r));
+  });
 }
 
 void partition_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
                                          std::function<void(expected<void>)> done) {
   RILL_ASSERT(op <= base_op_, "a checkpoint at op {} beyond the batches committed in the log (op {})", op, base_op_);
+  note_checkpoint_end(op);
   files_->write_checkpoint(slot, op, std::move(bytes), std::move(done));
+}
+
+std::optional<std::int64_t> partition_storage::end_through(std::uint64_t op) const {
+  RILL_ASSERT(op <= base_op_);
+  if (op == base_op_) {
+    return base_end_;
+  }
+  // The index holds the log's batches from some op on, contiguous: the last entry at or below `op` ends there.
+  auto above = index_.upper_bound(op);
+  if (above == index_.begin()) {
+    return std::nullopt;  // pruned below: not known here
+  }
+  return std::prev(above)->second.end;
+}
+
+void partition_storage::note_checkpoint_end(std::uint64_t op) {
+  const auto end = end_through(op);
+  if (!end || (!checkpoint_ends_.empty() && checkpoint_ends_.back().first >= op)) {
+    return;
+  }
+  RILL_ASSERT(checkpoint_ends_.empty() || checkpoint_ends_.back().second <= *end);
+  checkpoint_ends_.emplace_back(op, *end);
+  constexpr std::size_t kept_max = 64;  // a ring holds 4 checkpoints (every quarter ring): far more than needed
+  while (checkpoint_ends_.size() > kept_max) {
+    checkpoint_ends_.pop_front();
+  }
+}
+
+std::int64_t partition_storage::retention_ceiling() const {
+  std::int64_t ceiling = log_->log_start().value();
+  if (checkpoint_op_ <= slot_count_) {
+    return ceiling;
+  }
+  const std::uint64_t bound_op = checkpoint_op_ - slot_count_;
+  for (const auto& [op, end] : checkpoint_ends_) {
+    if (op > bound_op) {
+      break;
+    }
+    ceiling = std::max(ceiling, end);
+  }
+  return std::min(ceiling, base_end_);
+}
+
+task<expected<storage::retention_result>> partition_storage::enforce_retention() {
+  if (closing_ || target_) {
+    co_return storage::retention_result{.log_start = log_->log_start()};
+  }
+  auto alive = alive_;
+  partition_storage_own_op own(own_in_flight_, own_idle_, alive_);
+  const std::int64_t ceiling = retention_ceiling();
+  auto r = co_await log_->enforce_retention(offset_t(ceiling));
+  if (!*alive || !r) {
+    co_return r;
+  }
+  const std::int64_t start = log_->log_start().value();
+  std::erase_if(index_, [start](const auto& kv) { return kv.second.base < start; });
+  while (!checkpoint_ends_.empty() && checkpoint_ends_.front().second < start) {
+    checkpoint_ends_.pop_front();
+  }
+  co_return r;
 }
 
 void partition_storage::applied(const header& prepare) {
@@ -501,6 +581,13 @@ void partition_storage::step() {
     RILL_ASSERT(pl.end == log_->log_end().value(), "op {} attaches at offset {}, but the log ends at {}", op, pl.end,
                 log_->log_end().value());
     const batch_span first = span_of(w.body);
+    if (first.base < log_->log_start().value() && pl.op == base_op_) {
+      // This log started over at a peer's log start (a state transfer a crash interrupted before its checkpoint was
+      // durable): the batches between the checkpoint and that start cannot be placed here. The write waits; the
+      // replica, behind every peer's ring, installs a later checkpoint and the transfer resumes.
+      ++it;
+      continue;
+    }
     RILL_ASSERT(first.base == pl.end, "op {}'s batch was stamped at offset {}; its chain puts it at {}", op, first.base,
                 pl.end);
     // This batch, and those after it on the chain that wait too (one append, one fdatasync).
@@ -751,6 +838,31 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
     if (!chunk) {
       co_return give_up(chunk.error(), false);
     }
+    if (chunk->starts_at) {
+      // The peer's retention removed the batches from `next` on: this log starts over at the peer's start (all it
+      // holds lies below it, and the checkpoint covers what is skipped).
+      const std::int64_t start = *chunk->starts_at;
+      if (start <= next || !chunk->batches.empty() || !chunk->metas.empty()) {
+        co_return corrupt(fmt::format("the peer's log starts at {}, asked for {}", start, next));
+      }
+      if (auto cut = co_await cut_at(base_end_); !*alive) {
+        co_return false;
+      } else if (!cut) {
+        co_return give_up(cut.error(), true);
+      }
+      auto restarted = co_await log_->restart_at(offset_t(start));
+      if (!*alive) {
+        co_return false;
+      }
+      if (!restarted) {
+        co_return give_up(restarted.error(), true);
+      }
+      index_.clear();
+      checkpoint_ends_.clear();
+      base_end_ = start;  // (the committed base's op moves with the transfer's end)
+      next = start;
+      continue;
+    }
     std::vector<std::pair<std::uint64_t, logged>> entries;
     std::size_t pos = 0;
     std::size_t copy_from = SIZE_MAX;  // the byte of the chunk where ours first differs
@@ -849,6 +961,10 @@ task<expected<transfer_chunk>> partition_storage::read_for_transfer(offset_t fro
   }
   const std::int64_t end = base_end_;  // (what is committed now; more may commit while the read runs)
   transfer_chunk out;
+  if (from < log_->log_start()) {
+    out.starts_at = log_->log_start().value();  // retention removed what was asked for: start over there
+    co_return out;
+  }
   if (from.value() == end) {
     out.reached = true;
     co_return out;

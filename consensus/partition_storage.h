@@ -45,6 +45,15 @@
 // for it). durable_through(), the driver's checkpoint gate, is the op of that committed base, so a checkpoint never
 // covers a batch a restart would not find.
 //
+// Retention (enforce_retention): the topic's retention applies to the batches no replica may need from this log
+// again: those of ops at least a journal ring below the durable checkpoint. A restart looks for the batches of the
+// ops above the checkpoint only, and a peer repairing asks for ops this replica's ring still holds, which are all
+// above that bound (ops a ring below the newest are overwritten in the ring; the newest is at or above the
+// checkpoint). The bound is the log offset recorded at each checkpoint this storage wrote or recovered; until one
+// is a ring below the durable checkpoint, nothing goes. A state transfer from a peer whose log starts past this
+// log's committed end (its retention removed those batches) starts this log over at the peer's start
+// (partition_log::restart_at) and copies from there; the checkpoint covers what was skipped.
+//
 // State transfer: after installed() (the replica took a peer's checkpoint beyond this log), nothing is appended
 // until the host runs transfer(): the peer's committed batches up to the checkpoint's op are compared with this
 // log's from its committed end on; what matches is kept (the replica may count it durable), and from the first
@@ -105,6 +114,9 @@ struct transfer_chunk {
   std::vector<std::byte> batches;          // whole batches, back to back
   std::vector<storage::batch_meta> metas;  // one per batch
   bool reached = false;                    // nothing further of ops <= the op asked for
+  // The peer's log starts past the offset asked for, here (retention removed what is below): nothing else is sent,
+  // and the asker starts its log over at this offset (partition_log::restart_at) and asks again from it.
+  std::optional<std::int64_t> starts_at;
 };
 
 class partition_storage final : public group_storage {
@@ -148,6 +160,12 @@ class partition_storage final : public group_storage {
   // at most bytes_max (at least one batch), of ops <= through_op. Errors: offset_out_of_range when through_op is
   // beyond what is committed here or `from` beyond the committed end; the log's read errors.
   task<expected<transfer_chunk>> read_for_transfer(offset_t from, std::uint64_t through_op, std::uint64_t bytes_max);
+
+  // Runs the topic's retention (the log's options) over the batches of ops at least a ring below the durable
+  // checkpoint (see the header). Does nothing while a state transfer is due. The log's errors.
+  task<expected<storage::retention_result>> enforce_retention();
+  // The offset below which retention may remove batches now (the log start when nothing may go).
+  [[nodiscard]] std::int64_t retention_ceiling() const;
 
   // Answers the waiting writes (errc::closed), waits for this storage's own operations, closes the log and files.
   task<expected<void>> close();
@@ -201,6 +219,9 @@ class partition_storage final : public group_storage {
   // Cuts the log from this offset (a batch boundary at or above the committed end) and forgets what it cut.
   task<expected<void>> cut_at(std::int64_t offset);
   void prune();
+  // The end offset of the log's batches through `op` (op <= base_op_), when the index still knows it.
+  [[nodiscard]] std::optional<std::int64_t> end_through(std::uint64_t op) const;
+  void note_checkpoint_end(std::uint64_t op);
 
   std::unique_ptr<journal_storage> files_;
   std::unique_ptr<storage::partition_log> log_;
@@ -216,6 +237,10 @@ class partition_storage final : public group_storage {
   std::deque<header> applied_waiting_;    // applied ops above the base, in op order
   std::optional<std::uint64_t> cut_due_;  // an applied op found a stale batch there
   std::optional<header> target_;          // a state transfer to finish
+  std::uint64_t checkpoint_op_ = 0;       // the durable checkpoint's op (the superblock's)
+  // (op, end offset of the log's batches through it) at the checkpoints written or recovered, oldest first: where
+  // retention may cut once the durable checkpoint is a ring above the op.
+  std::deque<std::pair<std::uint64_t, std::int64_t>> checkpoint_ends_;
   bool busy_ = false;                     // a log operation is in flight
   // The ops of the append in flight: the committed base waits below them (an applied op without a batch at such
   // an op finds the stale batch in the log once it landed, and cuts it).

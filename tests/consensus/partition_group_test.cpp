@@ -27,6 +27,15 @@ using rill::simulation::sim_disk;
 namespace {
 constexpr std::uint64_t group_id = 0x51;
 
+template <class T>
+std::string why(const expected<T>& r) {
+  return r.has_value() ? std::string() : r.error().message();
+}
+template <class T>
+std::string why_not(const expected<T>& r) {
+  return why(r);
+}
+
 struct parcel {
   node_t from;
   node_t to;
@@ -58,7 +67,7 @@ struct replica_node {
 };
 
 struct nodes {
-  explicit nodes(std::size_t n) {
+  explicit nodes(std::size_t n, std::uint64_t retention = 0) : retention_bytes(retention) {
     for (std::size_t i = 0; i < n; ++i) {
       auto r = std::make_unique<replica_node>();
       r->net = std::make_unique<queue_net>(*this, node_t(static_cast<std::uint32_t>(i + 1)));
@@ -88,6 +97,8 @@ struct nodes {
     o.sessions_max = 2;
     o.recovering = recovering.contains(i);
     o.storage.transfer_bytes_max = 2 * 1024;  // several chunks per transfer
+    o.storage.log.config.retention_bytes = retention_bytes;
+    o.storage.log.config.segment_bytes = 1024 * 1024;  // the least allowed
     return o;
   }
   void start(std::size_t i) {
@@ -164,6 +175,7 @@ struct nodes {
   std::set<std::uint32_t> cut;       // nodes whose messages are lost (both ways)
   std::set<std::size_t> recovering;  // formatted anew after losing their disk (at their next start)
   std::map<std::size_t, std::uint64_t> starts;
+  std::uint64_t retention_bytes = 0;  // the topic's retention.bytes on every replica (0: none)
 };
 
 void queue_net::send(node_t to, group_t group, message m) {
@@ -184,10 +196,6 @@ std::vector<std::byte> batch(std::int64_t producer, std::int32_t sequence, std::
   return partition_machine::produce_request(v->bytes(), v->batches().front().crc_tail);
 }
 
-template <class T>
-std::string why(const expected<T>& r) {
-  return r.has_value() ? std::string() : r.error().message();
-}
 
 struct outcome {
   std::optional<expected<partition_submitted>> result;
@@ -196,6 +204,26 @@ struct outcome {
 void submit(partition_group& g, std::vector<std::byte> body, outcome& out) {
   spawn(g.submit(operation_produce_batch, std::move(body)),
         [&out](expected<partition_submitted> r) { out.result = std::move(r); });
+}
+
+// The committed batches of a replica's log from `from` (its log start when -1), as bytes.
+std::vector<std::byte> committed_from(replica_node& r, std::int64_t from = -1) {
+  auto& log = r.g->log();
+  std::vector<std::byte> out;
+  offset_t at = from < 0 ? log.log_start() : offset_t(from);
+  while (at < log.committed()) {
+    storage::read_request q;
+    q.offset = at;
+    q.max_bytes = 1 << 20;
+    auto got = storage::io::run_task(*r.disk, log.read(q));
+    BOOST_REQUIRE(got.has_value());
+    BOOST_REQUIRE_MESSAGE(got->has_value(), why_not(*got));
+    BOOST_REQUIRE((*got)->batches > 0u);
+    const auto bytes = (*got)->bytes.span();
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    at = (*got)->next_offset;
+  }
+  return out;
 }
 
 // The committed batches of a replica's log, as bytes.
@@ -400,6 +428,64 @@ BOOST_AUTO_TEST_CASE(a_member_that_lost_its_disk_recovers_and_copies_the_log_bef
   n.cut.insert(static_cast<std::uint32_t>(other + 1));
   produce(n, p, 4, "b");
   BOOST_REQUIRE(n.rounds_until([&] { return committed_bytes(*n.all[lost]) == committed_bytes(*n.all[p]); }));
+}
+
+BOOST_AUTO_TEST_CASE(retention_keeps_what_replicas_need_and_a_wiped_member_starts_at_its_peers_log_start) {
+  nodes n(3, 1);  // retention.bytes 1: every sealed segment goes once no replica may need it
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  const std::size_t p = *n.primary();
+  const std::string value(6000, 'v');  // ~170 batches a 1 MiB segment
+  for (int k = 0; k < 10; ++k) {
+    produce(n, p, 50, fmt::format("{}-{}", value, k));
+  }
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return std::all_of(n.all.begin(), n.all.end(), [](const auto& r) { return r->g->machine().next_offset() == 500; });
+  }));
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto& r = *n.all[i];
+    const std::int64_t ceiling = r.g->storage().retention_ceiling();
+    BOOST_TEST_CONTEXT("replica " << i) {
+      // Batches a ring (64 ops) below the durable checkpoint may go, never those above it.
+      BOOST_TEST(ceiling > 0);
+      BOOST_TEST(ceiling <= 500 - 64);
+      auto retained = storage::io::run_task(*r.disk, r.g->enforce_retention());
+      BOOST_REQUIRE(retained.has_value());
+      BOOST_REQUIRE_MESSAGE(retained->has_value(), why(*retained));
+      BOOST_TEST((*retained)->segments_removed >= 1u);
+      BOOST_TEST(r.g->log().log_start().value() > 0);
+      BOOST_TEST(r.g->log().log_start().value() <= ceiling);
+    }
+  }
+  // A backup cut off for a few ops catches up by repair: nothing it needs was removed.
+  const std::size_t away = (p + 1) % 3;
+  n.cut.insert(static_cast<std::uint32_t>(away + 1));
+  produce(n, p, 10, "short-absence");
+  n.cut.clear();
+  BOOST_REQUIRE(n.rounds_until([&] { return n.all[away]->g->machine().next_offset() == 510; }, 20'000));
+  const std::uint64_t transfers_before = n.all[away]->g->storage().transfers();
+  // A member that lost its disk: its peers' logs start past 0, so its log starts over at the peer's start.
+  const std::size_t lost = (p + 2) % 3;
+  n.stop(lost);
+  n.all[lost]->disk->wipe();
+  n.recovering.insert(lost);
+  n.start(lost);
+  BOOST_REQUIRE(n.rounds_until(
+      [&] { return !n.all[lost]->g->replica().recovering() && n.all[lost]->g->machine().next_offset() == 510; },
+      40'000));
+  BOOST_REQUIRE(n.rounds_until([&] { return n.all[lost]->g->log().committed().value() == 510; }));
+  const std::int64_t start = n.all[lost]->g->log().log_start().value();
+  BOOST_TEST(start > 0);
+  BOOST_TEST(start >= n.all[p]->g->log().log_start().value());
+  BOOST_TEST(committed_from(*n.all[lost]) == committed_from(*n.all[p], start));
+  BOOST_TEST(n.all[away]->g->storage().transfers() == transfers_before);
+  // Restarted, it keeps its log from that start; then it makes the quorum with the other backup away.
+  n.stop(lost);
+  n.start(lost);
+  BOOST_TEST(n.all[lost]->g->log().log_start().value() == start);
+  n.cut.insert(static_cast<std::uint32_t>(away + 1));
+  produce(n, p, 4, "after");
+  BOOST_REQUIRE(n.rounds_until([&] { return n.all[lost]->g->log().committed().value() == 514; }));
+  BOOST_TEST(committed_from(*n.all[lost]) == committed_from(*n.all[p], start));
 }
 
 BOOST_AUTO_TEST_CASE(after_a_failover_the_group_goes_back_to_its_preferred_replica) {
