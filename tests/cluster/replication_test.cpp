@@ -187,11 +187,11 @@ bool preferred_lead(cluster& c, std::chrono::seconds within = std::chrono::secon
 }
 
 // Waits until every node's replica of every partition has the same commit and holds it all (quiet: no produce).
-bool converged(cluster& c, std::chrono::seconds within = std::chrono::seconds(30)) {
+bool converged(cluster& c, std::chrono::seconds within = std::chrono::seconds(30), std::uint32_t count = partitions) {
   const auto deadline = std::chrono::steady_clock::now() + within;
   while (std::chrono::steady_clock::now() < deadline) {
     bool all = true;
-    for (std::uint32_t p = 0; p < partitions && all; ++p) {
+    for (std::uint32_t p = 0; p < count && all; ++p) {
       std::optional<std::uint64_t> hw;
       for (std::size_t i = 0; i < c.size() && all; ++i) {
         auto info = replica_info(c, i, p);
@@ -235,6 +235,27 @@ std::vector<std::byte> log_bytes(const std::string& dir) {
     }
   }
   return out;
+}
+
+// The batches of a partition log from `from` on (those starting below it are skipped).
+std::vector<std::byte> log_bytes_from(const std::string& dir, std::int64_t from) {
+  const auto all = log_bytes(dir);
+  std::size_t at = 0;
+  while (at + 12 <= all.size() && load_be<std::int64_t>(all.data() + at) < from) {
+    at += 12 + static_cast<std::size_t>(load_be<std::int32_t>(all.data() + at + 8));
+  }
+  return std::vector<std::byte>(all.begin() + static_cast<std::ptrdiff_t>(std::min(at, all.size())), all.end());
+}
+
+// The base offset of a partition log's first segment file (its log start once retention's deletions are done).
+std::int64_t first_segment(const std::string& dir) {
+  std::int64_t first = INT64_MAX;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".log") {
+      first = std::min<std::int64_t>(first, std::stoll(e.path().stem().string()));
+    }
+  }
+  return first;
 }
 
 // Stops every node (gracefully) and compares each partition's log across the replicas byte for byte.
@@ -538,4 +559,92 @@ BOOST_AUTO_TEST_CASE(a_wiped_node_recovers_its_replicas_and_copies_their_logs) {
   BOOST_REQUIRE(converged(c, std::chrono::seconds(60)));
   check_partitions(*c.client_of_all(), prod);
   check_replicas_identical(c);
+}
+
+BOOST_AUTO_TEST_CASE(retention_applies_on_every_replica_and_a_wiped_node_starts_at_its_peers_log_start) {
+  cluster c(3, 47, {"--set", "cluster.partition_journal_slots=64", "--set", "storage.retention_check_ms=200"});
+  c.start_all();
+  {
+    auto admin = c.client(0);
+    RILL_REQUIRE_OK(admin->create_stream("s"));
+    proto::TopicConfig tc;
+    tc.set_partitions(1);
+    tc.set_replication_factor(3);
+    tc.set_segment_bytes(1024 * 1024);
+    tc.set_retention_bytes(1);  // every sealed segment goes once no replica may need it
+    RILL_REQUIRE_OK(admin->create_topic(net::by_name("s"), "t", tc));
+  }
+  auto pc = c.client_of_all();
+  const std::string big(60'000, 'r');
+  std::int64_t produced = 0;
+  auto send = [&](const std::string& value, int n) {
+    for (int i = 0; i < n; ++i) {
+      storage::batch_builder b;
+      b.add("k", fmt::format("{}/{}", produced, value));
+      auto built = b.build();
+      BOOST_REQUIRE(built.has_value());
+      auto r = pc->produce(net::by_name("s"), net::by_name("t"), 0, *built);
+      RILL_REQUIRE_OK(r);
+      ++produced;
+    }
+  };
+  send(big, 80);   // ~4.8 MB: 4 sealed segments on each replica
+  send("x", 200);  // the durable checkpoints move a ring (64 ops) past the big batches
+  const auto dir = [&](std::size_t i) { return fmt::format("{}/streams/0/topics/0/partitions/0", c.dir(i)); };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto retained_everywhere = [&] {
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (first_segment(dir(i)) == 0) {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (!retained_everywhere() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_REQUIRE_MESSAGE(retained_everywhere(), "retention removed nothing on some replica");
+  BOOST_REQUIRE(converged(c, std::chrono::seconds(30), 1));  // (a backup learns the last commit a moment later)
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    auto info = replica_info(c, i, 0);
+    BOOST_REQUIRE(info.has_value());
+    BOOST_TEST(info->log_start() > 0u, "node " << i + 1);
+    BOOST_TEST(info->high_watermark() == static_cast<std::uint64_t>(produced), "node " << i + 1);
+  }
+  // A node that lost its disk: behind every peer's log start, it starts its log over at a peer's start.
+  const std::size_t lost = primary_of(c, 0);
+  c.node(lost).kill_hard();
+  std::filesystem::remove_all(c.dir(lost));
+  c.format(lost, "recover");
+  c.start(lost);
+  pc = c.client_of_all();
+  send("y", 5);
+  const auto caught_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::optional<proto::PartitionInfo> info;
+  while (std::chrono::steady_clock::now() < caught_up) {
+    info = replica_info(c, lost, 0);
+    if (info && info->high_watermark() == static_cast<std::uint64_t>(produced) &&
+        (info->role() == "primary" || info->role() == "backup")) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_REQUIRE(info.has_value());
+  BOOST_TEST(info->high_watermark() == static_cast<std::uint64_t>(produced));
+  BOOST_TEST(info->log_start() > 0u);
+  BOOST_TEST(c.node(lost).log().find("(state transfer)") != std::string::npos, c.node(lost).log());
+  BOOST_REQUIRE(converged(c, std::chrono::seconds(60), 1));
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    c.node(i).stop();
+  }
+  std::int64_t from = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    from = std::max(from, first_segment(dir(i)));
+  }
+  BOOST_TEST(first_segment(dir(lost)) > 0);
+  const auto reference = log_bytes_from(dir(lost), from);
+  BOOST_TEST(!reference.empty());
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    BOOST_TEST((log_bytes_from(dir(i), from) == reference), "node " << i + 1 << " differs from offset " << from);
+  }
 }
