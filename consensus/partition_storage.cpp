@@ -857,6 +857,7 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
       if (!restarted) {
         co_return give_up(restarted.error(), true);
       }
+      ++restarts_;
       index_.clear();
       checkpoint_ends_.clear();
       base_end_ = start;  // (the committed base's op moves with the transfer's end)

@@ -181,6 +181,8 @@ class partition_storage final : public group_storage {
   [[nodiscard]] std::int64_t committed_end() const noexcept { return base_end_; }
   [[nodiscard]] std::uint64_t truncations() const noexcept { return truncations_; }
   [[nodiscard]] std::uint64_t transfers() const noexcept { return transfers_; }
+  // Transfers that started this log over at a peer's log start (partition_log::restart_at).
+  [[nodiscard]] std::uint64_t restarts() const noexcept { return restarts_; }
   [[nodiscard]] std::size_t writes_waiting() const noexcept { return writes_.size(); }
   // One line for failure reports.
   [[nodiscard]] std::string describe() const;
@@ -256,6 +258,7 @@ class partition_storage final : public group_storage {
   bool bug_trust_own_suffix_ = false;
   std::uint64_t truncations_ = 0;
   std::uint64_t transfers_ = 0;
+  std::uint64_t restarts_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

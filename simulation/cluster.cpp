@@ -64,6 +64,7 @@ struct cluster::node {
   std::uint64_t truncations = 0;  // its partition logs' cuts and transfers (every group's), over the incarnations
                                   // before this one
   std::uint64_t transfers = 0;
+  std::uint64_t restarts = 0;  // its partition logs started over at a peer's log start (over the incarnations)
   bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
   // Crashed once the input under way returns (the driver is on the stack): its driver fenced at a storage failure,
   // or the crash-after-ack fault halted it.
@@ -103,7 +104,8 @@ cluster::cluster(const cluster_options& options, trace& t)
       std::optional<partition_config> partition;
       if (options_.partition) {
         partition =
-            partition_config{&pool_, &clock_, &reporter_, operation_produce, options_.bug_partition_trusts_own_suffix};
+            partition_config{&pool_, &clock_, &reporter_, operation_produce, options_.bug_partition_trusts_own_suffix,
+                             options_.retention_ppm > 0 ? 1u : 0u};
       }
       auto d =
           std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas, partition);
@@ -144,7 +146,7 @@ cluster::cluster(const cluster_options& options, trace& t)
         std::optional<partition_config> partition;
         if (!g.metadata && options_.partition) {
           partition = partition_config{&pool_, &clock_, &reporter_, operation_produce,
-                                       options_.bug_partition_trusts_own_suffix};
+                                       options_.bug_partition_trusts_own_suffix, options_.retention_ppm > 0 ? 1u : 0u};
         }
         auto d = std::make_unique<disk_storage>(options_.storage, side_rng.next(), initial, options_.journal, atlas,
                                                 partition);
@@ -404,6 +406,7 @@ void cluster::crash(node& n) {
     if (const consensus::partition_storage* p = partition_of(n, g)) {
       n.truncations += p->truncations();  // (the storage goes with the crash; its counts stay with the node)
       n.transfers += p->transfers();
+      n.restarts += p->restarts();
     }
   }
   n.transferring = false;
@@ -818,6 +821,14 @@ void cluster::step_partition(node& n, std::size_t g) {
       break;
     }
   }
+  if (options_.retention_ppm > 0 && rng_.chance_ppm(options_.retention_ppm)) {
+    // Retention (of what no replica may need: partition_storage::enforce_retention); a crash may stop it anywhere.
+    spawn(part->enforce_retention(), [this, alive = alive_](expected<storage::retention_result> r) {
+      if (*alive && r) {
+        result_.segments_retained += r->segments_removed;
+      }
+    });
+  }
   crash_if_due(n);
   if (!n.up) {
     return;
@@ -853,7 +864,14 @@ void cluster::consume(std::size_t c) {
     }
     consumer_reading_[c] = false;
     if (!r) {
-      return;  // the replica crashed under the read, or the position is below its log start: try elsewhere
+      // The replica crashed under the read (try elsewhere), or retention removed the position there: the consumer
+      // moves to that log's start (what a consumer of a topic with retention does).
+      const consensus::partition_storage* p = partition_of(*nodes_.at(index), 0);
+      if (r.error().code() == make_error_code(storage::errc::offset_out_of_range) && p != nullptr &&
+          p->log().log_start().value() > static_cast<std::int64_t>(consumer_position_[c])) {
+        consumer_position_[c] = static_cast<std::uint64_t>(p->log().log_start().value());
+      }
+      return;
     }
     std::uint64_t next = consumer_position_[c];
     for (const auto& v : r->batch_views()) {
@@ -883,7 +901,7 @@ void cluster::consume(std::size_t c) {
 }
 
 void cluster::check_partitions_at_end(const std::vector<const consensus::replica*>& core, std::size_t g) {
-  // Every core replica's partition log holds exactly the canonical records, from offset 0 to its committed end, in
+  // Every core replica's partition log holds exactly the canonical records, from its log start (offset 0 without retention) to its committed end, in
   // order, without gaps; and everything acknowledged is visible there.
   checker& chk = checker_of(consensus::group_t(static_cast<std::uint32_t>(g)));
   for (const consensus::replica* r : core) {
@@ -894,7 +912,7 @@ void cluster::check_partitions_at_end(const std::vector<const consensus::replica
     }
     storage::partition_log& log = part->log();
     disk_storage& disk = g == 0 ? *n.disk : *n.sides.at(g - 1).disk;
-    std::uint64_t next = 0;
+    std::uint64_t next = static_cast<std::uint64_t>(log.log_start().value());  // (retention removed what is below)
     while (next < static_cast<std::uint64_t>(log.committed().value())) {
       storage::read_request rq;
       rq.offset = offset_t(static_cast<std::int64_t>(next));
@@ -1041,10 +1059,12 @@ run_result cluster::run() {
   for (const auto& m : nodes_) {
     result_.partition_truncations += m->truncations;
     result_.partition_transfers += m->transfers;
+    result_.partition_restarts += m->restarts;
     for (std::size_t g = 0; g < options_.groups; ++g) {
       if (const consensus::partition_storage* p = partition_of(*m, g)) {
         result_.partition_truncations += p->truncations();
         result_.partition_transfers += p->transfers();
+        result_.partition_restarts += p->restarts();
       }
     }
   }

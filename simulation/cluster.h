@@ -88,6 +88,10 @@ struct cluster_options {
   // copy of an op: data loss, not a bug), with 3 or more replicas, and at most replicas - quorum of them lost or
   // recovering at once (else no quorum can ever vote).
   std::uint32_t disk_lost_ppm = 0;
+  // Per replica per tick: each partition log on partition_storage applies retention (its retention.bytes is 1:
+  // every sealed segment no replica may need goes). Consumers below a replica's log start move to it; the final
+  // check reads each log from its start.
+  std::uint32_t retention_ppm = 0;
   // Groups each node hosts (1 to groups_max_sim): group 0 is the partition above; each further one is a side group
   // with side_clients clients of its own, through the node's one group_host: group 1 the metadata group (its clients
   // send only metadata commands, which the ledger applies through rilld's metadata_machine; journal_storage on
@@ -128,6 +132,8 @@ struct run_result {
   std::uint64_t records_consumed = 0;
   std::uint64_t partition_truncations = 0;  // suffixes cut from partition logs (view changes)
   std::uint64_t partition_transfers = 0;    // partition logs filled from a peer after a state transfer
+  std::uint64_t segments_retained = 0;      // partition log segments removed by retention
+  std::uint64_t partition_restarts = 0;     // transfers that started a log over at a peer's log start
   std::uint64_t messages = 0;
   std::uint32_t final_view = 0;
   std::size_t lagging = 0;  // replicas outside the converged core at the end (stuck in a view change of their own)

@@ -202,6 +202,7 @@ consensus::recovered_state disk_storage::recover() {
     po.files = o;
     po.batch_operation = partition_config_->batch_operation;
     po.log = partition_log_options();
+    po.log.config.retention_bytes = partition_config_->retention_bytes;
     log_files_ = std::make_unique<storage::file_cache>(log_open_files_max);
     po.log.files = log_files_.get();
     auto files =

@@ -38,6 +38,7 @@ struct partition_config {
   storage::log_reporter* reporter = nullptr;
   std::uint8_t batch_operation = 0;
   bool bug_trust_own_suffix = false;  // partition_storage::set_bug_trust_own_suffix
+  std::uint64_t retention_bytes = 0;  // the partition log's retention.bytes (0: none)
 };
 
 class disk_storage final : public replica_storage {

@@ -45,6 +45,10 @@ const std::vector<knob_range>& swarm_knobs() {
       // After clients-max, for the same reason.
       {"sync-chunk-bytes", 32, 4096,
        "state transfer moves a checkpoint in chunks of this many bytes (small: a transfer takes many rounds)"},
+      // After sync-chunk-bytes, for the same reason.
+      {"retention-ppm", 0, 20'000,
+       "chance per replica per tick that its partition logs apply retention (retention.bytes 1: every sealed segment "
+       "no replica needs goes), ppm; drawn, only above 10000"},
   };
   return knobs;
 }
@@ -128,6 +132,11 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
     if (!k.given.contains("read-fault-ppm")) {
       o.storage.read_fault_ppm = 0;
     }
+  }
+  // Drawn, half the seeds run retention; given, the value is the rate.
+  const bool retention = k.given.contains("retention-ppm") ? v["retention-ppm"] > 0 : v["retention-ppm"] > 10'000;
+  if (retention) {
+    o.retention_ppm = static_cast<std::uint32_t>(v["retention-ppm"]);
   }
   o.groups = static_cast<std::uint32_t>(v["groups"]);
   o.replica.clients_max =

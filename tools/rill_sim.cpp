@@ -114,7 +114,7 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
         "committed=%llu acks=%llu retried=%llu evicted=%llu crashes=%llu lost=%llu partitions=%llu view=%u lagging=%zu "
         "checkpoints=%llu "
         "syncs=%llu "
-        "consumed=%llu cuts=%llu copies=%llu messages=%llu hash=%016llx\n",
+        "consumed=%llu cuts=%llu copies=%llu retained=%llu restarts=%llu messages=%llu hash=%016llx\n",
         static_cast<unsigned long long>(seed), verdict, o.replicas, o.groups,
         static_cast<unsigned long long>(r.side_committed), o.clients, o.network.loss_ppm, o.network.duplicate_ppm,
         o.crash_ppm, o.partition_ppm, o.storage.write_fault_ppm, o.storage.read_fault_ppm, o.rot_ppm,
@@ -124,7 +124,8 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
         static_cast<unsigned long long>(r.disks_lost), static_cast<unsigned long long>(r.partitions), r.final_view,
         r.lagging, static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
         static_cast<unsigned long long>(r.records_consumed), static_cast<unsigned long long>(r.partition_truncations),
-        static_cast<unsigned long long>(r.partition_transfers), static_cast<unsigned long long>(r.messages),
+        static_cast<unsigned long long>(r.partition_transfers), static_cast<unsigned long long>(r.segments_retained),
+        static_cast<unsigned long long>(r.partition_restarts), static_cast<unsigned long long>(r.messages),
         static_cast<unsigned long long>(r.hash));
   }
   if (r.result != outcome::passed) {
@@ -132,8 +133,8 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
   }
   std::fflush(stdout);
   if (ticks_fd >= 0) {
-    const std::uint64_t figures[5] = {r.ticks, r.checkpoints, r.state_transfers, r.records_consumed,
-                                      r.partition_truncations};  // for the parent's summary
+    const std::uint64_t figures[6] = {r.ticks,           r.checkpoints,           r.state_transfers,
+                                      r.records_consumed, r.partition_truncations, r.segments_retained};  // for the parent's summary
     [[maybe_unused]] const ssize_t n = ::write(ticks_fd, figures, sizeof figures);
   }
   return r.result == outcome::passed ? 0 : r.result == outcome::safety_failure ? exit_safety : exit_liveness;
@@ -144,6 +145,7 @@ std::uint64_t checkpoints_total = 0;  // checkpoints written, every replica of e
 std::uint64_t syncs_total = 0;        // state transfers
 std::uint64_t consumed_total = 0;     // records read by the simulated consumers
 std::uint64_t cuts_total = 0;         // partition-log suffixes truncated at view changes
+std::uint64_t retained_total = 0;     // partition-log segments removed by retention
 
 int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet,
                const metrics_output& metrics = {}) {
@@ -163,13 +165,14 @@ int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path
     std::_Exit(run_seed(seed, k, trace_path, quiet, fds[1], metrics));
   }
   ::close(fds[1]);
-  std::uint64_t figures[5] = {};
+  std::uint64_t figures[6] = {};
   if (::read(fds[0], figures, sizeof figures) == static_cast<ssize_t>(sizeof figures)) {
     ticks_total += figures[0];
     checkpoints_total += figures[1];
     syncs_total += figures[2];
     consumed_total += figures[3];
     cuts_total += figures[4];
+    retained_total += figures[5];
   }
   ::close(fds[0]);
   int status = 0;
@@ -420,9 +423,11 @@ int main(int argc, char** argv) {
               listed.empty() ? fmt::format("master seed {}", master).c_str() : seed_file.c_str(), seconds,
               static_cast<double>(ran.size()) / seconds * 60.0, static_cast<double>(ticks_total) / seconds / 1e6);
   std::printf(
-      "checkpoints written: %llu; state transfers: %llu; records consumed: %llu; partition suffixes truncated: %llu\n",
+      "checkpoints written: %llu; state transfers: %llu; records consumed: %llu; partition suffixes truncated: %llu; "
+      "segments retained: %llu\n",
       static_cast<unsigned long long>(checkpoints_total), static_cast<unsigned long long>(syncs_total),
-      static_cast<unsigned long long>(consumed_total), static_cast<unsigned long long>(cuts_total));
+      static_cast<unsigned long long>(consumed_total), static_cast<unsigned long long>(cuts_total),
+      static_cast<unsigned long long>(retained_total));
   if (hunting) {
     if (!found) {
       std::printf("%s: not caught in %zu seeds\n", bugs_joined(bugs).c_str(), ran.size());
