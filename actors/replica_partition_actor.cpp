@@ -112,6 +112,7 @@ void replica_partition_actor::open_group() {
   o.storage.files.journal = consensus::journal_options{journal_slots(), journal_slot_bytes};
   o.storage.files.snapshot_bytes_max = 64 * 1024 * 1024;
   o.storage.files.snapshot_reserved_bytes = 64 * 1024;
+  o.storage.files.files = options_.files;  // the shard's cache: the group's files count in storage.open_files_max
   o.storage.log = options_;
   o.storage.log.owner_entries.push_back(std::string(vsr_dir));  // the group's files, beside the log's
   o.machine.consumers_max = services_->consumers_per_partition_max;

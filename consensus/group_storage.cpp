@@ -29,7 +29,7 @@ task<expected<std::unique_ptr<journal_storage>>> journal_storage::open(storage::
                                                                        recovered_state& recovered) {
   RILL_CO_TRY_VOID(co_await storage::make_dirs(e, dir));
   std::unique_ptr<journal_storage> s(new journal_storage(dir, o));
-  RILL_CO_TRY(sb, co_await superblock::open(e, dir, true, initial));
+  RILL_CO_TRY(sb, co_await superblock::open(e, dir, true, initial, o.files));
   // Another group's directory is refused before anything else is opened or created in it.
   if (const vsr_state& found = sb->state(); found.cluster != initial.cluster || found.replica != initial.replica ||
                                             found.replica_count != initial.replica_count) {
@@ -44,8 +44,9 @@ task<expected<std::unique_ptr<journal_storage>>> journal_storage::open(storage::
   // restart must go through a view change like any other.)
   const bool formatted = sb->created();
   journal_recovery rec;
-  RILL_CO_TRY(j, co_await journal::open(e, dir, o.journal, true, rec));
-  RILL_CO_TRY(snaps, co_await snapshot_file::open(e, dir, o.snapshot_bytes_max, true, o.snapshot_reserved_bytes));
+  RILL_CO_TRY(j, co_await journal::open(e, dir, o.journal, true, rec, o.files));
+  RILL_CO_TRY(snaps,
+              co_await snapshot_file::open(e, dir, o.snapshot_bytes_max, true, o.snapshot_reserved_bytes, o.files));
   recovered = recovered_state{};
   recovered.state = sb->state();
   if (const checkpoint_ref& cp = recovered.state.checkpoint; cp.op() > 0) {
@@ -87,11 +88,16 @@ void journal_storage::write_checkpoint(std::uint8_t slot, std::uint64_t /*op*/, 
   spawn(snapshots_->write(slot, *held), [held, done = std::move(done)](expected<void> r) { done(std::move(r)); });
 }
 
+void journal_storage::sync_headers(std::function<void(expected<void>)> done) {
+  spawn(journal_->sync_headers(), std::move(done));
+}
+
 task<expected<void>> journal_storage::close() {
-  RILL_CO_TRY_VOID(co_await journal_->close());
-  RILL_CO_TRY_VOID(co_await superblock_->close());
-  RILL_CO_TRY_VOID(co_await snapshots_->close());
-  co_return expected<void>{};
+  // Every file is closed (its descriptor released) whatever the others' closes say; the first error is returned.
+  auto j = co_await journal_->close();
+  auto sb = co_await superblock_->close();
+  auto sn = co_await snapshots_->close();
+  co_return !j ? j : !sb ? sb : sn;
 }
 
 }  // namespace rill::consensus

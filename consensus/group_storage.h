@@ -68,6 +68,9 @@ struct journal_storage_options {
   journal_options journal;
   std::uint64_t snapshot_bytes_max = 256 * 1024 * 1024;
   std::uint64_t snapshot_reserved_bytes = 0;  // what snapshot.bin reserves of each region at open
+  // The cache the three files' descriptors live under (journal.h, Descriptors): a partition group's replica uses its
+  // shard's, so they count in the node's open-file limit and an idle replica holds none. nullptr: their own.
+  storage::file_cache* files = nullptr;
 };
 
 class journal_storage final : public group_storage {
@@ -88,6 +91,10 @@ class journal_storage final : public group_storage {
   void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
                         std::function<void(expected<void>)> done) override;
 
+  // Syncs header-ring writes no later write's sync covered (journal::sync_headers), so that the journal's descriptor
+  // may be closed by the cache; started by an owner that sees no write coming (an idle replica).
+  void sync_headers(std::function<void(expected<void>)> done);
+  [[nodiscard]] bool headers_unsynced() const noexcept { return journal_->headers_unsynced(); }
   // Closes the files; nothing may be in flight (the driver's settle()).
   task<expected<void>> close();
   [[nodiscard]] const journal_storage_options& options() const noexcept { return options_; }

@@ -75,7 +75,8 @@ std::uint64_t journal::prepares_offset() const noexcept {
 }
 
 task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, std::string dir, journal_options o,
-                                                       bool create, journal_recovery& recovered) {
+                                                       bool create, journal_recovery& recovered,
+                                                       storage::file_cache* files) {
   if (o.slot_count == 0 || o.slot_count > journal_slot_count_max) {
     co_return make_unexpected(errc::invalid_argument, fmt::format("journal slot_count {}: allowed is 1..{}",
                                                                   o.slot_count, journal_slot_count_max));
@@ -90,8 +91,14 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
   if (create) {
     flags |= storage::io::open_create;
   }
-  RILL_CO_TRY(fd, co_await storage::open_file(e, path, flags));
-  std::unique_ptr<journal> j(new journal(e, path, o, fd));
+  std::unique_ptr<journal> j(new journal(e, path, o));
+  if (files == nullptr) {
+    j->own_files_ = std::make_unique<storage::file_cache>(storage::file_cache::files_unlimited);
+    files = j->own_files_.get();
+  }
+  RILL_CO_TRY_VOID(co_await j->file_.create(e, *files, path, flags, 0));
+  RILL_CO_TRY(pin, co_await j->file_.pin(e));
+  const int fd = pin.fd();
   RILL_ASSERT(recovered.valid.empty(), "journal::open fills a fresh journal_recovery");
   RILL_ASSERT(recovered.faulty.empty());
   RILL_ASSERT(recovered.faulty_slots.empty());
@@ -172,7 +179,7 @@ task<expected<void>> journal::write(const message& prepare) {
   RILL_ASSERT(is_detached(prepare.h) || prepare.h.size == header::encoded_size + prepare.body.size());
   RILL_ASSERT(!is_detached(prepare.h) || prepare.body.empty(), "a detached prepare's body is not the journal's");
   RILL_ASSERT(prepare.h.op > 0, "op 0 is the root: never prepared, never written");
-  RILL_ASSERT(fd_ >= 0);
+  RILL_ASSERT(file_.attached(), "a write after close()");
   const bool detached = is_detached(prepare.h);
   if (!detached && prepare.h.size > options_.message_size_max) {
     co_return make_unexpected(errc::invalid_argument,
@@ -187,24 +194,58 @@ task<expected<void>> journal::write(const message& prepare) {
   } else {
     bytes = encode(prepare);
   }
+  RILL_CO_TRY(pin, co_await file_.pin(*engine_));
+  const int fd = pin.fd();
   RILL_CO_TRY_VOID(
-      co_await storage::write_all(*engine_, fd_, prepares_offset() + slot * options_.message_size_max, bytes, path_));
-  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
+      co_await storage::write_all(*engine_, fd, prepares_offset() + slot * options_.message_size_max, bytes, path_));
+  RILL_CO_TRY_VOID(co_await datasync(fd));
   // The redundant header only once the prepare is durable (the next write's sync covers it): a valid header beside
-  // an unreadable prepare then always means a durable prepare lost, never a write torn by a crash.
-  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, slot * header::encoded_size,
-                                               std::span(bytes).first(header::encoded_size), path_));
+  // an unreadable prepare then always means a durable prepare lost, never a write torn by a crash. Until a sync
+  // covers it, the descriptor stays open (the file is marked unsynced).
+  ++headers_in_flight_;
+  file_.mark_unsynced();
+  auto written = co_await storage::write_all(*engine_, fd, slot * header::encoded_size,
+                                             std::span(bytes).first(header::encoded_size), path_);
+  --headers_in_flight_;
+  if (written) {
+    ++headers_written_;
+  }
+  settle_marks();
+  co_return written;
+}
+
+task<expected<void>> journal::datasync(int fd) {
+  const std::uint64_t covered = headers_written_;  // header writes complete before the sync starts
+  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd, path_));
+  headers_synced_ = std::max(headers_synced_, covered);
+  settle_marks();
   co_return expected<void>{};
+}
+
+void journal::settle_marks() {
+  RILL_ASSERT(headers_synced_ <= headers_written_);
+  if (headers_in_flight_ == 0 && headers_synced_ == headers_written_ && file_.attached()) {
+    file_.mark_synced();
+  }
+}
+
+task<expected<void>> journal::sync_headers() {
+  if (!headers_unsynced() && headers_in_flight_ == 0) {
+    co_return expected<void>{};
+  }
+  RILL_CO_TRY(pin, co_await file_.pin(*engine_));
+  co_return co_await datasync(pin.fd());
 }
 
 task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
   RILL_ASSERT(op > 0, "op 0 is the root: never in the journal");
   RILL_ASSERT(!checksum.zero());
-  RILL_ASSERT(fd_ >= 0);
+  RILL_ASSERT(file_.attached(), "a read after close()");
   const std::uint64_t slot = op % options_.slot_count;
   std::vector<std::byte> head(header::encoded_size);
   const std::uint64_t at = prepares_offset() + slot * options_.message_size_max;
-  RILL_CO_TRY(got, co_await storage::read_at(*engine_, fd_, at, head, path_));
+  RILL_CO_TRY(pin, co_await file_.pin(*engine_));
+  RILL_CO_TRY(got, co_await storage::read_at(*engine_, pin.fd(), at, head, path_));
   if (got != head.size()) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read at slot {}", path_, slot));
   }
@@ -219,7 +260,7 @@ task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
     co_return m;
   }
   std::vector<std::byte> bytes(h->size);
-  RILL_CO_TRY(got2, co_await storage::read_at(*engine_, fd_, at, bytes, path_));
+  RILL_CO_TRY(got2, co_await storage::read_at(*engine_, pin.fd(), at, bytes, path_));
   if (got2 != bytes.size()) {
     co_return make_unexpected(errc::corrupt_data, fmt::format("{}: short read at slot {}", path_, slot));
   }
@@ -237,7 +278,10 @@ task<expected<message>> journal::read(std::uint64_t op, checksum_t checksum) {
 }
 
 task<expected<void>> journal::close() {
-  co_return co_await storage::close_once(*engine_, fd_, path_);
+  if (!file_.attached()) {
+    co_return expected<void>{};
+  }
+  co_return co_await file_.close(*engine_);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -287,10 +331,16 @@ std::optional<std::pair<std::uint64_t, vsr_state>> decode_copy(std::span<const s
 }  // namespace
 
 task<expected<std::unique_ptr<superblock>>> superblock::open(storage::io::engine& e, std::string dir, bool create,
-                                                             const vsr_state& initial) {
+                                                             const vsr_state& initial, storage::file_cache* files) {
   const std::string path = dir + "/superblock";
-  RILL_CO_TRY(fd, co_await storage::open_file(e, path, create ? storage::io::open_create : 0u));
-  std::unique_ptr<superblock> sb(new superblock(e, path, fd));
+  std::unique_ptr<superblock> sb(new superblock(e, path));
+  if (files == nullptr) {
+    sb->own_files_ = std::make_unique<storage::file_cache>(storage::file_cache::files_unlimited);
+    files = sb->own_files_.get();
+  }
+  RILL_CO_TRY_VOID(co_await sb->file_.create(e, *files, path, create ? storage::io::open_create : 0u, 0));
+  RILL_CO_TRY(pin, co_await sb->file_.pin(e));
+  const int fd = pin.fd();
   RILL_CO_TRY(size, co_await storage::size_of_file(e, fd, path));
   if (size == 0) {
     if (!create) {
@@ -351,16 +401,20 @@ task<expected<void>> superblock::write(vsr_state next) {
   const auto bytes = encode_copy(sequence, next);
   // Two copies per update, rotating: copies (2s, 2s+1) mod 4, never the two holding the previous update.
   const std::size_t first = static_cast<std::size_t>((sequence * 2) % copies);
-  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, first * copy_size, bytes, path_));
-  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, fd_, ((first + 1) % copies) * copy_size, bytes, path_));
-  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd_, path_));
+  RILL_CO_TRY(pin, co_await file_.pin(*engine_));  // (held through the sync: the writes reach it)
+  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, pin.fd(), first * copy_size, bytes, path_));
+  RILL_CO_TRY_VOID(co_await storage::write_all(*engine_, pin.fd(), ((first + 1) % copies) * copy_size, bytes, path_));
+  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, pin.fd(), path_));
   sequence_ = sequence;
   state_ = std::move(next);
   co_return expected<void>{};
 }
 
 task<expected<void>> superblock::close() {
-  co_return co_await storage::close_once(*engine_, fd_, path_);
+  if (!file_.attached()) {
+    co_return expected<void>{};
+  }
+  co_return co_await file_.close(*engine_);
 }
 
 }  // namespace rill::consensus

@@ -28,6 +28,12 @@
 // A faulty op or slot is never reported as "never had it" (see docs/consensus.md, view change): the replica may
 // have acknowledged it.
 //
+// Descriptors: each file is a storage::cached_file under a file_cache (the shard's, for a partition group's replica;
+// else one of its own without a limit), pinned around each operation, so an idle replica holds none. A header-ring
+// write is left for the next write's sync: until a sync covers it, the journal keeps its descriptor (the cache never
+// closes an unsynced file: a writeback error must reach an fdatasync of the descriptor that wrote); sync_headers()
+// covers it when no write follows.
+//
 // superblock: the vsr_state in four fixed-size copies in one file; each update writes two copies (the two after the
 // newest) and fdatasyncs; open takes the valid copy with the highest sequence. A torn update leaves the previous
 // state; one rotten copy leaves the other copy of the same update.
@@ -41,6 +47,7 @@
 #include "base/task.h"
 #include "consensus/message.h"
 #include "consensus/vsr_state.h"
+#include "storage/file_cache.h"
 #include "storage/io/engine.h"
 
 namespace rill::consensus {
@@ -72,8 +79,10 @@ class journal {
  public:
   // Opens dir/journal.wal, creating it (zero-filled, synced, the directory synced) when `create` and missing, and
   // scans every slot. Errors: invalid_argument for options out of range or a file of the wrong size; I/O errors.
+  // `files`: the cache its descriptor lives under (nullptr: one of its own, unlimited); it outlives the journal.
   static task<expected<std::unique_ptr<journal>>> open(storage::io::engine& e, std::string dir, journal_options options,
-                                                       bool create, journal_recovery& recovered);
+                                                       bool create, journal_recovery& recovered,
+                                                       storage::file_cache* files = nullptr);
   ~journal();
 
   // Writes a prepare into its slot (replacing whatever op was there) and makes it durable. The message must fit
@@ -82,14 +91,21 @@ class journal {
   // Reads op back; errors: corrupt_data when the slot holds another op, a different checksum, or bad bytes. A
   // detached prepare comes back with an empty body.
   task<expected<message>> read(std::uint64_t op, checksum_t checksum);
+  // Syncs header-ring writes no later sync covered (nothing to do: returns at once), so the descriptor may close.
+  task<expected<void>> sync_headers();
+  // Header-ring writes wait for a sync (sync_headers(), or the next write's).
+  [[nodiscard]] bool headers_unsynced() const noexcept { return headers_written_ != headers_synced_; }
   task<expected<void>> close();
 
   [[nodiscard]] const journal_options& options() const noexcept { return options_; }
   [[nodiscard]] std::string path() const { return path_; }
 
  private:
-  journal(storage::io::engine& e, std::string path, journal_options o, int fd)
-      : engine_(&e), path_(std::move(path)), options_(o), fd_(fd) {}
+  journal(storage::io::engine& e, std::string path, journal_options o) : engine_(&e), path_(std::move(path)), options_(o) {}
+  // An fdatasync of the file through `fd` (pinned by the caller): what it covers of the header ring is synced.
+  task<expected<void>> datasync(int fd);
+  // Marks the file synced when every header-ring write is covered (and none is in flight).
+  void settle_marks();
   [[nodiscard]] std::uint64_t prepares_offset() const noexcept;
   [[nodiscard]] bool is_detached(const header& h) const noexcept {
     return options_.detached_operation != operation_root && h.operation == options_.detached_operation;
@@ -98,7 +114,11 @@ class journal {
   storage::io::engine* engine_;
   std::string path_;
   journal_options options_;
-  int fd_;
+  std::unique_ptr<storage::file_cache> own_files_;  // (declared before file_: it outlives it)
+  storage::cached_file file_;
+  std::uint64_t headers_written_ = 0;  // header-ring writes completed
+  std::uint64_t headers_synced_ = 0;   // of those, covered by a completed sync that started after them
+  std::uint32_t headers_in_flight_ = 0;
 };
 
 class superblock {
@@ -109,7 +129,8 @@ class superblock {
   // Opens dir/superblock. A missing file with `create`: written with `initial` in every copy. Errors: corrupt_data
   // when no copy is valid (the replica cannot know its view: it must not start), not_found when missing.
   static task<expected<std::unique_ptr<superblock>>> open(storage::io::engine& e, std::string dir, bool create,
-                                                          const vsr_state& initial);
+                                                          const vsr_state& initial,
+                                                          storage::file_cache* files = nullptr);
   ~superblock();
 
   [[nodiscard]] const vsr_state& state() const noexcept { return state_; }
@@ -122,11 +143,12 @@ class superblock {
   task<expected<void>> close();
 
  private:
-  superblock(storage::io::engine& e, std::string path, int fd) : engine_(&e), path_(std::move(path)), fd_(fd) {}
+  superblock(storage::io::engine& e, std::string path) : engine_(&e), path_(std::move(path)) {}
 
   storage::io::engine* engine_;
   std::string path_;
-  int fd_;
+  std::unique_ptr<storage::file_cache> own_files_;  // (declared before file_: it outlives it)
+  storage::cached_file file_;
   vsr_state state_;
   std::uint64_t sequence_ = 0;
   bool created_ = false;

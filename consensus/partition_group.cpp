@@ -258,6 +258,29 @@ void partition_group::tick() {
   if (!transferring_ && ticks_ >= transfer_due_ && storage_->transfer_target() && options_.members.size() > 1) {
     start_transfer();
   }
+  maybe_sync_idle();
+}
+
+void partition_group::maybe_sync_idle() {
+  if (storage_->writes_waiting() > 0 || in_flight_ > 0) {
+    last_write_tick_ = ticks_;
+    return;
+  }
+  if (idle_syncing_ || ticks_ - last_write_tick_ < idle_sync_ticks || !storage_->headers_unsynced()) {
+    return;
+  }
+  idle_syncing_ = true;
+  task_started();
+  storage_->sync_headers([this](expected<void> r) {
+    idle_syncing_ = false;
+    if (!r && !fenced_ && !closed_) {
+      // A failed fdatasync: what the journal wrote may be lost, as at any write's failure.
+      fenced_ = error(make_error_code(errc::fenced), fmt::format("partition group {}: syncing its journal failed: {}",
+                                                                 options_.group.value(), r.error().message()));
+      fail_all(*fenced_);
+    }
+    task_ended();
+  });
 }
 
 void partition_group::maybe_probe() {

@@ -189,6 +189,8 @@ class partition_group {
   // Transfers, serves and probes in flight: close() waits for them.
   void task_started();
   void task_ended();
+  // Syncs the journal's header ring once no write has waited for idle_sync_ticks (a failure fences).
+  void maybe_sync_idle();
   void on_reply(message m);
   task<expected<message>> request(session& s, std::uint8_t operation, std::vector<std::byte> body);
   // A session free to send now (registering one first when fewer than sessions_max exist); waits its turn.
@@ -238,6 +240,11 @@ class partition_group {
   std::uint64_t transfer_due_ = 0;       // no transfer starts before this tick (after a failed one)
   std::uint64_t transfer_failures_ = 0;  // in a row: the primary is asked first only when 0
   static constexpr std::uint64_t transfer_retry_ticks = 20;
+  // The journal's header-ring writes wait for the next write's sync; a replica with no write for this long syncs
+  // them itself, so that the cache may close its descriptors (journal.h, Descriptors).
+  static constexpr std::uint64_t idle_sync_ticks = 100;
+  std::uint64_t last_write_tick_ = 0;  // the last tick a write was waiting in the storage
+  bool idle_syncing_ = false;
   segments_ask* asking_ = nullptr;
   std::size_t serving_ = 0;
   std::size_t tasks_ = 0;  // task_started() and not yet task_ended()

@@ -1004,6 +1004,15 @@ task<expected<transfer_chunk>> partition_storage::read_for_transfer(offset_t fro
 
 // ---------------------------------------------------------------------------------------------------------------
 
+void partition_storage::sync_headers(std::function<void(expected<void>)> done) {
+  auto own = std::make_shared<partition_storage_own_op>(own_in_flight_, own_idle_, alive_);
+  files_->sync_headers([alive = alive_, own, done = std::move(done)](expected<void> r) {
+    if (*alive) {
+      done(std::move(r));
+    }
+  });
+}
+
 task<expected<void>> partition_storage::close() {
   closing_ = true;
   fail_all(error(make_error_code(errc::closed), "the partition group's storage is closing"));

@@ -167,6 +167,11 @@ class partition_storage final : public group_storage {
   // The offset below which retention may remove batches now (the log start when nothing may go).
   [[nodiscard]] std::int64_t retention_ceiling() const;
 
+  // The journal's header-ring writes that no sync covered yet (journal_storage::sync_headers): the owner syncs them
+  // when no write follows, so that an idle replica's descriptors may be closed by the file cache.
+  [[nodiscard]] bool headers_unsynced() const noexcept { return files_->headers_unsynced(); }
+  void sync_headers(std::function<void(expected<void>)> done);
+
   // Answers the waiting writes (errc::closed), waits for this storage's own operations, closes the log and files.
   task<expected<void>> close();
   // After the disk failed under it or was halted (a simulated power loss, every operation on it drained): drops the

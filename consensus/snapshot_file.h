@@ -10,6 +10,8 @@
 // superblock (vsr_state::checkpoint: slot, size, checksum). So a crash at any point leaves the named checkpoint
 // intact: either the superblock still names the old region, untouched, or it names the new one, synced before.
 //
+// Its descriptor is a storage::cached_file (journal.h, Descriptors), pinned around each operation.
+//
 // Invariants: a write never touches the other region; read() returns bytes only when their XXH3-128 matches the
 // checksum the superblock recorded (errors: corrupt_data).
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include "base/expected.h"
 #include "base/task.h"
 #include "consensus/types.h"
+#include "storage/file_cache.h"
 #include "storage/io/engine.h"
 
 namespace rill::consensus {
@@ -37,7 +40,8 @@ class snapshot_file {
   // full at open keeps what it has; reserved_bytes() tells).
   static task<expected<std::unique_ptr<snapshot_file>>> open(storage::io::engine& e, std::string dir,
                                                              std::uint64_t bytes_max, bool create,
-                                                             std::uint64_t reserved = 0);
+                                                             std::uint64_t reserved = 0,
+                                                             storage::file_cache* files = nullptr);
   ~snapshot_file();
 
   // Writes `bytes` into region `slot` (0 or 1) and fdatasyncs. Errors: invalid_argument when it does not fit.
@@ -53,13 +57,14 @@ class snapshot_file {
   // Grows the reservation of both regions to `bytes` (at most bytes_max); keeps the old one when that fails.
   task<void> reserve(std::uint64_t bytes);
 
-  snapshot_file(storage::io::engine& e, std::string path, std::uint64_t bytes_max, int fd)
-      : engine_(&e), path_(std::move(path)), bytes_max_(bytes_max), fd_(fd) {}
+  snapshot_file(storage::io::engine& e, std::string path, std::uint64_t bytes_max)
+      : engine_(&e), path_(std::move(path)), bytes_max_(bytes_max) {}
 
   storage::io::engine* engine_;
   std::string path_;
   std::uint64_t bytes_max_;
-  int fd_;
+  std::unique_ptr<storage::file_cache> own_files_;  // (declared before file_: it outlives it)
+  storage::cached_file file_;
   std::uint64_t reserved_ = 0;
 };
 

@@ -9,7 +9,7 @@ namespace {
 constexpr const char* dir = "/replica";
 constexpr const char* log_dir = "/partition";
 constexpr std::uint64_t snapshot_bytes_max = 1024 * 1024;  // the ledger's checkpoints are a few KiB
-constexpr std::uint64_t log_open_files_max = 3;            // descriptors of the partition log (file_cache.h)
+constexpr std::uint64_t log_open_files_max = 3;  // descriptors of the partition log and group files (file_cache.h)
 
 storage::log_options partition_log_options() {
   storage::log_options o;
@@ -205,6 +205,7 @@ consensus::recovered_state disk_storage::recover() {
     po.log.config.retention_bytes = partition_config_->retention_bytes;
     log_files_ = std::make_unique<storage::file_cache>(log_open_files_max);
     po.log.files = log_files_.get();
+    po.files.files = log_files_.get();  // the journal, superblock and snapshot.bin too, as in rilld's shards
     auto files =
         run(disk_, consensus::partition_storage::open(disk_, *partition_config_->pool, *partition_config_->clk,
                                                       *partition_config_->reporter, dir, log_dir, po, initial_, r));

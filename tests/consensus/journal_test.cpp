@@ -238,3 +238,36 @@ BOOST_AUTO_TEST_CASE(a_journal_file_size_names_its_slot_count) {
   }
   BOOST_TEST(!journal_slot_count_of(4096 * 64 + 1, 4096).has_value());
 }
+
+BOOST_AUTO_TEST_CASE(under_a_file_cache_the_journal_holds_its_descriptor_only_while_a_header_is_unsynced) {
+  sim_disk d(21);
+  storage::file_cache files(1);  // one descriptor for the journal and another file
+  RILL_REQUIRE_OK(run(d, storage::make_dirs(d, "/r")));
+  journal_recovery rec;
+  auto opened = run(d, journal::open(d, "/r", small, true, rec, &files));
+  RILL_REQUIRE_OK(opened);
+  auto& j = **opened;
+  const auto ops = chain(3);
+  RILL_REQUIRE_OK(run(d, j.write(ops[0])));
+  // Its header-ring write waits for a sync: the journal keeps its descriptor, and another file goes over the limit.
+  BOOST_TEST(j.headers_unsynced());
+  storage::cached_file other;
+  RILL_REQUIRE_OK(run(d, other.create(d, files, "/other", storage::io::open_create, 0)));
+  BOOST_TEST(files.stats().over_limit_opens == 1u);
+  BOOST_TEST(files.open_count() == 2u);
+  // The next write's sync covers it (its own header then waits); sync_headers() covers that one.
+  RILL_REQUIRE_OK(run(d, j.write(ops[1])));
+  BOOST_TEST(j.headers_unsynced());
+  RILL_REQUIRE_OK(run(d, j.sync_headers()));
+  BOOST_TEST(!j.headers_unsynced());
+  RILL_REQUIRE_OK(run(d, j.sync_headers()));  // nothing to do
+  // Evictable now: the cache closes it down to its limit, and the next read opens it again.
+  (void)run(d, files.evict_all(d));
+  BOOST_TEST(files.open_count() <= 1u);
+  auto back = run(d, j.read(2, ops[1].h.checksum));
+  RILL_REQUIRE_OK(back);
+  BOOST_TEST((back->h.checksum == ops[1].h.checksum));
+  RILL_REQUIRE_OK(run(d, j.close()));
+  RILL_REQUIRE_OK(run(d, other.close(d)));
+  BOOST_TEST(files.open_count() == 0u);
+}

@@ -372,6 +372,8 @@ BOOST_AUTO_TEST_CASE(a_backup_that_stops_acknowledging_is_reported_lagging_until
 }
 
 // Submits `count` batches through the primary and waits until all are acknowledged.
+constexpr std::uint64_t lag_ticks_for_test = 100;  // partition_group's idle_sync_ticks
+
 static void produce(nodes& n, std::size_t p, int count, std::string_view tag) {
   std::vector<outcome> outs(static_cast<std::size_t>(count));
   for (std::size_t i = 0; i < outs.size(); ++i) {
@@ -486,6 +488,19 @@ BOOST_AUTO_TEST_CASE(retention_keeps_what_replicas_need_and_a_wiped_member_start
   produce(n, p, 4, "after");
   BOOST_REQUIRE(n.rounds_until([&] { return n.all[lost]->g->log().committed().value() == 514; }));
   BOOST_TEST(committed_from(*n.all[lost]) == committed_from(*n.all[p], start));
+}
+
+BOOST_AUTO_TEST_CASE(an_idle_group_syncs_its_journal_headers_so_its_descriptors_may_close) {
+  nodes n(3);
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary().has_value(); }));
+  const std::size_t p = *n.primary();
+  produce(n, p, 3, "x");
+  // Right after the writes, header-ring writes wait for a sync on some replica; a second of silence syncs them.
+  BOOST_REQUIRE(n.rounds_until(
+      [&] {
+        return std::none_of(n.all.begin(), n.all.end(), [](const auto& r) { return r->g->storage().headers_unsynced(); });
+      },
+      3 * static_cast<int>(lag_ticks_for_test)));
 }
 
 BOOST_AUTO_TEST_CASE(after_a_failover_the_group_goes_back_to_its_preferred_replica) {
