@@ -22,6 +22,7 @@
 #include "net/client.h"
 #include "storage/record_batch_builder.h"
 #include "tests/cluster/cluster_harness.h"
+#include "tests/integration/descriptors.h"
 
 using namespace rill;
 using namespace rill::testing::cluster_harness;
@@ -646,5 +647,55 @@ BOOST_AUTO_TEST_CASE(retention_applies_on_every_replica_and_a_wiped_node_starts_
   BOOST_TEST(!reference.empty());
   for (std::size_t i = 0; i < c.size(); ++i) {
     BOOST_TEST((log_bytes_from(dir(i), from) == reference), "node " << i + 1 << " differs from offset " << from);
+  }
+}
+
+// Each replica's journal.wal, superblock and snapshot.bin live under its shard's file cache beside the log's files:
+// 60 partitions with 3 replicas put 60 groups (8 files each: 3 of the group, the log's 2 superblock copies, a
+// segment's .log, .index and .meta) on every node, under limits.open_files_max = 100. Once the writes are over (an
+// idle group syncs its journal within a second), each node holds at most that many more descriptors than before.
+BOOST_AUTO_TEST_CASE(idle_replicas_hold_no_more_descriptors_than_the_limit) {
+  constexpr std::size_t files_max = 100;
+  constexpr std::uint32_t count = 60;
+  cluster c(3, 53, {"--set", "limits.open_files_max=" + std::to_string(files_max)});
+  c.start_all();
+  auto admin = c.client(0);
+  RILL_REQUIRE_OK(admin->create_stream("s"));
+  auto pc = c.client_of_all();
+  RILL_REQUIRE_OK(pc->ping());
+  std::vector<std::size_t> before;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    before.push_back(testing::open_descriptors(c.node(i).pid()));
+  }
+  proto::TopicConfig tc;
+  tc.set_partitions(count);
+  tc.set_replication_factor(3);
+  RILL_REQUIRE_OK(admin->create_topic(net::by_name("s"), "t", tc));
+  for (std::uint32_t p = 0; p < count; ++p) {
+    storage::batch_builder b;
+    b.add("k", fmt::format("{}", p));
+    auto built = b.build();
+    BOOST_REQUIRE(built.has_value());
+    auto r = pc->produce(net::by_name("s"), net::by_name("t"), p, *built);
+    BOOST_REQUIRE_MESSAGE(r.has_value(), "partition " << p << ": " << (r ? std::string() : r.error().message()));
+  }
+  // (A few more for client connections the nodes opened to each other or to the clients meanwhile.)
+  constexpr std::size_t slack = 8;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const std::size_t bound = before[i] + files_max + slack;
+    const std::size_t now = testing::descriptors_settled_at_most(c.node(i).pid(), bound, std::chrono::seconds(30));
+    BOOST_TEST_MESSAGE("node " << i + 1 << ": " << before[i] << " descriptors before, " << now << " with " << count
+                               << " replicas");
+    BOOST_TEST(now <= bound, "node " << i + 1 << " holds " << now << " descriptors, more than " << bound);
+  }
+  for (std::uint32_t p = 0; p < count; ++p) {
+    proto::PollRequest q;
+    *q.mutable_stream() = net::by_name("s");
+    *q.mutable_topic() = net::by_name("t");
+    q.set_partition_id(p);
+    q.mutable_strategy()->set_kind(proto::PollStrategy::FIRST);
+    auto got = pc->poll(q);
+    BOOST_REQUIRE_MESSAGE(got.has_value(), "partition " << p << ": " << (got ? std::string() : got.error().message()));
+    BOOST_TEST(got->header.high_watermark() == 1u, "partition " << p);
   }
 }

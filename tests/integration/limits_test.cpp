@@ -9,12 +9,15 @@
 
 #include "net/client.h"
 #include "storage/record_batch_builder.h"
+#include "tests/integration/descriptors.h"
 #include "tests/integration/rilld_process.h"
 #include "tests/integration/served_rilld.h"
 #include "tests/test_util.h"
 
 using namespace rill;
 using namespace rill::net;
+using rill::testing::descriptors_settled_at_most;
+using rill::testing::open_descriptors;
 using rill::testing::rilld_process;
 using rill::testing::temp_data_dir;
 
@@ -43,24 +46,6 @@ std::uint64_t high_watermark(client& c, const std::string& stream, const std::st
   return polled->header.high_watermark();
 }
 
-std::size_t open_descriptors(pid_t pid) {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
-    ++n;
-  }
-  return n;
-}
-
-// The descriptors of `pid` once they are at most `bound` (partitions still opening, files still being closed), or
-// what it holds at the deadline.
-std::size_t descriptors_settled_at_most(pid_t pid, std::size_t bound) {
-  std::size_t n = open_descriptors(pid);
-  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       n > bound && std::chrono::steady_clock::now() < deadline; n = open_descriptors(pid)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return n;
-}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(limits_suite)
