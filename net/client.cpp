@@ -605,16 +605,36 @@ expected<std::optional<std::uint64_t>> client::store_offset(const proto::Identif
 
 // --- producer -------------------------------------------------------------------------------------------------
 
-producer::producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions)
-    : client_(c), stream_(std::move(s)), topic_(std::move(t)), options_(o), partitions_(partitions) {
+namespace {
+// Bytes a message adds to a batch, at most: its key, value and headers, and a record's varints (length, attributes,
+// timestamp and offset deltas, key and value lengths, header count: 36 at most) plus each header's two lengths.
+std::uint64_t record_bytes_max(const message& m) {
+  std::uint64_t n = 36 + (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0);
+  for (const auto& [k, v] : m.headers) {
+    n += 10 + k.size() + (v ? v->size() : 0);
+  }
+  return n;
+}
+constexpr std::uint64_t batch_header_bytes = 61;  // a record batch's header (record_batch_format.h)
+}  // namespace
+
+producer::producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions,
+                   std::uint64_t topic_batch_bytes_max)
+    : client_(c),
+      stream_(std::move(s)),
+      topic_(std::move(t)),
+      options_(o),
+      partitions_(partitions),
+      batch_bytes_max_(std::min(o.max_batch_bytes, topic_batch_bytes_max)) {
   start_producer_id();
 }
 
 expected<std::unique_ptr<producer>> producer::create(client& c, proto::Identifier stream, proto::Identifier topic,
                                                      producer_options options) {
   RILL_TRY(info, c.get_topic(stream, topic));
+  const std::uint64_t topic_max = info.config().max_message_bytes() > 0 ? info.config().max_message_bytes() : UINT64_MAX;
   return std::unique_ptr<producer>(
-      new producer(c, std::move(stream), std::move(topic), options, info.config().partitions()));
+      new producer(c, std::move(stream), std::move(topic), options, info.config().partitions(), topic_max));
 }
 
 expected<std::vector<producer::ack>> producer::send(const message& m) {
@@ -626,16 +646,23 @@ expected<std::vector<producer::ack>> producer::send(const message& m) {
   } else {
     p = next_balanced_++ % partitions_;
   }
+  std::vector<ack> acks;
+  const std::uint64_t adds = record_bytes_max(m);
+  if (auto it = pending_.find(p);
+      it != pending_.end() && !it->second.messages.empty() && it->second.bytes + adds > batch_bytes_max_) {
+    RILL_TRY(sent, send_partition(p));  // this message would take the batch past the limit: the batch goes first
+    acks.insert(acks.end(), sent.begin(), sent.end());
+  }
   auto& q = pending_[p];
   if (q.messages.empty()) {
     q.first = std::chrono::steady_clock::now();
+    q.bytes = batch_header_bytes;
   }
   q.messages.push_back(m);
   q.messages.back().partition = p;
-  q.bytes += (m.key ? m.key->size() : 0) + (m.value ? m.value->size() : 0) + 16;
-  std::vector<ack> acks;
+  q.bytes += adds;
   for (auto& [partition, pend] : pending_) {
-    const bool full = pend.messages.size() >= options_.max_batch_records || pend.bytes >= options_.max_batch_bytes;
+    const bool full = pend.messages.size() >= options_.max_batch_records || pend.bytes >= batch_bytes_max_;
     const bool old = !pend.messages.empty() && std::chrono::steady_clock::now() - pend.first >= options_.linger;
     if (full || (old && partition == p)) {
       RILL_TRY(sent, send_partition(partition));

@@ -189,6 +189,8 @@ struct message {
 
 struct producer_options {
   std::uint32_t max_batch_records = 1000;
+  // A batch is sent before a message would take it past this (or past the topic's max_message_bytes, whichever is
+  // lower); a single message larger than that goes alone (and the server names the limit it breaks).
   std::uint64_t max_batch_bytes = 1024 * 1024;
   std::chrono::milliseconds linger{5};
   bool zstd = false;
@@ -218,7 +220,8 @@ class producer {
     std::uint64_t bytes = 0;
     std::chrono::steady_clock::time_point first;
   };
-  producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions);
+  producer(client& c, proto::Identifier s, proto::Identifier t, producer_options o, std::uint32_t partitions,
+           std::uint64_t topic_batch_bytes_max);
   expected<std::vector<ack>> send_partition(std::uint32_t partition);
   // A fresh random producer id; every partition's sequence back to 0.
   void start_producer_id();
@@ -231,6 +234,7 @@ class producer {
   proto::Identifier topic_;
   producer_options options_;
   std::uint32_t partitions_;
+  std::uint64_t batch_bytes_max_;  // the estimate of a batch's size (batch_bytes_of) kept at or below this
   std::uint32_t next_balanced_ = 0;
   std::int64_t producer_id_;
   std::map<std::uint32_t, std::int32_t> sequences_;  // next sequence per partition

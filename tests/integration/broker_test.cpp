@@ -889,6 +889,31 @@ BOOST_AUTO_TEST_CASE(hostile_producer_batches_are_refused_each_with_its_status_a
   BOOST_TEST(next->base_offsets(0) == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(the_producer_never_builds_a_batch_past_the_topics_message_limit) {
+  // 10 KB messages: a batch sent only once it reached 1 MiB ended one message past it, and the server refused it
+  // (batch_too_large). The producer sends the batch before a message would take it past the limit.
+  server s;
+  RILL_REQUIRE_OK(s.cli->create_stream("s"));
+  proto::TopicConfig cfg;
+  cfg.set_partitions(1);
+  RILL_REQUIRE_OK(s.cli->create_topic(by_name("s"), "t", cfg));
+  auto p = producer::create(*s.cli, by_name("s"), by_name("t"));
+  RILL_REQUIRE_OK(p);
+  std::size_t acked = 0;
+  for (int i = 0; i < 300; ++i) {
+    message m;
+    m.partition = 0;
+    m.value = fmt::format("{:05}-{}", i, std::string(10'000, 'x'));
+    auto a = (*p)->send(m);
+    RILL_REQUIRE_OK(a);
+    acked += a->size();
+  }
+  auto rest = (*p)->flush();
+  RILL_REQUIRE_OK(rest);
+  acked += rest->size();
+  BOOST_TEST(acked == 300u);
+}
+
 BOOST_AUTO_TEST_CASE(a_producer_the_partition_forgot_starts_a_new_id_and_the_user_sees_no_error) {
   // rilld on a fixed port, so that the producer's client reconnects to it after the restart.
   const int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
