@@ -149,7 +149,9 @@ void driver::execute(effect& e) {
                        hooks_.prepare(*r);
                      }
                      std::vector<effect> next;
-                     replica_->on_read_done(op, checksum, r ? &*r : nullptr, next);
+                     // (errc::removed: storage no longer keeps it by design, below the durable checkpoint)
+                     const bool removed = !r && r.error().code() == make_error_code(storage::errc::removed);
+                     replica_->on_read_done(op, checksum, r ? &*r : nullptr, next, removed);
                      run(next);
                      changed();
                    }));

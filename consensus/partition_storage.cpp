@@ -325,6 +325,12 @@ void partition_storage::read(std::uint64_t op, checksum_t checksum, std::functio
           return;
         }
         auto it = index_.find(op);
+        if (op <= checkpoint_op_ && (it == index_.end() || it->second.base < log_->log_start().value())) {
+          // Retention removed it (it removes only batches at or below the durable checkpoint): not lost.
+          done(make_unexpected(errc::removed, fmt::format("{}: the batch of op {} was removed by retention",
+                                                          log_->dir(), op)));
+          return;
+        }
         if (it == index_.end() || it->second.checksum != checksum) {
           done(make_unexpected(errc::corrupt_data, fmt::format("{}: op {} {} has no batch in the partition log",
                                                                log_->dir(), op, to_string(checksum))));
@@ -404,12 +410,8 @@ void partition_storage::note_checkpoint_end(std::uint64_t op) {
 
 std::int64_t partition_storage::retention_ceiling() const {
   std::int64_t ceiling = log_->log_start().value();
-  if (checkpoint_op_ <= slot_count_) {
-    return ceiling;
-  }
-  const std::uint64_t bound_op = checkpoint_op_ - slot_count_;
   for (const auto& [op, end] : checkpoint_ends_) {
-    if (op > bound_op) {
+    if (op > checkpoint_op_) {
       break;
     }
     ceiling = std::max(ceiling, end);

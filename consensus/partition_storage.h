@@ -45,14 +45,14 @@
 // for it). durable_through(), the driver's checkpoint gate, is the op of that committed base, so a checkpoint never
 // covers a batch a restart would not find.
 //
-// Retention (enforce_retention): the topic's retention applies to the batches no replica may need from this log
-// again: those of ops at least a journal ring below the durable checkpoint. A restart looks for the batches of the
-// ops above the checkpoint only, and a peer repairing asks for ops this replica's ring still holds, which are all
-// above that bound (ops a ring below the newest are overwritten in the ring; the newest is at or above the
-// checkpoint). The bound is the log offset recorded at each checkpoint this storage wrote or recovered; until one
-// is a ring below the durable checkpoint, nothing goes. A state transfer from a peer whose log starts past this
-// log's committed end (its retention removed those batches) starts this log over at the peer's start
-// (partition_log::restart_at) and copies from there; the checkpoint covers what was skipped.
+// Retention (enforce_retention): the topic's retention applies to the batches this replica never needs again: those
+// of ops at or below its durable checkpoint (a restart looks for the batches of the ops above it only). The bound is
+// the log offset recorded at each checkpoint this storage wrote or recovered. A peer repairing may still ask for such
+// an op while this replica's journal ring holds its header: read() answers errc::removed, the replica drops the read
+// without counting the op lost (replica::on_read_done), and the peer, its repair stalled, syncs a checkpoint and
+// copies the log by state transfer. A state transfer from a peer whose log starts past this log's committed end (its
+// retention removed those batches) starts this log over at the peer's start (partition_log::restart_at) and copies
+// from there; the checkpoint covers what was skipped.
 //
 // State transfer: after installed() (the replica took a peer's checkpoint beyond this log), nothing is appended
 // until the host runs transfer(): the peer's committed batches up to the checkpoint's op are compared with this
@@ -134,7 +134,8 @@ class partition_storage final : public group_storage {
   partition_storage& operator=(const partition_storage&) = delete;
 
   void write(message prepare, std::function<void(expected<void>)> done) override;
-  // A batch prepare's body comes from the log (corrupt_data when the log does not hold it with that checksum).
+  // A batch prepare's body comes from the log (corrupt_data when the log does not hold it with that checksum; removed
+  // when retention removed it, at or below the durable checkpoint).
   void read(std::uint64_t op, checksum_t checksum, std::function<void(expected<message>)> done) override;
   void persist(const vsr_state& state, std::function<void(expected<void>)> done) override;
   void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
@@ -161,8 +162,8 @@ class partition_storage final : public group_storage {
   // beyond what is committed here or `from` beyond the committed end; the log's read errors.
   task<expected<transfer_chunk>> read_for_transfer(offset_t from, std::uint64_t through_op, std::uint64_t bytes_max);
 
-  // Runs the topic's retention (the log's options) over the batches of ops at least a ring below the durable
-  // checkpoint (see the header). Does nothing while a state transfer is due. The log's errors.
+  // Runs the topic's retention (the log's options) over the batches of ops at or below the durable checkpoint (see
+  // the header). Does nothing while a state transfer is due. The log's errors.
   task<expected<storage::retention_result>> enforce_retention();
   // The offset below which retention may remove batches now (the log start when nothing may go).
   [[nodiscard]] std::int64_t retention_ceiling() const;

@@ -365,7 +365,8 @@ void replica::on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std:
   commit_journal(out);
 }
 
-void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out) {
+void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out,
+                           bool removed) {
   const invariants_on_return check{*this};
   RILL_ASSERT(op > 0, "op 0 (the root) is never read");
   RILL_ASSERT(!checksum.zero());
@@ -375,6 +376,12 @@ void replica::on_read_done(std::uint64_t op, checksum_t checksum, const message*
   }
   pending_read pr = std::move(it->second);
   reads_.erase(it);
+  if (removed) {
+    RILL_ASSERT(prepare == nullptr);
+    RILL_ASSERT(op <= durable_.checkpoint.op(), "op {} removed by storage above the durable checkpoint (op {})", op,
+                durable_.checkpoint.op());
+    return;
+  }
   auto e = log_.find(op);
   if (prepare == nullptr || prepare->h.checksum != checksum) {
     if (e != log_.end() && e->second.h.checksum == checksum) {

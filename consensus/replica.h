@@ -206,8 +206,12 @@ class replica {
   // A start_view_change's `request` field: the vote is a primary's hand-over (its backups join it at once).
   static constexpr std::uint64_t hand_over_mark = 1;
   void on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std::vector<effect>& out);
-  // `prepare` is null when the journal could not produce it (read error, checksum mismatch).
-  void on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out);
+  // `prepare` is null when the journal could not produce it (read error, checksum mismatch): the journal lost it,
+  // and repair fetches it again. `removed`: storage no longer keeps it by design (a partition's retention removed the
+  // batch of an op at or below the durable checkpoint, which this replica never needs again); the read is dropped
+  // and nothing is marked lost (a peer that asked for it syncs a checkpoint instead, when its repair stalls).
+  void on_read_done(std::uint64_t op, checksum_t checksum, const message* prepare, std::vector<effect>& out,
+                    bool removed = false);
   void on_persist_done(const vsr_state& state, std::vector<effect>& out);
   void on_checkpoint_done(std::uint8_t slot, std::uint64_t op, bool ok, std::vector<effect>& out);
 

@@ -139,6 +139,7 @@ status status_of(const std::error_code& code) noexcept {
       case storage::errc::overloaded:
         return status::overloaded;
       case storage::errc::offset_out_of_range:
+      case storage::errc::removed:  // (a replica's read, never a client's)
         return status::offset_out_of_range;
       case storage::errc::fenced:
         return status::partition_fenced;

@@ -46,6 +46,8 @@ class category final : public std::error_category {
         return "write superseded before it landed";
       case errc::unavailable:
         return "the replicated group is unavailable";
+      case errc::removed:
+        return "removed by retention";
     }
     return "unknown storage error";
   }

@@ -29,6 +29,8 @@ enum class errc : int {
   superseded,               // a replica's write given up before it landed: a later write replaced its op, or the
                             // replica's log no longer reaches it (not a failure of the disk: nothing is fenced)
   unavailable,              // a replicated group answered nothing in time (no primary with a quorum); retriable
+  removed,                  // a replica's read of an op whose batch retention removed (below its durable checkpoint:
+                            // kept by design no longer, not lost; nothing is marked faulty)
 };
 
 const std::error_category& storage_category() noexcept;
