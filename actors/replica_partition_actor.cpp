@@ -153,6 +153,7 @@ void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partiti
   } else {
     group_ = std::move(*r);
     transfers_seen_ = 0;
+    restarts_seen_ = 0;
     open_error_.reset();
     publish_gauges();
     return;
@@ -183,10 +184,16 @@ void replica_partition_actor::on_tick() {
   group_->tick();
   if (const auto copies = group_->storage().transfers(); copies != transfers_seen_) {
     transfers_seen_ = copies;
+    const auto restarts = group_->storage().restarts();
     services_->reporter->notice(
         fmt::format("partition {}: copied the committed log through op {} from a peer "
-                    "(state transfer); the replica goes on from there",
-                    id_.dir, group_->storage().committed_op()));
+                    "(state transfer){}; the replica goes on from there",
+                    id_.dir, group_->storage().committed_op(),
+                    restarts != restarts_seen_
+                        ? fmt::format(", its log started over at offset {} (the peer's retention removed what is below)",
+                                      group_->log().log_start().value())
+                        : std::string()));
+    restarts_seen_ = restarts;
   }
   const bool primary = group_->primary();
   if (primary != was_primary_) {

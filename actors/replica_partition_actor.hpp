@@ -131,6 +131,7 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   std::uint64_t retention_due_ = 0;  // the tick of the next retention run (0: not scheduled yet)
   bool retaining_ = false;           // a retention run in flight
   std::uint64_t transfers_seen_ = 0;  // the group's state transfers reported (a notice each)
+  std::uint64_t restarts_seen_ = 0;   // of them, those that started the log over at a peer's log start
   bool counted_under_ = false;        // counted in replica_links::under_replicated
   static constexpr std::chrono::milliseconds reopen_delay{500};
 };

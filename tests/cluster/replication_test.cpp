@@ -633,7 +633,7 @@ BOOST_AUTO_TEST_CASE(retention_applies_on_every_replica_and_a_wiped_node_starts_
   BOOST_REQUIRE(info.has_value());
   BOOST_TEST(info->high_watermark() == static_cast<std::uint64_t>(produced));
   BOOST_TEST(info->log_start() > 0u);
-  BOOST_TEST(c.node(lost).log().find("(state transfer)") != std::string::npos, c.node(lost).log());
+  BOOST_TEST(c.node(lost).log().find("its log started over at offset") != std::string::npos, c.node(lost).log());
   BOOST_REQUIRE(converged(c, std::chrono::seconds(60), 1));
   for (std::size_t i = 0; i < c.size(); ++i) {
     c.node(i).stop();
