@@ -606,6 +606,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
     }
     mc.members_digest = consensus::members_digest(std::move(digest));
     p->metadata_svc.cluster = &mc;
+    p->group_svc.node_id = mc.node_id;
     p->metadata_svc.advertised_address = p->config.advertised_address.host.empty()
                                              ? client_socket->second.to_string()
                                              : p->config.advertised_address.to_string();

@@ -152,6 +152,7 @@ void group_actor::schedule_expiry() {
 
 task<proto::GroupInfo> group_actor::describe() {
   proto::GroupInfo info = describe_group(id_, state_ ? &*state_ : nullptr, services_->clk->monotonic());
+  info.set_coordinator_node(services_->node_id);
   const auto table = services_->routes ? services_->routes->current() : nullptr;
   for (std::uint32_t p = 0; state_ && p < state_->partitions(); ++p) {
     // Partition offsets first: the state may change while we wait, so what it says is read after.

@@ -40,6 +40,7 @@ struct group_services {
   const clock* clk = nullptr;
   storage::log_reporter* reporter = nullptr;
   const routing* routes = nullptr;  // partition actors, for lag in describe (may be null: no lag)
+  std::uint64_t node_id = 0;        // this node, in a cluster of several (0: a node alone): describe names it
   // Tests: called after every message the actor handled, and at the instant a member's poll is answered with data
   // (member, partition): the state as it is then.
   std::function<void(const group_state&)> on_step;

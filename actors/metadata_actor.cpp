@@ -6,7 +6,9 @@
 #include <fmt/ranges.h>
 
 #include <random>
+#include <variant>
 
+#include "actors/group_handlers.h"
 #include "actors/replica_partition_actor.hpp"
 #include "actors/runtime/shard.h"
 #include "consensus/node_identity.h"
@@ -684,19 +686,30 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
       }
     }
   }
-  std::vector<group_actor_hdl> groups;  // copied: the map may change while we wait
+  // Each group as its actor describes it; a group another node coordinates (a cluster: the topic's node) as the
+  // metadata knows it, naming that node (its members, generation and offsets are there).
+  std::vector<std::variant<group_actor_hdl, std::string>> groups;  // copied: the map may change while we wait
   for (auto ns : plan.groups) {
     if (auto it = groups_.find(ns); it != groups_.end()) {
-      groups.push_back(it->second);
+      groups.emplace_back(it->second);
+    } else if (auto remote = remote_group_reply(ns)) {
+      groups.emplace_back(std::move(*remote));
     }
   }
   std::vector<std::string> described;
-  for (const auto& g : groups) {
-    RILL_CO_TRY(d, co_await await_request<group_reply>(this, g, describe_atom::value));
+  for (auto& g : groups) {
+    if (auto* header = std::get_if<std::string>(&g)) {
+      described.push_back(std::move(*header));
+      continue;
+    }
+    RILL_CO_TRY(d, co_await await_request<group_reply>(this, std::get<group_actor_hdl>(g), describe_atom::value));
     if (!d.result.ok()) {
       co_return fail(d.result.st, d.result.message);
     }
     described.push_back(std::move(d.header));
+  }
+  if (plan.kind == reply_kind::group && described.empty()) {
+    co_return fail(net::status::unavailable, "the group was created, but is not yet known here; describe it again");
   }
   if (plan.kind == reply_kind::stats) {
     plan.stats.set_partitions(static_cast<std::uint32_t>(partitions_.size()));
@@ -716,6 +729,34 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
     plan.stats.set_bytes(bytes);
   }
   co_return metadata_reply{outcome{}, build_reply(std::move(plan), described)};
+}
+
+std::optional<std::string> metadata_actor::remote_group_reply(std::uint64_t ns) const {
+  if (services_->cluster == nullptr || !state_.view()) {
+    return std::nullopt;
+  }
+  for (const auto& [sid, s] : state_.view()->streams) {
+    for (const auto& [tid, t] : s.topics) {
+      for (const auto& [gid, g] : t.groups) {
+        if (group_namespace(sid, tid, gid) != ns) {
+          continue;
+        }
+        group_identity id;
+        id.stream_id = sid;
+        id.topic_id = tid;
+        id.group_id = gid;
+        id.name = g.name;
+        id.created_ms = g.created_ms;
+        id.config = g.config;
+        proto::GroupGetReply out;
+        *out.mutable_group() = describe_group(id, nullptr, services_->partitions->clk->monotonic());
+        out.mutable_group()->set_coordinator_node(topic_home(sid, tid, services_->cluster->members));
+        out.mutable_group()->set_from_metadata(true);
+        return out.SerializeAsString();
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {

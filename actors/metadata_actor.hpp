@@ -140,6 +140,9 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   task<expected<metadata_reply>> read(std::uint16_t api, std::string header);
   // Asks the partitions and groups what the plan needs, and builds the reply.
   task<expected<metadata_reply>> answer(reply_plan plan);
+  // A GroupGetReply for a group another node coordinates (in a cluster: the topic's node), from the metadata alone,
+  // naming that node; nullopt when no group has that namespace, or this node is alone.
+  [[nodiscard]] std::optional<std::string> remote_group_reply(std::uint64_t ns) const;
   task<expected<void>> commit(proto::MetadataCommand cmd);
   // One reconciler pass (reconciler.h): runs the steps from what this node runs to what the view names, recording
   // each that succeeds, publishes the routing table, and on a failure reports it and schedules a retry. Runs as a

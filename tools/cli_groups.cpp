@@ -51,6 +51,8 @@ json group_json(const proto::GroupInfo& g) {
           {"session_timeout_ms", g.session_timeout_ms()},
           {"generation", g.generation()},
           {"stable", g.stable()},
+          {"coordinator_node", g.coordinator_node()},
+          {"from_metadata", g.from_metadata()},
           {"members", members},
           {"partitions", parts}};
 }
@@ -73,12 +75,23 @@ std::string partition_list(const google::protobuf::RepeatedField<std::uint32_t>&
 
 // One group for people: a summary line, then its members and partitions as tables.
 void print_group(const proto::GroupInfo& g) {
+  if (g.from_metadata()) {
+    fmt::print("group {} (id {}): coordinated by node {} (describe it for its members and offsets); {} assignment, "
+               "session timeout {}\n",
+               g.name(), g.id(), g.coordinator_node(),
+               g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range",
+               human_duration_ms(g.session_timeout_ms()));
+    return;
+  }
   fmt::print("group {} (id {}): {}, {}, generation {}, {}, lag {}; {} assignment, session timeout {}\n", g.name(),
              g.id(), g.stable() ? "stable" : "rebalancing",
              count_of(static_cast<std::uint64_t>(g.members_size()), "member"), g.generation(),
              count_of(static_cast<std::uint64_t>(g.partitions_size()), "partition"), grouped(group_lag(g)),
              g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range",
              human_duration_ms(g.session_timeout_ms()));
+  if (g.coordinator_node() != 0) {
+    fmt::print("  coordinator: node {}\n", g.coordinator_node());
+  }
   if (g.members_size() > 0) {
     table members({"MEMBER", "PARTITIONS", "RELEASING", "SESSION LEFT>"});
     for (const auto& m : g.members()) {
@@ -107,6 +120,11 @@ void print_groups(const std::vector<proto::GroupInfo>& groups, const std::string
   }
   table t({"GROUP", "ID>", "STATE", "MEMBERS>", "GENERATION>", "LAG>", "STRATEGY"});
   for (const auto& g : groups) {
+    if (g.from_metadata()) {
+      t.add({g.name(), std::to_string(g.id()), fmt::format("on node {}", g.coordinator_node()), "-", "-", "-",
+             g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range"});
+      continue;
+    }
     t.add({g.name(), std::to_string(g.id()), g.stable() ? "stable" : "rebalancing", std::to_string(g.members_size()),
            std::to_string(g.generation()), grouped(group_lag(g)),
            g.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? "round_robin" : "range"});

@@ -100,6 +100,15 @@ BOOST_AUTO_TEST_CASE(a_topic_is_served_by_one_node_and_clients_of_any_node_reach
     homes.insert(info->partitions(0).node_id());
   }
   BOOST_TEST(homes.size() > 1u, "six topics all on one node");
+  // A consumer group of a topic is coordinated by the topic's node, and describe names it, through any node.
+  {
+    auto t0 = c.client(0)->get_topic(net::by_name("s"), net::by_name("t0"));
+    RILL_REQUIRE_OK(t0);
+    RILL_REQUIRE_OK(d->create_group(net::by_name("s"), net::by_name("t0"), "g", proto::GroupConfig{}));
+    auto g = b->get_group(net::by_name("s"), net::by_name("t0"), net::by_name("g"));
+    RILL_REQUIRE_OK(g);
+    BOOST_TEST(g->coordinator_node() == t0->partitions(0).node_id());
+  }
   // Exactly one node holds each topic's data.
   std::size_t dirs = 0;
   for (std::size_t i = 0; i < c.size(); ++i) {
