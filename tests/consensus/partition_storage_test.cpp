@@ -152,6 +152,17 @@ struct node {
     }
     return out;
   }
+  // Writes every op of `chain` (a primary's log: they all land), then applies them: all committed here.
+  void commit(const struct chain& c) {
+    for (const auto& [op, m] : c.ops) {
+      write(m);
+    }
+    run();
+    for (const auto& [op, m] : c.ops) {
+      s->applied(m.h);
+    }
+    s->poke();
+  }
   // Power loss: the disk stops, what was in flight fails, unsynced writes survive, vanish or tear.
   void crash() {
     disk.halt();
@@ -550,14 +561,7 @@ BOOST_AUTO_TEST_CASE(a_state_transfer_copies_the_committed_batches_of_a_peer) {
   c.batch(3, 2, 3, 3);
   c.other(4, 4);
   c.batch(5, 5, 1, 5);
-  for (const auto& [op, m] : c.ops) {
-    a.write(m);
-  }
-  a.run();
-  for (const auto& [op, m] : c.ops) {
-    a.s->applied(m.h);
-  }
-  a.s->poke();
+  a.commit(c);
   BOOST_REQUIRE(a.s->durable_through() == 5u);
   // Beyond what a has committed, it refuses.
   {
@@ -609,14 +613,7 @@ BOOST_AUTO_TEST_CASE(a_state_transfer_cuts_a_batch_the_peer_has_none_for_at_or_b
   c.batch(2, 0, 2, 2);
   c.batch(3, 2, 3, 3);
   c.other(4, 4);
-  for (const auto& [op, m] : c.ops) {
-    a.write(m);
-  }
-  a.run();
-  for (const auto& [op, m] : c.ops) {
-    a.s->applied(m.h);
-  }
-  a.s->poke();
+  a.commit(c);
   BOOST_REQUIRE(a.s->durable_through() == 4u);
   // b holds ops 1..3 and a stale op 4 with a batch (an old view's), then installs a checkpoint at a's op 4.
   chain stale = c;
@@ -661,14 +658,7 @@ BOOST_AUTO_TEST_CASE(a_state_transfer_from_a_peer_whose_log_starts_later_starts_
   c.batch(3, 2, 3, 3);
   c.other(4, 4);
   c.batch(5, 5, 1, 5);
-  for (const auto& [op, m] : c.ops) {
-    a.write(m);
-  }
-  a.run();
-  for (const auto& [op, m] : c.ops) {
-    a.s->applied(m.h);
-  }
-  a.s->poke();
+  a.commit(c);
   BOOST_REQUIRE(a.s->durable_through() == 5u);
   // a's log as if its retention had removed everything below offset 5 (the batch of op 5): asked from below, it
   // names its start.
