@@ -12,9 +12,9 @@
 // - Poll: served by the primary from its log, which shows consumers committed batches only; parked polls wake on
 //   every commit. A backup answers not_primary (its committed prefix may lag).
 // - Consumer offsets (named consumers) are operations of the partition's group: a stored offset survives any node.
-// - Retention: the topic's, every retention interval, over what no replica may need from this log again (batches
-//   a journal ring below the durable checkpoint); a replica behind a peer's retention starts its log over at the
-//   peer's log start in state transfer.
+// - Retention: the topic's, every retention interval, over what this replica never needs again (batches at or
+//   below its durable checkpoint); a replica behind a peer's retention starts its log over at the peer's log start
+//   in state transfer.
 // - VSR messages come from the metadata actor, which owns the replica plane (replica_frame), and go back to it to be
 //   sent; the replica is ticked every replica_tick while the actor lives.
 //

@@ -140,7 +140,7 @@ void driver::execute(effect& e) {
     const std::uint64_t op = rd->op;
     const checksum_t checksum = rd->checksum;
     storage_->read(op, checksum, completion<expected<message>>([this, op, checksum](expected<message> r) {
-                     if (!r && fence_on_read_error_) {
+                     if (!r && fence_on_read_error_ && r.error().code() != make_error_code(storage::errc::removed)) {
                        fence(error(make_error_code(storage::errc::corrupt_data),
                                    fmt::format("reading op {} back from the journal: {}", op, r.error().message())));
                        return;

@@ -215,8 +215,17 @@ task<expected<void>> journal::write(const message& prepare) {
 }
 
 task<expected<void>> journal::datasync(int fd) {
+  if (sync_failed_) {
+    co_return rill::unexpected(*sync_failed_);
+  }
   const std::uint64_t covered = headers_written_;  // header writes complete before the sync starts
-  RILL_CO_TRY_VOID(co_await storage::datasync_file(*engine_, fd, path_));
+  auto synced = co_await storage::datasync_file(*engine_, fd, path_);
+  if (!synced && !sync_failed_) {
+    sync_failed_ = synced.error();
+  }
+  if (sync_failed_) {
+    co_return rill::unexpected(*sync_failed_);  // (this sync's own error, or one a concurrent sync was told)
+  }
   headers_synced_ = std::max(headers_synced_, covered);
   settle_marks();
   co_return expected<void>{};
@@ -224,7 +233,7 @@ task<expected<void>> journal::datasync(int fd) {
 
 void journal::settle_marks() {
   RILL_ASSERT(headers_synced_ <= headers_written_);
-  if (headers_in_flight_ == 0 && headers_synced_ == headers_written_ && file_.attached()) {
+  if (!sync_failed_ && headers_in_flight_ == 0 && headers_synced_ == headers_written_ && file_.attached()) {
     file_.mark_synced();
   }
 }

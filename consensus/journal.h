@@ -119,6 +119,9 @@ class journal {
   std::uint64_t headers_written_ = 0;  // header-ring writes completed
   std::uint64_t headers_synced_ = 0;   // of those, covered by a completed sync that started after them
   std::uint32_t headers_in_flight_ = 0;
+  // The first failed fdatasync: every later write and sync fails with it (Linux reports a writeback error to one
+  // fdatasync of the file description; one running concurrently may return 0), and the file is never marked synced.
+  std::optional<error> sync_failed_;
 };
 
 class superblock {

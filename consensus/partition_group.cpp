@@ -274,7 +274,10 @@ void partition_group::maybe_sync_idle() {
   storage_->sync_headers([this](expected<void> r) {
     idle_syncing_ = false;
     if (!r && !fenced_ && !closed_) {
-      // A failed fdatasync: what the journal wrote may be lost, as at any write's failure.
+      // A failed fdatasync: what the journal wrote may be lost, as at any write's failure. The driver stops at once
+      // (a write whose own sync a concurrent failure hid must not be acknowledged; the journal fails every later
+      // one too), and the owner reopens the replica from its files.
+      driver_->halt();
       fenced_ = error(make_error_code(errc::fenced), fmt::format("partition group {}: syncing its journal failed: {}",
                                                                  options_.group.value(), r.error().message()));
       fail_all(*fenced_);

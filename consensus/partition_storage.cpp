@@ -351,6 +351,11 @@ task<void> partition_storage::read_body(message m, logged at, std::function<void
   if (!*alive) {
     co_return;
   }
+  if (!got && m.h.op <= checkpoint_op_ && at.base < log_->log_start().value()) {
+    done(make_unexpected(errc::removed, fmt::format("{}: the batch of op {} was removed by retention", log_->dir(),
+                                                    m.h.op)));  // (retention ran while the read waited)
+    co_return;
+  }
   if (!got) {
     done(rill::unexpected(std::move(got).error()));
     co_return;
@@ -575,6 +580,14 @@ void partition_storage::step() {
       case placement::kind::attach:
         break;
     }
+    if (const batch_span s = span_of(w.body); s.base < log_->log_start().value() && pl.op == base_op_) {
+      // This log started over at a peer's log start (a state transfer a crash interrupted before its checkpoint was
+      // durable): the batches between the checkpoint and that start cannot be placed here, and what was copied
+      // above the start is kept. The write waits; the replica, behind every peer's ring, installs a later checkpoint
+      // and the transfer resumes.
+      ++it;
+      continue;
+    }
     if (auto above = index_.upper_bound(pl.op); above != index_.end() && !bug_trust_own_suffix_) {
       busy_ = true;  // batches above where the chain attaches are not on it: they go first
       start(do_cut(above->first));
@@ -583,13 +596,6 @@ void partition_storage::step() {
     RILL_ASSERT(pl.end == log_->log_end().value(), "op {} attaches at offset {}, but the log ends at {}", op, pl.end,
                 log_->log_end().value());
     const batch_span first = span_of(w.body);
-    if (first.base < log_->log_start().value() && pl.op == base_op_) {
-      // This log started over at a peer's log start (a state transfer a crash interrupted before its checkpoint was
-      // durable): the batches between the checkpoint and that start cannot be placed here. The write waits; the
-      // replica, behind every peer's ring, installs a later checkpoint and the transfer resumes.
-      ++it;
-      continue;
-    }
     RILL_ASSERT(first.base == pl.end, "op {}'s batch was stamped at offset {}; its chain puts it at {}", op, first.base,
                 pl.end);
     // This batch, and those after it on the chain that wait too (one append, one fdatasync).
@@ -965,7 +971,16 @@ task<expected<transfer_chunk>> partition_storage::read_for_transfer(offset_t fro
   const std::int64_t end = base_end_;  // (what is committed now; more may commit while the read runs)
   transfer_chunk out;
   if (from < log_->log_start()) {
-    out.starts_at = log_->log_start().value();  // retention removed what was asked for: start over there
+    // Retention removed what was asked for: the asker starts over at this log's start, if that does not skip
+    // batches of ops above the one it copies through (it could never place them); else it needs a newer checkpoint.
+    const auto through_end = end_through(through_op);
+    if (!through_end || *through_end < log_->log_start().value()) {
+      co_return make_unexpected(errc::unavailable,
+                                fmt::format("this log starts at {}, past the batches through op {}: a newer "
+                                            "checkpoint is needed",
+                                            log_->log_start().value(), through_op));
+    }
+    out.starts_at = log_->log_start().value();
     co_return out;
   }
   if (from.value() == end) {

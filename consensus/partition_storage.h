@@ -247,7 +247,7 @@ class partition_storage final : public group_storage {
   std::optional<header> target_;          // a state transfer to finish
   std::uint64_t checkpoint_op_ = 0;       // the durable checkpoint's op (the superblock's)
   // (op, end offset of the log's batches through it) at the checkpoints written or recovered, oldest first: where
-  // retention may cut once the durable checkpoint is a ring above the op.
+  // retention may cut once the checkpoint at that op is durable.
   std::deque<std::pair<std::uint64_t, std::int64_t>> checkpoint_ends_;
   bool busy_ = false;                     // a log operation is in flight
   // The ops of the append in flight: the committed base waits below them (an applied op without a batch at such

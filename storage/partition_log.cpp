@@ -1150,10 +1150,10 @@ task<expected<void>> partition_log::restart_at(offset_t start) {
 }
 
 task<expected<void>> partition_log::do_restart_at(offset_t start) {
-  if (start < log_end_ || committed_ != log_end_) {
+  if (start <= log_end_ || committed_ != log_end_) {
     co_return make_unexpected(errc::invalid_argument,
                               fmt::format("restart_at({}): the log ends at {} with {} committed; a restart needs a "
-                                          "start at or past its end and nothing uncommitted",
+                                          "start past its end and nothing uncommitted",
                                           start.value(), log_end_.value(), committed_.value()));
   }
   // 1. The new start, before any file changes: from here recovery removes every segment below it (@A) and
@@ -1184,8 +1184,8 @@ task<expected<void>> partition_log::do_restart_at(offset_t start) {
   committed_ = start;
   epochs_.truncate_before(log_start_);
   ++stats_.rolls;
-  RILL_CO_TRY_VOID(co_await persist_superblock());  // (the recovery frontier: the new segment)
   kick_deleter();
+  RILL_CO_TRY_VOID(co_await persist_superblock());  // (the recovery frontier: the new segment)
   check_all();
   if (on_committed_) {
     on_committed_();

@@ -243,7 +243,7 @@ class partition_log {
   task<expected<retention_result>> enforce_retention(std::optional<offset_t> ceiling = std::nullopt);
 
   // Replica path, state transfer from a peer whose log starts at `start`, beyond all this log holds: every segment
-  // goes and the log continues, empty, at `start` (log_start = committed = log_end = start). Requires start >=
+  // goes and the log continues, empty, at `start` (log_start = committed = log_end = start). Requires start >
   // log_end() and nothing uncommitted (committed() == log_end()); invalid_argument otherwise. Crash-safe: the new
   // start is persisted first, and recovery removes every segment below it (@A) and continues there. A failure after
   // that fences the log.
