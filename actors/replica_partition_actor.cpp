@@ -185,14 +185,14 @@ void replica_partition_actor::on_tick() {
   if (const auto copies = group_->storage().transfers(); copies != transfers_seen_) {
     transfers_seen_ = copies;
     const auto restarts = group_->storage().restarts();
-    services_->reporter->notice(
-        fmt::format("partition {}: copied the committed log through op {} from a peer "
-                    "(state transfer){}; the replica goes on from there",
-                    id_.dir, group_->storage().committed_op(),
-                    restarts != restarts_seen_
-                        ? fmt::format(", its log started over at offset {} (the peer's retention removed what is below)",
-                                      group_->log().log_start().value())
-                        : std::string()));
+    services_->reporter->notice(fmt::format(
+        "partition {}: copied the committed log through op {} from a peer "
+        "(state transfer){}; the replica goes on from there",
+        id_.dir, group_->storage().committed_op(),
+        restarts != restarts_seen_
+            ? fmt::format(", its log started over at offset {} (the peer's retention removed what is below)",
+                          group_->log().log_start().value())
+            : std::string()));
     restarts_seen_ = restarts;
   }
   const bool primary = group_->primary();

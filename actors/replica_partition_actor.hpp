@@ -128,8 +128,8 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   std::optional<std::pair<caf::typed_response_promise<outcome>, bool>> finish_deferred_;  // a close (destroy?)
   bool was_primary_ = false;
   std::uint64_t ticks_ = 0;
-  std::uint64_t retention_due_ = 0;  // the tick of the next retention run (0: not scheduled yet)
-  bool retaining_ = false;           // a retention run in flight
+  std::uint64_t retention_due_ = 0;   // the tick of the next retention run (0: not scheduled yet)
+  bool retaining_ = false;            // a retention run in flight
   std::uint64_t transfers_seen_ = 0;  // the group's state transfers reported (a notice each)
   std::uint64_t restarts_seen_ = 0;   // of them, those that started the log over at a peer's log start
   bool counted_under_ = false;        // counted in replica_links::under_replicated

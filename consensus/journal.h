@@ -101,7 +101,8 @@ class journal {
   [[nodiscard]] std::string path() const { return path_; }
 
  private:
-  journal(storage::io::engine& e, std::string path, journal_options o) : engine_(&e), path_(std::move(path)), options_(o) {}
+  journal(storage::io::engine& e, std::string path, journal_options o)
+      : engine_(&e), path_(std::move(path)), options_(o) {}
   // An fdatasync of the file through `fd` (pinned by the caller): what it covers of the header ring is synced.
   task<expected<void>> datasync(int fd);
   // Marks the file synced when every header-ring write is covered (and none is in flight).

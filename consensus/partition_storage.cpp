@@ -327,8 +327,8 @@ void partition_storage::read(std::uint64_t op, checksum_t checksum, std::functio
         auto it = index_.find(op);
         if (op <= checkpoint_op_ && (it == index_.end() || it->second.base < log_->log_start().value())) {
           // Retention removed it (it removes only batches at or below the durable checkpoint): not lost.
-          done(make_unexpected(errc::removed, fmt::format("{}: the batch of op {} was removed by retention",
-                                                          log_->dir(), op)));
+          done(make_unexpected(errc::removed,
+                               fmt::format("{}: the batch of op {} was removed by retention", log_->dir(), op)));
           return;
         }
         if (it == index_.end() || it->second.checksum != checksum) {
@@ -580,7 +580,8 @@ void partition_storage::step() {
       case placement::kind::attach:
         break;
     }
-    if (const batch_span s = span_of(w.body); s.base < log_->log_start().value() && pl.op == base_op_) {
+    const batch_span first = span_of(w.body);
+    if (first.base < log_->log_start().value() && pl.op == base_op_) {
       // This log started over at a peer's log start (a state transfer a crash interrupted before its checkpoint was
       // durable): the batches between the checkpoint and that start cannot be placed here, and what was copied
       // above the start is kept. The write waits; the replica, behind every peer's ring, installs a later checkpoint
@@ -595,7 +596,6 @@ void partition_storage::step() {
     }
     RILL_ASSERT(pl.end == log_->log_end().value(), "op {} attaches at offset {}, but the log ends at {}", op, pl.end,
                 log_->log_end().value());
-    const batch_span first = span_of(w.body);
     RILL_ASSERT(first.base == pl.end, "op {}'s batch was stamped at offset {}; its chain puts it at {}", op, first.base,
                 pl.end);
     // This batch, and those after it on the chain that wait too (one append, one fdatasync).

@@ -249,7 +249,7 @@ class partition_storage final : public group_storage {
   // (op, end offset of the log's batches through it) at the checkpoints written or recovered, oldest first: where
   // retention may cut once the checkpoint at that op is durable.
   std::deque<std::pair<std::uint64_t, std::int64_t>> checkpoint_ends_;
-  bool busy_ = false;                     // a log operation is in flight
+  bool busy_ = false;  // a log operation is in flight
   // The ops of the append in flight: the committed base waits below them (an applied op without a batch at such
   // an op finds the stale batch in the log once it landed, and cuts it).
   std::vector<std::uint64_t> appending_;

@@ -632,7 +632,8 @@ producer::producer(client& c, proto::Identifier s, proto::Identifier t, producer
 expected<std::unique_ptr<producer>> producer::create(client& c, proto::Identifier stream, proto::Identifier topic,
                                                      producer_options options) {
   RILL_TRY(info, c.get_topic(stream, topic));
-  const std::uint64_t topic_max = info.config().max_message_bytes() > 0 ? info.config().max_message_bytes() : UINT64_MAX;
+  const std::uint64_t topic_max =
+      info.config().max_message_bytes() > 0 ? info.config().max_message_bytes() : UINT64_MAX;
   return std::unique_ptr<producer>(
       new producer(c, std::move(stream), std::move(topic), options, info.config().partitions(), topic_max));
 }

@@ -65,7 +65,7 @@ struct cluster::node {
                                   // before this one
   std::uint64_t transfers = 0;
   std::uint64_t restarts = 0;  // its partition logs started over at a peer's log start (over the incarnations)
-  bool lost = false;  // its disk was lost and it has not caught up since (down, or up and recovering)
+  bool lost = false;           // its disk was lost and it has not caught up since (down, or up and recovering)
   // Crashed once the input under way returns (the driver is on the stack): its driver fenced at a storage failure,
   // or the crash-after-ack fault halted it.
   bool crash_now = false;
@@ -103,9 +103,12 @@ cluster::cluster(const cluster_options& options, trace& t)
     if (options_.disk) {
       std::optional<partition_config> partition;
       if (options_.partition) {
-        partition =
-            partition_config{&pool_, &clock_, &reporter_, operation_produce, options_.bug_partition_trusts_own_suffix,
-                             options_.retention_ppm > 0 ? 1u : 0u};
+        partition = partition_config{&pool_,
+                                     &clock_,
+                                     &reporter_,
+                                     operation_produce,
+                                     options_.bug_partition_trusts_own_suffix,
+                                     options_.retention_ppm > 0 ? 1u : 0u};
       }
       auto d =
           std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas, partition);
@@ -145,8 +148,12 @@ cluster::cluster(const cluster_options& options, trace& t)
         // on a simulated disk of its own: a fault stream of its own; the node's crashes and disk losses take all).
         std::optional<partition_config> partition;
         if (!g.metadata && options_.partition) {
-          partition = partition_config{&pool_, &clock_, &reporter_, operation_produce,
-                                       options_.bug_partition_trusts_own_suffix, options_.retention_ppm > 0 ? 1u : 0u};
+          partition = partition_config{&pool_,
+                                       &clock_,
+                                       &reporter_,
+                                       operation_produce,
+                                       options_.bug_partition_trusts_own_suffix,
+                                       options_.retention_ppm > 0 ? 1u : 0u};
         }
         auto d = std::make_unique<disk_storage>(options_.storage, side_rng.next(), initial, options_.journal, atlas,
                                                 partition);
@@ -901,8 +908,8 @@ void cluster::consume(std::size_t c) {
 }
 
 void cluster::check_partitions_at_end(const std::vector<const consensus::replica*>& core, std::size_t g) {
-  // Every core replica's partition log holds exactly the canonical records, from its log start (offset 0 without retention) to its committed end, in
-  // order, without gaps; and everything acknowledged is visible there.
+  // Every core replica's partition log holds exactly the canonical records, from its log start (offset 0 without
+  // retention) to its committed end, in order, without gaps; and everything acknowledged is visible there.
   checker& chk = checker_of(consensus::group_t(static_cast<std::uint32_t>(g)));
   for (const consensus::replica* r : core) {
     node& n = *nodes_.at(r->index());

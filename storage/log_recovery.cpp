@@ -444,8 +444,7 @@ task<expected<void>> partition_log::recover() {
   }
   std::vector<offset_t> kept;
   for (std::size_t i = 0; i < bases.size(); ++i) {
-    const bool below_start =
-        i + 1 < bases.size() ? bases[i + 1] <= log_start_ : sb.found && bases[i] < log_start_;
+    const bool below_start = i + 1 < bases.size() ? bases[i + 1] <= log_start_ : sb.found && bases[i] < log_start_;
     const bool truncated =
         truncate_from.value() >= 0 && (bases[i] > truncate_from || (bases[i] == truncate_from && !kept.empty()));
     if (below_start || truncated) {
@@ -453,9 +452,9 @@ task<expected<void>> partition_log::recover() {
       for (const char* ext : {".log", ".index", ".meta"}) {
         RILL_CO_TRY_VOID(co_await unlink_file(engine_, base + ext, true));
       }
-      reporter_.notice(fmt::format(
-          "{}: removed segment {} ({})", dir_, bases[i].value(),
-          below_start ? "below the log start: an interrupted retention delete or restart" : "after an interrupted truncation"));
+      reporter_.notice(fmt::format("{}: removed segment {} ({})", dir_, bases[i].value(),
+                                   below_start ? "below the log start: an interrupted retention delete or restart"
+                                               : "after an interrupted truncation"));
       dir_changed = true;
       continue;
     }

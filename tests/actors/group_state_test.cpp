@@ -377,8 +377,8 @@ BOOST_AUTO_TEST_CASE(random_runs_keep_the_invariants) {
           // may read it no more.
           const auto seen = revoking_seen.find(p);
           BOOST_REQUIRE_MESSAGE(seen != revoking_seen.end() && now > seen->second - step_max + 5s,
-                                "seed " << seed << " step " << step << ": partition " << p << " went from "
-                                        << h->second << " to " << owner.value_or("nobody")
+                                "seed " << seed << " step " << step << ": partition " << p << " went from " << h->second
+                                        << " to " << owner.value_or("nobody")
                                         << " before it was released or its revocation timed out");
           BOOST_REQUIRE(!g.check_read(h->second, g.generation(), p));
           holder.erase(h);

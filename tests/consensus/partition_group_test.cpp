@@ -196,7 +196,6 @@ std::vector<std::byte> batch(std::int64_t producer, std::int32_t sequence, std::
   return partition_machine::produce_request(v->bytes(), v->batches().front().crc_tail);
 }
 
-
 struct outcome {
   std::optional<expected<partition_submitted>> result;
 };
@@ -372,7 +371,7 @@ BOOST_AUTO_TEST_CASE(a_backup_that_stops_acknowledging_is_reported_lagging_until
 }
 
 // Submits `count` batches through the primary and waits until all are acknowledged.
-constexpr std::uint64_t lag_ticks_for_test = 100;  // partition_group's idle_sync_ticks
+constexpr std::uint64_t idle_sync_ticks_for_test = 100;  // partition_group's idle_sync_ticks
 
 static void produce(nodes& n, std::size_t p, int count, std::string_view tag) {
   std::vector<outcome> outs(static_cast<std::size_t>(count));
@@ -499,9 +498,10 @@ BOOST_AUTO_TEST_CASE(an_idle_group_syncs_its_journal_headers_so_its_descriptors_
   // Right after the writes, header-ring writes wait for a sync on some replica; a second of silence syncs them.
   BOOST_REQUIRE(n.rounds_until(
       [&] {
-        return std::none_of(n.all.begin(), n.all.end(), [](const auto& r) { return r->g->storage().headers_unsynced(); });
+        return std::none_of(n.all.begin(), n.all.end(),
+                            [](const auto& r) { return r->g->storage().headers_unsynced(); });
       },
-      3 * static_cast<int>(lag_ticks_for_test)));
+      3 * static_cast<int>(idle_sync_ticks_for_test)));
 }
 
 BOOST_AUTO_TEST_CASE(after_a_failover_the_group_goes_back_to_its_preferred_replica) {
