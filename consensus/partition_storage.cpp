@@ -387,6 +387,28 @@ void partition_storage::write_checkpoint(std::uint8_t slot, std::uint64_t op, st
   files_->write_checkpoint(slot, op, std::move(bytes), std::move(done));
 }
 
+std::optional<std::int64_t> partition_storage::chain_end(const header& at) const {
+  // Down from `at` by hashes, as place() walks a write's chain: to the committed base, or to a batch the log holds
+  // (the log's batches below it are that batch's chain: one hash chain, in op order).
+  std::uint64_t p = at.op;
+  checksum_t want = at.checksum;
+  for (;;) {
+    if (p == base_op_) {
+      return want == base_checksum_ ? std::optional<std::int64_t>(base_end_) : std::nullopt;
+    }
+    RILL_ASSERT(p > base_op_);
+    if (auto it = index_.find(p); it != index_.end()) {
+      return it->second.checksum == want ? std::optional<std::int64_t>(it->second.end) : std::nullopt;
+    }
+    auto k = known_.find(p);
+    if (k == known_.end() || k->second.checksum != want || is_batch(k->second)) {
+      return std::nullopt;  // a gap, another chain's header, or a batch the log does not hold
+    }
+    want = k->second.parent;
+    --p;
+  }
+}
+
 std::optional<std::int64_t> partition_storage::end_through(std::uint64_t op) const {
   RILL_ASSERT(op <= base_op_);
   if (op == base_op_) {
@@ -838,7 +860,14 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
   // ours is cut and the peer's appended.
   std::int64_t next = base_end_;
   std::uint64_t tip_op = base_op_;
-  for (;;) {
+  // This log may hold the checkpoint's batches already (the replica wrote them, but committed none before it took
+  // the checkpoint): then nothing is copied. Asking the peer could even cost them: a peer whose retention removed
+  // them would have this log start over, and with it go batches above the checkpoint this replica acknowledged.
+  const auto own_end = chain_end(at);
+  if (own_end) {
+    next = *own_end;
+  }
+  while (!own_end) {
     auto chunk = co_await source(offset_t(next), at.op);
     if (!*alive) {
       co_return false;
@@ -973,8 +1002,13 @@ task<expected<transfer_chunk>> partition_storage::read_for_transfer(offset_t fro
   if (from < log_->log_start()) {
     // Retention removed what was asked for: the asker starts over at this log's start, if that does not skip
     // batches of ops above the one it copies through (it could never place them); else it needs a newer checkpoint.
+    // (Where the index no longer knows the end through that op, a checkpoint at or below it recorded an end at or
+    // past the log start: retention keeps those entries, and the log's batches go up in op.)
     const auto through_end = end_through(through_op);
-    if (!through_end || *through_end < log_->log_start().value()) {
+    const bool covered = through_end ? *through_end >= log_->log_start().value()
+                                     : !checkpoint_ends_.empty() && checkpoint_ends_.front().first <= through_op &&
+                                           checkpoint_ends_.front().second >= log_->log_start().value();
+    if (!covered) {
       co_return make_unexpected(errc::unavailable,
                                 fmt::format("this log starts at {}, past the batches through op {}: a newer "
                                             "checkpoint is needed",

@@ -227,6 +227,8 @@ class partition_storage final : public group_storage {
   // Cuts the log from this offset (a batch boundary at or above the committed end) and forgets what it cut.
   task<expected<void>> cut_at(std::int64_t offset);
   void prune();
+  // The end offset of the log's batches through `at` (above the committed base), when they are `at`'s hash chain.
+  [[nodiscard]] std::optional<std::int64_t> chain_end(const header& at) const;
   // The end offset of the log's batches through `op` (op <= base_op_), when the index still knows it.
   [[nodiscard]] std::optional<std::int64_t> end_through(std::uint64_t op) const;
   void note_checkpoint_end(std::uint64_t op);

@@ -133,8 +133,13 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
   }
   std::fflush(stdout);
   if (ticks_fd >= 0) {
-    const std::uint64_t figures[6] = {r.ticks,           r.checkpoints,           r.state_transfers,
-                                      r.records_consumed, r.partition_truncations, r.segments_retained};  // for the parent's summary
+    const std::uint64_t figures[7] = {r.ticks,
+                                      r.checkpoints,
+                                      r.state_transfers,
+                                      r.records_consumed,
+                                      r.partition_truncations,
+                                      r.segments_retained,
+                                      r.partition_restarts};
     [[maybe_unused]] const ssize_t n = ::write(ticks_fd, figures, sizeof figures);
   }
   return r.result == outcome::passed ? 0 : r.result == outcome::safety_failure ? exit_safety : exit_liveness;
@@ -146,6 +151,7 @@ std::uint64_t syncs_total = 0;        // state transfers
 std::uint64_t consumed_total = 0;     // records read by the simulated consumers
 std::uint64_t cuts_total = 0;         // partition-log suffixes truncated at view changes
 std::uint64_t retained_total = 0;     // partition-log segments removed by retention
+std::uint64_t restarts_total = 0;     // partition logs started over at a peer's log start
 
 int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet,
                const metrics_output& metrics = {}) {
@@ -165,7 +171,7 @@ int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path
     std::_Exit(run_seed(seed, k, trace_path, quiet, fds[1], metrics));
   }
   ::close(fds[1]);
-  std::uint64_t figures[6] = {};
+  std::uint64_t figures[7] = {};
   if (::read(fds[0], figures, sizeof figures) == static_cast<ssize_t>(sizeof figures)) {
     ticks_total += figures[0];
     checkpoints_total += figures[1];
@@ -173,6 +179,7 @@ int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path
     consumed_total += figures[3];
     cuts_total += figures[4];
     retained_total += figures[5];
+    restarts_total += figures[6];
   }
   ::close(fds[0]);
   int status = 0;
@@ -424,10 +431,10 @@ int main(int argc, char** argv) {
               static_cast<double>(ran.size()) / seconds * 60.0, static_cast<double>(ticks_total) / seconds / 1e6);
   std::printf(
       "checkpoints written: %llu; state transfers: %llu; records consumed: %llu; partition suffixes truncated: %llu; "
-      "segments retained: %llu\n",
+      "segments retained: %llu; logs started over: %llu\n",
       static_cast<unsigned long long>(checkpoints_total), static_cast<unsigned long long>(syncs_total),
       static_cast<unsigned long long>(consumed_total), static_cast<unsigned long long>(cuts_total),
-      static_cast<unsigned long long>(retained_total));
+      static_cast<unsigned long long>(retained_total), static_cast<unsigned long long>(restarts_total));
   if (hunting) {
     if (!found) {
       std::printf("%s: not caught in %zu seeds\n", bugs_joined(bugs).c_str(), ran.size());

@@ -86,6 +86,7 @@ struct node {
   manual_clock clk;
   storage::collecting_reporter reporter;
   std::unique_ptr<partition_storage> s;
+  partition_storage_options opts = options();  // what open() uses
   recovered_state rec;
   std::map<std::uint64_t, std::optional<expected<void>>> results;  // by op: the newest write's answer
 
@@ -104,8 +105,8 @@ struct node {
     initial.replica = 0;
     initial.replica_count = 3;
     rec = recovered_state{};
-    auto opened = storage::io::run_task(
-        disk, partition_storage::open(disk, pool, clk, reporter, "/g", "/p", options(), initial, rec));
+    auto opened =
+        storage::io::run_task(disk, partition_storage::open(disk, pool, clk, reporter, "/g", "/p", opts, initial, rec));
     BOOST_REQUIRE(opened.has_value());
     RILL_REQUIRE_OK(*opened);
     s = std::move(**opened);
@@ -731,6 +732,119 @@ BOOST_AUTO_TEST_CASE(a_state_transfer_from_a_peer_whose_log_starts_later_starts_
   a.crash();
   b.crash();
   d.crash();
+}
+
+BOOST_AUTO_TEST_CASE(a_log_that_holds_the_checkpoints_chain_copies_nothing_and_keeps_the_batches_above_it) {
+  node b(16);
+  b.open();
+  chain c;
+  c.other(1, 1);
+  c.batch(2, 0, 2, 2);
+  c.batch(3, 2, 3, 3);
+  c.other(4, 4);
+  c.batch(5, 5, 1, 5);
+  c.batch(6, 6, 2, 6);
+  c.batch(7, 8, 1, 7);
+  for (const auto& [op, m] : c.ops) {
+    b.write(m);
+  }
+  b.run();
+  BOOST_REQUIRE(b.ok(7));
+  // b acknowledged ops 1..7 and committed none; then it installs a peer's checkpoint at op 5. The peer's retention
+  // removed everything below offset 6: asked, it would have b's log start over there, and the batches of ops 6 and
+  // 7, which b acknowledged, would go with the rest (the simulator found a primary that then waited for them for
+  // good). b's log holds op 5's chain: nothing is asked, nothing cut.
+  b.s->installed(c.ops.at(5).h);
+  std::vector<std::int64_t> asked;
+  auto source = [&](offset_t from, std::uint64_t) -> task<expected<transfer_chunk>> {
+    asked.push_back(from.value());
+    transfer_chunk moved;
+    moved.starts_at = 6;
+    co_return moved;
+  };
+  std::optional<expected<bool>> done;
+  spawn(b.s->transfer(source), [&](expected<bool> r) { done.emplace(std::move(r)); });
+  storage::io::run_until(b.disk, [&] { return done.has_value(); });
+  RILL_REQUIRE_OK(*done);
+  BOOST_TEST(**done);
+  BOOST_TEST(asked.empty());
+  BOOST_TEST(b.s->durable_through() == 5u);
+  BOOST_TEST(b.s->committed_end() == 6);
+  BOOST_TEST(b.s->log().log_start().value() == 0);
+  BOOST_TEST(b.s->log().log_end().value() == 9);
+  BOOST_TEST(b.s->restarts() == 0u);
+  BOOST_TEST(b.s->truncations() == 0u);
+  BOOST_TEST(b.holds_batch_of(6));
+  BOOST_TEST(b.holds_batch_of(7));
+  // The ops above the checkpoint commit from what the log holds.
+  b.s->applied(c.ops.at(6).h);
+  b.s->applied(c.ops.at(7).h);
+  b.s->poke();
+  b.run();
+  BOOST_TEST(b.s->durable_through() == 7u);
+  BOOST_TEST(b.s->log().committed().value() == 9);
+  b.crash();
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_past_its_index_names_its_log_start_for_a_checkpoint_it_recorded_the_end_of) {
+  node a(17);
+  a.opts.log.config.retention_bytes = 1;  // every sealed segment nothing needs goes (about 30 batches a segment)
+  a.open();
+  chain c;
+  for (std::uint64_t op = 1; op <= 130; ++op) {
+    c.batch(op, static_cast<std::int64_t>(op - 1) * 100, 100, static_cast<std::uint8_t>(op));
+  }
+  auto commit_through = [&](std::uint64_t last) {
+    for (std::uint64_t op = a.s->durable_through() + 1; op <= last; ++op) {
+      a.write(c.ops.at(op));
+    }
+    a.run();
+    for (std::uint64_t op = a.s->durable_through() + 1; op <= last; ++op) {
+      a.s->applied(c.ops.at(op).h);
+    }
+    a.s->poke();
+    a.run();
+    BOOST_REQUIRE(a.s->durable_through() == last);
+  };
+  commit_through(40);
+  // A durable checkpoint at op 40: retention may remove batches up to its end (offset 4000).
+  const std::vector<std::byte> snapshot(16, std::byte{7});
+  std::optional<expected<void>> wrote;
+  a.s->write_checkpoint(0, 40, snapshot, [&](expected<void> r) { wrote.emplace(std::move(r)); });
+  a.run();
+  BOOST_REQUIRE(wrote.has_value());
+  RILL_REQUIRE_OK(*wrote);
+  vsr_state state;
+  state.cluster = cluster_id;
+  state.replica = 0;
+  state.replica_count = 3;
+  state.commit = op_t(40);
+  state.checkpoint =
+      checkpoint_ref{c.ops.at(40).h, 0, snapshot.size(), checksum_of(snapshot, checkpoint_checksum_domain)};
+  std::optional<expected<void>> persisted;
+  a.s->persist(state, [&](expected<void> r) { persisted.emplace(std::move(r)); });
+  a.run();
+  BOOST_REQUIRE(persisted.has_value());
+  RILL_REQUIRE_OK(*persisted);
+  // 90 ops later the index (the journal's window, 64 ops) no longer knows where op 40's batches end.
+  commit_through(130);
+  auto retained = storage::io::run_task(a.disk, a.s->enforce_retention());
+  BOOST_REQUIRE(retained.has_value());
+  RILL_REQUIRE_OK(*retained);
+  const std::int64_t start = a.s->log().log_start().value();
+  BOOST_TEST(start > 0);
+  BOOST_TEST(start <= 4000);
+  // Asked from below its start through op 40, a names its start: what it removed lies at or below op 40's end.
+  auto through_40 = storage::io::run_task(a.disk, a.s->read_for_transfer(offset_t(0), 40, 64 * 1024));
+  BOOST_REQUIRE(through_40.has_value());
+  RILL_REQUIRE_OK(*through_40);
+  BOOST_REQUIRE((*through_40)->starts_at.has_value());
+  BOOST_TEST(*(*through_40)->starts_at == start);
+  // Through an earlier op it cannot tell: a newer checkpoint is needed.
+  auto through_39 = storage::io::run_task(a.disk, a.s->read_for_transfer(offset_t(0), 39, 64 * 1024));
+  BOOST_REQUIRE(through_39.has_value());
+  BOOST_TEST((!through_39->has_value() && through_39->error().code() == make_error_code(storage::errc::unavailable)));
+  a.crash();
 }
 
 BOOST_AUTO_TEST_CASE(close_answers_the_writes_still_waiting) {
