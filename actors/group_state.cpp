@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "base/assert.h"
+#include "net/proto/coordinator.pb.h"
 #include "net/proto/metadata.pb.h"
 #include "net/status.h"
 
@@ -364,6 +365,93 @@ expected<group_state> group_state::restore(std::string_view bytes, assignment_st
   g.rebalance();
   if (f.partitions() == partitions && g.stable()) {
     g.generation_ = before;  // nothing moved: members go on with the generation they know
+  }
+  return g;
+}
+
+void group_state::refresh(time_point now) {
+  now_ = std::max(now_, now);
+  for (auto& [id, m] : members_) {
+    m.expires_at = std::max(m.expires_at, now_ + session_timeout_);
+  }
+  for (auto& d : revoke_deadline_) {
+    if (d) {
+      d = std::max(*d, now_ + session_timeout_);  // (an owner asked to give back has a whole timeout to hear it)
+    }
+  }
+}
+
+void group_state::save_whole(proto::GroupStateWhole& out) const {
+  out.Clear();
+  out.set_strategy(strategy_ == assignment_strategy::round_robin ? 1 : 0);
+  out.set_session_timeout_ms(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(session_timeout_).count()));
+  out.set_generation(generation_);
+  out.set_next_member(next_member_);
+  out.set_now_ns(now_.count());
+  for (const auto& [id, m] : members_) {
+    auto* pm = out.add_members();
+    pm->set_id(id);
+    pm->set_expires_at_ns(m.expires_at.count());
+    pm->set_conn(m.conn);
+  }
+  for (std::uint32_t p = 0; p < owner_.size(); ++p) {
+    auto* slot = out.add_slots();
+    if (owner_[p]) {
+      slot->set_owner(*owner_[p]);
+    }
+    if (target_[p]) {
+      slot->set_target(*target_[p]);
+    }
+    if (auto c = committed(p)) {
+      slot->set_committed(*c);
+    }
+    if (revoke_deadline_[p]) {
+      slot->set_revoke_deadline_ns(revoke_deadline_[p]->count());
+    }
+    slot->set_acquired(acquired_[p]);
+  }
+}
+
+expected<group_state> group_state::load_whole(const proto::GroupStateWhole& in) {
+  auto bad = [](std::string what) {
+    return rill::unexpected(std::make_error_code(std::errc::invalid_argument), "group state: " + std::move(what));
+  };
+  if (in.strategy() > 1 || in.session_timeout_ms() == 0 || in.session_timeout_ms() > 86'400'000 ||
+      in.members_size() > static_cast<int>(members_max)) {
+    return bad("strategy, session timeout or member count out of range");
+  }
+  group_state g(static_cast<std::uint32_t>(in.slots_size()),
+                in.strategy() == 1 ? assignment_strategy::round_robin : assignment_strategy::range,
+                std::chrono::milliseconds(in.session_timeout_ms()));
+  g.generation_ = in.generation();
+  g.next_member_ = std::max<std::uint64_t>(in.next_member(), 1);
+  g.now_ = time_point(in.now_ns());
+  for (const auto& m : in.members()) {
+    if (m.id().empty() || !g.members_.emplace(m.id(), member{time_point(m.expires_at_ns()), m.conn()}).second) {
+      return bad("an empty or repeated member id");
+    }
+  }
+  for (int i = 0; i < in.slots_size(); ++i) {
+    const auto& slot = in.slots(i);
+    const auto p = static_cast<std::uint32_t>(i);
+    if ((slot.has_owner() && !g.members_.contains(slot.owner())) ||
+        (slot.has_target() && !g.members_.contains(slot.target())) || slot.acquired() > g.generation_) {
+      return bad(fmt::format("partition {}: an owner or target that is not a member, or a generation ahead", p));
+    }
+    if (slot.has_owner()) {
+      g.owner_[p] = slot.owner();
+    }
+    if (slot.has_target()) {
+      g.target_[p] = slot.target();
+    }
+    if (slot.has_committed()) {
+      g.committed_[p] = slot.committed();
+    }
+    if (slot.has_revoke_deadline_ns()) {
+      g.revoke_deadline_[p] = time_point(slot.revoke_deadline_ns());
+    }
+    g.acquired_[p] = slot.acquired();
   }
   return g;
 }

@@ -37,6 +37,10 @@
 
 #include "base/expected.h"
 
+namespace rill::proto {
+class GroupStateWhole;
+}
+
 namespace rill::actors {
 
 enum class assignment_strategy { range, round_robin };
@@ -120,6 +124,17 @@ class group_state {
                                        std::chrono::milliseconds session_timeout, std::uint32_t partitions,
                                        time_point now);
 
+  // A new coordinator took over (a replicated group's new primary): every member's session starts again at `now`,
+  // as after a restart, so that members have a whole session timeout to find it.
+  void refresh(time_point now);
+
+  // The whole state, sessions and revocation deadlines included (a replicated coordinator's checkpoint: restored,
+  // the state is exactly this one, and behaves the same). load_whole() checks what it can (invalid_argument).
+  void save_whole(proto::GroupStateWhole& out) const;
+  static expected<group_state> load_whole(const proto::GroupStateWhole& in);
+  [[nodiscard]] assignment_strategy strategy() const noexcept { return strategy_; }
+  [[nodiscard]] std::chrono::nanoseconds session_timeout() const noexcept { return session_timeout_; }
+
   struct member_info {
     std::string id;
     time_point expires_at{0};
@@ -129,6 +144,7 @@ class group_state {
   [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
   [[nodiscard]] std::uint32_t partitions() const noexcept { return static_cast<std::uint32_t>(owner_.size()); }
   [[nodiscard]] std::size_t members() const noexcept { return members_.size(); }
+  [[nodiscard]] bool has_member(const std::string& id) const { return members_.contains(id); }
   [[nodiscard]] std::optional<std::string> owner(std::uint32_t partition) const;
   [[nodiscard]] std::optional<std::string> target(std::uint32_t partition) const;
   // Nothing is waiting for a revocation.
