@@ -88,25 +88,25 @@ group_machine::proposal group_machine::prepare(const consensus::header& request,
                                                std::span<const consensus::message* const> pending) {
   (void)at;
   proto::CoordinatorCommand c;
-  if (request.operation != operation_coordinator_command || !parse(c, body)) {
+  if (request.operation != options_.operation || !parse(c, body)) {
     return {request.operation, std::move(body)};  // apply() answers it (bad_header), the same everywhere
   }
   // The primary's time, never below an op before it: applied, or pending (stamped by this primary or an earlier one).
   std::int64_t floor = time_ms_;
   for (const consensus::message* m : pending) {
     proto::CoordinatorCommand p;
-    if (m->h.operation == operation_coordinator_command && parse(p, m->body)) {
+    if (m->h.operation == options_.operation && parse(p, m->body)) {
       floor = std::max(floor, p.time_ms());
     }
   }
   c.set_time_ms(std::max(floor, now_ms_()));
-  return {operation_coordinator_command, encode(c)};
+  return {options_.operation, encode(c)};
 }
 
 std::vector<std::byte> group_machine::apply(const consensus::header& prepare, std::span<const std::byte> body) {
   proto::CoordinatorReply reply;
   proto::CoordinatorCommand c;
-  if (prepare.operation != operation_coordinator_command || !parse(c, body)) {
+  if (prepare.operation != options_.operation || !parse(c, body)) {
     refuse(reply, net::status::bad_header, "a coordinator command that does not parse");
     return bytes_of(reply);
   }
@@ -244,7 +244,8 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
       const auto& k = c.commit();
       std::map<std::uint32_t, std::uint64_t> above;  // an offset named earlier in this request
       for (const auto& po : k.offsets()) {
-        if (auto ok = g.check_read(k.member_id(), k.generation(), po.partition()); !ok) {
+        if (auto ok = g.check_read(k.member_id(), k.generation(), po.partition());
+            !ok && !(options_.bug_commit_unowned && ok.error().code() == make_error_code(group_errc::not_owner))) {
           refuse(reply, ok.error());
           return;
         }
@@ -259,6 +260,10 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
         above[po.partition()] = po.offset();
       }
       for (const auto& [p, offset] : above) {
+        if (options_.bug_commit_unowned) {
+          g.bug_store_committed(p, offset);
+          continue;
+        }
         RILL_ASSERT(g.commit(k.member_id(), k.generation(), p, offset).has_value(), "a checked commit failed");
       }
       reply.set_generation(g.generation());

@@ -57,13 +57,17 @@ struct group_key {
 [[nodiscard]] std::uint32_t coordinator_for(const group_key& key, std::uint32_t coordinators);
 
 struct group_machine_options {
-  std::size_t groups_max = 4'096;          // groups one coordinator serves
-  std::size_t members_max = 65'536;        // members over all its groups (bounds a checkpoint's size)
-  std::size_t group_name_bytes_max = 255;  // a Kafka group id fits
+  std::uint8_t operation = operation_coordinator_command;  // the operation its commands travel as
+  std::size_t groups_max = 4'096;                          // groups one coordinator serves
+  std::size_t members_max = 65'536;                        // members over all its groups (bounds a checkpoint's size)
+  std::size_t group_name_bytes_max = 255;                  // a Kafka group id fits
   std::size_t member_id_bytes_max = 255;
   std::uint32_t partitions_max = 100'000;  // a group's topic partition count
   std::uint64_t session_timeout_ms_min = 100;
   std::uint64_t session_timeout_ms_max = 3'600'000;
+  // Test only, a deliberate bug the simulator must find: a commit of a partition its member does not own is stored
+  // anyway (a zombie commits over the new owner).
+  bool bug_commit_unowned = false;
 };
 
 class group_machine final : public consensus::state_machine {

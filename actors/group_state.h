@@ -112,6 +112,8 @@ class group_state {
   [[nodiscard]] std::optional<std::uint64_t> committed(std::uint32_t partition) const;
   // Every partition's committed offset, by partition.
   [[nodiscard]] std::vector<std::optional<std::uint64_t>> committed_offsets() const;
+  // Test only (group_machine_options::bug_commit_unowned): stores an offset without any check.
+  void bug_store_committed(std::uint32_t partition, std::uint64_t offset) { committed_[partition] = offset; }
   // An administrator's reset of a committed offset (backwards too): only while the group has no members.
   expected<void> reset(std::uint32_t partition, std::uint64_t offset);
   // The topic's partition count changed: a new generation; partitions gone lose their owners and offsets.

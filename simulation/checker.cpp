@@ -1,6 +1,9 @@
 #include "simulation/checker.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
+
+#include "net/proto/coordinator.pb.h"
 
 namespace rill::simulation {
 
@@ -141,7 +144,59 @@ void checker::on_sent(std::uint64_t tick, consensus::replica_t r, const consensu
   }
 }
 
+void checker::on_coordinator_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack) {
+  proto::CoordinatorCommand c;
+  auto reply = actors::group_machine::decode_reply(ack.coordinator_reply);
+  if (!reply || !c.ParseFromArray(ack.coordinator_command.data(), static_cast<int>(ack.coordinator_command.size()))) {
+    fail(tick, fmt::format("client {} got a coordinator reply at op {} that does not parse", client, ack.op));
+    return;
+  }
+  if (reply->status() != 0) {
+    return;
+  }
+  const std::string& group = c.group();
+  if (c.has_join() || c.has_heartbeat()) {
+    // No two members are told they own one partition in one generation.
+    for (const auto p : reply->owned()) {
+      auto [it, fresh] = group_owner_.emplace(std::tuple{group, reply->generation(), p}, reply->member_id());
+      if (!fresh && it->second != reply->member_id()) {
+        fail(tick, fmt::format("group {:?}: partition {} of generation {} was given to {} and to {}", group, p,
+                               reply->generation(), it->second, reply->member_id()));
+      }
+    }
+  }
+  if (c.has_commit()) {
+    ++group_commits_;
+    for (const auto& po : c.commit().offsets()) {
+      // A commit lands only for the partition's owner in the generation it names (never a zombie's).
+      auto owner = group_owner_.find(std::tuple{group, c.commit().generation(), po.partition()});
+      if (owner != group_owner_.end() && owner->second != c.commit().member_id()) {
+        fail(tick, fmt::format("group {:?}: {} committed partition {} in generation {}, which {} owns", group,
+                               c.commit().member_id(), po.partition(), c.commit().generation(), owner->second));
+      }
+      // Committed offsets never go back: in op order, each accepted commit is at or above the one before.
+      auto& by_op = group_commits_by_op_[{group, po.partition()}];
+      by_op[ack.op] = po.offset();
+      auto at = by_op.find(ack.op);
+      if ((at != by_op.begin() && std::prev(at)->second > po.offset()) ||
+          (std::next(at) != by_op.end() && std::next(at)->second < po.offset())) {
+        fail(tick, fmt::format("group {:?}: partition {}'s committed offset went back around op {}", group,
+                               po.partition(), ack.op));
+      }
+    }
+  }
+}
+
 void checker::on_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack) {
+  if (ack.what == client_ack::kind::coordinator) {
+    auto it = canonical_.find(ack.op);
+    if (it == canonical_.end() || it->second != ack.prepare_checksum) {
+      fail(tick, fmt::format("client {} was answered a coordinator command at op {}, not the canonical op there",
+                             client, ack.op));
+    }
+    on_coordinator_ack(tick, client, ack);
+    return;
+  }
   if (ack.what == client_ack::kind::metadata) {
     auto it = canonical_.find(ack.op);
     if (it == canonical_.end() || it->second != ack.prepare_checksum) {

@@ -31,6 +31,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "consensus/replica.h"
@@ -80,6 +81,8 @@ class checker {
   [[nodiscard]] std::uint64_t violations() const noexcept { return violations_; }
   [[nodiscard]] std::uint64_t committed() const noexcept { return canonical_.size(); }
   [[nodiscard]] std::uint64_t acks() const noexcept { return acked_.size(); }
+  // Consumer-group coordinator commits accepted (side group 1's clients).
+  [[nodiscard]] std::uint64_t group_commits() const noexcept { return group_commits_; }
 
  private:
   void fail(std::uint64_t tick, std::string what);
@@ -107,6 +110,12 @@ class checker {
   std::uint64_t committed_offsets_ = 0;                        // offsets assigned by ops committed so far
   std::uint64_t acked_offset_end_ = 0;                         // one past the highest acknowledged offset
   std::map<std::uint64_t, std::uint64_t> consumer_positions_;  // client -> last acknowledged stored position
+  // Consumer groups (coordinator acks): who each reply said owns a partition in a generation, and the accepted
+  // commits per (group, partition) by op.
+  void on_coordinator_ack(std::uint64_t tick, std::uint64_t client, const client_ack& ack);
+  std::map<std::tuple<std::string, std::uint64_t, std::uint32_t>, std::string> group_owner_;
+  std::map<std::pair<std::string, std::uint32_t>, std::map<std::uint64_t, std::uint64_t>> group_commits_by_op_;
+  std::uint64_t group_commits_ = 0;
   std::optional<std::string> violation_;
   std::uint64_t violations_ = 0;
 };

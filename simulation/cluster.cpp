@@ -221,7 +221,7 @@ void cluster::restart(node& n) {
   n.host = std::make_unique<consensus::group_host>(ho, *n.net);
   auto link = n.host->join(group, members());
   RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
-  n.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only);
+  n.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only, options_.bug_coordinator_commit_unowned);
   auto recovered = n.storage->recover();
   // What the disk holds is durable, whether or not the replica saw its completion before the crash.
   checker_.on_persisted(now_, n.index, recovered.state);
@@ -272,7 +272,7 @@ void cluster::restart_side(node& n, std::size_t k) {
   o.heartbeats_by_host = true;
   o.apply_durable_only = sr.disk != nullptr && !g.metadata && options_.partition;
   sr.transferring = false;
-  sr.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only);
+  sr.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only, options_.bug_coordinator_commit_unowned);
   auto recovered = sr.storage->recover();
   g.chk->on_persisted(now_, n.index, recovered.state);
   g.chk->on_recovered(n.index, recovered.journal);
@@ -1082,6 +1082,7 @@ run_result cluster::run() {
   }
   for (const auto& g : sides_) {
     result_.side_committed += g.chk->committed();
+    result_.group_commits += g.chk->group_commits();
   }
   if (!checker_.ok()) {
     result_.result = outcome::safety_failure;

@@ -105,6 +105,7 @@ struct cluster_options {
   bool check_ack_durable = true;  // the checker's "prepare_ok only for a durable write" (off: end-to-end checks only)
   bool bug_partition_trusts_own_suffix = false;  // test only: see partition_storage::set_bug_trust_own_suffix
   bool bug_idempotence_committed_only = false;   // test only: see ledger's constructor
+  bool bug_coordinator_commit_unowned = false;   // test only: see ledger's constructor
 };
 
 inline constexpr std::uint32_t groups_max_sim = 4;
@@ -120,6 +121,7 @@ struct run_result {
   std::uint64_t ticks = 0;
   std::uint64_t committed = 0;
   std::uint64_t side_committed = 0;  // ops committed in the side groups, all together
+  std::uint64_t group_commits = 0;   // consumer-group commits the metadata group's coordinator accepted
   std::uint64_t acks = 0;
   std::uint64_t retries_answered = 0;  // produce acks that idempotence answered (a retry under another session)
   std::uint64_t evictions = 0;         // sessions of the partition group's clients evicted while in use

@@ -55,8 +55,9 @@ const std::vector<knob_range>& swarm_knobs() {
 
 const std::vector<std::string>& bug_names() {
   static const std::vector<std::string> names = {
-      "commit_without_quorum", "advertise_before_persist", "accept_out_of_order",         "forget_client_table",
-      "vote_while_recovering", "ack_before_durable",       "partition_trusts_own_suffix", "idempotence_committed_only"};
+      "commit_without_quorum",       "advertise_before_persist",   "accept_out_of_order",
+      "forget_client_table",         "vote_while_recovering",      "ack_before_durable",
+      "partition_trusts_own_suffix", "idempotence_committed_only", "coordinator_commit_unowned"};
   return names;
 }
 
@@ -166,6 +167,8 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bug_partition_trusts_own_suffix = true;
     } else if (b == "idempotence_committed_only") {
       o.bug_idempotence_committed_only = true;
+    } else if (b == "coordinator_commit_unowned") {
+      o.bug_coordinator_commit_unowned = true;
     } else {
       RILL_UNREACHABLE("unknown bug {}", b);
     }

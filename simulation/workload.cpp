@@ -6,6 +6,8 @@
 
 #include "base/endian.h"
 #include "config/log_config.h"
+#include "net/proto/coordinator.pb.h"
+#include "net/status.h"
 #include "storage/producer_sequence.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
@@ -98,9 +100,23 @@ payload_id payload_of(std::span<const std::byte> batch) {
   return records.empty() ? payload_id{} : records.front().first;
 }
 
-ledger::ledger(bool bug_idempotence_committed_only) : bug_idempotence_committed_only_(bug_idempotence_committed_only) {
+namespace {
+actors::group_machine_options coordinator_options(bool bug_commit_unowned) {
+  actors::group_machine_options o;
+  o.operation = operation_coordinator;
+  o.bug_commit_unowned = bug_commit_unowned;
+  return o;
+}
+}  // namespace
+
+ledger::ledger(bool bug_idempotence_committed_only, bool bug_coordinator_commit_unowned)
+    : bug_idempotence_committed_only_(bug_idempotence_committed_only),
+      coordinator_(coordinator_options(bug_coordinator_commit_unowned),
+                   [clock = coordinator_clock_ms_] { return *clock; }) {
   const auto snap = metadata_.snapshot();
   metadata_digest_ = XXH3_64bits(snap.data(), snap.size());
+  const auto groups = coordinator_.snapshot();
+  coordinator_digest_ = XXH3_64bits(groups.data(), groups.size());
   base_digest_ = digest();  // the state before any op (a checkpoint of ops without user payloads restores it)
 }
 
@@ -118,7 +134,7 @@ std::uint64_t ledger::digest() const noexcept {
           0x100000001b3ULL;
     }
   }
-  return d ^ metadata_digest_ ^ executed_digest_;
+  return d ^ metadata_digest_ ^ executed_digest_ ^ (coordinator_digest_ * 0x9e3779b97f4a7c15ULL);
 }
 
 namespace {
@@ -182,6 +198,10 @@ void ledger::skip(const consensus::header& prepare, std::span<const std::byte> b
 consensus::state_machine::proposal ledger::prepare(const consensus::header& request, const prepare_context& at,
                                                    std::vector<std::byte> body,
                                                    std::span<const consensus::message* const> pending) {
+  if (request.operation == operation_coordinator) {
+    *coordinator_clock_ms_ = timestamp_base_ms + static_cast<std::int64_t>(at.ticks);
+    return coordinator_.prepare(request, at, std::move(body), pending);
+  }
   if (request.operation != operation_produce) {
     return {request.operation, std::move(body)};
   }
@@ -247,6 +267,11 @@ std::vector<std::byte> ledger::apply(const consensus::header& prepare, std::span
     reply = metadata_.apply(prepare, body);
     const auto snap = metadata_.snapshot();
     metadata_digest_ = XXH3_64bits(snap.data(), snap.size());
+  } else if (prepare.operation == operation_coordinator) {
+    reply = coordinator_.apply(prepare, body);
+    coordinator_.check_invariants();
+    const auto snap = coordinator_.snapshot();
+    coordinator_digest_ = XXH3_64bits(snap.data(), snap.size());
   } else if (prepare.operation == operation_consumer_offset) {
     std::uint64_t stored = 0;
     if (body.size() == 16) {
@@ -319,7 +344,8 @@ std::optional<std::uint64_t> ledger::decode_offset_reply(std::span<const std::by
 
 // Snapshot: applied, hash, duplicates, next offset, last timestamp, then counted lists: (consumer, offset) pairs,
 // (client, sequence) payloads, (client, request) pairs executed, producers (id, epoch, last sequence, then their kept
-// batches: first, last, base offset, op); then the metadata machine's snapshot (the rest). All integers 8 bytes.
+// batches: first, last, base offset, op); then the metadata machine's snapshot (its length first), then the
+// coordinator's (the rest). All integers 8 bytes.
 std::vector<std::byte> ledger::snapshot() const {
   std::vector<std::byte> out;
   put_u64(out, applied_);
@@ -356,7 +382,10 @@ std::vector<std::byte> ledger::snapshot() const {
     }
   }
   const auto meta = metadata_.snapshot();
-  out.insert(out.end(), meta.begin(), meta.end());  // the rest
+  put_u64(out, meta.size());
+  out.insert(out.end(), meta.begin(), meta.end());
+  const auto groups = coordinator_.snapshot();
+  out.insert(out.end(), groups.begin(), groups.end());  // the rest
   return out;
 }
 
@@ -421,14 +450,20 @@ bool ledger::restore(std::span<const std::byte> bytes) {
       producers.record(id, epoch, b);
     }
   }
-  if (!ok) {
+  const std::uint64_t meta_bytes = u64();
+  if (!ok || meta_bytes > bytes.size() - at) {
     return false;
   }
-  const auto meta = bytes.subspan(at);
+  const auto meta = bytes.subspan(at, meta_bytes);
   actors::metadata_machine metadata;
   if (!metadata.restore(meta)) {
     return false;
   }
+  const auto groups = bytes.subspan(at + meta_bytes);
+  if (!coordinator_.restore(groups)) {  // (last: nothing below fails, so the restore is all or nothing)
+    return false;
+  }
+  coordinator_digest_ = XXH3_64bits(groups.data(), groups.size());
   applied_ = applied;
   hash_ = hash;
   duplicates_ = duplicates;
@@ -507,6 +542,11 @@ void sim_client::tick(std::uint64_t now, const sender& send) {
     m.h.operation = operation_produce;
     m.body = std::move(*retry_body_);  // the same batch, the same sequences
     retry_body_.reset();
+  } else if (completed_ < options_.requests && options_.metadata_only &&
+             rng_.below(1'000'000) < options_.coordinator_ppm) {
+    ++request_;
+    m.h.operation = operation_coordinator;
+    m.body = coordinator_command();
   } else if (completed_ < options_.requests && (options_.metadata_only || rng_.below(6) == 0)) {
     ++request_;
     m.h.operation = operation_metadata;
@@ -580,6 +620,91 @@ std::vector<std::byte> sim_client::metadata_command(std::uint64_t now) {
   return {p, p + bytes.size()};
 }
 
+// Two groups of four partitions (session timeout 400 ticks), two members per client. A member joins, heartbeats
+// (giving back what it is asked to), commits what it owns under the generation it knows (sometimes an older one, or
+// a partition it does not own: those are refused), sometimes leaves; any client
+// may ask for an expiry or a refresh (as a primary does, by time and at a takeover).
+std::vector<std::byte> sim_client::coordinator_command() {
+  proto::CoordinatorCommand c;
+  const auto group = static_cast<std::uint32_t>(rng_.below(2));
+  const auto member = static_cast<std::uint32_t>(rng_.below(2));
+  c.set_stream_id(1);
+  c.set_topic_id(1);
+  c.set_group(group == 0 ? std::string("g0") : std::string("\0g1", 3));  // (any bytes)
+  const std::string id = fmt::format("c{}m{}", id_, member);
+  member_knows& k = members_[{group, member}];
+  const std::uint64_t pick = rng_.below(100);
+  if (pick < 3 || group_missing_[group]) {
+    c.mutable_create()->set_partitions(4);
+    c.mutable_create()->set_session_timeout_ms(400);
+  } else if (pick < 8) {
+    c.mutable_expire();
+  } else if (pick < 10) {
+    c.mutable_refresh();
+  } else if (!k.joined || pick < 14) {
+    c.mutable_join()->set_member_id(id);
+    c.mutable_join()->set_conn(id_);
+  } else if (pick < 17) {
+    c.mutable_leave()->set_member_id(id);
+  } else if (pick < 45 || k.owned.empty()) {
+    c.mutable_heartbeat()->set_member_id(id);
+    for (const auto p : k.revoking) {
+      c.mutable_heartbeat()->add_released(p);
+    }
+  } else {
+    auto* commit = c.mutable_commit();
+    commit->set_member_id(id);
+    commit->set_generation(k.generation - (rng_.below(10) == 0 ? 1 : 0));  // sometimes a stale one
+    auto* po = commit->add_offsets();
+    // Sometimes a partition it does not own (a confused member): refused, never stored.
+    po->set_partition(rng_.below(8) == 0 ? static_cast<std::uint32_t>(rng_.below(4))
+                                         : k.owned[rng_.below(k.owned.size())]);
+    commit_offset_ += rng_.below(5);
+    po->set_offset(commit_offset_);
+  }
+  const std::string bytes = c.SerializeAsString();
+  const auto* p = reinterpret_cast<const std::byte*>(bytes.data());
+  return {p, p + bytes.size()};
+}
+
+void sim_client::on_coordinator_reply(std::span<const std::byte> sent, std::span<const std::byte> reply) {
+  proto::CoordinatorCommand c;
+  auto r = actors::group_machine::decode_reply(reply);
+  if (!r || !c.ParseFromArray(sent.data(), static_cast<int>(sent.size()))) {
+    return;
+  }
+  const auto group = static_cast<std::uint32_t>(c.group() == "g0" ? 0 : 1);
+  const auto status = static_cast<net::status>(r->status());
+  if (status == net::status::group_not_found || c.has_create()) {
+    group_missing_[group] = status == net::status::group_not_found;
+  }
+  std::string id;
+  if (c.has_join()) {
+    id = c.join().member_id();
+  } else if (c.has_heartbeat()) {
+    id = c.heartbeat().member_id();
+  } else if (c.has_leave()) {
+    id = c.leave().member_id();
+  } else if (c.has_commit()) {
+    id = c.commit().member_id();
+  } else {
+    return;
+  }
+  const auto member = static_cast<std::uint32_t>(id.back() - '0');
+  member_knows& k = members_[{group, member}];
+  if (c.has_leave() || status == net::status::unknown_member || status == net::status::group_not_found) {
+    k = member_knows{};  // gone (or never there): it joins again
+    return;
+  }
+  if (status != net::status::ok || !(c.has_join() || c.has_heartbeat())) {
+    return;
+  }
+  k.joined = true;
+  k.generation = r->generation();
+  k.owned.assign(r->owned().begin(), r->owned().end());
+  k.revoking.assign(r->revoking().begin(), r->revoking().end());
+}
+
 void sim_client::send_current(std::uint64_t now, const sender& send, bool all) {
   sent_at_ = now;
   if (all) {
@@ -612,6 +737,7 @@ std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t
   target_ = m.h.replica < replica_count_ ? m.h.replica : target_;
   const bool registration = in_flight_->h.operation == consensus::operation_register;
   const std::uint64_t session = in_flight_->h.client;
+  std::vector<std::byte> sent_body = std::move(in_flight_->body);
   in_flight_.reset();
   if (registration) {
     if (session == session_) {
@@ -627,6 +753,14 @@ std::optional<client_ack> sim_client::on_message(const message& m, std::uint64_t
   ack.op = m.h.op;
   ack.prepare_checksum = m.h.context;
   ack.latency_ticks = now - first_sent_at_;
+  if (m.h.operation == operation_coordinator) {
+    ack.what = client_ack::kind::coordinator;
+    ack.coordinator_command = sent_body;
+    ack.coordinator_reply = m.body;
+    on_coordinator_reply(ack.coordinator_command, ack.coordinator_reply);
+    ++completed_;
+    return ack;
+  }
   if (m.h.operation == operation_metadata) {
     ack.what = client_ack::kind::metadata;
     auto applied = actors::metadata_machine::decode_reply(m.body);

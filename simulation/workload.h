@@ -19,7 +19,10 @@
 //
 // A metadata request carries one proto::MetadataCommand (create a stream, create a topic in one, delete one); the
 // ledger applies it through rilld's own metadata state machine (actors/metadata_machine.h), so the group replicates
-// the broker's metadata as rilld's one-replica group does, and the checker's state digest covers it.
+// the broker's metadata as rilld's one-replica group does, and the checker's state digest covers it. A coordinator
+// request carries one proto::CoordinatorCommand (consumer groups: create, join, heartbeat with releases, commit,
+// leave, expire, refresh), applied through rilld's coordinator machine (actors/group_machine.h), its time stamped by
+// the primary at prepare (timestamp_base_ms + the primary's ticks, never back); the digest covers it too.
 //
 // The partition log itself (storage::partition_log on each replica's simulated disk) is the replica's storage of the
 // prepares' bodies, fed as they are written, not at apply: see consensus/partition_storage.h. The checker ties the
@@ -32,10 +35,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <vector>
 
+#include "actors/group_machine.h"
 #include "actors/metadata_machine.h"
 #include "base/random.h"
 #include "consensus/state_machine.h"
@@ -49,6 +54,8 @@ inline constexpr std::uint8_t operation_consumer_offset = consensus::operation_u
 inline constexpr std::uint8_t operation_metadata = consensus::operation_user_min + 2;
 // A produce the primary answered at prepare without a batch (a retry, or a refusal): see ledger::prepare.
 inline constexpr std::uint8_t operation_produce_answered = consensus::operation_user_min + 3;
+// A consumer-group coordinator's command (proto::CoordinatorCommand), applied through rilld's group_machine.
+inline constexpr std::uint8_t operation_coordinator = consensus::operation_user_min + 4;
 
 // A client's VSR sessions: the first is its id; each one it opens after it (a retry through "another broker", an
 // eviction) puts the session's number in the top 16 bits. Replies are routed to the client the low bits name.
@@ -85,7 +92,9 @@ class ledger final : public consensus::state_machine {
  public:
   // bug_idempotence_committed_only (test only, a deliberate bug the simulator must find): prepare() checks a batch
   // against the committed producer state alone, not the uncommitted pipeline.
-  explicit ledger(bool bug_idempotence_committed_only = false);
+  // bug_coordinator_commit_unowned (test only): the coordinator stores a commit of a partition its member does not
+  // own (group_machine_options::bug_commit_unowned).
+  explicit ledger(bool bug_idempotence_committed_only = false, bool bug_coordinator_commit_unowned = false);
   std::vector<std::byte> apply(const consensus::header& prepare, std::span<const std::byte> body) override;
   void skip(const consensus::header& prepare, std::span<const std::byte> body) override;
   // A fresh produce is stamped here, as a partition's primary does: base offset after every batch before it
@@ -148,6 +157,10 @@ class ledger final : public consensus::state_machine {
   std::map<std::uint64_t, std::uint64_t> consumer_offsets_;  // client -> stored position
   actors::metadata_machine metadata_;
   std::uint64_t metadata_digest_ = 0;  // XXH3-64 of the metadata snapshot (updated at metadata ops and restores)
+  // The coordinator's clock reads what prepare() sets (shared: the machine's clock outlives a move of the ledger).
+  std::shared_ptr<std::int64_t> coordinator_clock_ms_ = std::make_shared<std::int64_t>(0);
+  actors::group_machine coordinator_;
+  std::uint64_t coordinator_digest_ = 0;  // XXH3-64 of the coordinator's snapshot
   std::set<payload_id> seen_;
   std::uint64_t duplicates_ = 0;
 };
@@ -164,10 +177,12 @@ struct client_options {
   // Every request is a metadata command (create a stream or a topic, delete a stream), and `requests` counts them:
   // a client of a metadata group.
   bool metadata_only = false;
+  // Of those, this share (ppm) are consumer-group coordinator commands instead (two members per client, two groups).
+  std::uint32_t coordinator_ppm = 700'000;
 };
 
 struct client_ack {
-  enum class kind { produce, consumer_offset, metadata } what = kind::produce;
+  enum class kind { produce, consumer_offset, metadata, coordinator } what = kind::produce;
   payload_id payload;
   std::uint64_t request = 0;
   std::uint64_t op = 0;
@@ -177,6 +192,8 @@ struct client_ack {
   std::uint32_t records = 0;
   std::uint64_t batch_op = 0;  // produce: the op holding the batch (ack.op for a fresh one; a retry names another)
   storage::producer_verdict verdict = storage::producer_verdict::fresh;
+  std::vector<std::byte> coordinator_command;  // coordinator: what was sent (the primary's time not yet in it)
+  std::vector<std::byte> coordinator_reply;    // coordinator: the reply
 };
 
 class sim_client {
@@ -205,6 +222,8 @@ class sim_client {
   // Leaves the session: the next request registers a new one; a produce in flight goes again under it.
   void switch_session();
   [[nodiscard]] std::vector<std::byte> metadata_command(std::uint64_t now);
+  [[nodiscard]] std::vector<std::byte> coordinator_command();
+  void on_coordinator_reply(std::span<const std::byte> sent, std::span<const std::byte> reply);
 
   std::uint64_t cluster_;
   std::uint64_t id_;
@@ -229,6 +248,16 @@ class sim_client {
   std::vector<std::uint32_t> streams_;                // ids of streams this client created (and has not deleted)
   enum class sent_kind { other, create_stream, create_topic, delete_stream } in_flight_sent_ = sent_kind::other;
   std::uint64_t metadata_sent_ = 0;
+  // What this client's two group members know from their replies: generation, owned, revoking, next offset to commit.
+  struct member_knows {
+    bool joined = false;
+    std::uint64_t generation = 0;
+    std::vector<std::uint32_t> owned;
+    std::vector<std::uint32_t> revoking;
+  };
+  std::map<std::pair<std::uint32_t, std::uint32_t>, member_knows> members_;  // (group, member) -> what it knows
+  std::uint64_t commit_offset_ = 0;                                          // grows with every commit it sends
+  bool group_missing_[2] = {false, false};                                   // a reply said the group is not there
   std::uint64_t sent_at_ = 0;
   std::uint64_t first_sent_at_ = 0;
   std::uint8_t target_ = 0;

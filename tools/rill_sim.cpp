@@ -109,20 +109,22 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
                                                               : "LIVENESS FAILURE";
   if (!quiet || r.result != outcome::passed) {
     std::printf(
-        "seed %llu: %s replicas=%u groups=%u side_committed=%llu clients=%u loss=%u dup=%u crash=%u partition=%u "
+        "seed %llu: %s replicas=%u groups=%u side_committed=%llu group_commits=%llu clients=%u loss=%u dup=%u crash=%u "
+        "partition=%u "
         "faults=%u/%u/%u ticks=%llu "
         "committed=%llu acks=%llu retried=%llu evicted=%llu crashes=%llu lost=%llu partitions=%llu view=%u lagging=%zu "
         "checkpoints=%llu "
         "syncs=%llu "
         "consumed=%llu cuts=%llu copies=%llu retained=%llu restarts=%llu messages=%llu hash=%016llx\n",
         static_cast<unsigned long long>(seed), verdict, o.replicas, o.groups,
-        static_cast<unsigned long long>(r.side_committed), o.clients, o.network.loss_ppm, o.network.duplicate_ppm,
-        o.crash_ppm, o.partition_ppm, o.storage.write_fault_ppm, o.storage.read_fault_ppm, o.rot_ppm,
-        static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.committed),
-        static_cast<unsigned long long>(r.acks), static_cast<unsigned long long>(r.retries_answered),
-        static_cast<unsigned long long>(r.evictions), static_cast<unsigned long long>(r.crashes),
-        static_cast<unsigned long long>(r.disks_lost), static_cast<unsigned long long>(r.partitions), r.final_view,
-        r.lagging, static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
+        static_cast<unsigned long long>(r.side_committed), static_cast<unsigned long long>(r.group_commits), o.clients,
+        o.network.loss_ppm, o.network.duplicate_ppm, o.crash_ppm, o.partition_ppm, o.storage.write_fault_ppm,
+        o.storage.read_fault_ppm, o.rot_ppm, static_cast<unsigned long long>(r.ticks),
+        static_cast<unsigned long long>(r.committed), static_cast<unsigned long long>(r.acks),
+        static_cast<unsigned long long>(r.retries_answered), static_cast<unsigned long long>(r.evictions),
+        static_cast<unsigned long long>(r.crashes), static_cast<unsigned long long>(r.disks_lost),
+        static_cast<unsigned long long>(r.partitions), r.final_view, r.lagging,
+        static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
         static_cast<unsigned long long>(r.records_consumed), static_cast<unsigned long long>(r.partition_truncations),
         static_cast<unsigned long long>(r.partition_transfers), static_cast<unsigned long long>(r.segments_retained),
         static_cast<unsigned long long>(r.partition_restarts), static_cast<unsigned long long>(r.messages),
@@ -133,25 +135,27 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
   }
   std::fflush(stdout);
   if (ticks_fd >= 0) {
-    const std::uint64_t figures[7] = {r.ticks,
+    const std::uint64_t figures[8] = {r.ticks,
                                       r.checkpoints,
                                       r.state_transfers,
                                       r.records_consumed,
                                       r.partition_truncations,
                                       r.segments_retained,
-                                      r.partition_restarts};
+                                      r.partition_restarts,
+                                      r.group_commits};
     [[maybe_unused]] const ssize_t n = ::write(ticks_fd, figures, sizeof figures);
   }
   return r.result == outcome::passed ? 0 : r.result == outcome::safety_failure ? exit_safety : exit_liveness;
 }
 
-std::uint64_t ticks_total = 0;        // simulated ticks over every seed run (for the rate figure)
-std::uint64_t checkpoints_total = 0;  // checkpoints written, every replica of every seed
-std::uint64_t syncs_total = 0;        // state transfers
-std::uint64_t consumed_total = 0;     // records read by the simulated consumers
-std::uint64_t cuts_total = 0;         // partition-log suffixes truncated at view changes
-std::uint64_t retained_total = 0;     // partition-log segments removed by retention
-std::uint64_t restarts_total = 0;     // partition logs started over at a peer's log start
+std::uint64_t ticks_total = 0;          // simulated ticks over every seed run (for the rate figure)
+std::uint64_t checkpoints_total = 0;    // checkpoints written, every replica of every seed
+std::uint64_t syncs_total = 0;          // state transfers
+std::uint64_t consumed_total = 0;       // records read by the simulated consumers
+std::uint64_t cuts_total = 0;           // partition-log suffixes truncated at view changes
+std::uint64_t retained_total = 0;       // partition-log segments removed by retention
+std::uint64_t restarts_total = 0;       // partition logs started over at a peer's log start
+std::uint64_t group_commits_total = 0;  // consumer-group commits accepted by the coordinator machine
 
 int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path, bool quiet,
                const metrics_output& metrics = {}) {
@@ -171,7 +175,7 @@ int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path
     std::_Exit(run_seed(seed, k, trace_path, quiet, fds[1], metrics));
   }
   ::close(fds[1]);
-  std::uint64_t figures[7] = {};
+  std::uint64_t figures[8] = {};
   if (::read(fds[0], figures, sizeof figures) == static_cast<ssize_t>(sizeof figures)) {
     ticks_total += figures[0];
     checkpoints_total += figures[1];
@@ -180,6 +184,7 @@ int run_forked(std::uint64_t seed, const knobs& k, const std::string& trace_path
     cuts_total += figures[4];
     retained_total += figures[5];
     restarts_total += figures[6];
+    group_commits_total += figures[7];
   }
   ::close(fds[0]);
   int status = 0;
@@ -431,10 +436,11 @@ int main(int argc, char** argv) {
               static_cast<double>(ran.size()) / seconds * 60.0, static_cast<double>(ticks_total) / seconds / 1e6);
   std::printf(
       "checkpoints written: %llu; state transfers: %llu; records consumed: %llu; partition suffixes truncated: %llu; "
-      "segments retained: %llu; logs started over: %llu\n",
+      "segments retained: %llu; logs started over: %llu; consumer-group commits: %llu\n",
       static_cast<unsigned long long>(checkpoints_total), static_cast<unsigned long long>(syncs_total),
       static_cast<unsigned long long>(consumed_total), static_cast<unsigned long long>(cuts_total),
-      static_cast<unsigned long long>(retained_total), static_cast<unsigned long long>(restarts_total));
+      static_cast<unsigned long long>(retained_total), static_cast<unsigned long long>(restarts_total),
+      static_cast<unsigned long long>(group_commits_total));
   if (hunting) {
     if (!found) {
       std::printf("%s: not caught in %zu seeds\n", bugs_joined(bugs).c_str(), ran.size());
