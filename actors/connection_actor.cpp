@@ -235,7 +235,12 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
     auto encode = [corr, key](poll_reply& r, net::metadata_position at) {
       return poll_reply_frame(corr, key.partition_id, *r.data, at);
     };
-    if (poll->group) {
+    if (poll->group && poll->group->coordinated) {
+      const auto& g = *poll->group;
+      ask<poll_reply>(services_->metadata, p, encode, group_poll_atom::value,
+                      coordinated_poll_msg{g.stream_id, g.topic_id, g.group_id, std::move(poll->request),
+                                           std::move(target)});
+    } else if (poll->group) {
       group_actor_hdl group = table.group(poll->group->stream_id, poll->group->topic_id, poll->group->group_id);
       RILL_ASSERT(group, "the router chose group {}, absent from the table", poll->group->group_id);
       ask<poll_reply>(group, p, encode, group_poll_atom::value,
@@ -259,16 +264,21 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
 }
 
 void connection_actor::forward(pending p, const routing_table& table, to_group&& d) {
+  const std::uint32_t corr = p.correlation;
+  auto encode = [corr](group_reply& r, net::metadata_position at) { return serialized_reply_frame(corr, r.header, at); };
+  if (d.group.coordinated) {
+    coordinated_ = coordinated_ || d.tracks_member;
+    ask<group_reply>(services_->metadata, p, encode, coordinator_atom::value,
+                     coordinator_msg{d.group.stream_id, d.group.topic_id, d.group.group_id, d.api, std::move(d.header),
+                                     id()});
+    return;
+  }
   group_actor_hdl group = table.group(d.group.stream_id, d.group.topic_id, d.group.group_id);
   RILL_ASSERT(group, "the router chose group {}, absent from the table", d.group.group_id);
   if (d.tracks_member) {
     groups_.emplace(group.address(), group);  // told when this connection closes
   }
-  const std::uint32_t corr = p.correlation;
-  ask<group_reply>(
-      group, p,
-      [corr](group_reply& r, net::metadata_position at) { return serialized_reply_frame(corr, r.header, at); },
-      group_atom::value, group_msg{d.api, std::move(d.header), id()});
+  ask<group_reply>(group, p, encode, group_atom::value, group_msg{d.api, std::move(d.header), id()});
 }
 
 void connection_actor::forward(pending p, const routing_table&, to_metadata&& d) {
@@ -362,6 +372,10 @@ void connection_actor::on_exit() {
     anon_send(g, disconnect_atom::value, std::uint64_t{id()});
   }
   groups_.clear();
+  if (coordinated_) {
+    anon_send(services_->metadata, disconnect_atom::value, std::uint64_t{id()});
+    coordinated_ = false;
+  }
   if (io_ && io_->in_flight() > 0) {
     RILL_ASSERT(state_.has_value());
     if (state_->recv_pending() && !state_->poll_pending()) {

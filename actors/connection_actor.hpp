@@ -132,6 +132,7 @@ class connection_actor final : public metered<connection_actor_impl::base>, publ
   std::vector<std::unique_ptr<storage::io::request>> cancels_;   // cancel requests, alive until the actor goes
   std::uint32_t balanced_next_ = 0;                              // round-robin partition for balanced produces
   std::unordered_map<caf::actor_addr, group_actor_hdl> groups_;  // groups members joined through this connection
+  bool coordinated_ = false;  // a member of a replicated topic's group joined or beat through it (the metadata actor)
 };
 
 }  // namespace rill::actors

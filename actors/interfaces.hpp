@@ -48,6 +48,16 @@ struct group_poll_msg {
   partition_actor_hdl partition;
 };
 
+// A member's poll of a replicated topic's partition (its replica on this node): the metadata actor checks it against
+// this node's replica of the group's coordinator, asks the partition, and checks ownership again when data comes back.
+struct coordinated_poll_msg {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t group_id = 0;
+  proto::PollRequest request;
+  partition_actor_hdl partition;
+};
+
 // One consumer group (group_actor.hpp). Requests that arrive while its state is being loaded wait in its mailbox;
 // a group whose open or state write failed (fenced) refuses everything in the outcome until a restart.
 using group_actor_hdl = caf::typed_actor<
@@ -91,6 +101,15 @@ using metadata_actor_hdl = caf::typed_actor<
     // A replicated partition (its partition_namespace) has its primary on this node (true), or no longer (false):
     // produces that name no partition go to the partitions this node leads. No reply.
     caf::reacts_to<leader_atom, std::uint64_t, bool>,
+    // A group API request for a group of a replicated topic (a cluster member): committed in the group's coordinator
+    // through this node's session, or read from this node's replica of it; replies with the reply header.
+    caf::replies_to<coordinator_atom, coordinator_msg>::with<group_reply>,
+    // A member's poll of a replicated partition whose replica is here: checked against this node's replica of the
+    // group's coordinator, before the partition is asked and when its data comes back.
+    caf::replies_to<group_poll_atom, coordinated_poll_msg>::with<poll_reply>,
+    // A client connection closed: the members of replicated topics' groups that joined or beat through it leave
+    // (a disconnected command to each coordinator it reached). No reply.
+    caf::reacts_to<disconnect_atom, std::uint64_t>,
     // Closes every partition, then every group, then the journal; replies and quits.
     caf::replies_to<close_atom>::with<outcome>>;
 
@@ -111,3 +130,4 @@ using listener_actor_hdl = caf::typed_actor<
 }  // namespace rill::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_poll_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::coordinated_poll_msg)

@@ -32,6 +32,7 @@ using force_atom = caf::atom_constant<caf::atom("force")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using group_poll_atom = caf::atom_constant<caf::atom("gpoll")>;
+using coordinator_atom = caf::atom_constant<caf::atom("coord")>;  // a replicated topic's group request
 using disconnect_atom = caf::atom_constant<caf::atom("disconn")>;
 using resize_atom = caf::atom_constant<caf::atom("resize")>;
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
@@ -113,6 +114,16 @@ struct group_reply {
   outcome result;
   std::string header;  // serialized reply header
 };
+// A group request of a replicated topic, for the metadata actor, which submits it to the group's coordinator
+// (actors/coordinators.h): the group by ids, the API, its header, and the client connection it came through.
+struct coordinator_msg {
+  std::uint32_t stream_id = 0;
+  std::uint32_t topic_id = 0;
+  std::uint32_t group_id = 0;
+  std::uint16_t api = 0;
+  std::string header;
+  std::uint64_t connection = 0;
+};
 // group_poll_msg, which carries a partition's handle, is in interfaces.hpp.
 
 // A message of a replicated partition's VSR group on the replica plane: to a peer node (partition -> metadata actor,
@@ -127,6 +138,7 @@ struct replica_frame {
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::group_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::coordinator_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::produce_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::poll_msg)

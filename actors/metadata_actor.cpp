@@ -134,6 +134,37 @@ metadata_actor::behavior_type metadata_actor::serving() {
           publish();
         }
       },
+      [this](coordinator_atom, coordinator_msg& msg) -> caf::result<group_reply> {
+        auto rp = make_response_promise<group_reply>();
+        rill::spawn(coordinate(std::move(msg)), [rp](expected<std::string> r) mutable {
+          rp.deliver(r ? group_reply{outcome{}, std::move(*r)} : group_reply{outcome::of(r.error()), {}});
+        });
+        return rp;
+      },
+      [this](group_poll_atom, coordinated_poll_msg& msg) -> caf::result<poll_reply> {
+        auto rp = make_response_promise<poll_reply>();
+        rill::spawn(coordinated_poll(std::move(msg)), [rp](poll_reply r) mutable { rp.deliver(std::move(r)); });
+        return rp;
+      },
+      [this](disconnect_atom, std::uint64_t connection) {
+        auto it = coordinated_connections_.find(connection);
+        if (it == coordinated_connections_.end()) {
+          return;
+        }
+        const std::set<std::uint32_t> reached = std::move(it->second);
+        coordinated_connections_.erase(it);
+        if (!coordinators_ || closing_) {
+          return;  // the members' sessions end on their own
+        }
+        const std::uint64_t key = connection_key(services_->cluster->node_id, connection);
+        for (const std::uint32_t i : reached) {
+          proto::CoordinatorCommand c;
+          c.mutable_disconnected()->set_conn(key);
+          rill::spawn(coordinators_->submit(i, std::move(c)), [](expected<proto::CoordinatorReply>) {
+            // Best effort: a member whose disconnect is lost leaves when its session ends.
+          });
+        }
+      },
       [this](replica_atom, replica_frame& f) {
         // A replicated partition's message to a peer: on the plane (a copy; best effort, as VSR allows).
         if (plane_ && !closing_ && f.m != nullptr) {
@@ -177,6 +208,9 @@ metadata_actor::behavior_type metadata_actor::serving() {
           }
           if (self->group_) {
             RILL_CO_TRY_VOID(co_await self->group_->close());
+          }
+          if (self->coordinators_) {
+            (void)co_await self->coordinators_->close();  // each replica's files are synced as it goes; nothing waits
           }
           if (self->plane_) {
             co_await self->plane_->stop();
@@ -692,6 +726,8 @@ task<expected<metadata_reply>> metadata_actor::answer(reply_plan plan) {
   for (auto ns : plan.groups) {
     if (auto it = groups_.find(ns); it != groups_.end()) {
       groups.emplace_back(it->second);
+    } else if (auto coordinated = coordinated_group_reply(ns)) {
+      groups.emplace_back(std::move(*coordinated));
     } else if (auto remote = remote_group_reply(ns)) {
       groups.emplace_back(std::move(*remote));
     }
@@ -809,6 +845,22 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   RILL_CO_TRY(group,
               co_await consensus::cluster_group::open(*io_, dir, machine_, go, *host_, *plane_, std::move(hooks)));
   cluster_ = std::move(group);
+  coordinators_options co;
+  co.cluster = c.cluster_id;
+  co.members = go.members;
+  co.self = go.self;
+  co.recovering = c.recovering;
+  co.count = coordinator_groups;
+  co.journal_slots = coordinator_journal_slots;
+  const rill::clock* clk = services_->partitions->clk;
+  co.wall_ms = [clk] { return clk->wall_ms().value(); };
+  co.reconcile = [this](std::uint32_t index, const group_machine& m) {
+    return reconcile_commands(*state_.view(), m, index, coordinator_groups, 64);
+  };
+  co.notice = [reporter](const std::string& line) { reporter->notice(line); };
+  RILL_CO_TRY(coords, co_await coordinators::open(*io_, storage::join_path(services_->config->data_dir, "coordinators"),
+                                                  std::move(co), *host_, *plane_));
+  coordinators_ = std::move(coords);
   plane_->start();
   schedule_tick();
   reporter->notice(fmt::format("metadata: node {} of cluster {} (members {}), replica {} of the metadata group",
@@ -829,6 +881,9 @@ void metadata_actor::on_replica_tick() {
   }
   host_->tick(1);
   cluster_->tick();
+  if (coordinators_) {
+    coordinators_->tick();
+  }
   if (const std::uint64_t view = cluster_->replica().view().value(); view != last_view_) {
     last_view_ = view;
     ++view_changes_;
@@ -883,6 +938,10 @@ void metadata_actor::on_frame(std::uint64_t from, consensus::peer_frame frame) {
   }
   if (frame.kind == consensus::peer_frame_kind::heartbeat) {
     host_->on_heartbeat(frame.beat);
+    return;
+  }
+  if (coordinators_ && coordinators_->index_of(frame.group)) {
+    coordinators_->on_message(consensus::node_t(static_cast<std::uint32_t>(from)), frame.group, frame.m);
     return;
   }
   if (frame.group != metadata_group) {
@@ -1075,6 +1134,186 @@ task<expected<void>> metadata_actor::barrier() {
   // Carried out and published too: a request routed again after the sync finds the partitions the table names.
   (void)co_await reconcile();
   co_return expected<void>{};
+}
+
+task<expected<coordinated_group>> metadata_actor::find_coordinated(std::uint32_t stream_id, std::uint32_t topic_id,
+                                                                   std::uint32_t group_id) {
+  if (!coordinators_) {
+    co_return fail(net::status::unavailable, "this node runs no group coordinators (it is not a cluster member)");
+  }
+  auto g = find_coordinated_group(*state_.view(), stream_id, topic_id, group_id);
+  if (!g) {
+    // This node may not have applied the group's creation yet: it catches up, then looks again.
+    RILL_CO_TRY_VOID(co_await synced());
+    g = find_coordinated_group(*state_.view(), stream_id, topic_id, group_id);
+  }
+  if (!g) {
+    co_return fail(net::status::group_not_found,
+                   fmt::format("group {} of topic {} of stream {} is not found (deleted?)", group_id, topic_id,
+                               stream_id));
+  }
+  co_return std::move(*g);
+}
+
+task<expected<const group_state*>> metadata_actor::ensure_coordinated(const coordinated_group& g,
+                                                                      std::uint32_t index) {
+  const group_state* state = coordinators_->machine(index).find(g.key());
+  std::optional<proto::CoordinatorCommand> needed;
+  if (state == nullptr) {
+    needed = create_command(g);
+  } else if (state->partitions() != g.id.partitions) {
+    needed = create_command(g);
+    needed->mutable_resize()->set_partitions(g.id.partitions);
+  }
+  if (needed) {
+    RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(*needed)));
+    // Created meanwhile by another node (or by the primary's reconcile duty): as good.
+    if (r.status() != 0 && r.status() != static_cast<std::uint32_t>(net::status::already_exists)) {
+      RILL_CO_TRY_VOID(coordinator_status(r));
+    }
+    state = coordinators_->machine(index).find(g.key());
+  }
+  if (state == nullptr) {
+    co_return fail(net::status::unavailable, "the group was deleted meanwhile; retry");
+  }
+  co_return state;
+}
+
+task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
+  RILL_CO_TRY(g, co_await find_coordinated(msg.stream_id, msg.topic_id, msg.group_id));
+  const std::uint32_t index = coordinators_->index_for(g.key());
+  const std::uint64_t conn = connection_key(services_->cluster->node_id, msg.connection);
+  RILL_CO_TRY(plan, plan_coordinator_request(g, coordinators_->machine(index).find(g.key()), msg.api, msg.header, conn));
+  if (plan.describe) {
+    co_return co_await describe_coordinated_with_offsets(std::move(g), index, plan.offsets_only);
+  }
+  if (!plan.command) {
+    co_return std::move(plan.header);
+  }
+  RILL_CO_TRY_VOID(co_await ensure_coordinated(g, index));
+  if (plan.command->has_join() || plan.command->has_heartbeat()) {
+    coordinated_connections_[msg.connection].insert(index);  // told when the connection closes
+  }
+  RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(*plan.command)));
+  co_return coordinator_reply(g, msg.api, r);
+}
+
+task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
+  auto g = co_await find_coordinated(msg.stream_id, msg.topic_id, msg.group_id);
+  if (!g) {
+    co_return poll_reply{outcome::of(g.error()), nullptr};
+  }
+  const std::uint32_t index = coordinators_->index_for(g->key());
+  const group_machine& m = coordinators_->machine(index);
+  auto planned = plan_coordinated_poll(m.find(g->key()), msg.request);
+  if (!planned) {
+    // The join or heartbeat that gave the member this partition may have committed through another node, and this
+    // node's replica not have applied it yet: it catches up, then checks again.
+    (void)co_await coordinators_->caught_up(index, coordinated_poll_catch_up_ticks);
+    planned = plan_coordinated_poll(m.find(g->key()), std::move(msg.request));
+    if (!planned) {
+      co_return poll_reply{outcome::of(planned.error()), nullptr};
+    }
+  }
+  auto r = co_await await_request<poll_reply>(this, msg.partition, poll_atom::value,
+                                              poll_msg{std::move(planned->request), planned->resume_at});
+  if (!r) {
+    co_return poll_reply{outcome::of(r.error()), nullptr};
+  }
+  if (!r->result.ok()) {
+    co_return std::move(*r);
+  }
+  // The partition may have changed hands while the poll waited.
+  const group_state* now = m.find(g->key());
+  if (now == nullptr) {
+    co_return poll_reply{outcome{net::status::group_not_found, "the group was deleted while the poll waited"}, nullptr};
+  }
+  if (auto owned = check_delivery(*now, *planned); !owned) {
+    co_return poll_reply{outcome::of(owned.error()), nullptr};
+  }
+  if (planned->auto_commit && r->data && r->data->batches > 0) {
+    const auto next = static_cast<std::uint64_t>(r->data->next_offset.value());
+    if (const auto c = now->committed(planned->partition); !c || *c < next) {
+      proto::CoordinatorCommand c2;
+      c2.set_stream_id(g->id.stream_id);
+      c2.set_topic_id(g->id.topic_id);
+      c2.set_group(g->id.name);
+      auto* k = c2.mutable_commit();
+      k->set_member_id(planned->member);
+      k->set_generation(planned->generation);
+      auto* po = k->add_offsets();
+      po->set_partition(planned->partition);
+      po->set_offset(next);
+      auto committed = co_await coordinators_->submit(index, std::move(c2));
+      if (!committed) {
+        co_return poll_reply{outcome::of(committed.error()), nullptr};
+      }
+      if (auto ok = coordinator_status(*committed); !ok) {
+        co_return poll_reply{outcome::of(ok.error()), nullptr};
+      }
+    }
+  }
+  co_return std::move(*r);
+}
+
+proto::GroupInfo metadata_actor::describe_coordinated(const coordinated_group& g, std::uint32_t index) const {
+  const group_machine& m = coordinators_->machine(index);
+  const group_state* state = m.find(g.key());
+  const auto now = std::chrono::duration_cast<group_state::time_point>(
+      std::chrono::milliseconds(services_->partitions->clk->wall_ms().value()));
+  proto::GroupInfo info = describe_group(g.id, state, now);
+  info.set_coordinator_node(coordinators_->primary_node(index).value());
+  info.set_coordinator(index);
+  return info;
+}
+
+task<expected<std::string>> metadata_actor::describe_coordinated_with_offsets(coordinated_group g,
+                                                                                std::uint32_t index,
+                                                                                bool offsets_only) {
+  proto::GroupInfo info = describe_coordinated(g, index);
+  // Each partition's line, with its offsets where this node holds a replica of it (else without the lag).
+  std::vector<std::optional<proto::PartitionInfo>> offsets(g.id.partitions);
+  for (std::uint32_t p = 0; p < g.id.partitions; ++p) {
+    auto it = partitions_.find(partition_namespace(g.id.stream_id, g.id.topic_id, p));
+    if (it == partitions_.end()) {
+      continue;
+    }
+    partition_actor_hdl a = it->second;  // copied: the map may change while we wait
+    auto pi = co_await await_request<partition_info>(this, a, info_atom::value);
+    if (pi && pi->result.ok()) {
+      offsets[p] = std::move(pi->info);
+    }
+  }
+  const group_state* state = coordinators_->machine(index).find(g.key());
+  if (state != nullptr) {
+    for (std::uint32_t p = 0; p < state->partitions(); ++p) {
+      describe_partition(info, *state, p, p < offsets.size() && offsets[p] ? &*offsets[p] : nullptr);
+    }
+  }
+  co_return describe_reply(offsets_only, std::move(info));
+}
+
+std::optional<std::string> metadata_actor::coordinated_group_reply(std::uint64_t ns) const {
+  if (!coordinators_) {
+    return std::nullopt;
+  }
+  for (const auto& [sid, s] : state_.view()->streams) {
+    for (const auto& [tid, t] : s.topics) {
+      for (const auto& [gid, gm] : t.groups) {
+        if (group_namespace(sid, tid, gid) != ns) {
+          continue;
+        }
+        auto g = find_coordinated_group(*state_.view(), sid, tid, gid);
+        if (!g) {
+          return std::nullopt;
+        }
+        proto::GroupGetReply out;
+        *out.mutable_group() = describe_coordinated(*g, coordinators_->index_for(g->key()));
+        return out.SerializeAsString();
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace rill::actors

@@ -20,6 +20,8 @@
 
 #include "actors/actor_request.hpp"
 #include "actors/cluster_report.h"
+#include "actors/coordinator_requests.h"
+#include "actors/coordinators.h"
 #include "actors/group_actor.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
@@ -99,6 +101,14 @@ inline constexpr std::chrono::milliseconds op_wait_timeout{5000};
 // cannot commit it. A member that is connected but paused is not seen this way: the submit's own timeout covers it.
 inline constexpr std::chrono::milliseconds quorum_lost_grace{1000};
 inline constexpr std::size_t op_waiters_max = 4096;
+// The consumer-group coordinators of a cluster (coordinators.h): fixed, so that every member, whatever its build's
+// configuration, hashes a group onto the same one. Each replica's journal: coordinator_journal_slots ops of at most
+// 64 KiB (about 16 MiB of disk, reserved at creation).
+inline constexpr std::uint32_t coordinator_groups = 4;
+inline constexpr std::uint64_t coordinator_journal_slots = 256;
+// A member's poll that its node's replica of the coordinator does not yet show (the join or heartbeat that gave it
+// the partition committed through another node) waits this long for the replica to catch up.
+inline constexpr std::uint32_t coordinated_poll_catch_up_ticks = 100;
 
 using metadata_actor_impl =
     metadata_actor_hdl::extend<io_done_signature, caf::reacts_to<reconcile_atom>, caf::reacts_to<replica_tick_atom>,
@@ -173,6 +183,21 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   void schedule_tick();
   void on_replica_tick();
   void publish();
+  // A replicated topic's group (coordinators.h): a request, a member's poll, the description.
+  task<expected<std::string>> coordinate(coordinator_msg msg);
+  task<poll_reply> coordinated_poll(coordinated_poll_msg msg);
+  // The group as the metadata names it (after catching up with the committed metadata when it is not found here).
+  task<expected<coordinated_group>> find_coordinated(std::uint32_t stream_id, std::uint32_t topic_id,
+                                                     std::uint32_t group_id);
+  // Creates or resizes the group in its coordinator when this node's replica shows it missing or of another
+  // partition count (the primary's reconcile duty would, within a second); its group_state in this node's replica.
+  task<expected<const group_state*>> ensure_coordinated(const coordinated_group& g, std::uint32_t index);
+  [[nodiscard]] proto::GroupInfo describe_coordinated(const coordinated_group& g, std::uint32_t index) const;
+  task<expected<std::string>> describe_coordinated_with_offsets(coordinated_group g, std::uint32_t index,
+                                                                bool offsets_only);
+  // A GroupGetReply for a group of a replicated topic, from this node's replica of its coordinator (nullopt: no
+  // such group, or not a replicated topic's).
+  [[nodiscard]] std::optional<std::string> coordinated_group_reply(std::uint64_t ns) const;
   // A cluster member: an error when a majority has been out of reach for quorum_lost_grace (see above).
   [[nodiscard]] expected<void> check_quorum_reachable() const;
   // The op the metadata replica has applied (the state machine's view is the state after it).
@@ -191,6 +216,10 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   std::unique_ptr<consensus::group_host> host_;
   std::unique_ptr<consensus::replica_plane> plane_;
   std::unique_ptr<consensus::cluster_group> cluster_;
+  std::unique_ptr<coordinators> coordinators_;
+  // Client connections (of this node) through which members of replicated topics' groups joined or beat, and the
+  // coordinators they reached: a disconnect is sent to each.
+  std::map<std::uint64_t, std::set<std::uint32_t>> coordinated_connections_;
   bool apply_noticed_ = false;  // an applied_atom is on its way
   std::uint64_t last_view_ = 0;
   std::uint64_t view_changes_ = 0;  // views the replica entered since the start

@@ -324,13 +324,6 @@ expected<metadata_change> plan_change(const metadata_view& view, std::uint16_t a
       RILL_TRY(s, view.find_stream(req.stream()));
       RILL_TRY(t, view.find_topic(*s, req.topic()));
       RILL_TRY(config, complete_group_config(req.config()));
-      if (t->config.replication_factor() > 1) {
-        return fail(net::status::unsupported,
-                    fmt::format("topic '{}' is replicated (replication_factor {}): consumer groups on replicated "
-                                "topics arrive with the replicated group coordinator; consume it with a named "
-                                "consumer (--consumer NAME), whose offsets are replicated with the partition",
-                                t->name, t->config.replication_factor()));
-      }
       if (t->groups.size() >= limits.groups_per_topic_max) {
         return over_limit(
             "groups_per_topic_max", limits.groups_per_topic_max,

@@ -148,6 +148,9 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
       if (!here.serves(sid, tid)) {
         continue;  // its groups are another node's
       }
+      if (!here.members.empty() && t.config.replication_factor() > 1) {
+        continue;  // a replicated topic's groups have no actor: the coordinators hold them (coordinators.h)
+      }
       for (const auto& [gid, g] : t.groups) {
         const std::uint64_t ns = group_namespace(sid, tid, gid);
         auto r = running.groups.find(ns);

@@ -73,16 +73,6 @@ class resolver {
   // Where a not_primary error sends the client (empty: unknown).
   [[nodiscard]] const std::string& redirect() const noexcept { return redirect_; }
 
-  // The topic is replicated (partitions on replication_factor nodes each), as this node's view says.
-  [[nodiscard]] bool replicated(const proto::Identifier& s, const proto::Identifier& t) const {
-    auto stream = view_.find_stream(s);
-    if (!stream) {
-      return false;
-    }
-    auto topic = view_.find_topic(**stream, t);
-    return topic && (*topic)->config.replication_factor() > 1;
-  }
-
   // The partition a request goes to: `partition`, or the next in round-robin order when it names none.
   expected<partition_key> partition(const proto::Identifier& s, const proto::Identifier& t,
                                     std::optional<std::uint32_t> partition) {
@@ -126,16 +116,23 @@ class resolver {
     return c.has_max_message_bytes() ? c.max_message_bytes() : limits::batch_bytes_limit;
   }
 
-  expected<group_key> group(const proto::Identifier& s, const proto::Identifier& t, const proto::Identifier& g) const {
+  expected<group_route> group(const proto::Identifier& s, const proto::Identifier& t, const proto::Identifier& g) const {
+    RILL_TRY(stream, view_.find_stream(s));
+    RILL_TRY(topic, view_.find_topic(*stream, t));
+    if (topic->config.replication_factor() > 1) {
+      // A replicated topic's group: its coordinator group has a replica on every node, so any node takes it.
+      RILL_TRY(group, metadata_view::find_group(*topic, g));
+      return group_route{stream->id, topic->id, group->id, true};
+    }
     RILL_TRY(found, find(s, t));
     RILL_TRY(group, metadata_view::find_group(*found.topic, g));
     if (!actors_.has_group(found.stream->id, found.topic->id, group->id)) {
       return fail(net::status::unavailable, "the group is being created or deleted; retry");
     }
-    return group_key{found.stream->id, found.topic->id, group->id};
+    return group_route{found.stream->id, found.topic->id, group->id};
   }
 
-  expected<group_key> group_named(const proto::Identifier& s, const proto::Identifier& t,
+  expected<group_route> group_named(const proto::Identifier& s, const proto::Identifier& t,
                                   const std::string& name) const {
     proto::Identifier g;
     g.set_name(name);
@@ -149,7 +146,7 @@ class resolver {
   mutable std::string redirect_;
 };
 
-route_decision to_group_of(expected<group_key> group, net::api a, const net::request_view& req) {
+route_decision to_group_of(expected<group_route> group, net::api a, const net::request_view& req) {
   if (!group) {
     return error_of(group.error());
   }
@@ -198,13 +195,8 @@ route_decision poll(const net::request_view& req, resolver& r) {
                        fmt::format("offset {} is beyond the log end (offsets are below 2^63)", h.strategy().value())};
   }
   // A group member's poll goes through its group, which checks ownership and knows the group's offset.
-  std::optional<group_key> group;
+  std::optional<group_route> group;
   if (h.consumer().kind_case() == proto::Consumer::kGroup) {
-    if (r.replicated(h.stream(), h.topic())) {
-      return reply_error{net::status::unsupported,
-                         "consumer groups on a replicated topic (replication_factor > 1) arrive with the replicated "
-                         "group coordinator; consume it with a named consumer (--consumer NAME) or by offset"};
-    }
     auto g = r.group_named(h.stream(), h.topic(), h.consumer().group());
     if (!g) {
       return error_of(g.error());

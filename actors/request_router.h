@@ -63,10 +63,13 @@ struct partition_key {
   std::uint32_t partition_id = 0;
 };
 
-struct group_key {
+struct group_route {
   std::uint32_t stream_id = 0;
   std::uint32_t topic_id = 0;
   std::uint32_t group_id = 0;
+  // A replicated topic's group: no actor of its own; the metadata actor takes its requests (and its members' polls)
+  // to its coordinator (actors/coordinators.h), whichever node the request reached.
+  bool coordinated = false;
 };
 
 // Answer now with an error reply.
@@ -91,7 +94,7 @@ struct produce_call {
 // To the partition's actor, or, for a group member, through its group's actor (which checks ownership).
 struct poll_call {
   proto::PollRequest request;
-  std::optional<group_key> group;
+  std::optional<group_route> group;
 };
 // To the partition's actor: a named consumer's offset.
 struct offset_call {
@@ -107,7 +110,7 @@ struct to_partition {
 
 // To a group's actor: the API and its header (group_msg), answered with a serialized reply header.
 struct to_group {
-  group_key group;
+  group_route group;
   std::uint16_t api = 0;
   std::string header;
   bool tracks_member = false;  // join and heartbeat: the group hears when this connection closes

@@ -1,0 +1,78 @@
+#pragma once
+// coordinator_requests: the consumer-group API of a replicated topic's group, over a coordinator (group_machine) in
+// plain code. A request header comes in; out comes either a command to commit in the group's coordinator (join,
+// heartbeat with releases, leave, commit, an administrator's offset reset) and, once committed, the API reply made
+// from the command's reply; or a read answered from this node's replica of the coordinator (assignment, committed
+// offset, describe). Also: a member's poll planned and checked against the replica (group_handlers' own checks,
+// on the replica's group_state), and the commands a coordinator's primary submits to match the metadata (create,
+// resize, remove).
+//
+// The connection a member joins or beats through is named cluster-wide (connection_key): the node's id in the top
+// 16 bits, so a disconnect on one node never removes a member whose connection of the same number is on another.
+//
+// Invariants
+// - A request refused here, or by the coordinator, changes nothing; a command's reply is answered only once it is
+//   committed (and applied on this node).
+// - A read never waits for a commit: it is what this node's replica holds (a member's own requests through this
+//   node see their effects: a submit returns once applied here).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/group_handlers.h"
+#include "actors/group_machine.h"
+#include "actors/metadata_state.h"
+#include "base/expected.h"
+#include "net/proto/coordinator.pb.h"
+#include "net/proto/rill.pb.h"
+
+namespace rill::actors {
+
+// A connection's id on node `node`, unique in the cluster (connection ids are below 2^48 on a node).
+[[nodiscard]] std::uint64_t connection_key(std::uint64_t node, std::uint64_t connection);
+
+// A group of a replicated topic, as the committed metadata names it.
+struct coordinated_group {
+  group_identity id;  // stream, topic, group id, name, created, config, the topic's partition count (no dir)
+  [[nodiscard]] group_key key() const { return group_key{id.stream_id, id.topic_id, id.name}; }
+};
+
+struct coordinator_plan {
+  std::optional<proto::CoordinatorCommand> command;  // commit it, then coordinator_reply()
+  std::string header;                                // else: a read's reply header, ready
+  bool describe = false;                             // else: group get or offsets, described with partitions' offsets
+  bool offsets_only = false;
+};
+
+// A group API request (join, leave, heartbeat, assignment, commit, offset get and store, group get and offsets) for
+// group `g`, `state` its group in this node's replica (null: not there yet), through connection `conn`
+// (connection_key). Errors: bad_header, invalid_name, group_errc's, partition_not_found, unknown_api.
+[[nodiscard]] expected<coordinator_plan> plan_coordinator_request(const coordinated_group& g, const group_state* state,
+                                                                  std::uint16_t api, std::string_view header,
+                                                                  std::uint64_t conn);
+// The reply header of `api` for a committed command's reply; its refusal as an error (status and detail).
+[[nodiscard]] expected<std::string> coordinator_reply(const coordinated_group& g, std::uint16_t api,
+                                                      const proto::CoordinatorReply& r);
+// A reply's status as an error (none when applied).
+[[nodiscard]] expected<void> coordinator_status(const proto::CoordinatorReply& r);
+
+// The command that creates g in its coordinator (its config and the topic's partition count).
+[[nodiscard]] proto::CoordinatorCommand create_command(const coordinated_group& g);
+// What coordinator `index` of `count` needs to match `view`: create the groups of replicated topics it lacks,
+// resize those whose topic's partition count moved, remove those the metadata no longer names. At most
+// `commands_max` (the rest at the next pass).
+[[nodiscard]] std::vector<proto::CoordinatorCommand> reconcile_commands(const metadata_view& view,
+                                                                        const group_machine& machine,
+                                                                        std::uint32_t index, std::uint32_t count,
+                                                                        std::size_t commands_max);
+// The groups of replicated topics `view` names (with their topics' partition counts).
+[[nodiscard]] std::optional<coordinated_group> find_coordinated_group(const metadata_view& view,
+                                                                      std::uint32_t stream_id, std::uint32_t topic_id,
+                                                                      std::uint32_t group_id);
+
+// A member's poll of a replicated partition, checked against this node's replica (plan_group_poll).
+[[nodiscard]] expected<group_poll> plan_coordinated_poll(const group_state* state, proto::PollRequest request);
+
+}  // namespace rill::actors
