@@ -237,9 +237,9 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
     };
     if (poll->group && poll->group->coordinated) {
       const auto& g = *poll->group;
-      ask<poll_reply>(services_->metadata, p, encode, group_poll_atom::value,
-                      coordinated_poll_msg{g.stream_id, g.topic_id, g.group_id, std::move(poll->request),
-                                           std::move(target)});
+      ask<poll_reply>(
+          services_->metadata, p, encode, group_poll_atom::value,
+          coordinated_poll_msg{g.stream_id, g.topic_id, g.group_id, std::move(poll->request), std::move(target)});
     } else if (poll->group) {
       group_actor_hdl group = table.group(poll->group->stream_id, poll->group->topic_id, poll->group->group_id);
       RILL_ASSERT(group, "the router chose group {}, absent from the table", poll->group->group_id);
@@ -265,12 +265,14 @@ void connection_actor::forward(pending p, const routing_table& table, to_partiti
 
 void connection_actor::forward(pending p, const routing_table& table, to_group&& d) {
   const std::uint32_t corr = p.correlation;
-  auto encode = [corr](group_reply& r, net::metadata_position at) { return serialized_reply_frame(corr, r.header, at); };
+  auto encode = [corr](group_reply& r, net::metadata_position at) {
+    return serialized_reply_frame(corr, r.header, at);
+  };
   if (d.group.coordinated) {
     coordinated_ = coordinated_ || d.tracks_member;
-    ask<group_reply>(services_->metadata, p, encode, coordinator_atom::value,
-                     coordinator_msg{d.group.stream_id, d.group.topic_id, d.group.group_id, d.api, std::move(d.header),
-                                     id()});
+    ask<group_reply>(
+        services_->metadata, p, encode, coordinator_atom::value,
+        coordinator_msg{d.group.stream_id, d.group.topic_id, d.group.group_id, d.api, std::move(d.header), id()});
     return;
   }
   group_actor_hdl group = table.group(d.group.stream_id, d.group.topic_id, d.group.group_id);

@@ -126,7 +126,8 @@ task<expected<proto::CoordinatorReply>> coordinators::submit(std::uint32_t index
     }
   }
   l.busy = true;
-  auto made = co_await l.group->submit(options_.machine.operation, group_machine::encode(command));
+  std::vector<std::byte> body = group_machine::encode(command);
+  auto made = co_await l.group->submit(options_.machine.operation, std::move(body));
   if (!made) {
     hand_on(l);
     ++counters_.refused;

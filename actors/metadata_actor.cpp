@@ -21,6 +21,10 @@ namespace {
 rill::unexpected fail(net::status s, std::string message) {
   return rill::unexpected(make_error_code(s), std::move(message));
 }
+// A group request's error as the client sees it (group_state's errors get their own statuses).
+outcome group_outcome(const rill::error& e) {
+  return outcome{status_of_group(e.code()), e.detail().empty() ? e.message() : e.detail()};
+}
 }  // namespace
 
 metadata_actor::metadata_actor(caf::actor_config& cfg, const metadata_services* services)
@@ -137,7 +141,7 @@ metadata_actor::behavior_type metadata_actor::serving() {
       [this](coordinator_atom, coordinator_msg& msg) -> caf::result<group_reply> {
         auto rp = make_response_promise<group_reply>();
         rill::spawn(coordinate(std::move(msg)), [rp](expected<std::string> r) mutable {
-          rp.deliver(r ? group_reply{outcome{}, std::move(*r)} : group_reply{outcome::of(r.error()), {}});
+          rp.deliver(r ? group_reply{outcome{}, std::move(*r)} : group_reply{group_outcome(r.error()), {}});
         });
         return rp;
       },
@@ -1148,15 +1152,14 @@ task<expected<coordinated_group>> metadata_actor::find_coordinated(std::uint32_t
     g = find_coordinated_group(*state_.view(), stream_id, topic_id, group_id);
   }
   if (!g) {
-    co_return fail(net::status::group_not_found,
-                   fmt::format("group {} of topic {} of stream {} is not found (deleted?)", group_id, topic_id,
-                               stream_id));
+    co_return fail(
+        net::status::group_not_found,
+        fmt::format("group {} of topic {} of stream {} is not found (deleted?)", group_id, topic_id, stream_id));
   }
   co_return std::move(*g);
 }
 
-task<expected<const group_state*>> metadata_actor::ensure_coordinated(const coordinated_group& g,
-                                                                      std::uint32_t index) {
+task<expected<const group_state*>> metadata_actor::ensure_coordinated(const coordinated_group& g, std::uint32_t index) {
   const group_state* state = coordinators_->machine(index).find(g.key());
   std::optional<proto::CoordinatorCommand> needed;
   if (state == nullptr) {
@@ -1183,7 +1186,8 @@ task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
   RILL_CO_TRY(g, co_await find_coordinated(msg.stream_id, msg.topic_id, msg.group_id));
   const std::uint32_t index = coordinators_->index_for(g.key());
   const std::uint64_t conn = connection_key(services_->cluster->node_id, msg.connection);
-  RILL_CO_TRY(plan, plan_coordinator_request(g, coordinators_->machine(index).find(g.key()), msg.api, msg.header, conn));
+  RILL_CO_TRY(plan,
+              plan_coordinator_request(g, coordinators_->machine(index).find(g.key()), msg.api, msg.header, conn));
   if (plan.describe) {
     co_return co_await describe_coordinated_with_offsets(std::move(g), index, plan.offsets_only);
   }
@@ -1201,7 +1205,7 @@ task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
 task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
   auto g = co_await find_coordinated(msg.stream_id, msg.topic_id, msg.group_id);
   if (!g) {
-    co_return poll_reply{outcome::of(g.error()), nullptr};
+    co_return poll_reply{group_outcome(g.error()), nullptr};
   }
   const std::uint32_t index = coordinators_->index_for(g->key());
   const group_machine& m = coordinators_->machine(index);
@@ -1212,13 +1216,15 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
     (void)co_await coordinators_->caught_up(index, coordinated_poll_catch_up_ticks);
     planned = plan_coordinated_poll(m.find(g->key()), std::move(msg.request));
     if (!planned) {
-      co_return poll_reply{outcome::of(planned.error()), nullptr};
+      co_return poll_reply{group_outcome(planned.error()), nullptr};
     }
   }
-  auto r = co_await await_request<poll_reply>(this, msg.partition, poll_atom::value,
-                                              poll_msg{std::move(planned->request), planned->resume_at});
+  // (Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice.)
+  poll_msg ask{planned->request, planned->resume_at};
+  partition_actor_hdl partition = msg.partition;
+  auto r = co_await await_request<poll_reply>(this, partition, poll_atom::value, std::move(ask));
   if (!r) {
-    co_return poll_reply{outcome::of(r.error()), nullptr};
+    co_return poll_reply{group_outcome(r.error()), nullptr};
   }
   if (!r->result.ok()) {
     co_return std::move(*r);
@@ -1229,7 +1235,7 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
     co_return poll_reply{outcome{net::status::group_not_found, "the group was deleted while the poll waited"}, nullptr};
   }
   if (auto owned = check_delivery(*now, *planned); !owned) {
-    co_return poll_reply{outcome::of(owned.error()), nullptr};
+    co_return poll_reply{group_outcome(owned.error()), nullptr};
   }
   if (planned->auto_commit && r->data && r->data->batches > 0) {
     const auto next = static_cast<std::uint64_t>(r->data->next_offset.value());
@@ -1246,10 +1252,10 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
       po->set_offset(next);
       auto committed = co_await coordinators_->submit(index, std::move(c2));
       if (!committed) {
-        co_return poll_reply{outcome::of(committed.error()), nullptr};
+        co_return poll_reply{group_outcome(committed.error()), nullptr};
       }
       if (auto ok = coordinator_status(*committed); !ok) {
-        co_return poll_reply{outcome::of(ok.error()), nullptr};
+        co_return poll_reply{group_outcome(ok.error()), nullptr};
       }
     }
   }
@@ -1267,9 +1273,8 @@ proto::GroupInfo metadata_actor::describe_coordinated(const coordinated_group& g
   return info;
 }
 
-task<expected<std::string>> metadata_actor::describe_coordinated_with_offsets(coordinated_group g,
-                                                                                std::uint32_t index,
-                                                                                bool offsets_only) {
+task<expected<std::string>> metadata_actor::describe_coordinated_with_offsets(coordinated_group g, std::uint32_t index,
+                                                                              bool offsets_only) {
   proto::GroupInfo info = describe_coordinated(g, index);
   // Each partition's line, with its offsets where this node holds a replica of it (else without the lag).
   std::vector<std::optional<proto::PartitionInfo>> offsets(g.id.partitions);

@@ -116,7 +116,8 @@ class resolver {
     return c.has_max_message_bytes() ? c.max_message_bytes() : limits::batch_bytes_limit;
   }
 
-  expected<group_route> group(const proto::Identifier& s, const proto::Identifier& t, const proto::Identifier& g) const {
+  expected<group_route> group(const proto::Identifier& s, const proto::Identifier& t,
+                              const proto::Identifier& g) const {
     RILL_TRY(stream, view_.find_stream(s));
     RILL_TRY(topic, view_.find_topic(*stream, t));
     if (topic->config.replication_factor() > 1) {
@@ -133,7 +134,7 @@ class resolver {
   }
 
   expected<group_route> group_named(const proto::Identifier& s, const proto::Identifier& t,
-                                  const std::string& name) const {
+                                    const std::string& name) const {
     proto::Identifier g;
     g.set_name(name);
     return group(s, t, g);
