@@ -1,0 +1,192 @@
+// coordinator_requests: the group API of replicated topics over a group_machine, as rilld runs it (metadata view ->
+// plan -> command committed -> API reply), without the cluster.
+#include "actors/coordinator_requests.h"
+
+#include <boost/test/unit_test.hpp>
+
+#include "net/frame.h"
+#include "net/status.h"
+#include "tests/test_util.h"
+
+using namespace rill;
+using namespace rill::actors;
+
+namespace {
+
+std::uint16_t wire(net::api a) {
+  return static_cast<std::uint16_t>(a);
+}
+
+consensus::header prepared() {
+  consensus::header h;
+  h.cmd = consensus::command::prepare;
+  h.operation = operation_coordinator_command;
+  return h;
+}
+
+// A view with stream 0, topic 0 (6 partitions, replication factor 3) and group 0 "g".
+metadata_view view_with_group(std::uint32_t partitions = 6, bool replicated = true) {
+  metadata_view v;
+  stream_meta s;
+  s.name = "s";
+  topic_meta t;
+  t.name = "t";
+  t.config.set_partitions(partitions);
+  t.config.set_replication_factor(replicated ? 3 : 1);
+  group_meta g;
+  g.name = "g";
+  g.config.set_session_timeout_ms(10'000);
+  t.groups.emplace(0, g);
+  s.topics.emplace(0, t);
+  v.streams.emplace(0, s);
+  return v;
+}
+
+struct coordinator {
+  std::int64_t clock_ms = 1'000;
+  group_machine m{group_machine_options{}, [this] { return clock_ms; }};
+  proto::CoordinatorReply run(const proto::CoordinatorCommand& c) {
+    const auto p = m.prepare(prepared(), {}, group_machine::encode(c), {});
+    auto r = group_machine::decode_reply(m.apply(prepared(), p.body));
+    BOOST_REQUIRE(r.has_value());
+    return *r;
+  }
+  // A request as a node takes it: planned, committed, answered (or refused, with the status the client sees).
+  expected<std::string> request(const coordinated_group& g, net::api api, const google::protobuf::MessageLite& h,
+                                std::uint64_t conn = connection_key(1, 7)) {
+    RILL_TRY(plan, plan_coordinator_request(g, m.find(g.key()), wire(api), h.SerializeAsString(), conn));
+    if (!plan.command) {
+      return plan.header;
+    }
+    return coordinator_reply(g, wire(api), run(*plan.command));
+  }
+};
+
+net::status status_of(const rill::error& e) {
+  return static_cast<net::status>(e.code().value());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reconcile_creates_resizes_and_removes_to_match_the_metadata) {
+  coordinator c;
+  auto v = view_with_group();
+  auto g = find_coordinated_group(v, 0, 0, 0);
+  BOOST_REQUIRE(g.has_value());
+  const std::uint32_t index = coordinator_for(g->key(), 4);
+  // Another coordinator is asked for nothing; this one creates the group.
+  BOOST_TEST(reconcile_commands(v, c.m, (index + 1) % 4, 4, 64).empty());
+  auto todo = reconcile_commands(v, c.m, index, 4, 64);
+  BOOST_REQUIRE(todo.size() == 1u);
+  BOOST_TEST(todo[0].has_create());
+  BOOST_TEST(c.run(todo[0]).status() == 0u);
+  BOOST_TEST(c.m.find(g->key())->partitions() == 6u);
+  BOOST_TEST(reconcile_commands(v, c.m, index, 4, 64).empty(), "nothing left to do");
+  // The topic grows: resize.
+  auto grown = view_with_group(9);
+  todo = reconcile_commands(grown, c.m, index, 4, 64);
+  BOOST_REQUIRE(todo.size() == 1u);
+  BOOST_TEST(todo[0].has_resize());
+  (void)c.run(todo[0]);
+  BOOST_TEST(c.m.find(g->key())->partitions() == 9u);
+  // The group is deleted: remove.
+  metadata_view gone = grown;
+  gone.streams[0].topics[0].groups.clear();
+  todo = reconcile_commands(gone, c.m, index, 4, 64);
+  BOOST_REQUIRE(todo.size() == 1u);
+  BOOST_TEST(todo[0].has_remove());
+  (void)c.run(todo[0]);
+  BOOST_TEST(c.m.find(g->key()) == nullptr);
+  // A topic that is not replicated has no coordinated groups.
+  BOOST_TEST(!find_coordinated_group(view_with_group(6, false), 0, 0, 0).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(join_heartbeat_commit_and_reads_through_the_coordinator) {
+  coordinator c;
+  auto v = view_with_group();
+  auto g = *find_coordinated_group(v, 0, 0, 0);
+  (void)c.run(create_command(g));
+  proto::GroupJoinRequest join;
+  join.set_member_id("m1");
+  auto joined = c.request(g, net::api::group_join, join);
+  RILL_REQUIRE_OK(joined);
+  proto::GroupJoinReply jr;
+  BOOST_REQUIRE(jr.ParseFromString(*joined));
+  BOOST_TEST(jr.member_id() == "m1");
+  BOOST_TEST(jr.partitions() == 6u);
+  BOOST_TEST(jr.session_timeout_ms() == 10'000u);
+  proto::GroupHeartbeatRequest beat;
+  beat.set_member_id("m1");
+  auto beaten = c.request(g, net::api::group_heartbeat, beat);
+  RILL_REQUIRE_OK(beaten);
+  proto::GroupAssignment a;
+  BOOST_REQUIRE(a.ParseFromString(*beaten));
+  BOOST_TEST(a.owned_size() == 6);
+  // A commit by the owner lands; the read sees it; a commit below it is refused with its own status.
+  proto::GroupCommitRequest commit;
+  commit.mutable_member()->set_member_id("m1");
+  commit.mutable_member()->set_generation(a.generation());
+  auto* o = commit.add_offsets();
+  o->set_partition_id(2);
+  o->set_offset(40);
+  RILL_REQUIRE_OK(c.request(g, net::api::group_commit, commit));
+  proto::OffsetGetRequest get;
+  get.set_partition_id(2);
+  auto got = c.request(g, net::api::offset_get, get);
+  RILL_REQUIRE_OK(got);
+  proto::OffsetGetReply gr;
+  BOOST_REQUIRE(gr.ParseFromString(*got));
+  BOOST_TEST(gr.offset() == 40u);
+  o->set_offset(10);
+  auto back = c.request(g, net::api::group_commit, commit);
+  BOOST_REQUIRE(!back.has_value());
+  BOOST_TEST(status_of(back.error()) == net::status::offset_regression);
+  // A second member joins: a stale generation's commit (a zombie's) is refused, and nothing moves.
+  proto::GroupJoinRequest join2;
+  join2.set_member_id("m2");
+  RILL_REQUIRE_OK(c.request(g, net::api::group_join, join2));
+  o->set_offset(50);
+  auto zombie = c.request(g, net::api::group_commit, commit);
+  BOOST_REQUIRE(!zombie.has_value());
+  BOOST_TEST(status_of(zombie.error()) == net::status::stale_generation);
+  BOOST_TEST(*c.m.find(g.key())->committed(2) == 40u);
+  // An empty commit is refused before it reaches the coordinator; an unknown API too.
+  proto::GroupCommitRequest empty;
+  empty.mutable_member()->set_member_id("m1");
+  auto none =
+      plan_coordinator_request(g, c.m.find(g.key()), wire(net::api::group_commit), empty.SerializeAsString(), 1);
+  BOOST_REQUIRE(!none.has_value());
+  BOOST_TEST(status_of(none.error()) == net::status::bad_header);
+  BOOST_TEST(!plan_coordinator_request(g, nullptr, wire(net::api::produce), "", 1).has_value());
+  // The connection of m1 and m2 closes on node 1: both leave; the same connection number on node 2 removes nobody.
+  proto::CoordinatorCommand other;
+  other.mutable_disconnected()->set_conn(connection_key(2, 7));
+  BOOST_TEST(c.run(other).removed_size() == 0);
+  proto::CoordinatorCommand closed;
+  closed.mutable_disconnected()->set_conn(connection_key(1, 7));
+  BOOST_TEST(c.run(closed).removed_size() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_poll_is_checked_against_the_replica) {
+  coordinator c;
+  auto g = *find_coordinated_group(view_with_group(), 0, 0, 0);
+  proto::PollRequest poll;
+  poll.set_partition_id(1);
+  poll.mutable_member()->set_member_id("m1");
+  poll.mutable_strategy()->set_kind(proto::PollStrategy::NEXT);
+  // No group here yet (its creation committed through another node, not yet applied): refused, to be retried.
+  auto early = plan_coordinated_poll(c.m.find(g.key()), poll);
+  BOOST_REQUIRE(!early.has_value());
+  BOOST_TEST(status_of(early.error()) == net::status::unknown_member);
+  (void)c.run(create_command(g));
+  proto::GroupJoinRequest join;
+  join.set_member_id("m1");
+  auto joined = c.request(g, net::api::group_join, join);
+  RILL_REQUIRE_OK(joined);
+  proto::GroupJoinReply jr;
+  BOOST_REQUIRE(jr.ParseFromString(*joined));
+  poll.mutable_member()->set_generation(jr.generation());
+  auto planned = plan_coordinated_poll(c.m.find(g.key()), poll);
+  RILL_REQUIRE_OK(planned);
+  BOOST_TEST(planned->request.strategy().kind() == proto::PollStrategy::FIRST, "no committed offset: from the start");
+}
