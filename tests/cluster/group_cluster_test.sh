@@ -4,49 +4,10 @@
 # group's coordinator is SIGKILLed mid-stream and started again, then another node. Every message is read, the group
 # ends stable with its 3 members, and the committed offsets cover everything at the end.
 set -euo pipefail
-rilld=$1
-rill=$2
-dir=$(mktemp -d)
-declare -A pid
-cpid=
-cleanup() {
-  [ -n "$cpid" ] && kill -9 "$cpid" 2>/dev/null
-  for p in "${pid[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for i in 1 2 3; do echo "== node $i" >&2; tail -20 "$dir/n$i.log" >&2 || true; done
-  exit 1
-}
-
-# Nine free loopback ports: client, HTTP and replica plane of each node (fixed, so a restart keeps its address).
-read -r -a ports <<<"$(python3 -c '
-import socket
-s = [socket.socket() for _ in range(9)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(" ".join(str(x.getsockname()[1]) for x in s))')"
-tcp() { echo "${ports[$((3 * ($1 - 1)))]}"; }
-http() { echo "${ports[$((3 * ($1 - 1) + 1))]}"; }
-rep() { echo "${ports[$((3 * ($1 - 1) + 2))]}"; }
-members="1@127.0.0.1:$(rep 1),2@127.0.0.1:$(rep 2),3@127.0.0.1:$(rep 3)"
-cluster_args() { echo "--set cluster.id=5 --set cluster.node_id=$1 --set cluster.members=$members --replica 127.0.0.1:$(rep "$1")"; }
-
-start() {
-  # shellcheck disable=SC2046
-  "$rilld" --data-dir "$dir/n$1" $(cluster_args "$1") --tcp "127.0.0.1:$(tcp "$1")" --http "127.0.0.1:$(http "$1")" \
-    --set runtime.cpu_allocation=2 --set runtime.pin_cores=false >>"$dir/n$1.log" 2>&1 &
-  pid[$1]=$!
-  disown "$!"  # (killed on purpose: no job notice)
-  for _ in $(seq 300); do
-    "$rill" --server "127.0.0.1:$(tcp "$1")" ping >/dev/null 2>&1 && return 0
-    sleep 0.05
-  done
-  fail "node $1 did not start"
-}
-servers="127.0.0.1:$(tcp 1),127.0.0.1:$(tcp 2),127.0.0.1:$(tcp 3)"
-r() { "$rill" --server "$servers" "$@"; }
+# shellcheck source=tests/cluster/cli_cluster_lib.sh
+source "$(dirname "$0")/cli_cluster_lib.sh"
+declare -A mpid
+trap 'for p in "${mpid[@]}"; do kill -9 "$p" 2>/dev/null; done; cleanup' EXIT
 
 # The group's coordinator node, as `rill group describe` names it.
 coordinator_of() {
@@ -59,6 +20,13 @@ consumed_distinct() {
     sleep 0.2
   done
   return 1
+}
+# The group is stable with its 3 members (every partition owned, none waiting for a release).
+stable3() {
+  r --json group describe s t g | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+sys.exit(0 if d.get('stable') and len(d.get('members', [])) == 3 else 1)"
 }
 member() {
   r consume s t --group g --member "m$1" --follow --format '%p %s\n' >>"$dir/member$1.out" 2>>"$dir/member$1.err" &
@@ -73,7 +41,6 @@ done
 r stream create s >/dev/null || fail "stream create"
 r topic create s t --partitions 6 --replication-factor 3 | grep -q "6 partitions" || fail "topic create"
 r group create s t g --session-timeout-ms 3000 >/dev/null || fail "group create: $(r group create s t g 2>&1)"
-declare -A mpid
 for m in 1 2 3; do member "$m"; done
 seq 1 600 | r produce s t >/dev/null || fail "produce 1..600"
 consumed_distinct 30 600 || fail "the group read $(cat "$dir"/member*.out | wc -l) of 600: $(r group describe s t g)"
@@ -95,18 +62,11 @@ consumed_distinct 60 1800 || fail "after node $other died the group read $(cat "
 start "$other"
 seq 1801 2000 | r produce s t >/dev/null || fail "produce 1801..2000"
 consumed_distinct 60 2000 || fail "after node $other's return the group read $(cat "$dir"/member*.out | cut -d' ' -f2 | sort -u | wc -l) of 2000"
-# The group is stable: every partition owned, none waiting for a release.
 for _ in $(seq 50); do
-  r --json group describe s t g | python3 -c "
-import json, sys
-d = json.load(sys.stdin)
-sys.exit(0 if d.get('stable') and len(d.get('members', [])) == 3 else 1)" && break
+  stable3 && break
   sleep 0.2
 done
-r --json group describe s t g | python3 -c "
-import json, sys
-d = json.load(sys.stdin)
-sys.exit(0 if d.get('stable') and len(d.get('members', [])) == 3 else 1)" || fail "the group is not stable with 3 members: $(r group describe s t g)"
+stable3 || fail "the group is not stable with 3 members: $(r group describe s t g)"
 for m in 1 2 3; do kill "${mpid[$m]}" 2>/dev/null || true; done
 wait 2>/dev/null || true
 # Every message read; a message read twice only across a change of owner (at least once), never lost.
