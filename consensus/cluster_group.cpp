@@ -66,8 +66,10 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
   auto user_fenced = std::move(hooks.fenced);
   hooks.fenced = [raw, user_fenced = std::move(user_fenced)](const error& cause) {
     if (!raw->fenced_) {
-      raw->fenced_ =
-          error(make_error_code(errc::fenced), "the metadata replica stopped at a storage failure: " + cause.message());
+      raw->fenced_ = error(
+          make_error_code(errc::fenced),
+          fmt::format("this node's replica of group {} stopped at a storage failure: ", raw->options_.group.value()) +
+              cause.message());
     }
     if (user_fenced) {
       user_fenced(cause);

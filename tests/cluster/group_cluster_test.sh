@@ -7,7 +7,7 @@ set -euo pipefail
 # shellcheck source=tests/cluster/cli_cluster_lib.sh
 source "$(dirname "$0")/cli_cluster_lib.sh"
 declare -A mpid
-trap 'for p in "${mpid[@]}"; do kill -9 "$p" 2>/dev/null; done; cleanup' EXIT
+trap 'for p in "${mpid[@]}"; do kill -9 "$p" 2>/dev/null || true; done; cleanup' EXIT
 
 # The group's coordinator node, as `rill group describe` names it.
 coordinator_of() {
