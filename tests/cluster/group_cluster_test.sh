@@ -2,7 +2,8 @@
 # Three rilld nodes and a consumer group of a replicated topic (replication factor 3, 6 partitions) read by three
 # `rill consume --group --follow` members (docs/consumer-groups.md, The replicated coordinator): the node of the
 # group's coordinator is SIGKILLed mid-stream and started again, then another node. Every message is read, the group
-# ends stable with its 3 members, and the committed offsets cover everything at the end.
+# ends stable with its 3 members, the committed offsets (sampled all along) never go back, and at the end they cover
+# everything.
 set -euo pipefail
 # shellcheck source=tests/cluster/cli_cluster_lib.sh
 source "$(dirname "$0")/cli_cluster_lib.sh"
@@ -42,6 +43,18 @@ r stream create s >/dev/null || fail "stream create"
 r topic create s t --partitions 6 --replication-factor 3 | grep -q "6 partitions" || fail "topic create"
 r group create s t g --session-timeout-ms 3000 >/dev/null || fail "group create: $(r group create s t g 2>&1)"
 for m in 1 2 3; do member "$m"; done
+# Committed offsets sampled all along (through whichever node answers): per partition they never go back.
+(
+  while :; do
+    r --json group describe s t g 2>/dev/null | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+print(' '.join('%d:%d' % (p['partition'], p['committed']) for p in d.get('partitions', []) if p.get('committed') is not None))" \
+      >>"$dir/committed" 2>/dev/null || true
+    sleep 0.3
+  done
+) &
+mpid[sampler]=$!
 seq 1 600 | r produce s t >/dev/null || fail "produce 1..600"
 consumed_distinct 30 600 || fail "the group read $(cat "$dir"/member*.out | wc -l) of 600: $(r group describe s t g)"
 coord=$(coordinator_of)
@@ -67,8 +80,24 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 stable3 || fail "the group is not stable with 3 members: $(r group describe s t g)"
+kill "${mpid[sampler]}" 2>/dev/null || true
 for m in 1 2 3; do kill "${mpid[$m]}" 2>/dev/null || true; done
 wait 2>/dev/null || true
+python3 - "$dir/committed" <<'PY' || fail "a committed offset went back"
+import sys
+last, samples = {}, 0
+for line in open(sys.argv[1]):
+    samples += 1
+    for item in line.split():
+        p, c = map(int, item.split(':'))
+        if c < last.get(p, 0):
+            print(f"partition {p}: committed {c} after {last[p]}", file=sys.stderr)
+            sys.exit(1)
+        last[p] = c
+if samples < 10:
+    print(f"only {samples} samples of the committed offsets", file=sys.stderr)
+    sys.exit(1)
+PY
 # Every message read; a message read twice only across a change of owner (at least once), never lost.
 missing=$(comm -23 <(seq 1 2000 | sort) <(cat "$dir"/member*.out | cut -d' ' -f2 | sort -u) | wc -l)
 [ "$missing" -eq 0 ] || fail "$missing messages never read"
