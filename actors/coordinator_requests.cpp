@@ -195,6 +195,24 @@ proto::CoordinatorCommand create_command(const coordinated_group& g) {
   return c;
 }
 
+proto::CoordinatorCommand resize_command(const coordinated_group& g) {
+  auto c = command_for(g);
+  c.mutable_resize()->set_partitions(g.id.partitions);
+  return c;
+}
+
+proto::CoordinatorCommand commit_command(const coordinated_group& g, const std::string& member,
+                                         std::uint64_t generation, std::uint32_t partition, std::uint64_t offset) {
+  auto c = command_for(g);
+  auto* k = c.mutable_commit();
+  k->set_member_id(member);
+  k->set_generation(generation);
+  auto* po = k->add_offsets();
+  po->set_partition(partition);
+  po->set_offset(offset);
+  return c;
+}
+
 std::optional<coordinated_group> find_coordinated_group(const metadata_view& view, std::uint32_t stream_id,
                                                         std::uint32_t topic_id, std::uint32_t group_id) {
   auto s = view.streams.find(stream_id);
@@ -252,9 +270,7 @@ std::vector<proto::CoordinatorCommand> reconcile_commands(const metadata_view& v
       c.mutable_remove();
       out.push_back(std::move(c));
     } else if (state.partitions() != n->second.id.partitions) {
-      auto c = command_for(n->second);
-      c.mutable_resize()->set_partitions(n->second.id.partitions);
-      out.push_back(std::move(c));
+      out.push_back(resize_command(n->second));
     }
   }
   for (const auto& [key, g] : named) {

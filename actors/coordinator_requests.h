@@ -58,8 +58,13 @@ struct coordinator_plan {
 // A reply's status as an error (none when applied).
 [[nodiscard]] expected<void> coordinator_status(const proto::CoordinatorReply& r);
 
-// The command that creates g in its coordinator (its config and the topic's partition count).
+// The command that creates g in its coordinator (its config and the topic's partition count), the one that resizes
+// it to the topic's partition count, and a member's commit of one partition's offset.
 [[nodiscard]] proto::CoordinatorCommand create_command(const coordinated_group& g);
+[[nodiscard]] proto::CoordinatorCommand resize_command(const coordinated_group& g);
+[[nodiscard]] proto::CoordinatorCommand commit_command(const coordinated_group& g, const std::string& member,
+                                                       std::uint64_t generation, std::uint32_t partition,
+                                                       std::uint64_t offset);
 // What coordinator `index` of `count` needs to match `view`: create the groups of replicated topics it lacks,
 // resize those whose topic's partition count moved, remove those the metadata no longer names. At most
 // `commands_max` (the rest at the next pass).
@@ -67,7 +72,8 @@ struct coordinator_plan {
                                                                         const group_machine& machine,
                                                                         std::uint32_t index, std::uint32_t count,
                                                                         std::size_t commands_max);
-// The groups of replicated topics `view` names (with their topics' partition counts).
+// Group `group_id` of a replicated topic as `view` names it, with its topic's partition count (nullopt: no such
+// group, or its topic is not replicated).
 [[nodiscard]] std::optional<coordinated_group> find_coordinated_group(const metadata_view& view,
                                                                       std::uint32_t stream_id, std::uint32_t topic_id,
                                                                       std::uint32_t group_id);

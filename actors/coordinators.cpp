@@ -176,34 +176,40 @@ void coordinators::tick() {
   for (std::uint32_t i = 0; i < lanes_.size(); ++i) {
     lane& l = lanes_[i];
     l.group->tick();
-    if (!l.duty && l.group->replica().is_primary()) {
+    if (l.duty || !l.group->replica().is_primary()) {
+      continue;
+    }
+    auto todo = due(i);
+    if (!todo.empty()) {
       l.duty = true;
-      rill::spawn(duty(i), [] {});
+      rill::spawn(duty(i, l.group->replica().view().value(), std::move(todo)), [] {});
     }
   }
 }
 
-task<void> coordinators::duty(std::uint32_t index) {
+std::vector<proto::CoordinatorCommand> coordinators::due(std::uint32_t index) {
   lane& l = lanes_[index];
-  RILL_ASSERT(l.duty);
-  const std::uint64_t view = l.group->replica().view().value();
-  const std::int64_t now = options_.wall_ms();
   std::vector<proto::CoordinatorCommand> todo;
-  bool refresh = false;
-  if (l.refreshed_view != view) {
+  if (l.refreshed_view != l.group->replica().view().value()) {
     // A new primary: the members could not reach it while the view changed, so their sessions start again first.
-    refresh = true;
     todo.emplace_back().mutable_refresh();
-  } else if (auto due = l.machine->next_deadline_ms(); due && *due <= now) {
+  } else if (auto at = l.machine->next_deadline_ms(); at && *at <= options_.wall_ms()) {
     todo.emplace_back().mutable_expire();
   } else if (options_.reconcile && ticks_ - l.reconciled_at >= options_.reconcile_ticks) {
     l.reconciled_at = ticks_;
     todo = options_.reconcile(index, *l.machine);
   }
+  return todo;
+}
+
+task<void> coordinators::duty(std::uint32_t index, std::uint64_t view, std::vector<proto::CoordinatorCommand> todo) {
+  lane& l = lanes_[index];
+  RILL_ASSERT(l.duty);
   for (auto& command : todo) {
     if (closed_ || !l.group->replica().is_primary() || l.group->replica().view().value() != view) {
       break;
     }
+    const bool refresh = command.has_refresh();
     const bool expire = command.has_expire();
     auto r = co_await submit(index, std::move(command));
     if (!r) {
@@ -217,8 +223,8 @@ task<void> coordinators::duty(std::uint32_t index) {
       ++counters_.refreshes;
     } else if (expire) {
       ++counters_.expires;
-      if (options_.notice && r->removed_size() > 0) {
-        for (const auto& gone : r->removed()) {
+      for (const auto& gone : r->removed()) {
+        if (options_.notice) {
           options_.notice(fmt::format("coordinator {}: member {} removed (its session ended)", index, gone));
         }
       }

@@ -119,7 +119,10 @@ class coordinators {
   };
   coordinators(coordinators_options options, consensus::group_host& host, consensus::host_transport& net)
       : options_(std::move(options)), host_(host), net_(net) {}
-  task<void> duty(std::uint32_t index);
+  // The primary's duty now due for coordinator `index`, if any (see the header comment): at most one kind at a time.
+  std::vector<proto::CoordinatorCommand> due(std::uint32_t index);
+  // Submits them in order while this node stays primary in `view`.
+  task<void> duty(std::uint32_t index, std::uint64_t view, std::vector<proto::CoordinatorCommand> todo);
   void hand_on(lane& l);
 
   coordinators_options options_;

@@ -1159,27 +1159,18 @@ task<expected<coordinated_group>> metadata_actor::find_coordinated(std::uint32_t
   co_return std::move(*g);
 }
 
-task<expected<const group_state*>> metadata_actor::ensure_coordinated(const coordinated_group& g, std::uint32_t index) {
+task<expected<void>> metadata_actor::ensure_coordinated(const coordinated_group& g, std::uint32_t index) {
   const group_state* state = coordinators_->machine(index).find(g.key());
-  std::optional<proto::CoordinatorCommand> needed;
-  if (state == nullptr) {
-    needed = create_command(g);
-  } else if (state->partitions() != g.id.partitions) {
-    needed = create_command(g);
-    needed->mutable_resize()->set_partitions(g.id.partitions);
+  if (state != nullptr && state->partitions() == g.id.partitions) {
+    co_return expected<void>{};
   }
-  if (needed) {
-    RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(*needed)));
-    // Created meanwhile by another node (or by the primary's reconcile duty): as good.
-    if (r.status() != 0 && r.status() != static_cast<std::uint32_t>(net::status::already_exists)) {
-      RILL_CO_TRY_VOID(coordinator_status(r));
-    }
-    state = coordinators_->machine(index).find(g.key());
+  proto::CoordinatorCommand needed = state == nullptr ? create_command(g) : resize_command(g);
+  RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(needed)));
+  // Created meanwhile by another node (or by the primary's reconcile duty): as good.
+  if (r.status() != static_cast<std::uint32_t>(net::status::already_exists)) {
+    RILL_CO_TRY_VOID(coordinator_status(r));
   }
-  if (state == nullptr) {
-    co_return fail(net::status::unavailable, "the group was deleted meanwhile; retry");
-  }
-  co_return state;
+  co_return expected<void>{};
 }
 
 task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
@@ -1240,17 +1231,8 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
   if (planned->auto_commit && r->data && r->data->batches > 0) {
     const auto next = static_cast<std::uint64_t>(r->data->next_offset.value());
     if (const auto c = now->committed(planned->partition); !c || *c < next) {
-      proto::CoordinatorCommand c2;
-      c2.set_stream_id(g->id.stream_id);
-      c2.set_topic_id(g->id.topic_id);
-      c2.set_group(g->id.name);
-      auto* k = c2.mutable_commit();
-      k->set_member_id(planned->member);
-      k->set_generation(planned->generation);
-      auto* po = k->add_offsets();
-      po->set_partition(planned->partition);
-      po->set_offset(next);
-      auto committed = co_await coordinators_->submit(index, std::move(c2));
+      auto commit = commit_command(*g, planned->member, planned->generation, planned->partition, next);
+      auto committed = co_await coordinators_->submit(index, std::move(commit));
       if (!committed) {
         co_return poll_reply{group_outcome(committed.error()), nullptr};
       }

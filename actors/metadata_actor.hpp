@@ -190,8 +190,8 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   task<expected<coordinated_group>> find_coordinated(std::uint32_t stream_id, std::uint32_t topic_id,
                                                      std::uint32_t group_id);
   // Creates or resizes the group in its coordinator when this node's replica shows it missing or of another
-  // partition count (the primary's reconcile duty would, within a second); its group_state in this node's replica.
-  task<expected<const group_state*>> ensure_coordinated(const coordinated_group& g, std::uint32_t index);
+  // partition count (the primary's reconcile duty would, within a second).
+  task<expected<void>> ensure_coordinated(const coordinated_group& g, std::uint32_t index);
   [[nodiscard]] proto::GroupInfo describe_coordinated(const coordinated_group& g, std::uint32_t index) const;
   task<expected<std::string>> describe_coordinated_with_offsets(coordinated_group g, std::uint32_t index,
                                                                 bool offsets_only);

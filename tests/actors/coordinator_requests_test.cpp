@@ -60,6 +60,16 @@ struct coordinator {
     }
     return coordinator_reply(g, wire(api), run(*plan.command));
   }
+  // Member `id` joins through the API; its reply.
+  proto::GroupJoinReply join(const coordinated_group& g, const std::string& id) {
+    proto::GroupJoinRequest req;
+    req.set_member_id(id);
+    auto joined = request(g, net::api::group_join, req);
+    RILL_REQUIRE_OK(joined);
+    proto::GroupJoinReply out;
+    BOOST_REQUIRE(out.ParseFromString(*joined));
+    return out;
+  }
 };
 
 net::status status_of(const rill::error& e) {
@@ -106,12 +116,7 @@ BOOST_AUTO_TEST_CASE(join_heartbeat_commit_and_reads_through_the_coordinator) {
   auto v = view_with_group();
   auto g = *find_coordinated_group(v, 0, 0, 0);
   (void)c.run(create_command(g));
-  proto::GroupJoinRequest join;
-  join.set_member_id("m1");
-  auto joined = c.request(g, net::api::group_join, join);
-  RILL_REQUIRE_OK(joined);
-  proto::GroupJoinReply jr;
-  BOOST_REQUIRE(jr.ParseFromString(*joined));
+  const auto jr = c.join(g, "m1");
   BOOST_TEST(jr.member_id() == "m1");
   BOOST_TEST(jr.partitions() == 6u);
   BOOST_TEST(jr.session_timeout_ms() == 10'000u);
@@ -142,9 +147,7 @@ BOOST_AUTO_TEST_CASE(join_heartbeat_commit_and_reads_through_the_coordinator) {
   BOOST_REQUIRE(!back.has_value());
   BOOST_TEST(status_of(back.error()) == net::status::offset_regression);
   // A second member joins: a stale generation's commit (a zombie's) is refused, and nothing moves.
-  proto::GroupJoinRequest join2;
-  join2.set_member_id("m2");
-  RILL_REQUIRE_OK(c.request(g, net::api::group_join, join2));
+  (void)c.join(g, "m2");
   o->set_offset(50);
   auto zombie = c.request(g, net::api::group_commit, commit);
   BOOST_REQUIRE(!zombie.has_value());
@@ -179,13 +182,7 @@ BOOST_AUTO_TEST_CASE(a_poll_is_checked_against_the_replica) {
   BOOST_REQUIRE(!early.has_value());
   BOOST_TEST(status_of(early.error()) == net::status::unknown_member);
   (void)c.run(create_command(g));
-  proto::GroupJoinRequest join;
-  join.set_member_id("m1");
-  auto joined = c.request(g, net::api::group_join, join);
-  RILL_REQUIRE_OK(joined);
-  proto::GroupJoinReply jr;
-  BOOST_REQUIRE(jr.ParseFromString(*joined));
-  poll.mutable_member()->set_generation(jr.generation());
+  poll.mutable_member()->set_generation(c.join(g, "m1").generation());
   auto planned = plan_coordinated_poll(c.m.find(g.key()), poll);
   RILL_REQUIRE_OK(planned);
   BOOST_TEST(planned->request.strategy().kind() == proto::PollStrategy::FIRST, "no committed offset: from the start");

@@ -14,10 +14,14 @@ trap 'for p in "${mpid[@]}"; do kill -9 "$p" 2>/dev/null || true; done; cleanup'
 coordinator_of() {
   r --json group describe s t g | python3 -c "import json, sys; print(json.load(sys.stdin).get('coordinator_node', 0))"
 }
+# How many distinct messages the members have printed.
+distinct() {
+  cat "$dir"/member*.out 2>/dev/null | cut -d' ' -f2 | sort -u | wc -l
+}
 # Waits (at most $1 s) until the consumers have printed $2 distinct messages.
 consumed_distinct() {
   for _ in $(seq $(($1 * 5))); do
-    [ "$(cat "$dir"/member*.out 2>/dev/null | cut -d' ' -f2 | sort -u | wc -l)" -ge "$2" ] && return 0
+    [ "$(distinct)" -ge "$2" ] && return 0
     sleep 0.2
   done
   return 1
@@ -56,25 +60,25 @@ print(' '.join('%d:%d' % (p['partition'], p['committed']) for p in d.get('partit
 ) &
 mpid[sampler]=$!
 seq 1 600 | r produce s t >/dev/null || fail "produce 1..600"
-consumed_distinct 30 600 || fail "the group read $(cat "$dir"/member*.out | wc -l) of 600: $(r group describe s t g)"
+consumed_distinct 30 600 || fail "the group read $(distinct) of 600: $(r group describe s t g)"
 coord=$(coordinator_of)
 [ "$coord" -ge 1 ] || fail "group describe names no coordinator: $(r group describe s t g)"
 kill -9 "${pid[$coord]}"
 unset "pid[$coord]"
 seq 601 1200 | r produce s t >/dev/null 2>"$dir/producer.err" || fail "produce 601..1200: $(cat "$dir/producer.err")"
-consumed_distinct 60 1200 || fail "after the coordinator's node died the group read $(cat "$dir"/member*.out | cut -d' ' -f2 | sort -u | wc -l) of 1200: $(r group describe s t g)"
+consumed_distinct 60 1200 || fail "after the coordinator's node died the group read $(distinct) of 1200: $(r group describe s t g)"
 start "$coord"
 seq 1201 1500 | r produce s t >/dev/null || fail "produce 1201..1500"
-consumed_distinct 60 1500 || fail "after the node's return the group read $(cat "$dir"/member*.out | cut -d' ' -f2 | sort -u | wc -l) of 1500"
+consumed_distinct 60 1500 || fail "after the node's return the group read $(distinct) of 1500"
 # Then another node (members' connections to it move to the others), and its return.
 other=$((coord % 3 + 1))
 kill -9 "${pid[$other]}"
 unset "pid[$other]"
 seq 1501 1800 | r produce s t >/dev/null 2>"$dir/producer.err" || fail "produce 1501..1800: $(cat "$dir/producer.err")"
-consumed_distinct 60 1800 || fail "after node $other died the group read $(cat "$dir"/member*.out | cut -d' ' -f2 | sort -u | wc -l) of 1800"
+consumed_distinct 60 1800 || fail "after node $other died the group read $(distinct) of 1800"
 start "$other"
 seq 1801 2000 | r produce s t >/dev/null || fail "produce 1801..2000"
-consumed_distinct 60 2000 || fail "after node $other's return the group read $(cat "$dir"/member*.out | cut -d' ' -f2 | sort -u | wc -l) of 2000"
+consumed_distinct 60 2000 || fail "after node $other's return the group read $(distinct) of 2000"
 for _ in $(seq 50); do
   stable3 && break
   sleep 0.2
