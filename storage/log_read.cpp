@@ -6,6 +6,8 @@
 // - A read returns at least one batch when one is visible at its position, even if it exceeds max_bytes.
 // - While a cursor is inside a segment it holds a pin (segment::readers), so retention deletes the files only after
 //   it has moved on; the bytes it reads are the ones the segment had when it was removed.
+// - A read never skips offsets retention removed while it ran: leaving a pinned segment for a position below the
+//   log start ends the read there (offset_out_of_range when it returned nothing).
 // - A read holds the segment's descriptor (a file_pin) only while its positional read is in flight; between reads
 //   the shard's file_cache may close it, and the next read reopens it by path. A segment that truncation dropped is
 //   never reopened (its path may name a new file): a descriptor still open stays open for the readers inside it.
@@ -213,6 +215,18 @@ task<expected<read_result>> log_cursor::next(std::uint32_t max_records, std::uin
     if (!seg_) {
       std::shared_ptr<segment> s = log.segment_for(position_);
       if (!s || position_ >= s->next_offset) {
+        if (position_ < log.log_start_) {
+          // Retention removed the batches from here on while this read ran (the cursor held only the segment it
+          // left): what was read is returned, and the next read finds the position below the log start. Skipping
+          // to the next segment would hand the reader a gap as if it were the log.
+          if (out.batches > 0) {
+            break;
+          }
+          co_return make_unexpected(
+              errc::offset_out_of_range,
+              fmt::format("offset {} is below the log start {}", static_cast<std::uint64_t>(position_.value()),
+                          static_cast<std::uint64_t>(log.log_start_.value())));
+        }
         // Past this segment's batches (a corrupt tail skipped at recovery): continue at the next segment.
         auto it = std::find_if(log.segments_.begin(), log.segments_.end(),
                                [&](const auto& c) { return c->base_offset > position_; });
