@@ -158,6 +158,18 @@ expected<coordinator_plan> plan_coordinator_request(const coordinated_group& g, 
   }
 }
 
+bool is_coordinator_read(std::uint16_t api) {
+  switch (net::api_from_wire(api).value_or(net::api::ping)) {
+    case net::api::group_assignment:
+    case net::api::offset_get:
+    case net::api::group_get:
+    case net::api::group_offsets:
+      return true;
+    default:
+      return false;
+  }
+}
+
 expected<std::string> coordinator_reply(const coordinated_group& g, std::uint16_t api,
                                         const proto::CoordinatorReply& r) {
   RILL_TRY_VOID(coordinator_status(r));

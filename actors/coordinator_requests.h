@@ -13,8 +13,9 @@
 // Invariants
 // - A request refused here, or by the coordinator, changes nothing; a command's reply is answered only once it is
 //   committed (and applied on this node).
-// - A read never waits for a commit: it is what this node's replica holds (a member's own requests through this
-//   node see their effects: a submit returns once applied here).
+// - A read (is_coordinator_read) is answered from this node's replica after the caller committed a read barrier
+//   (coordinators::read_barrier): it sees every change committed before it began, on whichever node it arrives, so
+//   no reader sees a committed offset go back because its next request reached a replica that lags.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,6 +53,9 @@ struct coordinator_plan {
 [[nodiscard]] expected<coordinator_plan> plan_coordinator_request(const coordinated_group& g, const group_state* state,
                                                                   std::uint16_t api, std::string_view header,
                                                                   std::uint64_t conn);
+// Whether `api` is one plan_coordinator_request answers from the replica (assignment, offset get, group get and
+// offsets): the caller commits a read barrier first.
+[[nodiscard]] bool is_coordinator_read(std::uint16_t api);
 // The reply header of `api` for a committed command's reply; its refusal as an error (status and detail).
 [[nodiscard]] expected<std::string> coordinator_reply(const coordinated_group& g, std::uint16_t api,
                                                       const proto::CoordinatorReply& r);

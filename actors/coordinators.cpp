@@ -5,6 +5,7 @@
 
 #include <fmt/core.h>
 
+#include "actors/coordinator_requests.h"
 #include "base/assert.h"
 #include "net/status.h"
 #include "storage/file_ops.h"
@@ -104,6 +105,12 @@ void coordinators::hand_on(lane& l) {
 }
 
 task<expected<proto::CoordinatorReply>> coordinators::submit(std::uint32_t index, proto::CoordinatorCommand command) {
+  return submit_at_turn(index, std::move(command), {});
+}
+
+task<expected<proto::CoordinatorReply>> coordinators::submit_at_turn(std::uint32_t index,
+                                                                   proto::CoordinatorCommand command,
+                                                                   std::function<void()> on_turn) {
   RILL_ASSERT(index < lanes_.size());
   lane& l = lanes_[index];
   if (closed_) {
@@ -126,6 +133,9 @@ task<expected<proto::CoordinatorReply>> coordinators::submit(std::uint32_t index
     }
   }
   l.busy = true;
+  if (on_turn) {
+    on_turn();
+  }
   std::vector<std::byte> body = group_machine::encode(command);
   auto made = co_await l.group->submit(options_.machine.operation, std::move(body));
   if (!made) {
@@ -144,6 +154,36 @@ task<expected<proto::CoordinatorReply>> coordinators::submit(std::uint32_t index
   }
   ++counters_.submitted;
   co_return group_machine::decode_reply(made->reply);
+}
+
+struct coordinators::barrier {
+  async_event done;
+  expected<void> result;
+};
+
+task<expected<void>> coordinators::read_barrier(std::uint32_t index) {
+  RILL_ASSERT(index < lanes_.size());
+  lane& l = lanes_[index];
+  if (auto shared = l.barrier_waiting) {
+    // A barrier not yet sent: it is sent after this read began, so its commit covers this read too.
+    co_await shared->done.wait();
+    co_return shared->result;
+  }
+  auto mine = std::make_shared<barrier>();
+  l.barrier_waiting = mine;
+  proto::CoordinatorCommand sync;
+  sync.mutable_sync();
+  auto r = co_await submit_at_turn(index, std::move(sync), [&l, mine] {
+    if (l.barrier_waiting == mine) {
+      l.barrier_waiting.reset();  // sent now: a read from here on needs a barrier of its own
+    }
+  });
+  if (l.barrier_waiting == mine) {
+    l.barrier_waiting.reset();  // (refused before its turn)
+  }
+  mine->result = r ? coordinator_status(*r) : expected<void>(rill::unexpected(r.error()));
+  mine->done.set();
+  co_return mine->result;
 }
 
 task<bool> coordinators::caught_up(std::uint32_t index, std::uint32_t timeout_ticks) {

@@ -95,6 +95,10 @@ class coordinators {
   // Errors: overloaded (queue full), unavailable (no primary answered in time; the command may still commit),
   // the replica's storage error (fenced), closed.
   task<expected<proto::CoordinatorReply>> submit(std::uint32_t index, proto::CoordinatorCommand command);
+  // A read barrier: commits a sync command (changing nothing) in `index` through this node's session. Once it
+  // returns, this node's replica holds every change committed before the call (a read of it is linearizable).
+  // Reads that arrive while a barrier waits for its turn share the next one. submit()'s errors.
+  task<expected<void>> read_barrier(std::uint32_t index);
   // Waits until this node's replica of `index` has applied what it knows to be committed (false: not within the
   // ticks): a read after it sees every change committed before its replica last heard from the primary.
   task<bool> caught_up(std::uint32_t index, std::uint32_t timeout_ticks);
@@ -108,6 +112,7 @@ class coordinators {
   [[nodiscard]] const coordinator_counters& counters() const noexcept { return counters_; }
 
  private:
+  struct barrier;  // a read barrier, shared by the reads that arrive before it is sent
   struct lane {
     std::unique_ptr<group_machine> machine;
     std::unique_ptr<consensus::cluster_group> group;
@@ -116,6 +121,7 @@ class coordinators {
     bool duty = false;                            // a duty is running
     std::optional<std::uint64_t> refreshed_view;  // the view whose refresh this node committed as its primary
     std::uint64_t reconciled_at = 0;              // tick of the last reconcile duty
+    std::shared_ptr<barrier> barrier_waiting;     // a read barrier queued, not yet sent
   };
   coordinators(coordinators_options options, consensus::group_host& host, consensus::host_transport& net)
       : options_(std::move(options)), host_(host), net_(net) {}
@@ -124,6 +130,9 @@ class coordinators {
   // Submits them in order while this node stays primary in `view`.
   task<void> duty(std::uint32_t index, std::uint64_t view, std::vector<proto::CoordinatorCommand> todo);
   void hand_on(lane& l);
+  // submit(), running on_turn once the command's turn comes (before it is sent).
+  task<expected<proto::CoordinatorReply>> submit_at_turn(std::uint32_t index, proto::CoordinatorCommand command,
+                                                         std::function<void()> on_turn);
 
   coordinators_options options_;
   consensus::group_host& host_;

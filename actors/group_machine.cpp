@@ -138,6 +138,8 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
         }
       }
       return;
+    case cmd::kSync:
+      return;  // a read barrier: nothing changes
     case cmd::COMMAND_NOT_SET:
       refuse(reply, net::status::bad_header, "a coordinator command without a command");
       return;

@@ -1177,6 +1177,9 @@ task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
   RILL_CO_TRY(g, co_await find_coordinated(msg.stream_id, msg.topic_id, msg.group_id));
   const std::uint32_t index = coordinators_->index_for(g.key());
   const std::uint64_t conn = connection_key(services_->cluster->node_id, msg.connection);
+  if (is_coordinator_read(msg.api)) {
+    RILL_CO_TRY_VOID(co_await coordinators_->read_barrier(index));  // linearizable: see coordinator_requests.h
+  }
   RILL_CO_TRY(plan,
               plan_coordinator_request(g, coordinators_->machine(index).find(g.key()), msg.api, msg.header, conn));
   if (plan.describe) {

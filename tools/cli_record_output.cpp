@@ -163,9 +163,12 @@ expected<record_template> parse_record_template(std::string_view text) {
       case 'K':
         f = field::key_bytes;
         break;
+      case 'g':
+        f = field::generation;
+        break;
       default:
         return usage(
-            fmt::format("--format {}: unknown code %{} (allowed are %s %k %p %o %T %t %h %S %K %%)", text, code));
+            fmt::format("--format {}: unknown code %{} (allowed are %s %k %p %o %T %t %h %S %K %g %%)", text, code));
     }
     flush();
     t.pieces.emplace_back(*f);
@@ -285,6 +288,9 @@ std::string record_text(const record_output& o, const net::record& rec) {
         break;
       case field::key_bytes:
         out += std::to_string(rec.key ? rec.key->size() : 0);
+        break;
+      case field::generation:
+        out += std::to_string(rec.generation);
         break;
     }
   }

@@ -25,7 +25,8 @@ expected<value_format> parse_value_format(std::string_view name);
 
 // A compiled --format template: literal text and the fields of a record.
 //   %s value  %k key  %p partition  %o offset  %T timestamp (ms since the epoch)  %t timestamp (ISO-8601 UTC, ms)
-//   %h headers (k=v,k=v)  %S value size in bytes  %K key size in bytes (0 when absent)  %% a literal %
+//   %h headers (k=v,k=v)  %S value size in bytes  %K key size in bytes (0 when absent)
+//   %g the group generation the record was read in (--group; 0 without)  %% a literal %
 //   \n newline  \t tab  \\ a backslash
 struct record_template {
   enum class field : std::uint8_t {
@@ -37,7 +38,8 @@ struct record_template {
     timestamp_iso,
     headers,
     value_bytes,
-    key_bytes
+    key_bytes,
+    generation
   };
   std::vector<std::variant<std::string, field>> pieces;
 };

@@ -553,7 +553,7 @@ int main(int argc, char** argv) {
                       "text (escaped, the default) | base64 | hex | raw (the bytes unchanged; not with --json)");
   consume->add_option("--format", consume_args.format,
                       "text template: %s value %k key %p partition %o offset %T timestamp ms %t ISO-8601 time "
-                      "%h headers %S value bytes %K key bytes %% \\n \\t");
+                      "%h headers %S value bytes %K key bytes %g group generation %% \\n \\t");
 
   auto* group = app.add_subcommand("group", "consumer groups")->require_subcommand(1);
   auto* g_create = group->add_subcommand("create", "create a consumer group of a topic");

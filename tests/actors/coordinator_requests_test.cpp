@@ -170,6 +170,16 @@ BOOST_AUTO_TEST_CASE(join_heartbeat_commit_and_reads_through_the_coordinator) {
   BOOST_TEST(c.run(closed).removed_size() == 2);
 }
 
+BOOST_AUTO_TEST_CASE(reads_are_named_for_their_barrier_and_commands_are_not) {
+  for (auto a : {net::api::group_assignment, net::api::offset_get, net::api::group_get, net::api::group_offsets}) {
+    BOOST_TEST(is_coordinator_read(static_cast<std::uint16_t>(a)));
+  }
+  for (auto a : {net::api::group_join, net::api::group_heartbeat, net::api::group_leave, net::api::group_commit,
+                 net::api::offset_store, net::api::produce}) {
+    BOOST_TEST(!is_coordinator_read(static_cast<std::uint16_t>(a)));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_poll_is_checked_against_the_replica) {
   coordinator c;
   auto g = *find_coordinated_group(view_with_group(), 0, 0, 0);

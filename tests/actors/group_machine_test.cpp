@@ -218,6 +218,17 @@ BOOST_AUTO_TEST_CASE(a_new_primarys_refresh_gives_every_member_a_whole_session_t
   BOOST_TEST(r.run(every(0)).removed_size() == 1);
 }
 
+BOOST_AUTO_TEST_CASE(a_sync_is_applied_and_changes_nothing) {
+  replicas r;
+  r.run(create("g", 2));
+  r.run(join("g", "a"));
+  const auto before = r.all[0]->snapshot();
+  CoordinatorCommand sync;
+  sync.mutable_sync();
+  BOOST_TEST((status(r.run(sync)) == net::status::ok));
+  BOOST_TEST((r.all[0]->snapshot() == before));
+}
+
 BOOST_AUTO_TEST_CASE(a_closed_connection_removes_its_members_in_every_group) {
   replicas r;
   r.run(create("g", 2));

@@ -1,5 +1,6 @@
 # Shared by the CLI cluster tests (sourced): three rilld nodes on loopback, each on fixed free ports, formatted and
-# started by the test; `r` runs the rill CLI against all three. Expects $1 = rilld and $2 = rill; cleans up on exit.
+# started by the test; `r` runs the rill CLI against all three. Expects $1 = rilld and $2 = rill; cleans up on exit
+# (KEEP_TEST_DIR=1 keeps the directory: logs, data, outputs).
 rilld=$1
 rill=$2
 dir=$(mktemp -d)
@@ -8,7 +9,7 @@ cpid=
 cleanup() {
   [ -n "$cpid" ] && kill -9 "$cpid" 2>/dev/null
   for p in "${pid[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
+  if [ -n "${KEEP_TEST_DIR:-}" ]; then echo "kept $dir" >&2; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 fail() {

@@ -165,14 +165,17 @@ printf '\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \x7f \xe2\x82 \xf0\x9f\x99\x82\n'
 r --json consume shop raw --count 1 --value-format base64 | grep -q '"value":"dGFiCWhlcmVcIAH/IMOp"' || fail "JSON base64 value"
 r --json consume shop raw --count 1 | grep -q '"value":{"base64":"dGFiCWhlcmVcIAH/IMOp"}' || fail "JSON default value"
 # --format templates, in partition mode and with --group.
-[ "$(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')" = "1 0 |source=cli|one 3 0%" ] ||
-  fail "--format: $(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K%%\n')"
+[ "$(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K %g%%\n')" = "1 0 |source=cli|one 3 0 0%" ] ||
+  fail "--format: $(r consume shop orders --partition 1 --count 1 --format '%p %o %k|%h|%s %S %K %g%%\n')"
 times=$(r consume shop orders --partition 1 --count 1 --format '%T\t%t')
 ms=${times%%$'\t'*}
 iso=${times#*$'\t'}
 [ "$iso" = "$(date -u -d "@$((ms / 1000))" +%Y-%m-%dT%H:%M:%S).$(printf %03d $((ms % 1000)))Z" ] || fail "%t: $times"
 [ "$(r consume shop multi --group fmt --format '%p:%s\n' | sort | tr '\n' ' ')" = \
   "0:p0-a 0:p0-b 1:p1-a 1:p1-b 2:p2-a 2:p2-b " ] || fail "--format with --group"
+# %g: the generation each message was read in (one member alone: one generation, never 0).
+gens=$(r consume shop multi --group fmt-gen --format '%g\n' | sort -u)
+if [ "$(echo "$gens" | wc -l)" -ne 1 ] || [ "$gens" -lt 1 ]; then fail "--format %g with --group: $gens"; fi
 # --follow from the end: only new messages; SIGINT exits 0 and stores the named consumer's offset.
 "$rill" --server "$addr" consume shop multi --from end --follow --consumer tail --format '%p:%s\n' >"$dir/tail.out" 2>"$dir/tail.err" &
 fpid=$!
