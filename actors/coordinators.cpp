@@ -109,8 +109,8 @@ task<expected<proto::CoordinatorReply>> coordinators::submit(std::uint32_t index
 }
 
 task<expected<proto::CoordinatorReply>> coordinators::submit_at_turn(std::uint32_t index,
-                                                                   proto::CoordinatorCommand command,
-                                                                   std::function<void()> on_turn) {
+                                                                     proto::CoordinatorCommand command,
+                                                                     std::function<void()> on_turn) {
   RILL_ASSERT(index < lanes_.size());
   lane& l = lanes_[index];
   if (closed_) {
