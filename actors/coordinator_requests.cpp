@@ -204,7 +204,22 @@ proto::CoordinatorCommand create_command(const coordinated_group& g) {
   k->set_partitions(g.id.partitions);
   k->set_strategy(strategy_number(g.id.config));
   k->set_session_timeout_ms(g.id.config.session_timeout_ms());
+  k->set_incarnation(g.id.group_id);
   return c;
+}
+
+proto::CoordinatorCommand remove_command(const group_key& key, std::uint32_t incarnation) {
+  proto::CoordinatorCommand c;
+  c.set_stream_id(key.stream);
+  c.set_topic_id(key.topic);
+  c.set_group(key.name);
+  c.mutable_remove()->set_incarnation(incarnation);
+  return c;
+}
+
+const group_state* coordinated_state(const group_machine& machine, const coordinated_group& g) {
+  const group_state* s = machine.find(g.key());
+  return s != nullptr && s->incarnation() == g.id.group_id ? s : nullptr;
 }
 
 proto::CoordinatorCommand resize_command(const coordinated_group& g) {
@@ -275,12 +290,10 @@ std::vector<proto::CoordinatorCommand> reconcile_commands(const metadata_view& v
     }
     auto n = named.find(key);
     if (n == named.end()) {
-      proto::CoordinatorCommand c;
-      c.set_stream_id(key.stream);
-      c.set_topic_id(key.topic);
-      c.set_group(key.name);
-      c.mutable_remove();
-      out.push_back(std::move(c));
+      out.push_back(remove_command(key, state.incarnation()));
+    } else if (state.incarnation() != n->second.id.group_id) {
+      out.push_back(remove_command(key, state.incarnation()));  // deleted and created again: a new incarnation
+      out.push_back(create_command(n->second));
     } else if (state.partitions() != n->second.id.partitions) {
       out.push_back(resize_command(n->second));
     }

@@ -62,15 +62,21 @@ struct coordinator_plan {
 // A reply's status as an error (none when applied).
 [[nodiscard]] expected<void> coordinator_status(const proto::CoordinatorReply& r);
 
-// The command that creates g in its coordinator (its config and the topic's partition count), the one that resizes
-// it to the topic's partition count, and a member's commit of one partition's offset.
+// The command that creates g in its coordinator (its config, the topic's partition count and its incarnation: the
+// metadata's group id), the one that resizes it to the topic's partition count, the one that removes incarnation
+// `incarnation` of a group named `key` (no other), and a member's commit of one partition's offset.
 [[nodiscard]] proto::CoordinatorCommand create_command(const coordinated_group& g);
 [[nodiscard]] proto::CoordinatorCommand resize_command(const coordinated_group& g);
+[[nodiscard]] proto::CoordinatorCommand remove_command(const group_key& key, std::uint32_t incarnation);
+// g's state in `machine`: null when the machine has none or holds another incarnation of the name (a group deleted
+// and created again: the old one's members and offsets are not the new one's).
+[[nodiscard]] const group_state* coordinated_state(const group_machine& machine, const coordinated_group& g);
 [[nodiscard]] proto::CoordinatorCommand commit_command(const coordinated_group& g, const std::string& member,
                                                        std::uint64_t generation, std::uint32_t partition,
                                                        std::uint64_t offset);
 // What coordinator `index` of `count` needs to match `view`: create the groups of replicated topics it lacks,
-// resize those whose topic's partition count moved, remove those the metadata no longer names. At most
+// resize those whose topic's partition count moved, remove those the metadata no longer names, and replace an old
+// incarnation of a name by the new one (remove, then create). At most
 // `commands_max` (the rest at the next pass).
 [[nodiscard]] std::vector<proto::CoordinatorCommand> reconcile_commands(const metadata_view& view,
                                                                         const group_machine& machine,

@@ -174,6 +174,7 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
       group_state g(k.partitions(), k.strategy() == 1 ? assignment_strategy::round_robin : assignment_strategy::range,
                     std::chrono::milliseconds(k.session_timeout_ms()));
       g.advance(now);
+      g.set_incarnation(k.incarnation());
       groups_.emplace(key, std::move(g));
     }
     return;
@@ -195,6 +196,12 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
   };
   switch (c.command_case()) {
     case cmd::kRemove:
+      if (c.remove().has_incarnation() && c.remove().incarnation() != g.incarnation()) {
+        refuse(reply, net::status::group_not_found,
+               fmt::format("incarnation {} of the group is gone (this one is {})", c.remove().incarnation(),
+                           g.incarnation()));
+        return;
+      }
       groups_.erase(it);
       return;
     case cmd::kJoin: {

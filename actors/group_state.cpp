@@ -389,6 +389,7 @@ void group_state::save_whole(proto::GroupStateWhole& out) const {
   out.set_generation(generation_);
   out.set_next_member(next_member_);
   out.set_now_ns(now_.count());
+  out.set_incarnation(incarnation_);
   for (const auto& [id, m] : members_) {
     auto* pm = out.add_members();
     pm->set_id(id);
@@ -426,6 +427,7 @@ expected<group_state> group_state::load_whole(const proto::GroupStateWhole& in) 
                 std::chrono::milliseconds(in.session_timeout_ms()));
   g.generation_ = in.generation();
   g.next_member_ = std::max<std::uint64_t>(in.next_member(), 1);
+  g.incarnation_ = in.incarnation();
   g.now_ = time_point(in.now_ns());
   for (const auto& m : in.members()) {
     if (m.id().empty() || !g.members_.emplace(m.id(), member{time_point(m.expires_at_ns()), m.conn()}).second) {

@@ -144,6 +144,9 @@ class group_state {
   [[nodiscard]] std::vector<member_info> member_list() const;
 
   [[nodiscard]] std::uint64_t generation() const noexcept { return generation_; }
+  // Which incarnation of its name this group is (a replicated coordinator's: the metadata's group id; 0 elsewhere).
+  [[nodiscard]] std::uint32_t incarnation() const noexcept { return incarnation_; }
+  void set_incarnation(std::uint32_t id) noexcept { incarnation_ = id; }
   [[nodiscard]] std::uint32_t partitions() const noexcept { return static_cast<std::uint32_t>(owner_.size()); }
   [[nodiscard]] std::size_t members() const noexcept { return members_.size(); }
   [[nodiscard]] bool has_member(const std::string& id) const { return members_.contains(id); }
@@ -175,6 +178,7 @@ class group_state {
   std::chrono::nanoseconds session_timeout_;
   std::uint64_t generation_ = 0;
   std::uint64_t next_member_ = 1;
+  std::uint32_t incarnation_ = 0;
   std::map<std::string, member> members_;             // ordered by id: assignments are deterministic
   std::vector<std::optional<std::string>> owner_;     // per partition: who may read it now
   std::vector<std::optional<std::string>> target_;    // per partition: who should own it

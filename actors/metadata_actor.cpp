@@ -1160,7 +1160,16 @@ task<expected<coordinated_group>> metadata_actor::find_coordinated(std::uint32_t
 }
 
 task<expected<void>> metadata_actor::ensure_coordinated(const coordinated_group& g, std::uint32_t index) {
-  const group_state* state = coordinators_->machine(index).find(g.key());
+  const group_machine& m = coordinators_->machine(index);
+  if (const group_state* old = m.find(g.key()); old != nullptr && old->incarnation() != g.id.group_id) {
+    // The name's earlier incarnation (deleted, then created again before the primary's reconcile removed it): it
+    // goes first, members and offsets with it. Already gone (another node, the reconcile): as good.
+    RILL_CO_TRY(r, co_await coordinators_->submit(index, remove_command(g.key(), old->incarnation())));
+    if (r.status() != static_cast<std::uint32_t>(net::status::group_not_found)) {
+      RILL_CO_TRY_VOID(coordinator_status(r));
+    }
+  }
+  const group_state* state = coordinated_state(m, g);
   if (state != nullptr && state->partitions() == g.id.partitions) {
     co_return expected<void>{};
   }
@@ -1178,10 +1187,14 @@ task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
   const std::uint32_t index = coordinators_->index_for(g.key());
   const std::uint64_t conn = connection_key(services_->cluster->node_id, msg.connection);
   if (is_coordinator_read(msg.api)) {
-    RILL_CO_TRY_VOID(co_await coordinators_->read_barrier(index));  // linearizable: see coordinator_requests.h
+    // A group the metadata created is described as its coordinator has it, created there first if need be (not as
+    // "0 partitions" until the primary's reconcile); then the barrier makes the read linearizable
+    // (coordinator_requests.h).
+    RILL_CO_TRY_VOID(co_await ensure_coordinated(g, index));
+    RILL_CO_TRY_VOID(co_await coordinators_->read_barrier(index));
   }
-  RILL_CO_TRY(plan,
-              plan_coordinator_request(g, coordinators_->machine(index).find(g.key()), msg.api, msg.header, conn));
+  RILL_CO_TRY(plan, plan_coordinator_request(g, coordinated_state(coordinators_->machine(index), g), msg.api,
+                                             msg.header, conn));
   if (plan.describe) {
     co_return co_await describe_coordinated_with_offsets(std::move(g), index, plan.offsets_only);
   }
@@ -1203,12 +1216,12 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
   }
   const std::uint32_t index = coordinators_->index_for(g->key());
   const group_machine& m = coordinators_->machine(index);
-  auto planned = plan_coordinated_poll(m.find(g->key()), msg.request);
+  auto planned = plan_coordinated_poll(coordinated_state(m, *g), msg.request);
   if (!planned) {
     // The join or heartbeat that gave the member this partition may have committed through another node, and this
     // node's replica not have applied it yet: it catches up, then checks again.
     (void)co_await coordinators_->caught_up(index, coordinated_poll_catch_up_ticks);
-    planned = plan_coordinated_poll(m.find(g->key()), std::move(msg.request));
+    planned = plan_coordinated_poll(coordinated_state(m, *g), std::move(msg.request));
     if (!planned) {
       co_return poll_reply{group_outcome(planned.error()), nullptr};
     }
@@ -1224,7 +1237,7 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
     co_return std::move(*r);
   }
   // The partition may have changed hands while the poll waited.
-  const group_state* now = m.find(g->key());
+  const group_state* now = coordinated_state(m, *g);
   if (now == nullptr) {
     co_return poll_reply{outcome{net::status::group_not_found, "the group was deleted while the poll waited"}, nullptr};
   }
@@ -1247,12 +1260,25 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
   co_return std::move(*r);
 }
 
-proto::GroupInfo metadata_actor::describe_coordinated(const coordinated_group& g, std::uint32_t index) const {
+proto::GroupInfo metadata_actor::describe_coordinated(
+    const coordinated_group& g, std::uint32_t index,
+    const std::vector<std::optional<proto::PartitionInfo>>& offsets) const {
   const group_machine& m = coordinators_->machine(index);
-  const group_state* state = m.find(g.key());
+  const group_state* state = coordinated_state(m, g);
+  std::optional<group_state> empty;
+  if (state == nullptr) {
+    empty.emplace(g.id.partitions,
+                  g.id.config.strategy() == proto::ASSIGNMENT_ROUND_ROBIN ? assignment_strategy::round_robin
+                                                                          : assignment_strategy::range,
+                  std::chrono::milliseconds(g.id.config.session_timeout_ms()));
+    state = &*empty;
+  }
   const auto now = std::chrono::duration_cast<group_state::time_point>(
       std::chrono::milliseconds(services_->partitions->clk->wall_ms().value()));
   proto::GroupInfo info = describe_group(g.id, state, now);
+  for (std::uint32_t p = 0; p < state->partitions(); ++p) {
+    describe_partition(info, *state, p, p < offsets.size() && offsets[p] ? &*offsets[p] : nullptr);
+  }
   info.set_coordinator_node(coordinators_->primary_node(index).value());
   info.set_coordinator(index);
   return info;
@@ -1260,7 +1286,6 @@ proto::GroupInfo metadata_actor::describe_coordinated(const coordinated_group& g
 
 task<expected<std::string>> metadata_actor::describe_coordinated_with_offsets(coordinated_group g, std::uint32_t index,
                                                                               bool offsets_only) {
-  proto::GroupInfo info = describe_coordinated(g, index);
   // Each partition's line, with its offsets where this node holds a replica of it (else without the lag).
   std::vector<std::optional<proto::PartitionInfo>> offsets(g.id.partitions);
   for (std::uint32_t p = 0; p < g.id.partitions; ++p) {
@@ -1274,13 +1299,7 @@ task<expected<std::string>> metadata_actor::describe_coordinated_with_offsets(co
       offsets[p] = std::move(pi->info);
     }
   }
-  const group_state* state = coordinators_->machine(index).find(g.key());
-  if (state != nullptr) {
-    for (std::uint32_t p = 0; p < state->partitions(); ++p) {
-      describe_partition(info, *state, p, p < offsets.size() && offsets[p] ? &*offsets[p] : nullptr);
-    }
-  }
-  co_return describe_reply(offsets_only, std::move(info));
+  co_return describe_reply(offsets_only, describe_coordinated(g, index, offsets));
 }
 
 std::optional<std::string> metadata_actor::coordinated_group_reply(std::uint64_t ns) const {

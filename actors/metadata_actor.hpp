@@ -192,7 +192,12 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   // Creates or resizes the group in its coordinator when this node's replica shows it missing or of another
   // partition count (the primary's reconcile duty would, within a second).
   task<expected<void>> ensure_coordinated(const coordinated_group& g, std::uint32_t index);
-  [[nodiscard]] proto::GroupInfo describe_coordinated(const coordinated_group& g, std::uint32_t index) const;
+  // The group as this node's replica of its coordinator has it, every partition's line included (with the offsets of
+  // `offsets[p]` where given); a group the coordinator has not created yet is described as it will be: stable,
+  // without members or committed offsets.
+  [[nodiscard]] proto::GroupInfo describe_coordinated(
+      const coordinated_group& g, std::uint32_t index,
+      const std::vector<std::optional<proto::PartitionInfo>>& offsets = {}) const;
   task<expected<std::string>> describe_coordinated_with_offsets(coordinated_group g, std::uint32_t index,
                                                                 bool offsets_only);
   // A GroupGetReply for a group of a replicated topic, from this node's replica of its coordinator (nullopt: no

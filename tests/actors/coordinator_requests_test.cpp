@@ -111,6 +111,58 @@ BOOST_AUTO_TEST_CASE(reconcile_creates_resizes_and_removes_to_match_the_metadata
   BOOST_TEST(!find_coordinated_group(view_with_group(6, false), 0, 0, 0).has_value());
 }
 
+BOOST_AUTO_TEST_CASE(a_group_deleted_and_created_again_starts_without_the_old_ones_offsets) {
+  coordinator c;
+  auto v = view_with_group();
+  auto old = find_coordinated_group(v, 0, 0, 0);
+  BOOST_REQUIRE(old.has_value());
+  const std::uint32_t index = coordinator_for(old->key(), 4);
+  for (const auto& cmd : reconcile_commands(v, c.m, index, 4, 64)) {
+    BOOST_TEST(c.run(cmd).status() == 0u);
+  }
+  proto::CoordinatorCommand reset;  // (an administrator's reset: the group has no members yet)
+  reset.set_group("g");
+  auto* po = reset.mutable_reset()->add_offsets();
+  po->set_partition(2);
+  po->set_offset(40);
+  BOOST_TEST(c.run(reset).status() == 0u);
+  BOOST_TEST((c.m.find(old->key())->committed(2) == std::optional<std::uint64_t>(40)));
+  (void)c.join(*old, "a");
+  BOOST_TEST(c.m.find(old->key())->incarnation() == 0u);
+  // Deleted and created again under its name: the metadata gives it another id (group 1), before the coordinator
+  // removed the old one.
+  metadata_view again = v;
+  auto& groups = again.streams[0].topics[0].groups;
+  groups.emplace(1, groups.at(0));
+  groups.erase(0);
+  auto fresh = find_coordinated_group(again, 0, 0, 1);
+  BOOST_REQUIRE(fresh.has_value());
+  BOOST_TEST((fresh->key() == old->key()), "one name, one key");
+  BOOST_TEST(coordinated_state(c.m, *fresh) == nullptr, "the old incarnation is not the new group's state");
+  BOOST_TEST(coordinated_state(c.m, *old) != nullptr);
+  // A remove of another incarnation removes nothing (a node late with the old one's removal).
+  BOOST_TEST((static_cast<net::status>(c.run(remove_command(old->key(), 1)).status()) == net::status::group_not_found));
+  BOOST_TEST(c.m.find(old->key()) != nullptr);
+  // The reconcile replaces it: remove the old incarnation, create the new one, with nothing committed.
+  auto todo = reconcile_commands(again, c.m, index, 4, 64);
+  BOOST_REQUIRE(todo.size() == 2u);
+  BOOST_TEST(todo[0].has_remove());
+  BOOST_TEST(todo[1].has_create());
+  for (const auto& cmd : todo) {
+    BOOST_TEST(c.run(cmd).status() == 0u);
+  }
+  const group_state* now = coordinated_state(c.m, *fresh);
+  BOOST_REQUIRE(now != nullptr);
+  BOOST_TEST(now->incarnation() == 1u);
+  BOOST_TEST(!now->committed(2).has_value());
+  BOOST_TEST(now->members() == 0u);
+  BOOST_TEST(reconcile_commands(again, c.m, index, 4, 64).empty());
+  // The incarnation survives a checkpoint.
+  coordinator restored;
+  BOOST_REQUIRE(restored.m.restore(c.m.snapshot()));
+  BOOST_TEST(restored.m.find(fresh->key())->incarnation() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(join_heartbeat_commit_and_reads_through_the_coordinator) {
   coordinator c;
   auto v = view_with_group();

@@ -4,7 +4,8 @@
 # all along: the node of the group's coordinator is SIGKILLed mid-stream, then a member's node (one node is left: no
 # quorum), then both start again. Every message is read, never by two members in one generation (each member prints
 # the generation it read in: --format %g), the group ends stable with its 3 members, the committed offsets (sampled
-# all along) never go back, and at the end they are every partition's end.
+# all along) never go back, and at the end they are every partition's end. Deleted and created again at once, the
+# group starts without the old one's offsets.
 set -euo pipefail
 # shellcheck source=tests/cluster/cli_cluster_lib.sh
 source "$(dirname "$0")/cli_cluster_lib.sh"
@@ -156,4 +157,12 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 done_all || fail "committed offsets are not every partition's end: $(r group describe s t g)"
+# Deleted and created again at once under its name: another incarnation, which starts without the old offsets.
+r group delete s t g >/dev/null || fail "group delete: $(r group delete s t g 2>&1)"
+r group create s t g >/dev/null || fail "group create again: $(r group create s t g 2>&1)"
+r --json group describe s t g | python3 -c "
+import json, sys
+ps = json.load(sys.stdin).get('partitions', [])
+sys.exit(0 if len(ps) == 6 and all(p.get('committed') is None for p in ps) else 1)" ||
+  fail "the group created again kept offsets: $(r group describe s t g)"
 echo "ok: $total messages read by a group of 3 across SIGKILLs of its coordinator's node (node $coord), then member m$other's node, and their returns"
