@@ -173,11 +173,14 @@ task<expected<void>> coordinators::read_barrier(std::uint32_t index) {
   l.barrier_waiting = mine;
   proto::CoordinatorCommand sync;
   sync.mutable_sync();
-  auto r = co_await submit_at_turn(index, std::move(sync), [&l, mine] {
-    if (l.barrier_waiting == mine) {
+  // (Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice. It holds a plain pointer:
+  // `mine` keeps the barrier alive.)
+  std::function<void()> on_turn = [&l, self = mine.get()] {
+    if (l.barrier_waiting.get() == self) {
       l.barrier_waiting.reset();  // sent now: a read from here on needs a barrier of its own
     }
-  });
+  };
+  auto r = co_await submit_at_turn(index, std::move(sync), std::move(on_turn));
   if (l.barrier_waiting == mine) {
     l.barrier_waiting.reset();  // (refused before its turn)
   }

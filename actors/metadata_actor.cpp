@@ -1164,7 +1164,9 @@ task<expected<void>> metadata_actor::ensure_coordinated(const coordinated_group&
   if (const group_state* old = m.find(g.key()); old != nullptr && old->incarnation() != g.id.group_id) {
     // The name's earlier incarnation (deleted, then created again before the primary's reconcile removed it): it
     // goes first, members and offsets with it. Already gone (another node, the reconcile): as good.
-    RILL_CO_TRY(r, co_await coordinators_->submit(index, remove_command(g.key(), old->incarnation())));
+    proto::CoordinatorCommand remove =
+        remove_command(g.key(), old->incarnation());  // (named: GCC 12 destroys a temporary in a co_await twice)
+    RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(remove)));
     if (r.status() != static_cast<std::uint32_t>(net::status::group_not_found)) {
       RILL_CO_TRY_VOID(coordinator_status(r));
     }
