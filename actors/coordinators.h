@@ -24,6 +24,8 @@
 // - A lane's `busy` is set iff a submit of it is between its turn and its end; the queue holds only waiters
 //   while busy.
 // - After close() begins, nothing new is submitted and every queued waiter is answered.
+// - A lane's barrier_waiting is a read barrier that has not had its turn yet (a read that joins it began before
+//   the barrier was sent); it is cleared when its turn comes or when it is refused.
 //
 // Contract: single-threaded, on the engine's thread (the metadata actor's). close() before destroying it.
 #include <cstdint>
