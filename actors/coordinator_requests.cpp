@@ -17,11 +17,11 @@ rill::unexpected refuse(net::status s, std::string message) {
   return rill::unexpected(make_error_code(s), std::move(message));
 }
 
-proto::CoordinatorCommand command_for(const coordinated_group& g) {
+proto::CoordinatorCommand command_for(const group_key& key) {
   proto::CoordinatorCommand c;
-  c.set_stream_id(g.id.stream_id);
-  c.set_topic_id(g.id.topic_id);
-  c.set_group(g.id.name);
+  c.set_stream_id(key.stream);
+  c.set_topic_id(key.topic);
+  c.set_group(key.name);
   return c;
 }
 
@@ -64,7 +64,7 @@ expected<coordinator_plan> plan_coordinator_request(const coordinated_group& g, 
                                                     std::uint16_t api, std::string_view header, std::uint64_t conn) {
   const auto a = net::api_from_wire(api);
   coordinator_plan plan;
-  auto command = command_for(g);
+  auto command = command_for(g.key());
   switch (a.value_or(net::api::ping)) {
     case net::api::group_join: {
       RILL_TRY(req, parse<proto::GroupJoinRequest>(header));
@@ -199,7 +199,7 @@ expected<std::string> coordinator_reply(const coordinated_group& g, std::uint16_
 }
 
 proto::CoordinatorCommand create_command(const coordinated_group& g) {
-  auto c = command_for(g);
+  auto c = command_for(g.key());
   auto* k = c.mutable_create();
   k->set_partitions(g.id.partitions);
   k->set_strategy(strategy_number(g.id.config));
@@ -209,10 +209,7 @@ proto::CoordinatorCommand create_command(const coordinated_group& g) {
 }
 
 proto::CoordinatorCommand remove_command(const group_key& key, std::uint32_t incarnation) {
-  proto::CoordinatorCommand c;
-  c.set_stream_id(key.stream);
-  c.set_topic_id(key.topic);
-  c.set_group(key.name);
+  auto c = command_for(key);
   c.mutable_remove()->set_incarnation(incarnation);
   return c;
 }
@@ -223,14 +220,14 @@ const group_state* coordinated_state(const group_machine& machine, const coordin
 }
 
 proto::CoordinatorCommand resize_command(const coordinated_group& g) {
-  auto c = command_for(g);
+  auto c = command_for(g.key());
   c.mutable_resize()->set_partitions(g.id.partitions);
   return c;
 }
 
 proto::CoordinatorCommand commit_command(const coordinated_group& g, const std::string& member,
                                          std::uint64_t generation, std::uint32_t partition, std::uint64_t offset) {
-  auto c = command_for(g);
+  auto c = command_for(g.key());
   auto* k = c.mutable_commit();
   k->set_member_id(member);
   k->set_generation(generation);

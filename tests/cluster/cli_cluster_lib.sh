@@ -44,3 +44,11 @@ start() {
 }
 servers="127.0.0.1:$(tcp 1),127.0.0.1:$(tcp 2),127.0.0.1:$(tcp 3)"
 r() { "$rill" --server "$servers" "$@"; }
+# Formats the three nodes and starts them.
+start_cluster() {
+  for i in 1 2 3; do
+    # shellcheck disable=SC2046
+    "$rilld" format --data-dir "$dir/n$i" $(cluster_args "$i") >/dev/null || fail "format node $i"
+    start "$i"
+  done
+}

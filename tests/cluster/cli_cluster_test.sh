@@ -23,11 +23,7 @@ under_replicated() {
   return 1
 }
 
-for i in 1 2 3; do
-  # shellcheck disable=SC2046
-  "$rilld" format --data-dir "$dir/n$i" $(cluster_args "$i") >/dev/null || fail "format node $i"
-  start "$i"
-done
+start_cluster
 r stream create s >/dev/null || fail "stream create"
 r topic create s t --partitions 3 --replication-factor 3 | grep -q "3 partitions" || fail "topic create"
 

@@ -57,11 +57,7 @@ producer() {
   done
 }
 
-for i in 1 2 3; do
-  # shellcheck disable=SC2046
-  "$rilld" format --data-dir "$dir/n$i" $(cluster_args "$i") >/dev/null || fail "format node $i"
-  start "$i"
-done
+start_cluster
 r stream create s >/dev/null || fail "stream create"
 r topic create s t --partitions 6 --replication-factor 3 | grep -q "6 partitions" || fail "topic create"
 r group create s t g --session-timeout-ms 3000 >/dev/null || fail "group create: $(r group create s t g 2>&1)"
