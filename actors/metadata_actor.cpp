@@ -422,6 +422,7 @@ bool metadata_actor::run_now(const reconcile_step& step) {
     case reconcile_kind::spawn_partition: {
       storage::log_options options;
       options.config = step.config;
+      options.blocking_writes = services_->config->blocking_writes;
       partition_identity id{step.stream_id, step.topic_id, step.id,
                             partition_dir(data_dir, step.stream_id, step.topic_id, step.id)};
       if (!step.replicas.empty()) {

@@ -289,6 +289,17 @@ const std::vector<key_spec>& registry() {
     k.push_back(integer("storage.retention_check_ms", 100, 86'400'000,
                         "How often each partition applies its retention (retention_ms, retention_bytes).",
                         &server_config::retention_check_ms));
+    k.push_back(key_spec{"storage.blocking_writes",
+                         kind::boolean,
+                         "Write unsynced log data (relaxed durability) with pwritev on the shard's own thread rather "
+                         "than through io_uring's kernel worker: no thread hand-off per write; the shard waits where "
+                         "the kernel throttles dirty pages.",
+                         0,
+                         0,
+                         {},
+                         false,
+                         [](server_config& c, const config_value& v) { c.blocking_writes = std::get<bool>(v); },
+                         [](const server_config& c) { return config_value{c.blocking_writes}; }});
     k.push_back(storage_integer("storage.max_message_bytes", limits::batch_bytes_min, limits::batch_bytes_limit,
                                 "Largest record batch accepted.", &log_config::max_message_bytes));
     k.push_back(

@@ -126,7 +126,7 @@ task<expected<void>> write_all(io::engine& e, int fd, std::uint64_t offset, std:
 }
 
 task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std::span<const ::iovec> iov,
-                                std::string path) {
+                                std::string path, bool blocking_ok) {
   std::uint64_t total = 0;
   for (const auto& v : iov) {
     total += v.iov_len;
@@ -138,6 +138,7 @@ task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std
     io::awaitable r(e);
     r.op = io::opcode::writev;
     r.fd = fd;
+    r.blocking_ok = blocking_ok;
     r.offset = offset + put;
     r.iov = current.data();
     r.iov_count = static_cast<unsigned>(current.size());

@@ -26,8 +26,9 @@ task<expected<std::size_t>> read_at(io::engine& e, int fd, std::uint64_t offset,
 task<expected<void>> write_all(io::engine& e, int fd, std::uint64_t offset, std::span<const std::byte> data,
                                std::string path);
 // Writes every iovec in order starting at `offset` (one writev, continued if short). `iov` is not modified.
+// `blocking_ok`: the engine may run the write on its owner's thread (io::request::blocking_ok).
 task<expected<void>> writev_all(io::engine& e, int fd, std::uint64_t offset, std::span<const ::iovec> iov,
-                                std::string path);
+                                std::string path, bool blocking_ok = false);
 task<expected<void>> datasync_file(io::engine& e, int fd, std::string path);
 task<expected<void>> truncate_file(io::engine& e, int fd, std::uint64_t length, std::string path);
 task<expected<std::uint64_t>> size_of_file(io::engine& e, int fd, std::string path);

@@ -472,7 +472,7 @@ task<expected<void>> partition_log::write_group_batches(append_group& g) {
   RILL_CO_TRY(log, co_await active.log_file.pin(engine_));
   active.log_file.mark_unsynced();  // until an fdatasync covers the group, the cache must not close the file
   if (!fused) {
-    co_return co_await writev_all(engine_, log.fd(), g.position, iov, active.log_path());
+    co_return co_await writev_all(engine_, log.fd(), g.position, iov, active.log_path(), options_.blocking_writes);
   }
   io::awaitable op(engine_);
   op.op = io::opcode::writev_datasync;

@@ -121,6 +121,10 @@ struct log_options {
   // fdatasync. false: only the every_records / every_ms bounds sync (rill-bench --sync none; tests that need
   // written data to stay unsynced).
   bool background_sync = true;
+  // Writes not fused with their fdatasync (relaxed durability, and groups that carry replication metadata) run as
+  // plain pwritev on the engine owner's thread (io::request::blocking_ok) instead of a kernel worker thread: no
+  // cross-thread hand-off per write (docs/storage.md, "Writes"). false: every write goes through the ring.
+  bool blocking_writes = true;
 };
 
 struct append_result {

@@ -105,6 +105,12 @@ struct request {
   std::uint32_t mode = 0600;
   std::vector<std::string>* names = nullptr;  // list_dir output
   request* target = nullptr;                  // cancel
+  // write / writev only: the caller lets the engine run the write as a plain blocking system call on the owner's
+  // thread, inside poll() (uring_engine: pwrite(v) instead of an SQE; the other engines ignore it). A buffered write
+  // to a file system that cannot write its page cache without blocking (ext4 refuses RWF_NOWAIT) otherwise goes from
+  // the ring to a kernel worker thread and its completion back: two cross-thread wake-ups per write. The price: the
+  // owner's thread copies the bytes itself, and waits where the kernel throttles writers of dirty pages.
+  bool blocking_ok = false;
 
   std::int64_t result = 0;
   std::int64_t sync_result = 0;  // writev_datasync only

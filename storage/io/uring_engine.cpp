@@ -2,6 +2,7 @@
 // - in_flight_ counts requests between submit() and the end of their completion callback.
 // - A request is in exactly one of: pending_ (not yet an SQE), the ring, helper_queue_, helper_done_.
 // - The eventfd poll is armed whenever a helper request is outstanding.
+// - blocking_done_ holds only requests that prep() ran on this thread; reap() empties it.
 #include "storage/io/uring_engine.h"
 
 #include <fcntl.h>
@@ -106,6 +107,12 @@ void uring_engine::submit(request& r) {
 }
 
 bool uring_engine::prep(request& r) {
+  if (r.blocking_ok && (r.op == opcode::write || r.op == opcode::writev)) {
+    execute_blocking(r);
+    ++blocking_writes_;
+    blocking_done_.push_back(&r);
+    return true;
+  }
   if (r.op == opcode::writev_datasync) {
     // Two linked SQEs: the fdatasync starts only after the whole write succeeded (a short or failed write cancels it).
     if (io_uring_sq_space_left(&ring_) < 2) {
@@ -240,6 +247,8 @@ void uring_engine::helper_main() {
 
 std::size_t uring_engine::reap(std::vector<request*>& done) {
   const std::size_t before = done.size();
+  done.insert(done.end(), blocking_done_.begin(), blocking_done_.end());
+  blocking_done_.clear();
   io_uring_cqe* cqe = nullptr;
   bool signalled = false;
   while (io_uring_peek_cqe(&ring_, &cqe) == 0) {

@@ -6,6 +6,9 @@
 // - Operations io_uring cannot do on this kernel (directory listing, file size; ftruncate where the raw opcode 55
 //   is missing, probed at start) run on one helper thread, started on first use. Its completions are handed back
 //   through an eventfd that the ring polls, so they too complete inside poll() on the owner's thread.
+// - Writes marked request::blocking_ok run as pwrite(v) on the owner's thread where poll() would have made their SQE
+//   (in submission order with the other queued requests, which io_uring runs in any order anyway), and complete in
+//   the same poll().
 // - Not thread-safe: one owner thread (a shard worker in rilld, the main thread in tools and tests).
 #include <liburing.h>
 
@@ -47,6 +50,7 @@ class uring_engine final : public engine {
   // Counters for monitoring and benchmarks.
   [[nodiscard]] std::uint64_t submissions() const noexcept { return submissions_; }
   [[nodiscard]] std::uint64_t enters() const noexcept { return enters_; }
+  [[nodiscard]] std::uint64_t blocking_writes() const noexcept { return blocking_writes_; }
 
  private:
   uring_engine() = default;
@@ -65,8 +69,10 @@ class uring_engine final : public engine {
   bool native_unlink_ = false;
   std::deque<request*> pending_;
   std::size_t in_flight_ = 0;
+  std::vector<request*> blocking_done_;  // blocking_ok writes run by prep(), completed by the next reap()
   std::uint64_t submissions_ = 0;
   std::uint64_t enters_ = 0;
+  std::uint64_t blocking_writes_ = 0;
 
   // Helper thread for blocking operations.
   int eventfd_ = -1;
