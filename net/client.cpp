@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -209,14 +210,28 @@ expected<void> client::connect_one(const std::string& server) {
   return {};
 }
 
-expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
+expected<reply> client::call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches) {
   if (fd_ < 0) {
     RILL_TRY_VOID(reconnect());
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
+  const std::size_t frame_bytes = head.size() + batches.size();
   std::size_t sent = 0;
-  while (sent < frame.size()) {
-    const ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+  while (sent < frame_bytes) {
+    // The head and the batches in one vectored send, from wherever the last one stopped.
+    ::iovec iov[2];
+    int count = 0;
+    if (sent < head.size()) {
+      iov[count++] = ::iovec{const_cast<std::byte*>(head.data() + sent), head.size() - sent};
+    }
+    const std::size_t batches_sent = sent > head.size() ? sent - head.size() : 0;
+    if (batches_sent < batches.size()) {
+      iov[count++] = ::iovec{const_cast<std::byte*>(batches.data() + batches_sent), batches.size() - batches_sent};
+    }
+    ::msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -231,9 +246,14 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
                        fmt::format("sending {} to {}: {}", to_string(a), current_server_, why));
     }
   }
-  const std::uint32_t want_correlation = load_be<std::uint32_t>(frame.data() + 4);
-  std::vector<std::byte> in;
+  const std::uint32_t want_correlation = load_be<std::uint32_t>(head.data() + 4);
+  if (in_.size() > in_kept_bytes_max) {
+    in_.resize(in_kept_bytes_max);
+    in_.shrink_to_fit();
+  }
+  std::size_t have = 0;  // bytes of in_ received in this call
   for (;;) {
+    const std::span<const std::byte> in(in_.data(), have);
     auto size = next_frame_size(in, reply_prefix_bytes, options_.max_frame_bytes);
     if (!size) {
       disconnect();
@@ -248,7 +268,7 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
       return unexpected(std::move(size).error());
     }
     if (size->has_value()) {
-      auto r = parse_reply(std::span<const std::byte>(in).first(**size));
+      auto r = parse_reply(in.first(**size));
       if (!r) {
         disconnect();
         return unexpected(std::move(r).error());
@@ -264,14 +284,15 @@ expected<reply> client::call_once(api a, std::span<const std::byte> frame) {
       out.batches.assign(r->batches.begin(), r->batches.end());
       return out;
     }
-    const std::size_t have = in.size();
-    in.resize(have + 64 * 1024);
-    const ssize_t n = ::recv(fd_, in.data() + have, in.size() - have, 0);
+    // Room for the rest of the frame when its size is known (at least 64 KiB more): received straight into in_.
+    if (in_.size() < have + 64 * 1024) {
+      in_.resize(std::max(have + 64 * 1024, 2 * in_.size()));
+    }
+    const ssize_t n = ::recv(fd_, in_.data() + have, in_.size() - have, 0);
     if (n > 0) {
-      in.resize(have + static_cast<std::size_t>(n));
+      have += static_cast<std::size_t>(n);
       continue;
     }
-    in.resize(have);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       if (!wait_fd(fd_, POLLIN, deadline)) {
         disconnect();
@@ -354,10 +375,10 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
   int redirects = 0;
   std::string route;
   for (int attempt = 0;; ++attempt) {
-    std::vector<std::byte> frame;
-    append_request(frame, next_correlation_++, a, header, batches, seen_);
+    head_.clear();
+    append_request_head(head_, next_correlation_++, a, header, batches, seen_);
     if (attempt == 0 && served_by_topic_node(a)) {
-      route = topic_route(frame);
+      route = topic_route(head_);
       if (const auto p = partition_of(a, header); p && !route.empty()) {
         route += fmt::format("#{}", *p);
       }
@@ -368,7 +389,7 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
         routes_.erase(known);  // that node is away: start again from the servers given
       }
     }
-    auto r = call_once(a, frame);
+    auto r = call_once(a, head_, batches);
     if (r) {
       observe(metadata_position_of(std::as_bytes(std::span(r->header))));
     }
@@ -625,7 +646,8 @@ producer::producer(client& c, proto::Identifier s, proto::Identifier t, producer
       topic_(std::move(t)),
       options_(o),
       partitions_(partitions),
-      batch_bytes_max_(std::min(o.max_batch_bytes, topic_batch_bytes_max)) {
+      batch_bytes_max_(std::min(o.max_batch_bytes, topic_batch_bytes_max)),
+      builder_(o.zstd ? storage::compression::zstd : storage::compression::none) {
   start_producer_id();
 }
 
@@ -696,7 +718,8 @@ expected<std::vector<producer::ack>> producer::send_partition(std::uint32_t part
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
   for (int restarts = 0;; ++restarts) {
-    storage::batch_builder b(options_.zstd ? storage::compression::zstd : storage::compression::none);
+    storage::batch_builder& b = builder_;
+    b.reset();
     const std::int32_t sequence = sequences_[partition];
     if (options_.idempotent) {
       b.producer(producer_id_, 0, sequence);
@@ -711,9 +734,9 @@ expected<std::vector<producer::ack>> producer::send_partition(std::uint32_t part
       b.add(m.key ? std::optional(storage::as_bytes(*m.key)) : std::nullopt,
             m.value ? std::optional(storage::as_bytes(*m.value)) : std::nullopt, headers);
     }
-    RILL_TRY(batch, b.build());
+    RILL_TRY_VOID(b.build_into(batch_));
     // The client retries retriable failures itself; the sequence makes a retry of a batch that did land a no-op.
-    auto r = client_.produce(stream_, topic_, partition, batch);
+    auto r = client_.produce(stream_, topic_, partition, batch_);
     if (!r && options_.idempotent && restarts < producer_id_restarts_max &&
         r.error().code() == make_error_code(status::unknown_producer_id)) {
       // The partition no longer knows this producer (its batches are gone: a restart with them in older segments,

@@ -28,6 +28,7 @@
 #include "net/frame.h"
 #include "net/proto/rill.pb.h"
 #include "storage/record_batch.h"
+#include "storage/record_batch_builder.h"
 
 namespace rill::net {
 
@@ -158,7 +159,8 @@ class client {
   explicit client(client_options o) : options_(std::move(o)) {}
   expected<void> reconnect();
   expected<void> connect_one(const std::string& server);
-  expected<reply> call_once(api a, std::span<const std::byte> frame);
+  // Sends `head` and then `batches` (one frame: append_request_head) and reads the reply.
+  expected<reply> call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches);
   void disconnect();
   // Makes `server` the current connection: the one held for it if any, else a new one; the current one is held for
   // later (the oldest held is closed past connections_max).
@@ -171,6 +173,11 @@ class client {
   // that accepts connections but cannot answer, paused or cut off from its peers, is not asked again and again).
   std::string avoid_;
   int fd_ = -1;
+  // Kept between calls so that a reply costs no allocation or zero-fill: the request's head, and the receive buffer
+  // (received bytes are in_[0, n) of one call; its size only grows, up to in_kept_bytes_max between calls).
+  std::vector<std::byte> head_;
+  std::vector<std::byte> in_;
+  static constexpr std::size_t in_kept_bytes_max = 1 << 20;
   std::uint32_t next_correlation_ = 1;
   metadata_position seen_;
   std::uint64_t connects_ = 0;
@@ -236,6 +243,9 @@ class producer {
   std::uint32_t partitions_;
   std::uint64_t batch_bytes_max_;  // the estimate of a batch's size (batch_bytes_of) kept at or below this
   std::uint32_t next_balanced_ = 0;
+  // Reused by every send (reset, not reallocated): the batch being encoded, and its finished bytes.
+  storage::batch_builder builder_;
+  std::vector<std::byte> batch_;
   std::int64_t producer_id_;
   std::map<std::uint32_t, std::int32_t> sequences_;  // next sequence per partition
   std::map<std::uint32_t, pending> pending_;

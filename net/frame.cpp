@@ -6,6 +6,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
 
+#include "base/assert.h"
 #include "base/endian.h"
 #include "config/errc.h"
 #include "net/errc.h"
@@ -285,15 +286,18 @@ proto::MetadataPosition position_message(metadata_position at) {
 }
 
 // One frame: the length, `prefix_tail`, the header length, the header (serialized by `write_header`, then the
-// position), the batches.
+// position), the batches (`with_batches` false: all but the batches, which the caller sends after).
 template <class WriteHeader>
 void append_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix_tail, std::size_t header_length,
-                  WriteHeader write_header, metadata_position at, std::span<const std::byte> batches) {
+                  WriteHeader write_header, metadata_position at, std::span<const std::byte> batches,
+                  bool with_batches = true) {
   const proto::MetadataPosition position = position_message(at);
   const std::size_t position_length = position.ByteSizeLong();  // 0 when both are zero
   const std::size_t start = out.size();
-  const std::size_t total = length_bytes + prefix_tail.size() + 4 + header_length + position_length + batches.size();
-  out.resize(start + total);
+  const std::size_t head = length_bytes + prefix_tail.size() + 4 + header_length + position_length;
+  const std::size_t total = head + batches.size();
+  out.reserve(start + (with_batches ? total : head));
+  out.resize(start + head);  // (the batches are inserted below: resize would zero-fill them first)
   std::byte* p = out.data() + start;
   store_be<std::uint32_t>(p, static_cast<std::uint32_t>(total - length_bytes));
   p += length_bytes;
@@ -307,17 +311,25 @@ void append_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix
     position.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p));
     p += position_length;
   }
-  if (!batches.empty()) {
-    std::memcpy(p, batches.data(), batches.size());
+  RILL_ASSERT(p == out.data() + start + head);
+  if (with_batches) {
+    out.insert(out.end(), batches.begin(), batches.end());
   }
 }
 
 void append_message_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix_tail,
                           const google::protobuf::MessageLite& header, std::span<const std::byte> batches,
-                          metadata_position at) {
+                          metadata_position at, bool with_batches = true) {
   append_frame(
       out, prefix_tail, header.ByteSizeLong(),
-      [&](std::byte* p) { header.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p)); }, at, batches);
+      [&](std::byte* p) { header.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(p)); }, at, batches,
+      with_batches);
+}
+
+void request_prefix_tail(std::byte (&tail)[8], std::uint32_t correlation_id, api a) {
+  store_be<std::uint32_t>(tail, correlation_id);
+  store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(a));
+  store_be<std::uint16_t>(tail + 6, protocol_version);
 }
 }  // namespace
 
@@ -386,10 +398,16 @@ void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, a
                     const google::protobuf::MessageLite& header, std::span<const std::byte> batches,
                     metadata_position at) {
   std::byte tail[8];
-  store_be<std::uint32_t>(tail, correlation_id);
-  store_be<std::uint16_t>(tail + 4, static_cast<std::uint16_t>(a));
-  store_be<std::uint16_t>(tail + 6, protocol_version);
+  request_prefix_tail(tail, correlation_id, a);
   append_message_frame(out, tail, header, batches, at);
+}
+
+void append_request_head(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,
+                         const google::protobuf::MessageLite& header, std::span<const std::byte> batches,
+                         metadata_position at) {
+  std::byte tail[8];
+  request_prefix_tail(tail, correlation_id, a);
+  append_message_frame(out, tail, header, batches, at, false);
 }
 
 void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,

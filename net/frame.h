@@ -119,6 +119,11 @@ expected<reply_view> parse_reply(std::span<const std::byte> frame);
 void append_request(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,
                     const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {},
                     metadata_position at = {});
+// The frame append_request writes, less its batches (its length counts them): the caller sends `batches` right
+// after these bytes (one vectored send), so they are never copied into the frame.
+void append_request_head(std::vector<std::byte>& out, std::uint32_t correlation_id, api a,
+                         const google::protobuf::MessageLite& header, std::span<const std::byte> batches,
+                         metadata_position at = {});
 void append_reply(std::vector<std::byte>& out, std::uint32_t correlation_id, status st,
                   const google::protobuf::MessageLite& header, std::span<const std::byte> batches = {},
                   metadata_position at = {});

@@ -38,8 +38,11 @@ void batch_builder::add(std::optional<std::span<const std::byte>> key, std::opti
   for (const auto& h : headers) {
     body += nullable_size(h.key) + nullable_size(h.value);
   }
-  const std::size_t at = records_.size();
-  records_.resize(at + zigzag_size(static_cast<std::int64_t>(body)) + body);
+  const std::size_t at = records_bytes_;
+  records_bytes_ = at + zigzag_size(static_cast<std::int64_t>(body)) + body;
+  if (records_.size() < records_bytes_) {
+    records_.resize(std::max(records_bytes_, 2 * records_.size()));
+  }
   std::byte* p = records_.data() + at;
   p = write_zigzag(p, static_cast<std::int64_t>(body));
   *p++ = std::byte{0};  // record attributes: unused in v2
@@ -52,18 +55,33 @@ void batch_builder::add(std::optional<std::span<const std::byte>> key, std::opti
     p = put_nullable(p, h.key);
     p = put_nullable(p, h.value);
   }
-  RILL_ASSERT(p == records_.data() + records_.size());
+  RILL_ASSERT(p == records_.data() + records_bytes_);
   max_timestamp_delta_ = count_ == 0 ? timestamp_delta : std::max(max_timestamp_delta_, timestamp_delta);
   ++count_;
 }
 
+void batch_builder::reserve(std::size_t record_bytes) {
+  if (records_.size() < record_bytes) {
+    records_.resize(record_bytes);
+  }
+}
+
 expected<std::vector<std::byte>> batch_builder::build() const {
-  std::vector<std::byte> out(bf::header_bytes);
+  std::vector<std::byte> out;
+  RILL_TRY_VOID(build_into(out));
+  return out;
+}
+
+expected<void> batch_builder::build_into(std::vector<std::byte>& out) const {
+  const std::span<const std::byte> records(records_.data(), records_bytes_);
+  out.clear();
   if (codec_ == compression::zstd) {
-    RILL_TRY_VOID(zstd_compress(records_, zstd_level_, out));
-  } else if (!records_.empty()) {
-    out.resize(bf::header_bytes + records_.size());
-    std::memcpy(out.data() + bf::header_bytes, records_.data(), records_.size());
+    out.resize(bf::header_bytes);
+    RILL_TRY_VOID(zstd_compress(records, zstd_level_, out));
+  } else {
+    out.reserve(bf::header_bytes + records.size());
+    out.resize(bf::header_bytes);
+    out.insert(out.end(), records.begin(), records.end());  // (insert copies; resize would zero-fill first)
   }
   std::byte* b = out.data();
   store_be<std::int64_t>(b + bf::base_offset_at, base_offset_.value());
@@ -79,11 +97,11 @@ expected<std::vector<std::byte>> batch_builder::build() const {
   store_be<std::int32_t>(b + bf::base_sequence_at, base_sequence_);
   store_be<std::int32_t>(b + bf::records_count_at, count_);
   store_be<std::uint32_t>(b + bf::crc_at, crc32c(b + bf::attributes_at, out.size() - bf::attributes_at));
-  return out;
+  return {};
 }
 
 void batch_builder::reset() noexcept {
-  records_.clear();
+  records_bytes_ = 0;
   count_ = 0;
   max_timestamp_delta_ = 0;
 }

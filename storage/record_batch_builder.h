@@ -3,7 +3,8 @@
 // a null value), headers, producer id/epoch/sequence, and whole-batch zstd compression.
 //
 // Records are encoded as they are added; build() writes the header, compresses the records region when asked and
-// computes the CRC. The builder can be reused after reset().
+// computes the CRC. The builder can be reused after reset(), which keeps its memory: a producer that reuses one
+// builder (and one output buffer, build_into) allocates and zero-fills nothing per batch once warm.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -55,10 +56,14 @@ class batch_builder {
 
   [[nodiscard]] std::int32_t records() const noexcept { return count_; }
   // Bytes of the batch if built uncompressed now.
-  [[nodiscard]] std::size_t uncompressed_bytes() const noexcept { return batch_format::header_bytes + records_.size(); }
+  [[nodiscard]] std::size_t uncompressed_bytes() const noexcept { return batch_format::header_bytes + records_bytes_; }
+  // Room for this many bytes of encoded records without growing.
+  void reserve(std::size_t record_bytes);
 
   // The finished batch. Fails only if compression fails.
   expected<std::vector<std::byte>> build() const;
+  // The same, into `out` (replaced; its capacity is reused).
+  expected<void> build_into(std::vector<std::byte>& out) const;
   void reset() noexcept;
 
  private:
@@ -72,7 +77,10 @@ class batch_builder {
   epoch_t leader_epoch_{-1};
   std::int32_t count_ = 0;
   std::int64_t max_timestamp_delta_ = 0;
+  // Encoded records are records_[0, records_bytes_); the bytes after are spare room (grown by doubling, so a record
+  // costs no zero-fill of its own).
   std::vector<std::byte> records_;
+  std::size_t records_bytes_ = 0;
 };
 
 }  // namespace rill::storage

@@ -9,6 +9,7 @@
 // Configuration layers: defaults < FILE (TOML) < RILL_* environment variables < flags. SIGTERM or SIGINT: stop
 // accepting, finish in-flight requests, sync and close every partition, exit 0. Exit 2 for a bad configuration
 // (the message names the key), 1 when startup fails (address in use, data directory locked, recovery failed).
+#include <malloc.h>
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -25,7 +26,21 @@
 
 extern char** environ;
 
+namespace {
+// glibc hands the free memory at the top of a thread's arena back to the kernel (madvise) once 128 KiB of it are
+// free, and its next large allocation faults those pages in again, zero-filled by the kernel. A shard allocates and
+// frees a write buffer per produce request (a batch of 100 KiB is common): with the defaults every such request paid
+// some 25 page faults (perf under produce load: madvise, native_set_pte, clear_page in the shard threads). Each arena
+// now keeps up to 32 MiB free, and blocks up to 16 MiB come from the arenas instead of an mmap of their own (setting
+// the trim threshold fixes glibc's mmap threshold, which would otherwise stay at 128 KiB). The memory this holds is
+// bounded: 32 MiB per arena, and glibc keeps at most 8 arenas per core.
+constexpr int malloc_trim_bytes = 32 << 20;
+constexpr int malloc_mmap_bytes = 16 << 20;
+}  // namespace
+
 int main(int argc, char** argv) {
+  ::mallopt(M_TRIM_THRESHOLD, malloc_trim_bytes);
+  ::mallopt(M_MMAP_THRESHOLD, malloc_mmap_bytes);
   CLI::App app{"rilld: the rill message-streaming server"};
   std::string config_file;
   std::string data_dir;

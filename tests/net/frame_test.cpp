@@ -52,6 +52,25 @@ BOOST_AUTO_TEST_CASE(request_round_trip_with_batches_in_place) {
   BOOST_TEST(ping->batches.empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_request_head_and_its_batches_are_the_whole_frame) {
+  // The client sends the head and the batches with one vectored send: together they are append_request's frame.
+  proto::ProduceRequest h;
+  h.mutable_stream()->set_name("orders");
+  h.mutable_topic()->set_name("t");
+  storage::batch_builder b;
+  b.add("k", "v");
+  b.add_value(std::string(3000, 'x'));
+  const auto batch = *b.build();
+  const metadata_position at{3, 5};
+  std::vector<std::byte> whole;
+  append_request(whole, 9, api::produce, h, batch, at);
+  std::vector<std::byte> head{std::byte{7}};  // appended after what is there
+  append_request_head(head, 9, api::produce, h, batch, at);
+  head.insert(head.end(), batch.begin(), batch.end());
+  BOOST_TEST((std::span<const std::byte>(head).subspan(1).size() == whole.size()));
+  BOOST_TEST((std::equal(whole.begin(), whole.end(), head.begin() + 1)));
+}
+
 BOOST_AUTO_TEST_CASE(reply_and_error_reply) {
   std::vector<std::byte> out;
   proto::ProduceReply r;

@@ -33,13 +33,18 @@ struct unit_ref {
 class rill_producer final : public producer_driver {
  public:
   rill_producer(std::unique_ptr<client> c, const std::vector<unit_ref>& units, bool zstd)
-      : client_(std::move(c)), units_(units), zstd_(zstd), sequences_(units.size(), 0) {
+      : client_(std::move(c)),
+        units_(units),
+        builder_(zstd ? storage::compression::zstd : storage::compression::none),
+        sequences_(units.size(), 0) {
     std::random_device rd;
     producer_id_ = static_cast<std::int64_t>((std::uint64_t{rd()} << 31) ^ rd()) & 0x3fffffffffffffffLL;
   }
 
   expected<void> send(std::uint32_t unit, std::span<const bench_message> batch) override {
-    storage::batch_builder b(zstd_ ? storage::compression::zstd : storage::compression::none);
+    // One builder and one batch buffer, reused (as the client library's producer does).
+    storage::batch_builder& b = builder_;
+    b.reset();
     b.producer(producer_id_, 0, sequences_[unit]);
     b.base_timestamp(timestamp_ms_t(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -47,12 +52,11 @@ class rill_producer final : public producer_driver {
     for (const auto& m : batch) {
       b.add(m.key.empty() ? std::nullopt : std::optional(storage::as_bytes(m.key)), m.value);
     }
-    auto built = b.build();
-    if (!built) {
+    if (auto built = b.build_into(batch_); !built) {
       return unexpected(built.error());
     }
     const auto& u = units_[unit];
-    auto r = client_->produce(by_id(u.stream_id), by_id(u.topic_id), u.partition, *built);
+    auto r = client_->produce(by_id(u.stream_id), by_id(u.topic_id), u.partition, batch_);
     if (!r) {
       return unexpected(r.error());
     }
@@ -63,7 +67,8 @@ class rill_producer final : public producer_driver {
  private:
   std::unique_ptr<client> client_;
   const std::vector<unit_ref>& units_;
-  bool zstd_;
+  storage::batch_builder builder_;
+  std::vector<std::byte> batch_;
   std::int64_t producer_id_ = 0;
   std::vector<std::int32_t> sequences_;
 };
