@@ -4,14 +4,16 @@
 #   bench/storage.sh [BUILD_DIR]            (default build dir: build)
 #
 # Environment: BENCH_DIR (scratch directory, default /tmp/rill-bench), RUNS (pairs per comparison, default 5),
-# BATCHES (default 3000), RECOVERY_BYTES (default 1 GiB).
+# BATCHES (default 3000), RECOVERY_BYTES (default 1 GiB), ONLY=unsynced (comparison 2 alone).
 #
 # Every comparison runs rill and fio alternately RUNS times and reports the median of each and the median of the
 # pairwise ratios (these machines are noisy: ratios measured side by side are what to quote, not absolute digits).
 #   1. sync every batch: rill-bench storage --sync every-batch (one append in flight: one write + one fdatasync per
 #      batch) against fio writing the same bytes per write with an fdatasync after each (--fdatasync=1).
 #   2. no sync: rill-bench storage --sync none (final flush included) against fio's buffered sequential write
-#      (--end_fsync=1, included in fio's runtime); once with one append in flight, once with 8 (pipelined producer).
+#      (--end_fsync=1, included in fio's runtime); with one append in flight and with 8 (pipelined producer), each
+#      with blocking writes (pwritev on the writer's thread, rilld's default) and with io_uring writes (a kernel
+#      worker thread per write). rill-bench copies each batch into the buffer it appends, timed (rilld's one copy).
 #   3. preallocation: rill with 8 MiB of zeros written ahead against none, sync every batch.
 #   4. recovery of a RECOVERY_BYTES partition of 128 MiB segments: fast path (sealed segments verified against their
 #      index) against a full scan of every segment, page cache dropped before each open when the kernel allows it.
@@ -33,9 +35,9 @@ batch_bytes=$("$rill_bench" storage --dir "$bench_dir/probe" --record-size $reco
   --batches 1 --sync none --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["batch_bytes"])')
 total_bytes=$((batch_bytes * batches))
 
-rill_run() {  # sync inflight [preallocate bytes] -> MB/s
+rill_run() {  # sync inflight [preallocate bytes] [writes] -> MB/s
   "$rill_bench" storage --dir "$bench_dir/rill" --record-size $record_size --batch-records $batch_records \
-    --batches "$batches" --sync "$1" --inflight "$2" --preallocate-bytes "${3:-0}" --json |
+    --batches "$batches" --sync "$1" --inflight "$2" --preallocate-bytes "${3:-0}" --writes "${4:-blocking}" --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["append_mb_per_s"])'
 }
 fio_run() {  # extra fio flags -> MB/s
@@ -59,11 +61,11 @@ print(f"| {label} | {a:.0f} | {b:.0f} | {ratio:.2f} ({lo:.2f}-{hi:.2f}) |")
 ' "$1"
 }
 
-compare() {  # label, rill sync, rill inflight, fio args...
-  local label=$1 sync=$2 inflight=$3; shift 3
+compare() {  # label, rill sync, rill inflight, rill writes, fio args...
+  local label=$1 sync=$2 inflight=$3 writes=$4; shift 4
   local pairs=()
   for _ in $(seq "$runs"); do
-    pairs+=("$(rill_run "$sync" "$inflight") $(fio_run "$@")")
+    pairs+=("$(rill_run "$sync" "$inflight" 0 "$writes") $(fio_run "$@")")
   done
   printf '%s\n' "${pairs[@]}" | summarize "$label"
 }
@@ -80,10 +82,18 @@ echo "batch: $batch_records records x $record_size B = $batch_bytes bytes; $batc
 echo
 echo "| comparison | rill MB/s (median) | fio MB/s (median) | rill/fio (median, min-max) |"
 echo "|---|---|---|---|"
-compare "sync every batch, 1 in flight vs fio --fdatasync=1" every-batch 1 --fdatasync=1
-compare "no sync, 1 in flight vs fio buffered --end_fsync=1" none 1 --end_fsync=1
-compare "no sync, 8 in flight vs fio buffered --end_fsync=1" none 8 --end_fsync=1
-compare "sync every batch, 8 in flight (group commit) vs fio --fdatasync=1" every-batch 8 --fdatasync=1
+if [ "${ONLY:-}" != unsynced ]; then
+  compare "sync every batch, 1 in flight vs fio --fdatasync=1" every-batch 1 blocking --fdatasync=1
+fi
+compare "no sync, 1 in flight, blocking writes vs fio buffered --end_fsync=1" none 1 blocking --end_fsync=1
+compare "no sync, 1 in flight, io_uring writes vs fio buffered --end_fsync=1" none 1 ring --end_fsync=1
+compare "no sync, 8 in flight, blocking writes vs fio buffered --end_fsync=1" none 8 blocking --end_fsync=1
+compare "no sync, 8 in flight, io_uring writes vs fio buffered --end_fsync=1" none 8 ring --end_fsync=1
+if [ "${ONLY:-}" = unsynced ]; then
+  rm -rf "$bench_dir"
+  exit 0
+fi
+compare "sync every batch, 8 in flight (group commit) vs fio --fdatasync=1" every-batch 8 blocking --fdatasync=1
 
 echo
 echo "| preallocation (sync every batch) | with 8 MiB MB/s | without MB/s | with/without |"

@@ -123,7 +123,7 @@ struct log_options {
   bool background_sync = true;
   // Writes not fused with their fdatasync (relaxed durability, and groups that carry replication metadata) run as
   // plain pwritev on the engine owner's thread (io::request::blocking_ok) instead of a kernel worker thread: no
-  // cross-thread hand-off per write (docs/storage.md, "Writes"). false: every write goes through the ring.
+  // cross-thread hand-off per write (docs/storage.md, "Blocking writes"). false: every write goes through the ring.
   bool blocking_writes = true;
 };
 
