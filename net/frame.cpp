@@ -1,5 +1,6 @@
 #include "net/frame.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/core.h>
@@ -296,7 +297,9 @@ void append_frame(std::vector<std::byte>& out, std::span<const std::byte> prefix
   const std::size_t start = out.size();
   const std::size_t head = length_bytes + prefix_tail.size() + 4 + header_length + position_length;
   const std::size_t total = head + batches.size();
-  out.reserve(start + (with_batches ? total : head));
+  if (const std::size_t needed = start + (with_batches ? total : head); out.capacity() < needed) {
+    out.reserve(std::max(needed, 2 * out.capacity()));  // geometric, as resize would: frames are appended in runs
+  }
   out.resize(start + head);  // (the batches are inserted below: resize would zero-fill them first)
   std::byte* p = out.data() + start;
   store_be<std::uint32_t>(p, static_cast<std::uint32_t>(total - length_bytes));
