@@ -60,12 +60,6 @@ void batch_builder::add(std::optional<std::span<const std::byte>> key, std::opti
   ++count_;
 }
 
-void batch_builder::reserve(std::size_t record_bytes) {
-  if (records_.size() < record_bytes) {
-    records_.resize(record_bytes);
-  }
-}
-
 expected<std::vector<std::byte>> batch_builder::build() const {
   std::vector<std::byte> out;
   RILL_TRY_VOID(build_into(out));

@@ -57,8 +57,6 @@ class batch_builder {
   [[nodiscard]] std::int32_t records() const noexcept { return count_; }
   // Bytes of the batch if built uncompressed now.
   [[nodiscard]] std::size_t uncompressed_bytes() const noexcept { return batch_format::header_bytes + records_bytes_; }
-  // Room for this many bytes of encoded records without growing.
-  void reserve(std::size_t record_bytes);
 
   // The finished batch. Fails only if compression fails.
   expected<std::vector<std::byte>> build() const;
