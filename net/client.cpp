@@ -235,9 +235,10 @@ expected<reply> client::call_once(api a, std::span<const std::byte> head, std::s
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait_fd(fd_, POLLOUT, deadline)) {
+      if (bool dead = false; !wait_server(POLLOUT, deadline, &dead)) {
         disconnect();
-        return net_error(errc::timed_out, fmt::format("sending {} to {}", to_string(a), current_server_));
+        return net_error(errc::timed_out, fmt::format("sending {} to {}{}", to_string(a), current_server_,
+                                                      dead ? ": it did not answer a liveness ping" : ""));
       }
     } else {
       const std::string why = std::strerror(errno);
@@ -294,10 +295,11 @@ expected<reply> client::call_once(api a, std::span<const std::byte> head, std::s
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait_fd(fd_, POLLIN, deadline)) {
+      if (bool dead = false; !wait_server(POLLIN, deadline, &dead)) {
         disconnect();
         return net_error(errc::timed_out,
-                         fmt::format("waiting for the reply to {} from {}", to_string(a), current_server_));
+                         fmt::format("waiting for the reply to {} from {}{}", to_string(a), current_server_,
+                                     dead ? ": it did not answer a liveness ping" : ""));
       }
       continue;
     }
@@ -305,6 +307,48 @@ expected<reply> client::call_once(api a, std::span<const std::byte> head, std::s
     return net_error(errc::connection_closed,
                      fmt::format("{} closed the connection during {}", current_server_, to_string(a)));
   }
+}
+
+bool client::wait_server(short events, std::chrono::steady_clock::time_point deadline, bool* dead) {
+  const auto every = options_.liveness_probe_after;
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto until = every.count() > 0 ? std::min(deadline, now + every) : deadline;
+    if (wait_fd(fd_, events, until)) {
+      return true;
+    }
+    if (until >= deadline) {
+      return false;
+    }
+    if (!server_answers()) {
+      *dead = true;
+      return false;
+    }
+  }
+}
+
+bool client::server_answers() {
+  ++liveness_probes_;
+  client_options o;
+  o.server = current_server_;
+  o.connect_timeout = options_.liveness_probe_timeout;
+  o.request_timeout = options_.liveness_probe_timeout;
+  o.liveness_probe_after = std::chrono::milliseconds(0);
+  o.retries = 0;
+  o.max_frame_bytes = options_.max_frame_bytes;
+  bool alive = false;
+  if (auto probe = client::connect(o)) {
+    auto r = (*probe)->ping();
+    // Any reply says the server runs, an error status too (overloaded, shutting down); only silence does not.
+    const auto code = r ? std::error_code() : r.error().code();
+    alive = r.has_value() ||
+            (code != make_error_code(errc::timed_out) && code != make_error_code(errc::connection_closed) &&
+             code != make_error_code(errc::connect_failed));
+  }
+  if (!alive) {
+    ++liveness_probes_failed_;
+  }
+  return alive;
 }
 
 namespace {

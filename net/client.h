@@ -48,6 +48,13 @@ struct client_options {
   std::string server = "127.0.0.1:9420";
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds request_timeout{60'000};
+  // A server that has sent nothing of a reply for liveness_probe_after is asked over a second connection whether it
+  // is alive (a ping, answered within liveness_probe_timeout). One that is not (a paused or hung process: its kernel
+  // still accepts connections and acknowledges bytes) fails the try as a timeout, so the call goes to the next server
+  // of the list at once instead of waiting out request_timeout; one that answers is waited for (a long poll, a slow
+  // disk) until request_timeout. 0: never ask.
+  std::chrono::milliseconds liveness_probe_after{5'000};
+  std::chrono::milliseconds liveness_probe_timeout{2'000};
   int retries = 8;
   std::chrono::milliseconds retry_backoff{100};  // doubled per attempt, up to 2 s
   std::uint64_t max_frame_bytes = 64 * 1024 * 1024;
@@ -154,6 +161,9 @@ class client {
   [[nodiscard]] std::uint64_t connects() const noexcept { return connects_; }
   // not_primary replies this client followed (each topic's first, and each after its node changed).
   [[nodiscard]] std::uint64_t redirects() const noexcept { return redirects_; }
+  // Liveness pings sent to a server silent for liveness_probe_after, and those it did not answer.
+  [[nodiscard]] std::uint64_t liveness_probes() const noexcept { return liveness_probes_; }
+  [[nodiscard]] std::uint64_t liveness_probes_failed() const noexcept { return liveness_probes_failed_; }
 
  private:
   explicit client(client_options o) : options_(std::move(o)) {}
@@ -162,6 +172,11 @@ class client {
   // Sends `head` and then `batches` (one frame: append_request_head) and reads the reply.
   expected<reply> call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches);
   void disconnect();
+  // Waits until the connection is ready for `events` or `deadline` passes (false), asking a silent server whether
+  // it is alive every liveness_probe_after: one that does not answer ends the wait early, with `*dead` set.
+  bool wait_server(short events, std::chrono::steady_clock::time_point deadline, bool* dead);
+  // One ping over a new connection to the current server, within liveness_probe_timeout: false if it got no reply.
+  bool server_answers();
   // Makes `server` the current connection: the one held for it if any, else a new one; the current one is held for
   // later (the oldest held is closed past connections_max).
   expected<void> switch_to(const std::string& server);
@@ -182,6 +197,8 @@ class client {
   metadata_position seen_;
   std::uint64_t connects_ = 0;
   std::uint64_t redirects_ = 0;
+  std::uint64_t liveness_probes_ = 0;
+  std::uint64_t liveness_probes_failed_ = 0;
   std::vector<std::pair<std::string, int>> held_;  // open connections to other nodes, oldest first
   std::map<std::string, std::string> routes_;      // topic (its request's stream and topic fields) -> node address
 };

@@ -319,6 +319,55 @@ BOOST_AUTO_TEST_CASE(a_server_that_accepts_but_never_answers_is_tried_last) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_paused_server_is_left_after_a_failed_liveness_ping_not_after_the_request_timeout) {
+  server s;
+  temp_data_dir dir;
+  rilld_process paused(dir.path() + "/paused");
+  BOOST_REQUIRE_MESSAGE(paused.start().has_value(), paused.log());
+  client_options o;
+  o.server = paused.address() + "," + s.proc.address();
+  o.request_timeout = std::chrono::seconds(120);
+  o.liveness_probe_after = std::chrono::milliseconds(500);
+  o.liveness_probe_timeout = std::chrono::milliseconds(500);
+  o.retry_backoff = std::chrono::milliseconds(10);
+  auto c = client::connect(o);
+  RILL_REQUIRE_OK(c);
+  RILL_REQUIRE_OK((*c)->ping());
+  BOOST_REQUIRE((*c)->server() == paused.address());
+  // SIGSTOP: the process is there, its kernel accepts connections and acknowledges bytes, nothing answers.
+  paused.pause();
+  const auto start = std::chrono::steady_clock::now();
+  auto r = (*c)->ping();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  paused.resume();
+  RILL_REQUIRE_OK(r);
+  BOOST_TEST((*c)->server() == s.proc.address());
+  BOOST_TEST((*c)->liveness_probes_failed() == 1u);
+  // Not a speed check: whether the call waited out its 120 s request timeout or left after one failed ping.
+  BOOST_TEST(waited < std::chrono::seconds(60));
+}
+
+BOOST_AUTO_TEST_CASE(a_live_server_slow_to_answer_is_waited_for) {
+  server s;
+  setup_topic(*s.cli, "s", "t", 1);
+  client_options o;
+  o.server = s.proc.address();
+  o.liveness_probe_after = std::chrono::milliseconds(300);
+  o.liveness_probe_timeout = std::chrono::seconds(5);
+  auto c = client::connect(o);
+  RILL_REQUIRE_OK(c);
+  // A long poll of an empty partition answers after its wait, far past liveness_probe_after: the server answers
+  // the pings meanwhile, so the call waits on the same connection.
+  auto request = poll_request("s", "t", 0, proto::PollStrategy::FIRST);
+  request.set_max_wait_ms(2'000);
+  auto r = (*c)->poll(request);
+  RILL_REQUIRE_OK(r);
+  BOOST_TEST(r->header.records() == 0u);
+  BOOST_TEST((*c)->liveness_probes() >= 1u);
+  BOOST_TEST((*c)->liveness_probes_failed() == 0u);
+  BOOST_TEST((*c)->connects() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(garbage_frames_and_many_connections_leave_others_served) {
   server s;
   setup_topic(*s.cli, "s", "t", 2);

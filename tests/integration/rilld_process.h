@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -139,6 +140,15 @@ class rilld_process {
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
   }
+  // SIGSTOP, returning once every thread has stopped (a group stop is reported to the parent only when complete;
+  // kill() alone returns while threads may still run, and answer one more request).
+  void pause() {
+    ::kill(pid_, SIGSTOP);
+    int status = 0;
+    while (::waitpid(pid_, &status, WUNTRACED) < 0 && errno == EINTR) {
+    }
+  }
+  void resume() { ::kill(pid_, SIGCONT); }
   std::string log() const {
     std::ifstream in(log_path_);
     std::stringstream s;
