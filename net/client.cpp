@@ -210,7 +210,8 @@ expected<void> client::connect_one(const std::string& server) {
   return {};
 }
 
-expected<reply> client::call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches) {
+expected<reply> client::call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches,
+                                  bool leave_if_silent) {
   if (fd_ < 0) {
     RILL_TRY_VOID(reconnect());
   }
@@ -235,7 +236,7 @@ expected<reply> client::call_once(api a, std::span<const std::byte> head, std::s
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (bool dead = false; !wait_server(POLLOUT, deadline, &dead)) {
+      if (bool dead = false; !wait_server(POLLOUT, deadline, leave_if_silent, &dead)) {
         disconnect();
         return net_error(errc::timed_out, fmt::format("sending {} to {}{}", to_string(a), current_server_,
                                                       dead ? ": it did not answer a liveness ping" : ""));
@@ -295,7 +296,7 @@ expected<reply> client::call_once(api a, std::span<const std::byte> head, std::s
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (bool dead = false; !wait_server(POLLIN, deadline, &dead)) {
+      if (bool dead = false; !wait_server(POLLIN, deadline, leave_if_silent, &dead)) {
         disconnect();
         return net_error(errc::timed_out,
                          fmt::format("waiting for the reply to {} from {}{}", to_string(a), current_server_,
@@ -309,11 +310,13 @@ expected<reply> client::call_once(api a, std::span<const std::byte> head, std::s
   }
 }
 
-bool client::wait_server(short events, std::chrono::steady_clock::time_point deadline, bool* dead) {
+bool client::wait_server(short events, std::chrono::steady_clock::time_point deadline, bool leave_if_silent,
+                         bool* dead) {
   const auto every = options_.liveness_probe_after;
+  const bool probe = leave_if_silent && every.count() > 0 && options_.liveness_probe_timeout.count() > 0;
   for (;;) {
     const auto now = std::chrono::steady_clock::now();
-    const auto until = every.count() > 0 ? std::min(deadline, now + every) : deadline;
+    const auto until = probe ? std::min(deadline, now + every) : deadline;
     if (wait_fd(fd_, events, until)) {
       return true;
     }
@@ -323,6 +326,11 @@ bool client::wait_server(short events, std::chrono::steady_clock::time_point dea
     if (!server_answers()) {
       *dead = true;
       return false;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      // The probe took the rest of the time: what arrived meanwhile still counts.
+      pollfd p{fd_, events, 0};
+      return ::poll(&p, 1, 0) > 0;
     }
   }
 }
@@ -336,14 +344,18 @@ bool client::server_answers() {
   o.liveness_probe_after = std::chrono::milliseconds(0);
   o.retries = 0;
   o.max_frame_bytes = options_.max_frame_bytes;
+  auto probe = client::connect(o);
+  // Any reply says the server runs, an error status too (overloaded, shutting down), and so does a connection it
+  // closes (at network.connections_max): a paused process can do none of these. Only silence, or no connection,
+  // says it is not there.
+  const auto silent = [](const rill::error& e) {
+    return e.code() == make_error_code(errc::timed_out) || e.code() == make_error_code(errc::connect_failed);
+  };
   bool alive = false;
-  if (auto probe = client::connect(o)) {
-    auto r = (*probe)->ping();
-    // Any reply says the server runs, an error status too (overloaded, shutting down); only silence does not.
-    const auto code = r ? std::error_code() : r.error().code();
-    alive = r.has_value() ||
-            (code != make_error_code(errc::timed_out) && code != make_error_code(errc::connection_closed) &&
-             code != make_error_code(errc::connect_failed));
+  if (!probe) {
+    alive = !silent(probe.error());
+  } else if (auto r = (*probe)->ping(); r || !silent(r.error())) {
+    alive = true;
   }
   if (!alive) {
     ++liveness_probes_failed_;
@@ -433,7 +445,9 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
         routes_.erase(known);  // that node is away: start again from the servers given
       }
     }
-    auto r = call_once(a, head_, batches);
+    // A silent server is left early only for somewhere else to go (and a try to go there with).
+    const bool elsewhere = options_.server.find(',') != std::string::npos || current_server_ != options_.server;
+    auto r = call_once(a, head_, batches, elsewhere && attempt < options_.retries);
     if (r) {
       observe(metadata_position_of(std::as_bytes(std::span(r->header))));
     }

@@ -48,11 +48,15 @@ struct client_options {
   std::string server = "127.0.0.1:9420";
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds request_timeout{60'000};
-  // A server that has sent nothing of a reply for liveness_probe_after is asked over a second connection whether it
-  // is alive (a ping, answered within liveness_probe_timeout). One that is not (a paused or hung process: its kernel
-  // still accepts connections and acknowledges bytes) fails the try as a timeout, so the call goes to the next server
-  // of the list at once instead of waiting out request_timeout; one that answers is waited for (a long poll, a slow
-  // disk) until request_timeout. 0: never ask.
+  // A server that has taken nothing more of the request or sent nothing more of its reply for liveness_probe_after
+  // is asked over a new connection whether it is alive (a ping; the connection and the reply each within
+  // liveness_probe_timeout), again after each further liveness_probe_after of silence. One that is not (a paused or
+  // hung process: its kernel still accepts connections and acknowledges bytes; a node still recovering at start)
+  // fails the try as a timeout, so the call goes on to another server at once instead of waiting out
+  // request_timeout; one that answers (a reply, an error status, or a close at its connection limit) is waited for
+  // (a long poll, a slow disk). Only where there is another server to go to (the list names several, or the
+  // current one came from a redirect) and a try is left; else the try waits out request_timeout. The request the
+  // silent server holds may still run once it resumes, as after any timeout. 0 (either): never ask.
   std::chrono::milliseconds liveness_probe_after{5'000};
   std::chrono::milliseconds liveness_probe_timeout{2'000};
   int retries = 8;
@@ -169,13 +173,18 @@ class client {
   explicit client(client_options o) : options_(std::move(o)) {}
   expected<void> reconnect();
   expected<void> connect_one(const std::string& server);
-  // Sends `head` and then `batches` (one frame: append_request_head) and reads the reply.
-  expected<reply> call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches);
+  // Sends `head` and then `batches` (one frame: append_request_head) and reads the reply. leave_if_silent: a server
+  // silent for liveness_probe_after that fails the liveness ping ends the try early (there is another server to go
+  // to and a try left); otherwise the try waits out request_timeout.
+  expected<reply> call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches,
+                            bool leave_if_silent);
   void disconnect();
-  // Waits until the connection is ready for `events` or `deadline` passes (false), asking a silent server whether
-  // it is alive every liveness_probe_after: one that does not answer ends the wait early, with `*dead` set.
-  bool wait_server(short events, std::chrono::steady_clock::time_point deadline, bool* dead);
-  // One ping over a new connection to the current server, within liveness_probe_timeout: false if it got no reply.
+  // Waits until the connection is ready for `events` or `deadline` passes (false). With leave_if_silent it asks a
+  // silent server whether it is alive every liveness_probe_after: one that does not answer ends the wait early,
+  // with `*dead` set.
+  bool wait_server(short events, std::chrono::steady_clock::time_point deadline, bool leave_if_silent, bool* dead);
+  // One ping over a new connection to the current server (the connection and the reply each within
+  // liveness_probe_timeout): false if it could not connect or got no reply in time.
   bool server_answers();
   // Makes `server` the current connection: the one held for it if any, else a new one; the current one is held for
   // later (the oldest held is closed past connections_max).

@@ -126,6 +126,7 @@ class rilld_process {
       return -1;
     }
     ::kill(pid_, SIGTERM);
+    ::kill(pid_, SIGCONT);  // a paused process would hold SIGTERM pending forever
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
@@ -142,13 +143,27 @@ class rilld_process {
   }
   // SIGSTOP, returning once every thread has stopped (a group stop is reported to the parent only when complete;
   // kill() alone returns while threads may still run, and answer one more request).
-  void pause() {
+  // Returns false (and records the exit) where the process had already ended.
+  bool pause() {
+    if (pid_ <= 0) {
+      return false;
+    }
     ::kill(pid_, SIGSTOP);
     int status = 0;
     while (::waitpid(pid_, &status, WUNTRACED) < 0 && errno == EINTR) {
     }
+    if (!WIFSTOPPED(status)) {
+      pid_ = -1;
+      exit_status_ = status;
+      return false;
+    }
+    return true;
   }
-  void resume() { ::kill(pid_, SIGCONT); }
+  void resume() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGCONT);
+    }
+  }
   std::string log() const {
     std::ifstream in(log_path_);
     std::stringstream s;
