@@ -211,11 +211,11 @@ expected<void> client::connect_one(const std::string& server) {
 }
 
 expected<reply> client::call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches,
-                                  bool leave_if_silent) {
+                                  bool leave_if_silent, std::chrono::steady_clock::time_point call_deadline) {
   if (fd_ < 0) {
     RILL_TRY_VOID(reconnect());
   }
-  const auto deadline = std::chrono::steady_clock::now() + options_.request_timeout;
+  const auto deadline = std::min(std::chrono::steady_clock::now() + options_.request_timeout, call_deadline);
   const std::size_t frame_bytes = head.size() + batches.size();
   std::size_t sent = 0;
   while (sent < frame_bytes) {
@@ -430,6 +430,7 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
   auto backoff = options_.retry_backoff;
   int redirects = 0;
   std::string route;
+  const auto call_deadline = std::chrono::steady_clock::now() + options_.call_timeout;
   for (int attempt = 0;; ++attempt) {
     head_.clear();
     append_request_head(head_, next_correlation_++, a, header, batches, seen_);
@@ -447,7 +448,7 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
     }
     // A silent server is left early only for somewhere else to go (and a try to go there with).
     const bool elsewhere = options_.server.find(',') != std::string::npos || current_server_ != options_.server;
-    auto r = call_once(a, head_, batches, elsewhere && attempt < options_.retries);
+    auto r = call_once(a, head_, batches, elsewhere && attempt < options_.retries, call_deadline);
     if (r) {
       observe(metadata_position_of(std::as_bytes(std::span(r->header))));
     }
@@ -490,6 +491,10 @@ expected<reply> client::call(api a, const google::protobuf::MessageLite& header,
     }
     if (!retriable || attempt >= options_.retries) {
       return unexpected(std::move(err));
+    }
+    if (std::chrono::steady_clock::now() + backoff >= call_deadline) {
+      return unexpected(rill::error(err.code(), fmt::format("{} (call_timeout {} ms spent over {} tries)", err.detail(),
+                                                            options_.call_timeout.count(), attempt + 1)));
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(2000));

@@ -60,6 +60,10 @@ struct client_options {
   std::chrono::milliseconds liveness_probe_after{5'000};
   std::chrono::milliseconds liveness_probe_timeout{2'000};
   int retries = 8;
+  // A call ends within this, its tries, redirects and backoffs together (as Kafka's default.api.timeout.ms bounds an
+  // admin call): the last try's request_timeout is cut to what is left, and no try starts once it is spent. It
+  // bounds how long a caller waits for a node that accepts connections but never answers.
+  std::chrono::milliseconds call_timeout{120'000};
   std::chrono::milliseconds retry_backoff{100};  // doubled per attempt, up to 2 s
   std::uint64_t max_frame_bytes = 64 * 1024 * 1024;
 };
@@ -173,11 +177,12 @@ class client {
   explicit client(client_options o) : options_(std::move(o)) {}
   expected<void> reconnect();
   expected<void> connect_one(const std::string& server);
-  // Sends `head` and then `batches` (one frame: append_request_head) and reads the reply. leave_if_silent: a server
+  // Sends `head` and then `batches` (one frame: append_request_head) and reads the reply, by request_timeout or
+  // call_deadline, whichever comes first. leave_if_silent: a server
   // silent for liveness_probe_after that fails the liveness ping ends the try early (there is another server to go
   // to and a try left); otherwise the try waits out request_timeout.
   expected<reply> call_once(api a, std::span<const std::byte> head, std::span<const std::byte> batches,
-                            bool leave_if_silent);
+                            bool leave_if_silent, std::chrono::steady_clock::time_point call_deadline);
   void disconnect();
   // Waits until the connection is ready for `events` or `deadline` passes (false). With leave_if_silent it asks a
   // silent server whether it is alive every liveness_probe_after: one that does not answer ends the wait early,

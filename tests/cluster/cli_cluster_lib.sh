@@ -19,10 +19,19 @@ fail() {
 }
 
 # Nine free loopback ports: client, HTTP and replica plane of each node (fixed, so a restart keeps its address).
+# Below the kernel's ephemeral range: a port from bind(0) could be taken as a source port by any client connection
+# of a test running beside this one before the node binds it (tests/cluster/cluster_harness.h, free_port).
 read -r -a ports <<<"$(python3 -c '
-import socket
-s = [socket.socket() for _ in range(9)]
-for x in s: x.bind(("127.0.0.1", 0))
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+s = []
+while len(s) < 9:
+    x = socket.socket()
+    try:
+        x.bind(("127.0.0.1", random.randint(10000, max(low - 1, 11000))))
+        s.append(x)
+    except OSError:
+        x.close()
 print(" ".join(str(x.getsockname()[1]) for x in s))')"
 tcp() { echo "${ports[$((3 * ($1 - 1)))]}"; }
 http() { echo "${ports[$((3 * ($1 - 1) + 1))]}"; }

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -35,17 +36,33 @@ inline net::status status_of(const rill::error& e) {
   return static_cast<net::status>(e.code().value());
 }
 
-// A port free right now on 127.0.0.1 (the kernel's choice; the members list must name ports before the nodes start).
+// A port free right now on 127.0.0.1, below the kernel's ephemeral range (the members list must name ports before
+// the nodes start). A port the kernel picks for bind(0) comes from the ephemeral range, where any client connection
+// of any test running beside this one may take it as its source port before the node binds it (seen: "address in
+// use" for the whole of a node's 2 s of retries). Below the range only another bind can take it.
 inline std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  static thread_local std::mt19937 pick(std::random_device{}());
+  int ephemeral_low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) {
+    range >> ephemeral_low;
+  }
+  const int high = std::max(ephemeral_low - 1, 11'000);
+  std::uniform_int_distribution<int> port(10'000, high);
+  for (int attempt = 0; attempt < 1'000; ++attempt) {
+    const auto p = static_cast<std::uint16_t>(port(pick));
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(p);
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (bound) {
+      return p;
+    }
+  }
+  BOOST_FAIL("no free port below the ephemeral range");
+  return 0;
 }
 
 // Runs `rilld ARGS` to completion; its exit code.

@@ -392,6 +392,25 @@ BOOST_AUTO_TEST_CASE(a_lone_server_is_not_left_for_its_silence) {
   RILL_REQUIRE_OK((*c)->ping());
 }
 
+BOOST_AUTO_TEST_CASE(a_call_ends_within_its_call_timeout_whatever_its_retries_allow) {
+  server s;
+  client_options o;
+  o.server = s.proc.address();
+  o.request_timeout = std::chrono::seconds(1);
+  o.retries = 8;  // nine tries of 1 s, and backoffs: more than the call may take
+  o.call_timeout = std::chrono::milliseconds(2'500);
+  auto c = client::connect(o);
+  RILL_REQUIRE_OK(c);
+  BOOST_REQUIRE(s.proc.pause());
+  auto r = (*c)->ping();
+  s.proc.resume();
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST((r.error().code() == make_error_code(net::errc::timed_out)));
+  BOOST_TEST_MESSAGE(r.error().message());
+  BOOST_TEST(r.error().detail().find("call_timeout 2500 ms spent over ") != std::string::npos);
+  RILL_REQUIRE_OK((*c)->ping());
+}
+
 BOOST_AUTO_TEST_CASE(garbage_frames_and_many_connections_leave_others_served) {
   server s;
   setup_topic(*s.cli, "s", "t", 2);

@@ -13,7 +13,20 @@ fail() { echo "FAIL: $*" >&2; cat "$dir"/*.log >&2 || true; exit 1; }
 for cmd in nats-server redis-server redis-cli python3; do
   command -v "$cmd" >/dev/null || fail "$cmd is missing: scripts/bootstrap installs it"
 done
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# Below the kernel's ephemeral range, where no client connection takes it as its source port meanwhile.
+free_port() {
+  python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randint(10000, max(low - 1, 11000))))
+        print(s.getsockname()[1])
+        break
+    except OSError:
+        s.close()'
+}
 field() {
   python3 -c 'import json,sys
 j=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
