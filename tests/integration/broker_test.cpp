@@ -372,6 +372,16 @@ BOOST_AUTO_TEST_CASE(a_live_server_slow_to_answer_is_waited_for) {
   BOOST_TEST((*c)->server() == s.proc.address());
 }
 
+// A ping while `s` is paused (SIGSTOP), which must time out; `s` runs again after it.
+rill::error ping_timing_out_while_paused(server& s, client& c) {
+  BOOST_REQUIRE(s.proc.pause());
+  auto r = c.ping();
+  s.proc.resume();
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST((r.error().code() == make_error_code(net::errc::timed_out)));
+  return r.error();
+}
+
 BOOST_AUTO_TEST_CASE(a_lone_server_is_not_left_for_its_silence) {
   server s;
   client_options o;
@@ -383,11 +393,7 @@ BOOST_AUTO_TEST_CASE(a_lone_server_is_not_left_for_its_silence) {
   RILL_REQUIRE_OK(c);
   // Nowhere else to go: the try waits out its request timeout (the server may be recovering at start, or resume),
   // without probing.
-  BOOST_REQUIRE(s.proc.pause());
-  auto r = (*c)->ping();
-  s.proc.resume();
-  BOOST_REQUIRE(!r.has_value());
-  BOOST_TEST((r.error().code() == make_error_code(net::errc::timed_out)));
+  ping_timing_out_while_paused(s, **c);
   BOOST_TEST((*c)->liveness_probes() == 0u);
   RILL_REQUIRE_OK((*c)->ping());
 }
@@ -401,13 +407,9 @@ BOOST_AUTO_TEST_CASE(a_call_ends_within_its_call_timeout_whatever_its_retries_al
   o.call_timeout = std::chrono::milliseconds(2'500);
   auto c = client::connect(o);
   RILL_REQUIRE_OK(c);
-  BOOST_REQUIRE(s.proc.pause());
-  auto r = (*c)->ping();
-  s.proc.resume();
-  BOOST_REQUIRE(!r.has_value());
-  BOOST_TEST((r.error().code() == make_error_code(net::errc::timed_out)));
-  BOOST_TEST_MESSAGE(r.error().message());
-  BOOST_TEST(r.error().detail().find("call_timeout 2500 ms spent over ") != std::string::npos);
+  const auto e = ping_timing_out_while_paused(s, **c);
+  BOOST_TEST_MESSAGE(e.message());
+  BOOST_TEST(e.detail().find("call_timeout 2500 ms spent over ") != std::string::npos);
   RILL_REQUIRE_OK((*c)->ping());
 }
 
