@@ -288,6 +288,7 @@ net::http_response monitoring(const std::string& method, const std::string& targ
     shards[i].run_queue = st.run_queue_length.load(std::memory_order_relaxed);
     shards[i].completions = st.completions.load(std::memory_order_relaxed);
     shards[i].submissions = st.submissions.load(std::memory_order_relaxed);
+    shards[i].inline_syncs = st.inline_syncs.load(std::memory_order_relaxed);
     shards[i].in_flight = st.in_flight.load(std::memory_order_relaxed);
     shards[i].pool_cached_bytes = st.pool_cached_bytes.load(std::memory_order_relaxed);
     shards[i].pool_outstanding = st.pool_outstanding.load(std::memory_order_relaxed);
@@ -632,6 +633,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   ro.cpus = cpus;
   ro.pin = p->config.pin_cores;
   ro.max_throughput = p->config.max_throughput;
+  ro.inline_syncs = p->config.inline_syncs;
   ro.open_files_max = p->config.limits.open_files_max;
   timing_enabled().store(p->config.actor_metrics);
   p->rt = std::make_unique<runtime>(ro);

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 results, duration, batch, fetch, runs, machine, versions = sys.argv[1:8]
 limits = {}
+floors = {}  # size -> rill-bench durable-floor's JSON
 groups = defaultdict(list)
 failures = []
 for line in open(results):
@@ -18,6 +19,9 @@ for line in open(results):
     r = json.loads(line)
     if "failure" in r:
         failures.append(r)
+        continue
+    if r.get("limit") == "durable_floor":
+        floors[r["size"]] = r
         continue
     if "limit" in r:
         key = (r["limit"], r.get("size"))
@@ -126,6 +130,19 @@ for size in sizes:
             print(f"- {name} {cls} produce: {per_sync:,.0f} records per fdatasync, {rate} fdatasyncs/s "
                   f"(its /metrics, sampled every 0.25 s)")
         if syncs:
+            print()
+        fl = floors.get(size)
+        rill_d = figures[("durable", "rill")]["p"]
+        redis_d = figures[("durable", "redis")]["p"]
+        if fl and rill_d and redis_d:
+            b = int(batch)
+            print(f"- Durable floor for one producer, no broker (rill-bench durable-floor: a loopback round trip "
+                  f"carrying {size * b:,} B, appended to a fresh file and fdatasynced before the reply): "
+                  f"{fl['floor_per_s']:,.0f} batches/s ({fl['floor_prezeroed_per_s']:,.0f} over a pre-zeroed file; "
+                  f"append + fdatasync alone {fl['append_per_s']:,.0f}/s, the round trip alone "
+                  f"{fl['loopback_per_s']:,.0f}/s). Per producer, rill acknowledged {rill_d / b / n:,.0f} batches/s "
+                  f"({rill_d / b / n / fl['floor_per_s']:.2f} of the floor); 5x Redis needs {5 * redis_d / b / n:,.0f} "
+                  f"({5 * redis_d / b / n / fl['floor_per_s']:.2f} of the floor).")
             print()
         print("| ratio, matching durability | produce msg/s | p99 (peer / rill: above 1, rill is faster) "
               "| consume msg/s |")

@@ -300,6 +300,18 @@ const std::vector<key_spec>& registry() {
                          false,
                          [](server_config& c, const config_value& v) { c.blocking_writes = std::get<bool>(v); },
                          [](const server_config& c) { return config_value{c.blocking_writes}; }});
+    k.push_back(key_spec{"storage.inline_syncs",
+                         kind::boolean,
+                         "A shard about to sleep with one log write + fdatasync outstanding (sync before ack) and no "
+                         "other file I/O runs them on its own thread instead of through io_uring's kernel worker: no "
+                         "thread hand-off per durable produce; work reaching that shard meanwhile waits for the "
+                         "fdatasync. Off: every fdatasync goes through the ring.",
+                         0,
+                         0,
+                         {},
+                         false,
+                         [](server_config& c, const config_value& v) { c.inline_syncs = std::get<bool>(v); },
+                         [](const server_config& c) { return config_value{c.inline_syncs}; }});
     k.push_back(storage_integer("storage.max_message_bytes", limits::batch_bytes_min, limits::batch_bytes_limit,
                                 "Largest record batch accepted.", &log_config::max_message_bytes));
     k.push_back(

@@ -76,6 +76,7 @@ struct server_config {
   log_config storage;
   std::uint64_t retention_check_ms = 30'000;  // how often each partition applies its retention
   bool blocking_writes = true;  // unsynced log writes as pwritev on the shard's thread (storage::log_options)
+  bool inline_syncs = true;     // a lone write + fdatasync runs on an otherwise idle shard's thread (runtime_options)
   // [logging]
   log_level level = log_level::info;
   // [monitoring]: series rendered one by one on /metrics before they are aggregated (docs/monitoring.md)

@@ -17,6 +17,9 @@
 //              [--output FILE.csv] [--keep]
 //       Load against a running rilld through the client library (tools/load/load.h says what is measured and how);
 //       creates its streams and deletes them afterwards unless --keep.
+//   rill-bench durable-floor --dir DIR [--bytes N] [--duration S] [--json]
+//       What this machine allows a durable produce with one batch of N bytes in flight, with no broker at all:
+//       loopback round trips, append + fdatasync, and the two together (tools/durable_floor.h).
 //   rill-bench idle-connections --server HOST:PORT --monitor HOST:PORT --pid PID --connections N [--ping] [--json]
 //       The memory a running rilld (on this machine) spends per idle connection: its RSS before and after N idle
 //       connections, and with --ping after one request on each (tools/idle_connections.h).
@@ -38,6 +41,7 @@
 #include "storage/io/uring_engine.h"
 #include "storage/partition_log.h"
 #include "storage/record_batch_builder.h"
+#include "tools/durable_floor.h"
 #include "tools/idle_connections.h"
 #include "tools/load/load.h"
 #include "tools/load/rill_driver.h"
@@ -412,6 +416,15 @@ int main(int argc, char** argv) {
   meta->add_option("--changes", mchanges, "streams to create (and then delete)")->check(CLI::Range(1, 100000));
   meta->add_flag("--json", mjson, "print one JSON object");
 
+  bench::durable_floor_options fo;
+  auto* floor = app.add_subcommand("durable-floor",
+                                   "loopback round trip + append + fdatasync per batch, no broker: the most durable "
+                                   "batches per second with one in flight");
+  floor->add_option("--dir", fo.dir, "directory on the disk to measure (a scratch file is written there)")->required();
+  floor->add_option("--bytes", fo.bytes, "bytes per batch")->check(CLI::Range(1, 64 << 20));
+  floor->add_option("--duration", fo.duration_s, "seconds per figure")->check(CLI::Range(0.1, 3600.0));
+  floor->add_flag("--json", fo.json, "print one JSON object");
+
   // The load modes: one harness (tools/load) for rill and the peers under bench/peers.
   bench::load_options lo;
   const bench::load_commands load(app, lo);
@@ -423,6 +436,9 @@ int main(int argc, char** argv) {
   }
   if (*storage) {
     return run_storage(sa);
+  }
+  if (*floor) {
+    return bench::run_durable_floor(fo);
   }
   if (*idle) {
     return bench::run_idle_connections(io);

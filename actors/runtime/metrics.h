@@ -194,6 +194,7 @@ struct shard_sample {
   std::uint64_t busy_ns = 0;  // of its actors
   std::uint64_t completions = 0;
   std::uint64_t submissions = 0;
+  std::uint64_t inline_syncs = 0;  // write + fdatasync pairs run on the shard's thread instead of the ring
   std::uint64_t in_flight = 0;
   std::uint64_t pool_cached_bytes = 0;
   std::uint64_t pool_outstanding = 0;

@@ -35,6 +35,7 @@ runtime::runtime(runtime_options options) : impl_(std::make_unique<impl>()) {
     impl_->shards.shards.push_back(std::make_unique<shard>(i, options.cpus[i], open_files_per_shard(options)));
   }
   impl_->shards.pin = options.pin;
+  impl_->shards.inline_syncs = options.inline_syncs;
   impl_->config.set("scheduler.max-threads", options.cpus.size());
   impl_->config.set("scheduler.max-throughput", options.max_throughput);
   impl_->config.set("logger.verbosity", caf::atom("quiet"));

@@ -19,6 +19,9 @@ struct runtime_options {
   std::vector<config::cpu_info> cpus;  // one shard per entry, in order
   bool pin = true;                     // bind each shard thread to its CPU and memory node
   std::size_t max_throughput = 64;     // messages per actor run before the shard checks I/O and other actors
+  // storage.inline_syncs: a shard about to sleep with one write + fdatasync outstanding and no other file I/O runs
+  // it on its own thread instead of through io_uring's kernel worker (uring_engine::set_inline_idle_syncs).
+  bool inline_syncs = false;
   // limits.open_files_max: storage descriptors of every shard together; each shard keeps an equal share (at least
   // one). 0: no limit.
   std::uint64_t open_files_max = 0;

@@ -47,7 +47,7 @@ std::chrono::nanoseconds monotonic_now() noexcept {
   return std::chrono::steady_clock::now().time_since_epoch();
 }
 
-void shard::start_on_this_thread(bool pin) {
+void shard::start_on_this_thread(bool pin, bool inline_syncs) {
   RILL_ASSERT(engine_ == nullptr, "shard {} started twice", index_);
   if (pin && cpu_) {
     pin_thread(*cpu_);
@@ -55,6 +55,7 @@ void shard::start_on_this_thread(bool pin) {
   auto e = storage::io::uring_engine::create(256);
   RILL_ASSERT(e.has_value(), "shard {}: io_uring: {}", index_, e ? std::string() : e.error().message());
   engine_ = std::move(*e);
+  engine_->set_inline_idle_syncs(inline_syncs);
   files_.set_reclaim_engine(engine_.get());  // closes what a burst of opens left over the limit
   set_current_shard(this);
 }

@@ -28,6 +28,7 @@ struct shard_stats {
   std::atomic<std::uint64_t> run_queue_length{0};
   // Refreshed by the shard's thread at every dequeue (for the monitoring listener).
   std::atomic<std::uint64_t> submissions{0};          // io_uring submissions
+  std::atomic<std::uint64_t> inline_syncs{0};         // writes + fdatasyncs run on the shard's thread (idle)
   std::atomic<std::uint64_t> in_flight{0};            // io_uring operations not yet completed
   std::atomic<std::uint64_t> pool_cached_bytes{0};    // buffer pool: freed buffers kept for reuse
   std::atomic<std::uint64_t> pool_outstanding{0};     // buffer pool: buffers handed out
@@ -63,8 +64,9 @@ class shard {
   storage::file_cache& files() noexcept { return files_; }
   shard_stats& stats() noexcept { return stats_; }
 
-  // Called once on the shard's thread before it runs anything.
-  void start_on_this_thread(bool pin);
+  // Called once on the shard's thread before it runs anything. `inline_syncs`: the ring runs a lone write +
+  // fdatasync on this thread when the shard would otherwise sleep (uring_engine::set_inline_idle_syncs).
+  void start_on_this_thread(bool pin, bool inline_syncs = false);
   [[nodiscard]] bool started() const noexcept { return engine_ != nullptr || external_ != nullptr; }
 
  private:

@@ -27,6 +27,7 @@ namespace rill::actors {
 struct shard_set {
   std::vector<std::unique_ptr<shard>> shards;
   bool pin = false;
+  bool inline_syncs = false;  // uring_engine::set_inline_idle_syncs on every shard's ring
 };
 
 // Set by runtime before the actor system starts; read by the policy's coordinator data.
@@ -120,7 +121,7 @@ struct shard_policy : caf::policy::unprofiled {
     if (d.home == nullptr) {
       auto* set = self->parent()->data().set;
       d.home = set->shards.at(self->id()).get();
-      d.home->start_on_this_thread(set->pin);
+      d.home->start_on_this_thread(set->pin, set->inline_syncs);
       d.published.store(d.home, std::memory_order_release);
     }
     shard& s = *d.home;
@@ -129,18 +130,21 @@ struct shard_policy : caf::policy::unprofiled {
       s.stats().completions.fetch_add(s.ring().poll(false), std::memory_order_relaxed);
       s.stats().timers_fired.fetch_add(s.timers().fire_due(monotonic_now()), std::memory_order_relaxed);
       s.stats().submissions.store(s.ring().submissions(), std::memory_order_relaxed);
+      s.stats().inline_syncs.store(s.ring().inline_syncs(), std::memory_order_relaxed);
       s.stats().in_flight.store(s.ring().in_flight(), std::memory_order_relaxed);
       s.stats().pool_cached_bytes.store(s.pool().cached_bytes(), std::memory_order_relaxed);
       s.stats().pool_outstanding.store(s.pool().outstanding(), std::memory_order_relaxed);
       s.stats().open_files.store(s.files().open_count(), std::memory_order_relaxed);
       s.stats().open_file_evictions.store(s.files().stats().evictions, std::memory_order_relaxed);
       if (caf::resumable* job = try_pop(self)) {
+        s.ring().submit_deferred();  // a write + fdatasync kept back for an idle moment must not wait behind `job`
         s.stats().jobs_run.fetch_add(1, std::memory_order_relaxed);
         return job;
       }
       // Nothing to run: announce the sleep, look once more, then sleep in the ring.
       d.sleeping.store(true);
       if (caf::resumable* job = try_pop(self)) {
+        s.ring().submit_deferred();
         d.sleeping.store(false);
         s.stats().jobs_run.fetch_add(1, std::memory_order_relaxed);
         return job;

@@ -3,6 +3,10 @@
 // - A request is in exactly one of: pending_ (not yet an SQE), the ring, helper_queue_, helper_done_.
 // - The eventfd poll is armed whenever a helper request is outstanding.
 // - blocking_done_ holds only requests that prep() ran on this thread; reap() empties it.
+// - disk_in_flight_ counts the file requests (not sockets) among in_flight_.
+// - Inline idle syncs: poll(false) submits nothing while inline_candidate() holds; the deferred request leaves
+//   pending_ only through poll_wait() (run inline), submit_deferred(), poll(true) or a later poll(false) that finds
+//   company for it.
 #include "storage/io/uring_engine.h"
 
 #include <fcntl.h>
@@ -21,6 +25,20 @@
 
 namespace rill::storage::io {
 namespace {
+bool is_file_op(opcode op) noexcept {
+  switch (op) {
+    case opcode::accept:
+    case opcode::recv:
+    case opcode::send:
+    case opcode::connect:
+    case opcode::poll_readable:
+    case opcode::cancel:
+      return false;
+    default:
+      return true;
+  }
+}
+
 // user_data of the eventfd poll; requests use their address (never this value).
 constexpr std::uint64_t eventfd_tag = 1;
 // Low bit of user_data marks the write half of a writev_datasync pair (requests are at least 8-byte aligned).
@@ -93,6 +111,20 @@ bool uring_engine::needs_helper(const request& r) const noexcept {
 void uring_engine::submit(request& r) {
   RILL_ASSERT(r.on_complete != nullptr);
   ++in_flight_;
+  if (is_file_op(r.op)) {
+    ++disk_in_flight_;
+  }
+  if (r.op == opcode::writev_datasync) {
+    ++datasyncs_seen_;
+    if (inline_idle_syncs_ && (datasync_in_flight_ > 0 || (last_datasync_fd_ >= 0 && r.fd != last_datasync_fd_))) {
+      // Company: another sync is in flight, or another file was synced last (more than one log syncs on this
+      // shard, whose syncs would overlap on the device if they went to the ring).
+      inline_off_until_ = datasyncs_seen_ + inline_backoff_syncs;
+      ++inline_backoffs_;
+    }
+    last_datasync_fd_ = r.fd;
+    ++datasync_in_flight_;
+  }
   if (needs_helper(r)) {
     start_helper();
     ++helper_outstanding_;
@@ -289,8 +321,54 @@ void uring_engine::wake() noexcept {
   [[maybe_unused]] const ssize_t n = ::write(eventfd_, &one, sizeof one);
 }
 
+bool uring_engine::inline_candidate() const noexcept {
+  return inline_idle_syncs_ && pending_.size() == 1 && pending_.front()->op == opcode::writev_datasync &&
+         disk_in_flight_ == 1 && helper_outstanding_ == 0 && datasyncs_seen_ >= inline_off_until_;
+}
+
+void uring_engine::run_inline(request& r) {
+  execute_blocking(r);  // pwritev, then fdatasync when the whole write went down (-ECANCELED otherwise), as the ring
+  ++inline_syncs_;
+}
+
+void uring_engine::submit_deferred() {
+  if (pending_.empty()) {
+    return;
+  }
+  while (!pending_.empty() && prep(*pending_.front())) {
+    pending_.pop_front();
+  }
+  const int rc = io_uring_submit(&ring_);
+  ++enters_;
+  RILL_ASSERT(rc >= 0 || rc == -EINTR || rc == -EBUSY || rc == -EAGAIN, "io_uring_enter: {}", std::strerror(-rc));
+}
+
+void uring_engine::finish(std::vector<request*>& done) {
+  for (request* r : done) {
+    RILL_ASSERT(in_flight_ > 0);
+    --in_flight_;
+    if (is_file_op(r->op)) {
+      RILL_ASSERT(disk_in_flight_ > 0);
+      --disk_in_flight_;
+    }
+    if (r->op == opcode::writev_datasync) {
+      RILL_ASSERT(datasync_in_flight_ > 0);
+      --datasync_in_flight_;
+    }
+    complete(*r);
+  }
+}
+
 std::size_t uring_engine::poll_wait(std::optional<std::chrono::nanoseconds> timeout) {
   std::vector<request*> done;
+  if (inline_candidate()) {
+    // The owner would sleep with one write + fdatasync outstanding and nothing else: do it here instead of handing
+    // it to a kernel worker and being woken by its completion. Whatever reaches the shard meanwhile waits for it.
+    request* r = pending_.front();
+    pending_.pop_front();
+    run_inline(*r);
+    done.push_back(r);
+  }
   while (!pending_.empty() && prep(*pending_.front())) {
     pending_.pop_front();
   }
@@ -311,17 +389,16 @@ std::size_t uring_engine::poll_wait(std::optional<std::chrono::nanoseconds> time
   RILL_ASSERT(rc >= 0 || rc == -EINTR || rc == -EBUSY || rc == -EAGAIN || rc == -ETIME, "io_uring_enter: {}",
               std::strerror(-rc));
   reap(done);
-  for (request* r : done) {
-    --in_flight_;
-    complete(*r);
-  }
+  finish(done);
   return done.size();
 }
 
 std::size_t uring_engine::poll(bool wait) {
   std::vector<request*> done;
   for (;;) {
-    while (!pending_.empty() && prep(*pending_.front())) {
+    // A lone write + fdatasync stays queued for poll_wait() or submit_deferred() (inline idle syncs).
+    const bool keep_back = !wait && inline_candidate();
+    while (!keep_back && !pending_.empty() && prep(*pending_.front())) {
       pending_.pop_front();  // a full ring leaves the rest queued for after this submit
     }
     // Reap first: a stale eventfd completion (its helper result already collected) clears eventfd_armed_ here, so
@@ -339,10 +416,7 @@ std::size_t uring_engine::poll(bool wait) {
       break;
     }
   }
-  for (request* r : done) {
-    --in_flight_;
-    complete(*r);
-  }
+  finish(done);
   return done.size();
 }
 

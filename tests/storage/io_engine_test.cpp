@@ -232,6 +232,151 @@ BOOST_AUTO_TEST_CASE(uring_engine_blocking_writes_complete_inside_poll) {
   BOOST_TEST(bad.error().detail().find("writev") != std::string::npos);
 }
 
+namespace {
+// A write + fdatasync request of `iov` at `offset` that sets *done when it completes.
+io::request datasync_request(int fd, std::uint64_t offset, const ::iovec* iov, unsigned count, bool* done) {
+  io::request r;
+  r.op = io::opcode::writev_datasync;
+  r.fd = fd;
+  r.offset = offset;
+  r.iov = iov;
+  r.iov_count = count;
+  r.user = done;
+  r.on_complete = [](io::request& q) { *static_cast<bool*>(q.user) = true; };
+  return r;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(uring_engine_inline_idle_syncs) {
+  // With inline idle syncs on, a lone write + fdatasync is kept back by poll(false) and run on the owner's thread by
+  // poll_wait() (the owner would sleep otherwise); submit_deferred() hands it to the ring instead; company (two at
+  // once, or a sync of another file) backs inlining off; sockets in flight are not company.
+  temp_dir d;
+  auto made = io::uring_engine::create(64);
+  BOOST_REQUIRE(made.has_value());
+  auto& e = **made;
+  e.set_inline_idle_syncs(true);
+  const std::string file = d.path + "/f.bin";
+  auto fd = run(e, open_file(e, file, io::open_create, 0600));
+  RILL_REQUIRE_OK(fd);
+  std::vector<std::byte> a(5000, std::byte{4});
+  std::vector<std::byte> b(7000, std::byte{5});
+  ::iovec iov[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
+
+  // A socket receive stays in flight throughout: it is not file I/O, so it does not stop a sync from running inline.
+  int pair[2];
+  BOOST_REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+  std::byte got[1];
+  bool received = false;
+  io::request recv;
+  recv.op = io::opcode::recv;
+  recv.fd = pair[0];
+  recv.buffer = got;
+  recv.length = 1;
+  recv.user = &received;
+  recv.on_complete = [](io::request& q) { *static_cast<bool*>(q.user) = true; };
+  e.submit(recv);
+  BOOST_TEST(e.poll(false) == 0u);
+
+  bool done1 = false;
+  io::request r1 = datasync_request(*fd, 10, iov, 2, &done1);
+  e.submit(r1);
+  BOOST_TEST(e.poll(false) == 0u);  // kept back: the owner may yet find other work
+  BOOST_TEST(!done1);
+  BOOST_TEST(e.poll_wait(std::chrono::nanoseconds(0)) == 1u);
+  BOOST_TEST(done1);
+  BOOST_TEST(r1.result == 12000);
+  BOOST_TEST(r1.sync_result == 0);
+  BOOST_TEST(e.inline_syncs() == 1u);
+  BOOST_TEST(e.in_flight() == 1u);  // the receive
+  std::vector<std::byte> back(12010);
+  BOOST_TEST(*run(e, read_at(e, *fd, 0, back, file)) == 12010u);
+  BOOST_TEST((back[10] == std::byte{4}));
+  BOOST_TEST((back[5010] == std::byte{5}));
+
+  // The owner found work after all: submit_deferred() gives the request to the ring.
+  bool done2 = false;
+  io::request r2 = datasync_request(*fd, 12010, iov, 2, &done2);
+  e.submit(r2);
+  BOOST_TEST(e.poll(false) == 0u);
+  e.submit_deferred();
+  while (!done2) {
+    e.poll(true);
+  }
+  BOOST_TEST(r2.result == 12000);
+  BOOST_TEST(r2.sync_result == 0);
+  BOOST_TEST(e.inline_syncs() == 1u);
+  BOOST_TEST(e.inline_backoffs() == 0u);
+
+  // A failed write run inline reports its errno, and its fdatasync did not run.
+  ::iovec bad_iov[1] = {{nullptr, 100}};
+  bool done5 = false;
+  io::request r5 = datasync_request(*fd, 0, bad_iov, 1, &done5);
+  e.submit(r5);
+  BOOST_TEST(e.poll(false) == 0u);
+  BOOST_TEST(e.poll_wait(std::chrono::nanoseconds(0)) == 1u);
+  BOOST_TEST(done5);
+  BOOST_TEST(r5.result == -EFAULT);
+  BOOST_TEST(r5.sync_result == -ECANCELED);
+  BOOST_TEST(e.inline_syncs() == 2u);
+
+  // A sync of another file: more than one log syncs here, whose fdatasyncs would overlap in the ring. Company:
+  // inlining backs off, and this one goes to the ring at poll(false).
+  const std::string file2 = d.path + "/g.bin";
+  auto fd2 = run(e, open_file(e, file2, io::open_create, 0600));
+  RILL_REQUIRE_OK(fd2);
+  bool done6 = false;
+  io::request r6 = datasync_request(*fd2, 0, iov, 2, &done6);
+  e.submit(r6);
+  BOOST_TEST(e.inline_backoffs() == 1u);
+  e.poll(false);
+  while (!done6) {
+    e.poll_wait(std::chrono::seconds(5));  // would run it inline had it been kept back
+  }
+  BOOST_TEST(r6.sync_result == 0);
+  BOOST_TEST(e.inline_syncs() == 2u);
+
+  // Two at once: both go to the ring at the first poll(false), so their fdatasyncs can overlap.
+  bool done3 = false;
+  bool done4 = false;
+  io::request r3 = datasync_request(*fd, 36010, iov, 2, &done3);
+  io::request r4 = datasync_request(*fd, 48010, iov, 2, &done4);
+  e.submit(r3);
+  BOOST_TEST(e.inline_backoffs() == 2u);  // back to the first file
+  e.submit(r4);
+  BOOST_TEST(e.inline_backoffs() == 3u);  // while r3 is in flight
+  e.poll(false);
+  while (!done3 || !done4) {
+    e.poll_wait(std::chrono::seconds(5));
+  }
+  BOOST_TEST(r3.sync_result == 0);
+  BOOST_TEST(r4.sync_result == 0);
+  BOOST_TEST(e.inline_syncs() == 2u);
+
+  // Off (the default): poll(false) submits at once.
+  e.set_inline_idle_syncs(false);
+  bool done7 = false;
+  io::request r7 = datasync_request(*fd, 60010, iov, 2, &done7);
+  e.submit(r7);
+  e.poll(false);
+  while (!done7) {
+    e.poll_wait(std::chrono::seconds(5));
+  }
+  BOOST_TEST(r7.sync_result == 0);
+  BOOST_TEST(e.inline_syncs() == 2u);
+
+  const std::byte one{1};
+  BOOST_REQUIRE(::write(pair[1], &one, 1) == 1);
+  while (!received) {
+    e.poll(true);
+  }
+  BOOST_TEST(recv.result == 1);
+  ::close(pair[0]);
+  ::close(pair[1]);
+  RILL_REQUIRE_OK(run(e, close_file(e, *fd, file)));
+  RILL_REQUIRE_OK(run(e, close_file(e, *fd2, file2)));
+}
+
 BOOST_AUTO_TEST_CASE(sync_engine_file_operations) {
   temp_dir d;
   auto e = make_engine(backend::sync);

@@ -2,7 +2,7 @@
 # rill-bench's load modes against the real rilld: produce, consume and produce-consume with their JSON and CSV
 # output; keyed, round-robin, zstd and paced runs; streams removed afterwards unless --keep; bad options refused
 # with the option named; one producer spreads over every partition; the progress line shows only what the mode
-# measures.
+# measures; durable-floor measures its four figures and cleans up.
 set -euo pipefail
 rilld=$1
 bench=$2
@@ -108,4 +108,20 @@ if b produce --partitioning key --messages 10 2>"$dir/err"; then fail "key parti
 grep -q -- "--keys" "$dir/err" || fail "keys error: $(cat "$dir/err")"
 if b produce-consume --message-size 4 --messages 10 2>"$dir/err"; then fail "too small for timestamps"; fi
 grep -q -- "--message-size must be at least 8" "$dir/err" || fail "message size error: $(cat "$dir/err")"
+
+# durable-floor (no server): every figure measured and positive, the scratch file gone, a bad size refused by name.
+"$bench" durable-floor --dir "$dir/floor" --bytes 4096 --duration 0.2 --json >"$dir/floor.json" ||
+  fail "durable-floor failed"
+python3 - "$dir/floor.json" <<'PY' || fail "durable-floor JSON: $(cat "$dir/floor.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["bytes"] == 4096, j
+for k in ("loopback_per_s", "append_per_s", "floor_per_s", "floor_prezeroed_per_s"):
+    assert j[k] > 0, (k, j)
+# The floor adds a round trip to each append + fdatasync: never faster than the round trip alone.
+assert j["floor_per_s"] <= j["loopback_per_s"], j
+PY
+[ -z "$(ls -A "$dir/floor")" ] || fail "durable-floor left files: $(ls "$dir/floor")"
+if "$bench" durable-floor --dir "$dir/floor" --bytes 0 2>"$dir/err"; then fail "durable-floor --bytes 0"; fi
+grep -q -- "--bytes" "$dir/err" || fail "durable-floor bytes error: $(cat "$dir/err")"
 echo "load_test: ok"
