@@ -9,7 +9,9 @@
 // - uring_engine (io_uring_engine.h): liburing; reads, writes, fdatasync, opens, renames etc. as io_uring
 //   operations, batched into one io_uring_enter per poll(); operations the kernel cannot do asynchronously
 //   (directory listing; ftruncate where opcode 55 is missing) run on one helper thread and complete through an
-//   eventfd the ring watches. No blocking system call on the caller's thread except the wait inside poll(true).
+//   eventfd the ring watches. No blocking system call on the caller's thread except the wait inside poll(true),
+//   writes marked blocking_ok, and (inline idle syncs, shard runtime only) a lone write + fdatasync run by
+//   poll_wait() where the owner would have slept.
 // - sync_engine (io_sync_engine.h): plain blocking system calls run inside poll(); for tools.
 // - sim_disk (sim_disk.h): an in-memory file system with seeded latency and faults and crash semantics; for tests
 //   and the simulator.

@@ -361,7 +361,7 @@ void uring_engine::finish(std::vector<request*>& done) {
 
 std::size_t uring_engine::poll_wait(std::optional<std::chrono::nanoseconds> timeout) {
   std::vector<request*> done;
-  if (inline_candidate()) {
+  if (inline_candidate() && (!timeout || *timeout >= inline_timeout_min)) {
     // The owner would sleep with one write + fdatasync outstanding and nothing else: do it here instead of handing
     // it to a kernel worker and being woken by its completion. Whatever reaches the shard meanwhile waits for it.
     request* r = pending_.front();

@@ -52,13 +52,16 @@ class uring_engine final : public engine {
   // For the shard runtime. wake() may be called from any thread: it makes a sleeping poll_wait() return.
   void wake() noexcept;
   // Blocks until at least one completion, a wake() or `timeout` (none: no limit), then runs the completions that
-  // are there. Unlike poll(true) it sleeps even with nothing in flight. Returns the completions run.
+  // are there. Unlike poll(true) it sleeps even with nothing in flight. With inline idle syncs, it may instead run
+  // the kept-back write + fdatasync itself and return without sleeping (not when `timeout` is under
+  // inline_timeout_min: a timer due that soon must not wait out an fdatasync). Returns the completions run.
   std::size_t poll_wait(std::optional<std::chrono::nanoseconds> timeout);
 
   // Inline idle syncs (see the top of this file). The owner that turns them on must call submit_deferred() whenever
   // it finds other work after a poll(false), so that a deferred request never waits behind that work.
   void set_inline_idle_syncs(bool on) noexcept { inline_idle_syncs_ = on; }
   static constexpr std::uint64_t inline_backoff_syncs = 256;
+  static constexpr std::chrono::nanoseconds inline_timeout_min = std::chrono::milliseconds(1);
   // Gives the ring whatever poll(false) left queued (the deferred write + fdatasync). Cheap when nothing is.
   void submit_deferred();
 
