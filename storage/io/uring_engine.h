@@ -84,7 +84,7 @@ class uring_engine final : public engine {
   // The lone writev_datasync that poll(false) keeps back and poll_wait() runs inline (inline idle syncs).
   [[nodiscard]] bool inline_candidate() const noexcept;
   void run_inline(request& r);
-  // Completes `done` (counted out of in_flight_ and disk_in_flight_ first).
+  // Completes `done` (counted out of in_flight_, disk_in_flight_ and datasync_in_flight_ first).
   void finish(std::vector<request*>& done);
 
   ::io_uring ring_{};
