@@ -152,6 +152,7 @@ void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partiti
     return;
   } else {
     group_ = std::move(*r);
+    options_.trusted_end = offset_t(-1);  // (a bound for one reopen only)
     transfers_seen_ = 0;
     restarts_seen_ = 0;
     open_error_.reset();
@@ -213,6 +214,9 @@ void replica_partition_actor::on_tick() {
         fmt::format("partition {}: {}; reopening the replica", id_.dir, group_->fence_error()->message()));
     ++operations_;
     reopening_ = true;
+    // After a failed fdatasync the page cache may hold bytes the disk does not: the reopen trusts no batch from the
+    // log's synced end on (as the single node's partition does), beside recovery's own settling of what it reads.
+    options_.trusted_end = group_->log().synced_end();
     set_leading(false);
     rill::spawn(group_->close(), [this](expected<void>) {
       --operations_;

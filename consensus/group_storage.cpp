@@ -28,6 +28,8 @@ task<expected<std::unique_ptr<journal_storage>>> journal_storage::open(storage::
                                                                        const vsr_state& initial,
                                                                        recovered_state& recovered) {
   RILL_CO_TRY_VOID(co_await storage::make_dirs(e, dir));
+  // The files found below are trusted: their directory entries must be on disk (storage::settle_dir).
+  RILL_CO_TRY_VOID(co_await storage::settle_dir(e, dir));
   std::unique_ptr<journal_storage> s(new journal_storage(dir, o));
   RILL_CO_TRY(sb, co_await superblock::open(e, dir, true, initial, o.files));
   // Another group's directory is refused before anything else is opened or created in it.

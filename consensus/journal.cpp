@@ -123,6 +123,10 @@ task<expected<std::unique_ptr<journal>>> journal::open(storage::io::engine& e, s
   // A journal created sparse (by a build before the reservation) gets its blocks now; with the disk full, or no
   // fallocate, it stays as it was (never zero-filled: it holds data): not a reason to refuse the start.
   (void)co_await storage::reserve_file(e, fd, 0, size, path);
+  // Recovery trusts what it reads below: it must be what the disk holds (storage::settle_file: the unsynced writes
+  // of a crashed process made durable, the pages of a failed fdatasync dropped from the cache), or a slot this
+  // replica acknowledges again could read as never written after a power loss.
+  RILL_CO_TRY_VOID(co_await storage::settle_file(e, fd, path));
   // The header ring, whole.
   std::vector<std::byte> headers(o.slot_count * header::encoded_size);
   RILL_CO_TRY(got, co_await storage::read_at(e, fd, 0, headers, path));
@@ -369,6 +373,7 @@ task<expected<std::unique_ptr<superblock>>> superblock::open(storage::io::engine
     co_return sb;
   }
   std::vector<std::byte> all(copies * copy_size);
+  RILL_CO_TRY_VOID(co_await storage::settle_file(e, fd, path));  // (as the journal's: what is trusted is on disk)
   RILL_CO_TRY(got, co_await storage::read_at(e, fd, 0, all, path));
   std::optional<std::pair<std::uint64_t, vsr_state>> best;
   for (std::size_t i = 0; i < copies && (i + 1) * copy_size <= got; ++i) {

@@ -235,6 +235,14 @@ void partition_group::tick() {
   if (fenced_ || closed_) {
     return;
   }
+  if (const rill::error* why = storage_->log().fencing_error(); why != nullptr) {
+    // Fenced outside a write (a roll by age, retention) while none waited: the replica stops like at any storage
+    // failure (the writes that waited failed with it: partition_storage), and the owner reopens it from its files.
+    fenced_ = error(make_error_code(errc::fenced),
+                    fmt::format("partition group {}: its log stopped: {}", options_.group.value(), why->message()));
+    fail_all(*fenced_);
+    return;
+  }
   follow_view();
   maybe_probe();
   maybe_hand_over();

@@ -125,6 +125,10 @@ task<expected<std::unique_ptr<partition_storage>>> partition_storage::open(
   RILL_CO_TRY(files, co_await journal_storage::open(e, dir, o.files, initial, recovered));
   o.log.auto_commit = false;
   o.log.config.durability = config::durability_mode::sync_before_ack;
+  if (o.bug_append_unsynced) {
+    // The deliberate bug (test only): appends complete once written, synced in the background, as a relaxed topic's.
+    o.log.config.durability = config::durability_mode::every_ms;
+  }
   if (auto made = co_await storage::make_dirs(e, log_dir); !made) {
     (void)co_await files->close();
     co_return rill::unexpected(std::move(made).error());
@@ -135,6 +139,14 @@ task<expected<std::unique_ptr<partition_storage>>> partition_storage::open(
     co_return rill::unexpected(std::move(opened).error());
   }
   std::unique_ptr<partition_storage> s(new partition_storage(std::move(files), std::move(*opened), std::move(o)));
+  // The log may fence outside this storage's own operations (a roll by age, retention): every write waiting here
+  // fails then too, so the driver fences and the owner reopens the replica (it waited for good before; the
+  // simulator's failing fdatasyncs found it: a roll's sync failed and two writes never landed).
+  s->log_->on_fenced([self = s.get(), alive = s->alive_] {
+    if (*alive) {
+      self->on_log_fenced();
+    }
+  });
   if (auto r = co_await s->recover(recovered); !r) {
     (void)co_await s->close();
     co_return rill::unexpected(std::move(r).error());
@@ -809,6 +821,17 @@ void partition_storage::maybe_answer(std::uint64_t op) {
   if (it != writes_.end() && it->second->journal_done && it->second->batch_done) {
     answer(op, expected<void>{});
   }
+}
+
+void partition_storage::on_log_fenced() {
+  if (closing_ || failed_) {
+    return;
+  }
+  const rill::error* why = log_->fencing_error();
+  RILL_ASSERT(why != nullptr, "on_fenced of a log that is not fenced");
+  fail_all(error(make_error_code(errc::fenced),
+                 fmt::format("the partition log stopped at a storage failure: {}", why->message())));
+  pump();
 }
 
 void partition_storage::fail_all(const error& e) {

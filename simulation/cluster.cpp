@@ -9,6 +9,7 @@
 #include "consensus/driver.h"
 #include "simulation/disk_storage.h"
 #include "simulation/model_storage.h"
+#include "storage/file_ops.h"
 
 namespace rill::simulation {
 
@@ -69,6 +70,7 @@ struct cluster::node {
   // Crashed once the input under way returns (the driver is on the stack): its driver fenced at a storage failure,
   // or the crash-after-ack fault halted it.
   bool crash_now = false;
+  bool crash_power_loss = true;  // what crash_now does: a power loss, or a process restart (a fence)
   bool up = false;
   std::uint64_t restart_at = 0;
   std::uint32_t incarnation = 0;
@@ -86,10 +88,12 @@ cluster::cluster(const cluster_options& options, trace& t)
     : options_(options),
       trace_(t),
       rng_(options.seed),
+      fault_rng_(options.seed ^ 0x504f'5745'524c'4f53ULL),
       network_(options.network, rng_.next()),
       checker_(options.replicas, options.check_ack_durable),
       debug_(std::getenv("RILL_SIM_DEBUG") != nullptr) {
   RILL_ASSERT(options_.replicas >= 1 && options_.replicas <= consensus::replicas_max);
+  storage::set_bug_trust_page_cache(options_.bug_trust_page_cache);  // (process-wide: undone by the destructor)
   for (replica_t i = 0; i < options_.replicas; ++i) {
     auto n = std::make_unique<node>();
     n->index = i;
@@ -103,12 +107,12 @@ cluster::cluster(const cluster_options& options, trace& t)
     if (options_.disk) {
       std::optional<partition_config> partition;
       if (options_.partition) {
-        partition = partition_config{&pool_,
-                                     &clock_,
-                                     &reporter_,
-                                     operation_produce,
-                                     options_.bug_partition_trusts_own_suffix,
-                                     options_.retention_ppm > 0 ? 1u : 0u};
+        partition = partition_config_for();
+        if (options_.check_ack_durable) {
+          partition->violation = [this, i](const std::string& what) {
+            checker_.fail_partition(now_, fmt::format("replica {}: {}", i, what));
+          };
+        }
       }
       auto d =
           std::make_unique<disk_storage>(options_.storage, rng_.next(), initial, options_.journal, atlas, partition);
@@ -148,12 +152,12 @@ cluster::cluster(const cluster_options& options, trace& t)
         // on a simulated disk of its own: a fault stream of its own; the node's crashes and disk losses take all).
         std::optional<partition_config> partition;
         if (!g.metadata && options_.partition) {
-          partition = partition_config{&pool_,
-                                       &clock_,
-                                       &reporter_,
-                                       operation_produce,
-                                       options_.bug_partition_trusts_own_suffix,
-                                       options_.retention_ppm > 0 ? 1u : 0u};
+          partition = partition_config_for();
+          if (options_.check_ack_durable) {
+            partition->violation = [chk = g.chk.get(), this, i](const std::string& what) {
+              chk->fail_partition(now_, fmt::format("replica {}: {}", i, what));
+            };
+          }
         }
         auto d = std::make_unique<disk_storage>(options_.storage, side_rng.next(), initial, options_.journal, atlas,
                                                 partition);
@@ -179,6 +183,7 @@ cluster::cluster(const cluster_options& options, trace& t)
 }
 
 cluster::~cluster() {
+  storage::set_bug_trust_page_cache(false);
   *alive_ = false;  // reads still in flight finish (failing) while the disks power off below: they must not look
   for (auto& n : nodes_) {
     if (n->up) {
@@ -188,6 +193,18 @@ cluster::~cluster() {
       }
     }
   }
+}
+
+partition_config cluster::partition_config_for() {
+  partition_config c;
+  c.pool = &pool_;
+  c.clk = &clock_;
+  c.reporter = &reporter_;
+  c.batch_operation = operation_produce;
+  c.bug_trust_own_suffix = options_.bug_partition_trusts_own_suffix;
+  c.retention_bytes = options_.retention_ppm > 0 ? 1u : 0u;
+  c.bug_append_unsynced = options_.bug_append_unsynced;
+  return c;  // (the caller adds `violation` when the checker checks what is acknowledged: check_ack_durable)
 }
 
 bool cluster::may_fault(replica_t r, std::uint64_t op) const {
@@ -223,9 +240,11 @@ void cluster::restart(node& n) {
   RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
   n.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only, options_.bug_coordinator_commit_unowned);
   auto recovered = n.storage->recover();
-  // What the disk holds is durable, whether or not the replica saw its completion before the crash.
+  // What the disk holds is durable, whether or not the replica saw its completion before the crash. (Of the journal,
+  // only what a power loss would leave: a process crash leaves unsynced writes readable, and the replica must not
+  // acknowledge them as if they were durable.)
   checker_.on_persisted(now_, n.index, recovered.state);
-  checker_.on_recovered(n.index, recovered.journal);
+  checker_.on_recovered(n.index, n.storage->durable_of(recovered.journal));
   if (debug_) {
     std::string ops;
     std::uint64_t prev = 0;
@@ -275,7 +294,7 @@ void cluster::restart_side(node& n, std::size_t k) {
   sr.sm = std::make_unique<ledger>(options_.bug_idempotence_committed_only, options_.bug_coordinator_commit_unowned);
   auto recovered = sr.storage->recover();
   g.chk->on_persisted(now_, n.index, recovered.state);
-  g.chk->on_recovered(n.index, recovered.journal);
+  g.chk->on_recovered(n.index, sr.storage->durable_of(recovered.journal));
   const consensus::header checkpoint = recovered.state.checkpoint.at;
   auto link = n.host->join(g.id, members());
   RILL_ASSERT(link.has_value(), "{}", link ? "" : link.error().detail());
@@ -328,6 +347,7 @@ consensus::driver_hooks cluster::side_hooks(node& np, std::size_t k) {
   };
   h.fenced = [this, n, id](const error& e) {
     n->crash_now = true;
+    n->crash_power_loss = false;  // rilld exits at a fence and its supervisor restarts it: the machine stays up
     trace_.event(now_, "fault", {{"replica", n->index}, {"group", static_cast<std::int64_t>(id.value())}}, "fenced");
     if (debug_) {
       fmt::print("{} fenced r{} group {}: {}\n", now_, n->index, id.value(), e.message());
@@ -408,7 +428,7 @@ void cluster::lose_disk(node& n) {
   }
 }
 
-void cluster::crash(node& n) {
+void cluster::crash(node& n, bool power_loss) {
   for (std::size_t g = 0; g < options_.groups; ++g) {
     if (const consensus::partition_storage* p = partition_of(n, g)) {
       n.truncations += p->truncations();  // (the storage goes with the crash; its counts stay with the node)
@@ -417,23 +437,54 @@ void cluster::crash(node& n) {
     }
   }
   n.transferring = false;
-  n.storage->crash();  // drops every callback in flight: the driver may go
+  n.storage->crash(power_loss);  // drops every callback in flight: the driver may go
   n.r = nullptr;
   n.host.reset();
   n.d.reset();
   n.sm.reset();
   for (auto& sr : n.sides) {
-    sr.storage->crash();
+    sr.storage->crash(power_loss);
     sr.d.reset();
     sr.sm.reset();
   }
   n.up = false;
+  n.crash_now = false;
+  n.crash_power_loss = true;
   n.restart_at = now_ + 1 + rng_.below(options_.restart_ticks_max);
   ++result_.crashes;
+  result_.process_crashes += power_loss ? 0 : 1;
   ++n.crashes;
-  trace_.event(now_, "fault", {{"replica", n.index}}, "crash");
+  trace_.event(now_, "fault", {{"replica", n.index}}, power_loss ? "crash" : "process_crash");
   if (debug_) {
-    fmt::print("{} crash r{}\n", now_, n.index);
+    fmt::print("{} {} r{}\n", now_, power_loss ? "crash" : "process crash", n.index);
+  }
+}
+
+void cluster::lose_power_of_majority() {
+  // Every node, or a random majority of them, at once (whichever are up).
+  const std::size_t n = options_.replicas;
+  std::vector<bool> hit(n, true);
+  if (fault_rng_.chance_ppm(500'000)) {
+    std::size_t spared = n - (n / 2 + 1);
+    while (spared > 0) {
+      const std::size_t i = fault_rng_.below(n);
+      if (hit[i]) {
+        hit[i] = false;
+        --spared;
+      }
+    }
+  }
+  std::int64_t mask = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (hit[i] && nodes_[i]->up) {
+      crash(*nodes_[i], true);
+      mask |= std::int64_t{1} << i;
+    }
+  }
+  ++result_.power_losses;
+  trace_.event(now_, "fault", {{"side", mask}}, "power_loss");
+  if (debug_) {
+    fmt::print("{} power loss of nodes {:#x}\n", now_, mask);
   }
 }
 
@@ -473,6 +524,7 @@ void cluster::send(node& n, replica_t to, consensus::message m, consensus::group
     // returns (it is on the stack now), so the effects after the send are lost with it.
     driver_of(n, g)->halt();
     n.crash_now = true;
+    n.crash_power_loss = true;
   }
 }
 
@@ -517,6 +569,7 @@ consensus::driver_hooks cluster::hooks(node& np) {
   };
   h.fenced = [this, n](const error& e) {
     n->crash_now = true;
+    n->crash_power_loss = false;  // rilld exits at a fence and its supervisor restarts it: the machine stays up
     trace_.event(now_, "fault", {{"replica", n->index}}, "fenced");
     if (debug_) {
       fmt::print("{} fenced r{}: {}\n", now_, n->index, e.message());
@@ -527,9 +580,9 @@ consensus::driver_hooks cluster::hooks(node& np) {
 
 void cluster::crash_if_due(node& n) {
   if (n.up && n.crash_now) {
-    // A fence: as rilld exits at a failed fsync and its supervisor restarts it, it recovers from what is on disk.
-    // Or the crash-after-ack fault.
-    crash(n);
+    // A fence: as rilld exits at a failed fsync and its supervisor restarts it, it recovers from what is on disk
+    // (the page cache too: the machine stayed up). Or the crash-after-ack fault (a power loss).
+    crash(n, n.crash_power_loss);
   }
 }
 
@@ -561,9 +614,12 @@ void cluster::observe(node& n) {
 
 void cluster::inject_faults() {
   const std::size_t n = options_.replicas;
+  if (options_.power_loss_ppm > 0 && fault_rng_.chance_ppm(options_.power_loss_ppm)) {
+    lose_power_of_majority();
+  }
   for (auto& nd : nodes_) {
     if (nd->up && may_crash() && rng_.chance_ppm(options_.crash_ppm)) {
-      crash(*nd);
+      crash(*nd, !fault_rng_.chance_ppm(options_.process_crash_ppm));
     }
     if (nd->up && may_crash() && options_.disk_lost_ppm > 0 && rng_.chance_ppm(options_.disk_lost_ppm) &&
         may_lose_disk()) {
@@ -966,6 +1022,7 @@ void cluster::enter_liveness() {
   storage_options calm = options_.storage;
   calm.write_fault_ppm = 0;
   calm.read_fault_ppm = 0;
+  calm.sync_fault_ppm = 0;
   for (auto& n : nodes_) {
     n->storage->set_options(calm);
     for (auto& sr : n->sides) {

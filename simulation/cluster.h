@@ -33,6 +33,7 @@
 #include "consensus/partition_storage.h"
 #include "consensus/replica.h"
 #include "simulation/checker.h"
+#include "simulation/disk_storage.h"
 #include "simulation/network.h"
 #include "simulation/replica_storage.h"
 #include "simulation/trace.h"
@@ -76,6 +77,13 @@ struct cluster_options {
   std::uint32_t consume_every_ticks = 20;          // each client's consumer reads about this often
   consensus::journal_options journal{1024, 1024};  // the ring; the replicas checkpoint every slot_count / 4 ops
   std::uint32_t crash_ppm = 200;                   // per replica per tick
+  // Of those crashes, this many per million are a process crash (the machine stays up: the page cache survives,
+  // unsynced writes stay readable, and a later power loss may still take them); the others are a power loss. A fenced
+  // replica (a failed write or fdatasync) always restarts as a process (rilld exits and its supervisor starts it).
+  std::uint32_t process_crash_ppm = 0;
+  // Per tick: a majority of the nodes (sometimes all) lose power at once (a rack or a data centre), outside the bound
+  // on nodes down: the case a quorum on disk exists for. Each restarts after 1..restart_ticks_max.
+  std::uint32_t power_loss_ppm = 0;
   // Per prepare_ok sent: the sender crashes right after sending it (the effects after the send are lost with it),
   // within the same bound on replicas down at once as crash_ppm. Finds acknowledgements of what a crash loses.
   std::uint32_t crash_after_ack_ppm = 0;
@@ -106,6 +114,8 @@ struct cluster_options {
   bool bug_partition_trusts_own_suffix = false;  // test only: see partition_storage::set_bug_trust_own_suffix
   bool bug_idempotence_committed_only = false;   // test only: see ledger's constructor
   bool bug_coordinator_commit_unowned = false;   // test only: see ledger's constructor
+  bool bug_append_unsynced = false;              // test only: partition_storage_options::bug_append_unsynced
+  bool bug_trust_page_cache = false;             // test only: storage::set_bug_trust_page_cache (process-wide)
 };
 
 inline constexpr std::uint32_t groups_max_sim = 4;
@@ -126,6 +136,8 @@ struct run_result {
   std::uint64_t retries_answered = 0;  // produce acks that idempotence answered (a retry under another session)
   std::uint64_t evictions = 0;         // sessions of the partition group's clients evicted while in use
   std::uint64_t crashes = 0;
+  std::uint64_t process_crashes = 0;  // of the crashes, those that kept the page cache
+  std::uint64_t power_losses = 0;     // correlated: a majority of the nodes at once
   std::uint64_t disks_lost = 0;
   std::uint64_t partitions = 0;
   std::uint64_t view_changes = 0;
@@ -169,7 +181,9 @@ class cluster {
   [[nodiscard]] consensus::driver_hooks hooks(node& n);
   void crash_if_due(node& n);
   void inject_faults();
-  void crash(node& n);
+  // power_loss false: a process crash (the page cache survives).
+  void crash(node& n, bool power_loss = true);
+  void lose_power_of_majority();
   [[nodiscard]] bool may_lose_disk() const;
   void lose_disk(node& n);
   [[nodiscard]] bool may_crash() const;  // fewer than the bound are down now
@@ -182,6 +196,8 @@ class cluster {
       const std::function<const consensus::replica&(const node&)>& pick,
       const std::function<bool(const node&)>& caught_up) const;
   [[nodiscard]] bool may_fault(consensus::replica_t r, std::uint64_t op) const;
+  // The partition groups' storage settings (each replica adds its violation report).
+  [[nodiscard]] partition_config partition_config_for();
   void observe(node& n);
   void step_partition(node& n);  // every partition group of the node
   void step_partition(node& n, std::size_t g);
@@ -194,6 +210,7 @@ class cluster {
   cluster_options options_;
   trace& trace_;
   prng rng_;
+  prng fault_rng_;  // the crash kinds and correlated power losses: a stream of their own (the others' draws stay)
   sim_network network_;
   checker checker_;
   std::vector<std::unique_ptr<node>> nodes_;

@@ -18,6 +18,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "base/clock.h"
@@ -39,6 +41,9 @@ struct partition_config {
   std::uint8_t batch_operation = 0;
   bool bug_trust_own_suffix = false;  // partition_storage::set_bug_trust_own_suffix
   std::uint64_t retention_bytes = 0;  // the partition log's retention.bytes (0: none)
+  bool bug_append_unsynced = false;   // partition_storage_options::bug_append_unsynced
+  // A write reported durable whose batch the disk does not hold durably (the check of placement below).
+  std::function<void(const std::string&)> violation;
 };
 
 class disk_storage final : public replica_storage {
@@ -62,11 +67,12 @@ class disk_storage final : public replica_storage {
   void replica_changed(const consensus::replica& r) override;
   [[nodiscard]] std::uint64_t durable_through() const override;
   void complete(std::uint64_t now) override;
-  void crash() override;
+  void crash(bool power_loss = true) override;
   void wipe() override;
   [[nodiscard]] consensus::recovered_state recover() override;
+  [[nodiscard]] std::vector<consensus::header> durable_of(const std::vector<consensus::header>& recovered) override;
   std::optional<std::uint64_t> rot_one(prng& rng) override;
-  void set_options(const storage_options& o) override { options_ = o; }
+  void set_options(const storage_options& o) override;
 
   [[nodiscard]] simulation::sim_disk& disk() noexcept { return disk_; }
   // The partition group's storage while it is open (between recover() and crash()); null otherwise, or for a
@@ -75,6 +81,18 @@ class disk_storage final : public replica_storage {
 
  private:
   void settle();  // polls the disk until nothing is due at its current time
+  // Where the partition log placed each batch and its .meta entry (by base offset), as the disk saw the writes land:
+  // the checker's own view, independent of what the log believes it synced.
+  struct placed {
+    std::string path;
+    std::uint64_t position = 0;
+    std::vector<std::byte> bytes;  // what was written there
+  };
+  void observe(const std::string& path, std::uint64_t offset, std::span<const std::byte> bytes);
+  // The batch at `base` and its .meta entry would survive a power loss now.
+  [[nodiscard]] bool batch_durable(std::int64_t base) const;
+  std::map<std::int64_t, placed> batches_placed_;
+  std::map<std::int64_t, placed> metas_placed_;
 
   storage_options options_;
   prng rng_;

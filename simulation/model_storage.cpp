@@ -116,7 +116,8 @@ void model_storage::run(pending_op& p) {
   }
 }
 
-void model_storage::crash() {
+void model_storage::crash(bool power_loss) {
+  (void)power_loss;  // an in-memory model: no page cache, every crash is a power loss
   for (const auto& p : pending_) {
     if (p.what == kind::write && rng_.chance_ppm(options_.torn_ppm) && may_fault_(p.op)) {
       journal_.erase(p.op);  // torn: the slot holds garbage now

@@ -34,7 +34,7 @@ class model_storage final : public replica_storage {
   void write_checkpoint(std::uint8_t slot, std::uint64_t op, std::vector<std::byte> bytes,
                         std::function<void(expected<void>)> done) override;
   void complete(std::uint64_t now) override;
-  void crash() override;
+  void crash(bool power_loss = true) override;
   void wipe() override;
   [[nodiscard]] consensus::recovered_state recover() override;
   std::optional<std::uint64_t> rot_one(prng& rng) override;

@@ -27,6 +27,10 @@ struct storage_options {
   std::uint32_t write_fault_ppm = 0;  // a write reports failure
   std::uint32_t read_fault_ppm = 0;   // a read reports failure (the data stays)
   std::uint32_t torn_ppm = 500'000;   // a write in flight at a crash tears its slot
+  // Per fdatasync/fsync on the simulated disk: it fails with EIO, and what it covered never becomes durable (sim_disk's
+  // failed_sync_loses_writes: the pages stay readable in the cache). Outside the fault atlas: it loses only what was
+  // never synced (never acknowledged). The storage fails, the driver fences, and the node restarts its process.
+  std::uint32_t sync_fault_ppm = 0;
 };
 
 // A replica's storage as the driver sees it (consensus::group_storage: each operation reports once, through its
@@ -37,7 +41,14 @@ class replica_storage : public consensus::group_storage {
   // Operations started between two calls are timed from the last `now`.
   virtual void complete(std::uint64_t now) = 0;
   // Power loss: pending operations vanish (their callbacks never run); writes in flight may tear.
-  virtual void crash() = 0;
+  // power_loss false: the process died and the machine did not (the page cache survives: every write that landed
+  // stays readable, synced or not, and a later power loss may still drop what is unsynced).
+  virtual void crash(bool power_loss = true) = 0;
+  // Of the headers the last recover() reported, those whose prepares (and, for a partition group, whose batches)
+  // the disk holds durably: what a power loss now would leave. (The model storage has no cache: all of them.)
+  [[nodiscard]] virtual std::vector<consensus::header> durable_of(const std::vector<consensus::header>& recovered) {
+    return recovered;
+  }
   // The disk is lost (after crash()): the next recover() finds storage formatted anew, its vsr_state recovering (as
   // an operator's `rilld recover` formats it).
   virtual void wipe() = 0;

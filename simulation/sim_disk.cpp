@@ -6,6 +6,8 @@
 //   blocks written under delayed allocation and not yet allocated; a node's blocks beyond its data may only be
 //   allocated (reserved), never delayed.
 // - Once stopped_, no operation has any effect until crash().
+// - A lost change (a failed sync covered it) is never made durable: a later sync keeps it in `unsynced` (as one
+//   change that turns the cache's bytes back into the durable ones), a crash undoes it and never lands it.
 #include "simulation/sim_disk.h"
 
 #include <algorithm>
@@ -16,16 +18,20 @@
 
 namespace rill::simulation {
 
+struct sim_disk::node_change {
+  std::uint64_t offset = 0;          // start of the region whose old bytes are kept
+  std::uint64_t old_size = 0;        // file size before the change
+  std::vector<std::byte> old_bytes;  // bytes [offset, offset + old_bytes.size()) before the change
+  bool truncate = false;
+  std::uint64_t new_size = 0;        // truncate: the size set
+  std::uint64_t write_offset = 0;    // write: where
+  std::vector<std::byte> new_bytes;  // write: what
+  // In the cache only: a failed sync covered it, so it never becomes durable (a crash never lands it).
+  bool lost = false;
+};
+
 struct sim_disk::node {
-  struct change {
-    std::uint64_t offset = 0;          // start of the region whose old bytes are kept
-    std::uint64_t old_size = 0;        // file size before the change
-    std::vector<std::byte> old_bytes;  // bytes [offset, offset + old_bytes.size()) before the change
-    bool truncate = false;
-    std::uint64_t new_size = 0;        // truncate: the size set
-    std::uint64_t write_offset = 0;    // write: where
-    std::vector<std::byte> new_bytes;  // write: what
-  };
+  using change = node_change;
 
   enum block_state : std::uint8_t { hole = 0, allocated = 1, delayed = 2 };
 
@@ -61,7 +67,7 @@ struct sim_disk::node {
   bool is_dir;
   std::vector<std::byte> data;
   std::vector<std::uint8_t> blocks;  // block_state of each block_bytes block (missing at the end: holes)
-  std::vector<change> unsynced;
+  std::vector<node_change> unsynced;
   std::uint64_t changes_made = 0;  // content changes ever pushed to unsynced
   std::map<std::string, std::shared_ptr<node>> entries;
   std::map<std::string, std::shared_ptr<node>> durable_entries;
@@ -91,6 +97,7 @@ bool is_mutating(const io::request& r) {
     case io::opcode::read:
     case io::opcode::list_dir:
     case io::opcode::file_size:
+    case io::opcode::drop_cache:
     case io::opcode::accept:
     case io::opcode::recv:
     case io::opcode::send:
@@ -224,6 +231,7 @@ void sim_disk::apply(io::request& r) {
       r.result = do_open(r);
       return;
     case io::opcode::close:
+      fd_paths_.erase(r.fd);
       r.result = fds_.erase(r.fd) ? 0 : -EBADF;
       return;
     case io::opcode::read: {
@@ -273,11 +281,17 @@ void sim_disk::apply(io::request& r) {
         return;
       }
       r.result = do_write(*n, r.offset, data);
+      if (r.result > 0 && write_observer_) {
+        write_observer_(fd_paths_[r.fd], r.offset, data);
+      }
       return;
     }
     case io::opcode::fdatasync:
     case io::opcode::fsync:
       r.result = do_sync(r.fd);
+      return;
+    case io::opcode::drop_cache:
+      r.result = do_drop_cache(r.fd);
       return;
     case io::opcode::accept:
     case io::opcode::recv:
@@ -386,6 +400,7 @@ std::int64_t sim_disk::do_open(io::request& r) {
   }
   const int fd = next_fd_++;
   fds_.emplace(fd, std::move(target));
+  fd_paths_.emplace(fd, r.path);
   open_fds_max_ = std::max(open_fds_max_, fds_.size());
   return fd;
 }
@@ -489,7 +504,18 @@ std::int64_t sim_disk::do_sync(int fd) {
     return -EBADF;
   }
   if (rng_.chance_ppm(faults_.sync_error_ppm)) {
-    return -EIO;  // nothing became durable; the unsynced changes may still be lost at a crash
+    // Nothing became durable; the unsynced changes may still be lost at a crash, and with failed_sync_loses_writes
+    // those the sync covered never become durable (their pages are clean now).
+    if (!n->is_dir && faults_.failed_sync_loses_writes) {
+      const std::size_t covered = sync_snapshot_
+                                      ? n->unsynced.size() - static_cast<std::size_t>(std::min<std::uint64_t>(
+                                                                 n->changes_made - *sync_snapshot_, n->unsynced.size()))
+                                      : n->unsynced.size();
+      for (std::size_t i = 0; i < covered; ++i) {
+        n->unsynced[i].lost = true;
+      }
+    }
+    return -EIO;
   }
   if (!n->is_dir) {
     // Delayed allocation: the written blocks get their space now, or the sync fails and nothing becomes durable.
@@ -505,8 +531,16 @@ std::int64_t sim_disk::do_sync(int fd) {
     used_bytes_ += waiting * block_bytes;
     delayed_bytes_ -= waiting * block_bytes;
   }
+  const bool any_lost =
+      std::any_of(n->unsynced.begin(), n->unsynced.end(), [](const node::change& c) { return c.lost; });
   if (n->is_dir) {
     n->durable_entries = n->entries;
+  } else if (any_lost) {
+    const std::size_t since =
+        sync_snapshot_
+            ? static_cast<std::size_t>(std::min<std::uint64_t>(n->changes_made - *sync_snapshot_, n->unsynced.size()))
+            : 0;
+    sync_around_lost(*n, n->unsynced.size() - since);
   } else if (sync_snapshot_) {
     // Only what was applied before the sync was submitted: the changes since stay unsynced (their undo records are
     // relative to the state before them, which is now durable).
@@ -517,6 +551,119 @@ std::int64_t sim_disk::do_sync(int fd) {
   } else {
     n->unsynced.clear();
   }
+  return 0;
+}
+
+namespace {
+// Applies a change forward onto `d`: what it wrote, or the size it set.
+void redo(std::vector<std::byte>& d, const sim_disk::node_change& c) {
+  if (c.truncate) {
+    d.resize(c.new_size);
+    return;
+  }
+  if (d.size() < c.write_offset + c.new_bytes.size()) {
+    d.resize(c.write_offset + c.new_bytes.size());
+  }
+  std::copy(c.new_bytes.begin(), c.new_bytes.end(), d.begin() + static_cast<std::ptrdiff_t>(c.write_offset));
+}
+
+// Undoes a change on `d` (it must be the state right after the change).
+void undo(std::vector<std::byte>& d, const sim_disk::node_change& c) {
+  const std::uint64_t need = c.offset + c.old_bytes.size();
+  if (d.size() < need) {
+    d.resize(need);
+  }
+  std::copy(c.old_bytes.begin(), c.old_bytes.end(), d.begin() + static_cast<std::ptrdiff_t>(c.offset));
+  d.resize(c.old_size);
+}
+}  // namespace
+
+std::vector<std::byte> sim_disk::durable_image(const node& n) {
+  std::vector<std::byte> d = n.data;
+  for (auto it = n.unsynced.rbegin(); it != n.unsynced.rend(); ++it) {
+    undo(d, *it);
+  }
+  return d;
+}
+
+void sim_disk::sync_around_lost(node& n, std::size_t covered) {
+  RILL_ASSERT(covered <= n.unsynced.size());
+  // D1: durable after this sync (the durable content with the covered changes that are not lost applied).
+  // S: the cache as it was after the covered changes (the later ones undone).
+  std::vector<std::byte> d1 = durable_image(n);
+  for (std::size_t i = 0; i < covered; ++i) {
+    if (!n.unsynced[i].lost) {
+      redo(d1, n.unsynced[i]);
+    }
+  }
+  std::vector<std::byte> s = n.data;
+  for (std::size_t i = n.unsynced.size(); i-- > covered;) {
+    undo(s, n.unsynced[i]);
+  }
+  std::vector<node_change> kept(n.unsynced.begin() + static_cast<std::ptrdiff_t>(covered), n.unsynced.end());
+  n.unsynced.clear();
+  if (s != d1) {
+    // One lost change that turns S back into D1, from their first differing byte on.
+    std::uint64_t first = 0;
+    const std::uint64_t common = std::min(s.size(), d1.size());
+    while (first < common && s[first] == d1[first]) {
+      ++first;
+    }
+    node_change c;
+    c.lost = true;
+    c.offset = first;
+    c.old_size = d1.size();
+    if (first < d1.size()) {
+      c.old_bytes.assign(d1.begin() + static_cast<std::ptrdiff_t>(first), d1.end());
+    }
+    n.unsynced.push_back(std::move(c));
+  }
+  for (auto& c : kept) {
+    n.unsynced.push_back(std::move(c));
+  }
+}
+
+std::int64_t sim_disk::do_drop_cache(int fd) {
+  node* n = file_for_fd(fd);
+  if (n == nullptr) {
+    return -EBADF;
+  }
+  if (n->is_dir || std::none_of(n->unsynced.begin(), n->unsynced.end(), [](const node_change& c) { return c.lost; })) {
+    return 0;  // every cached page is durable or dirty: a read from the device gives what the cache holds
+  }
+  // The lost changes' pages are clean and go; the dirty ones stay: the cache becomes the durable content with the
+  // changes that are not lost applied again, in order, each recorded against what it now overwrites.
+  std::vector<node_change> changes = std::move(n->unsynced);
+  n->unsynced.clear();
+  std::vector<std::byte> d = n->data;
+  for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+    undo(d, *it);
+  }
+  for (const auto& c : changes) {
+    if (c.lost) {
+      continue;
+    }
+    node_change again = c;
+    again.old_size = d.size();
+    again.old_bytes.clear();
+    if (c.truncate) {
+      again.offset = std::min<std::uint64_t>(c.new_size, d.size());
+      if (c.new_size < d.size()) {
+        again.old_bytes.assign(d.begin() + static_cast<std::ptrdiff_t>(c.new_size), d.end());
+      }
+    } else {
+      const std::uint64_t end = c.write_offset + c.new_bytes.size();
+      again.offset = std::min<std::uint64_t>(c.write_offset, d.size());
+      if (c.write_offset < d.size()) {
+        again.old_bytes.assign(d.begin() + static_cast<std::ptrdiff_t>(c.write_offset),
+                               d.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(end, d.size())));
+      }
+    }
+    redo(d, c);
+    n->unsynced.push_back(std::move(again));
+  }
+  n->resize(d.size());
+  n->data = std::move(d);
   return 0;
 }
 
@@ -615,6 +762,9 @@ void sim_disk::crash_file(node& f) {
   // ...then some of what was not synced lands anyway, whole or torn, in order.
   constexpr std::uint64_t sector = 512;
   for (const auto& c : f.unsynced) {
+    if (c.lost) {
+      continue;  // its writeback failed: the device never got it
+    }
     const std::uint32_t roll = static_cast<std::uint32_t>(rng_.below(1'000'000));
     const bool keep = roll < faults_.crash_keep_ppm;
     const bool torn = !keep && roll < faults_.crash_keep_ppm + faults_.crash_torn_ppm;
@@ -667,6 +817,7 @@ void sim_disk::crash_dir(node& dir) {
 void sim_disk::crash() {
   RILL_ASSERT(queue_.empty(), "crash() with {} requests in flight: stop the disk and drain first", queue_.size());
   fds_.clear();
+  fd_paths_.clear();
   // Files reachable only through non-durable entries vanish with them; the others lose unsynced content.
   crash_dir(*root_);
   stopped_ = false;
@@ -676,6 +827,7 @@ void sim_disk::crash() {
 void sim_disk::wipe() {
   RILL_ASSERT(queue_.empty(), "wipe() with {} requests in flight", queue_.size());
   fds_.clear();
+  fd_paths_.clear();
   root_ = std::make_shared<node>(this, true);  // the old tree's blocks are freed with it
   RILL_ASSERT(used_bytes_ == 0 && delayed_bytes_ == 0, "a wiped disk still counts {} bytes used, {} delayed",
               used_bytes_, delayed_bytes_);
@@ -686,6 +838,7 @@ void sim_disk::wipe() {
 void sim_disk::restart_process() {
   RILL_ASSERT(queue_.empty(), "restart_process() with {} requests in flight", queue_.size());
   fds_.clear();
+  fd_paths_.clear();
   stopped_ = false;
   stop_at_.reset();
 }
@@ -740,6 +893,56 @@ std::vector<std::string> sim_disk::list(const std::string& dir) const {
     }
   }
   return out;
+}
+
+bool sim_disk::durable_matches(const std::string& path, std::uint64_t offset, std::uint64_t length) const {
+  // Reachable through durable entries: each directory on the way (and the file) must be there after a crash.
+  const node* n = root_.get();
+  const node* durable = root_.get();
+  for (const auto& part : split(path)) {
+    if (n == nullptr || !n->is_dir) {
+      return false;
+    }
+    auto it = n->entries.find(part);
+    auto dt = durable->durable_entries.find(part);
+    if (it == n->entries.end() || dt == durable->durable_entries.end() || it->second != dt->second) {
+      return false;
+    }
+    n = it->second.get();
+    durable = dt->second.get();
+  }
+  if (n == nullptr || n->is_dir || offset + length > n->data.size()) {
+    return false;
+  }
+  // The durable content of the window: the cache's, with every unsynced change undone within it.
+  std::vector<std::byte> window(n->data.begin() + static_cast<std::ptrdiff_t>(offset),
+                                n->data.begin() + static_cast<std::ptrdiff_t>(offset + length));
+  // Undone newest first, each change's old bytes restore what it overwrote or cut; the durable size is the one
+  // before the oldest unsynced change (every byte of a window within it is restored by some undo, or never changed).
+  for (auto it = n->unsynced.rbegin(); it != n->unsynced.rend(); ++it) {
+    const auto& c = *it;
+    for (std::uint64_t i = 0; i < c.old_bytes.size(); ++i) {
+      const std::uint64_t at = c.offset + i;
+      if (at >= offset && at < offset + length) {
+        window[at - offset] = c.old_bytes[i];
+      }
+    }
+  }
+  const std::uint64_t durable_size = n->unsynced.empty() ? n->data.size() : n->unsynced.front().old_size;
+  if (durable_size < offset + length) {
+    return false;  // the durable file ends inside the window
+  }
+  return std::equal(window.begin(), window.end(), n->data.begin() + static_cast<std::ptrdiff_t>(offset));
+}
+
+std::optional<std::vector<std::byte>> sim_disk::read_range(const std::string& path, std::uint64_t offset,
+                                                           std::uint64_t length) const {
+  const node* n = resolve(path);
+  if (n == nullptr || n->is_dir || offset + length > n->data.size()) {
+    return std::nullopt;
+  }
+  return std::vector<std::byte>(n->data.begin() + static_cast<std::ptrdiff_t>(offset),
+                                n->data.begin() + static_cast<std::ptrdiff_t>(offset + length));
 }
 
 std::size_t sim_disk::unsynced_ops(const std::string& path) const {

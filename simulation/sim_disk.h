@@ -16,7 +16,9 @@
 //   reverts to its durable entries; every fd is closed. crash() requires nothing in flight: stop the disk first
 //   (halt() or fail_stop_after()), drive the owner until its operations have failed, then crash.
 // - Faults (seeded, per operation): EIO on reads, writes (a prefix of a failed write may land) and syncs (nothing
-//   becomes durable); explicit bit flips.
+//   becomes durable, and what the failed sync covered never will: failed_sync_loses_writes); explicit bit flips.
+// - The page cache: reads see every change applied (synced or not). restart_process() keeps it, crash() does not.
+//   drop_cache drops its clean pages: the changes a failed sync lost are replaced by the durable bytes.
 // - Space: files are sparse, in blocks of block_bytes. A write allocates the blocks it touches, a reserve
 //   (fallocate) the blocks of its range (also past the end of the file), a truncate frees every block past the new
 //   end, an unlinked file frees its blocks once its last descriptor closes; growing a file by truncate allocates
@@ -29,10 +31,12 @@
 //   no effect: the point where the machine lost power. Crash tests enumerate n over a whole workload.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <queue>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,11 @@ struct sim_disk_faults {
   // miss writes that complete while it runs); false: every change applied before it completes. For code that syncs
   // beside its own writes (the background sync of relaxed durability).
   bool sync_covers_only_submitted = false;
+  // A failed fdatasync/fsync (EIO) leaves the changes it covered in the cache, readable, but never durable: a later
+  // successful sync does not write them (Linux since 4.13 marks the pages clean after failed writeback), a crash
+  // loses them, and drop_cache (POSIX_FADV_DONTNEED) replaces them with what the disk holds. false: they stay dirty
+  // and a later sync may still make them durable (an optimistic file system).
+  bool failed_sync_loses_writes = true;
 };
 
 class sim_disk final : public io::engine {
@@ -102,6 +111,18 @@ class sim_disk final : public io::engine {
   [[nodiscard]] std::vector<std::string> list(const std::string& dir) const;
   // Unsynced write/truncate operations pending on the file at path (0 when fully durable).
   [[nodiscard]] std::size_t unsynced_ops(const std::string& path) const;
+  // Whether bytes [offset, offset + length) of the file at path would read the same after a power loss now that
+  // landed none of its unsynced writes: the file is reachable through durable directory entries, its durable size
+  // covers the range, and no unsynced (or lost) change left those bytes different from their durable content.
+  [[nodiscard]] bool durable_matches(const std::string& path, std::uint64_t offset, std::uint64_t length) const;
+  // What reads of [offset, offset + length) of the file at path return now (from the cache); nullopt when the
+  // file is missing or shorter.
+  [[nodiscard]] std::optional<std::vector<std::byte>> read_range(const std::string& path, std::uint64_t offset,
+                                                                 std::uint64_t length) const;
+  // Called with every write that lands (the path it was opened by, where, what): a checker's view of placement.
+  using write_observer =
+      std::function<void(const std::string& path, std::uint64_t offset, std::span<const std::byte> bytes)>;
+  void observe_writes(write_observer o) { write_observer_ = std::move(o); }
   static constexpr std::uint64_t block_bytes = 4096;
   // Bytes of allocated blocks (every file), and of written blocks waiting for allocation at a sync.
   [[nodiscard]] std::uint64_t used_bytes() const noexcept { return used_bytes_; }
@@ -115,6 +136,7 @@ class sim_disk final : public io::engine {
   [[nodiscard]] std::uint64_t now_ns() const noexcept { return now_ns_; }
 
   struct node;
+  struct node_change;  // one unsynced change of a file (sim_disk.cpp)
 
  private:
   struct pending {
@@ -134,6 +156,12 @@ class sim_disk final : public io::engine {
   bool allocate(node& n, std::uint64_t first, std::uint64_t end, bool delayed);
   // sync_snapshot_ set: only the changes made before that count of the file's changes become durable.
   std::int64_t do_sync(int fd);
+  std::int64_t do_drop_cache(int fd);
+  // The file's durable content (its unsynced changes undone from the cache's).
+  [[nodiscard]] static std::vector<std::byte> durable_image(const node& n);
+  // A successful sync of the first `covered` unsynced changes of a file holding lost ones (failed_sync_loses_writes):
+  // the covered changes that are not lost become durable, the lost ones stay undone at a crash.
+  void sync_around_lost(node& n, std::size_t covered);
   std::int64_t do_rename(const std::string& from, const std::string& to);
   std::int64_t do_unlink(const std::string& path, bool dir);
   std::int64_t do_mkdir(const std::string& path);
@@ -153,6 +181,8 @@ class sim_disk final : public io::engine {
   std::priority_queue<pending, std::vector<pending>, std::greater<>> queue_;
   std::shared_ptr<node> root_;
   std::map<int, std::shared_ptr<node>> fds_;
+  std::map<int, std::string> fd_paths_;  // the path each descriptor was opened by (write_observer)
+  write_observer write_observer_;
   int next_fd_ = 3;
   std::size_t open_fds_max_ = 0;
   std::uint64_t mutating_ops_ = 0;

@@ -49,15 +49,49 @@ const std::vector<knob_range>& swarm_knobs() {
       {"retention-ppm", 0, 20'000,
        "chance per replica per tick that its partition logs apply retention (retention.bytes 1: every sealed segment "
        "no replica needs goes), ppm; drawn, only above 10000"},
+      // After retention-ppm, for the same reason.
+      {"process-crash-ppm", 0, 1'000'000,
+       "of the crashes, this many per million are process crashes (the page cache survives: unsynced writes stay "
+       "readable until a power loss)"},
+      {"power-loss-ppm", 0, 200,
+       "chance per tick that a majority of the nodes (sometimes all) lose power at once, ppm; drawn, only above 100"},
+      {"sync-fault-ppm", 0, 2'000,
+       "failed fdatasyncs (EIO: what they covered never becomes durable, yet stays readable in the cache), ppm; the "
+       "replica fences and its process restarts; drawn, only above 1000"},
   };
   return knobs;
 }
 
+const std::vector<planted_bug>& planted_bugs() {
+  static const std::vector<planted_bug> bugs = {
+      {"commit_without_quorum", "the primary commits on its own write: a committed op a view change forgets"},
+      {"advertise_before_persist", "messages carry a view before it is durable: a restart forgets a view it voted in"},
+      {"accept_out_of_order", "a backup takes an older view's prepare as the current primary's: logs diverge"},
+      {"forget_client_table", "retried requests prepare and execute again: a request runs twice"},
+      {"vote_while_recovering", "a replica that lost its disk votes at once: its empty log forms a view"},
+      {"ack_before_durable", "a backup acknowledges a journal write when it submits it: a crash loses a quorum's copy"},
+      {"partition_trusts_own_suffix",
+       "a partition log keeps what a view change replaced, unchecked: consumers read another op's records"},
+      {"idempotence_committed_only",
+       "a produce is checked against committed producers only: a retry under another session is stored twice"},
+      {"coordinator_commit_unowned", "a commit of a partition its member does not own is stored: a zombie commits"},
+      {"append_unsynced",
+       "a replicated append completes before its fdatasync: a replica acknowledges a batch a power loss takes"},
+      {"trust_page_cache",
+       "recovery reads its files through the page cache: a restart after a crash or a failed fdatasync trusts, and "
+       "acknowledges, writes the disk does not hold"},
+  };
+  return bugs;
+}
+
 const std::vector<std::string>& bug_names() {
-  static const std::vector<std::string> names = {
-      "commit_without_quorum",       "advertise_before_persist",   "accept_out_of_order",
-      "forget_client_table",         "vote_while_recovering",      "ack_before_durable",
-      "partition_trusts_own_suffix", "idempotence_committed_only", "coordinator_commit_unowned"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& b : planted_bugs()) {
+      out.emplace_back(b.name);
+    }
+    return out;
+  }();
   return names;
 }
 
@@ -139,6 +173,16 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   if (retention) {
     o.retention_ppm = static_cast<std::uint32_t>(v["retention-ppm"]);
   }
+  o.process_crash_ppm = static_cast<std::uint32_t>(v["process-crash-ppm"]);
+  // Drawn, half the seeds lose power on a majority at once, and half have failing fdatasyncs; given, as is.
+  const bool power_losses = k.given.contains("power-loss-ppm") ? v["power-loss-ppm"] > 0 : v["power-loss-ppm"] > 100;
+  if (power_losses) {
+    o.power_loss_ppm = static_cast<std::uint32_t>(v["power-loss-ppm"]);
+  }
+  const bool sync_faults = k.given.contains("sync-fault-ppm") ? v["sync-fault-ppm"] > 0 : v["sync-fault-ppm"] > 1'000;
+  if (sync_faults) {
+    o.storage.sync_fault_ppm = static_cast<std::uint32_t>(v["sync-fault-ppm"]);
+  }
   o.groups = static_cast<std::uint32_t>(v["groups"]);
   o.replica.clients_max =
       static_cast<std::uint32_t>(std::max<std::uint64_t>(v["clients-max"], 2 * std::uint64_t{o.clients} + 1));
@@ -169,6 +213,10 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bug_idempotence_committed_only = true;
     } else if (b == "coordinator_commit_unowned") {
       o.bug_coordinator_commit_unowned = true;
+    } else if (b == "append_unsynced") {
+      o.bug_append_unsynced = true;
+    } else if (b == "trust_page_cache") {
+      o.bug_trust_page_cache = true;
     } else {
       RILL_UNREACHABLE("unknown bug {}", b);
     }

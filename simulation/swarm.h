@@ -48,8 +48,15 @@ constexpr std::uint32_t fault_class_count = 8;
 // A class's rate, when its bit of faults-up is set, is multiplied by this (within the class's bound).
 constexpr std::uint32_t fault_up_factor = 4;
 const std::vector<knob_range>& swarm_knobs();
-// The deliberate bugs by name: replica_bugs, and the partition log's
-// (cluster_options::bug_partition_trusts_own_suffix).
+// A deliberate bug the simulator must find (test only): its name (rill-sim --bug) and what it breaks.
+struct planted_bug {
+  const char* name;
+  const char* breaks;
+};
+// Every deliberate bug, in the order rill-sim --list-bugs prints them: replica_bugs, the partition storage's, the
+// ledger's, the coordinator's, and the storage layer's.
+const std::vector<planted_bug>& planted_bugs();
+// Their names alone.
 const std::vector<std::string>& bug_names();
 
 cluster_options options_for(std::uint64_t seed, const knobs& k);

@@ -1,5 +1,6 @@
 #include "storage/file_ops.h"
 
+#include <atomic>
 #include <cerrno>
 #include <vector>
 
@@ -183,6 +184,30 @@ task<expected<void>> simple(io::engine& e, io::opcode op, int fd, std::uint64_t 
 
 task<expected<void>> datasync_file(io::engine& e, int fd, std::string path) {
   co_return co_await simple(e, io::opcode::fdatasync, fd, 0, {}, {}, "fdatasync " + path);
+}
+
+namespace {
+std::atomic<bool> bug_trust_page_cache{false};
+}  // namespace
+
+void set_bug_trust_page_cache(bool on) noexcept {
+  bug_trust_page_cache.store(on, std::memory_order_relaxed);
+}
+
+task<expected<void>> settle_file(io::engine& e, int fd, std::string path) {
+  if (bug_trust_page_cache.load(std::memory_order_relaxed)) {
+    co_return expected<void>{};
+  }
+  RILL_CO_TRY_VOID(co_await simple(e, io::opcode::fdatasync, fd, 0, {}, {}, "fdatasync " + path));
+  co_return co_await simple(e, io::opcode::drop_cache, fd, 0, {}, {}, "drop the cached pages of " + path);
+}
+
+task<expected<void>> settle_dir(io::engine& e, std::string path) {
+  if (bug_trust_page_cache.load(std::memory_order_relaxed)) {
+    co_return expected<void>{};
+  }
+  RILL_CO_TRY_VOID(co_await sync_dir(e, path));
+  co_return co_await sync_dir(e, parent_path(path));
 }
 
 task<expected<void>> truncate_file(io::engine& e, int fd, std::uint64_t length, std::string path) {

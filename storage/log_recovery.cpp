@@ -195,6 +195,9 @@ task<expected<bool>> partition_log::scan_segment(segment& seg, bool is_last, off
   RILL_ASSERT(!seg.sealed);
   RILL_ASSERT(committed_hint.value() >= 0);
   RILL_CO_TRY(log, co_await seg.log_file.pin(engine_));
+  // A scanned segment's batches are trusted as found: they must be what the disk holds (settle_file: a crashed
+  // process's unsynced writes made durable, the pages of a failed sync dropped), before its size is taken.
+  RILL_CO_TRY_VOID(co_await settle_file(engine_, log.fd(), seg.log_path()));
   RILL_CO_TRY(file_size, co_await size_of_file(engine_, log.fd(), seg.log_path()));
   const offset_t stop_at = recovery_cut();
   seg.index.clear();
@@ -310,7 +313,7 @@ task<expected<void>> partition_log::rebuild_index_file(segment& seg) {
   co_return co_await sync_file(seg.index_file);
 }
 
-task<expected<void>> partition_log::load_metas(segment& seg) {
+task<expected<void>> partition_log::load_metas(segment& seg, bool settle) {
   RILL_ASSERT(seg.metas.empty());
   RILL_ASSERT(seg.base_offset <= seg.next_offset);
   if (!seg.meta_file.attached()) {
@@ -318,6 +321,9 @@ task<expected<void>> partition_log::load_metas(segment& seg) {
   }
   const std::uint64_t bytes_max = (seg.size / batch_format::header_bytes + 1) * meta_entry_format::entry_bytes;
   RILL_CO_TRY(meta, co_await seg.meta_file.pin(engine_));
+  if (settle) {
+    RILL_CO_TRY_VOID(co_await settle_file(engine_, meta.fd(), seg.meta_path()));
+  }
   RILL_CO_TRY(size, co_await size_of_file(engine_, meta.fd(), seg.meta_path()));
   const std::uint64_t n = std::min(size, bytes_max) / meta_entry_format::entry_bytes;
   std::vector<std::byte> bytes(n * meta_entry_format::entry_bytes);
@@ -358,6 +364,8 @@ task<expected<void>> partition_log::recover() {
     RILL_CO_TRY_VOID(co_await make_dirs(engine_, dir_));
   }
   RILL_CO_TRY(names, co_await list_dir(engine_, dir_));
+  // The files found are trusted below: their directory entries must be on disk (file_ops.h, settle_dir).
+  RILL_CO_TRY_VOID(co_await settle_dir(engine_, dir_));
   bool dir_changed = false;
   std::map<offset_t, found_files> found;
   for (const auto& name : names) {
@@ -500,7 +508,8 @@ task<expected<void>> partition_log::recover() {
     RILL_ASSERT(seg->next_offset >= seg->base_offset);
     RILL_ASSERT(seg->base_offset >= expected_next, "segment {} overlaps the one before", seg->base_offset.value());
     expected_next = seg->next_offset;
-    RILL_CO_TRY_VOID(co_await load_metas(*seg));
+    // A sealed segment's .meta was synced before the seal; one that was scanned may hold what a crash left unsynced.
+    RILL_CO_TRY_VOID(co_await load_metas(*seg, !trusted));
     if (!last) {
       seg->sealed = true;
       RILL_CO_TRY_VOID(co_await seg->index_file.close(engine_));

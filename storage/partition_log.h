@@ -311,7 +311,8 @@ class partition_log {
   task<expected<void>> recover_segment_fast(segment& seg, bool& ok);
   task<expected<bool>> scan_segment(segment& seg, bool is_last, offset_t committed_hint);
   task<expected<void>> rebuild_index_file(segment& seg);
-  task<expected<void>> load_metas(segment& seg);
+  // settle: the .meta is made what the disk holds first (a segment recovery scanned, not one it trusts as sealed).
+  task<expected<void>> load_metas(segment& seg, bool settle);
   task<expected<void>> open_segment_files(segment& seg, bool writable);
   task<expected<std::shared_ptr<segment>>> create_segment(offset_t base);
 

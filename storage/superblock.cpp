@@ -34,7 +34,15 @@ task<expected<copy>> open_copy(io::engine& e, std::string path, bool create) {
   c.exists = true;
   const int fd = static_cast<int>(rc);
   std::array<std::byte, sf::bytes> buf{};
-  auto got = co_await read_at(e, fd, 0, buf, path);
+  // What the copy says is trusted below: it must be what the disk holds (file_ops.h, settle_file).
+  // (No co_await inside a conditional expression: GCC 12 destroys its temporaries twice.)
+  auto settled = co_await settle_file(e, fd, path);
+  expected<std::size_t> got = std::size_t{0};
+  if (settled) {
+    got = co_await read_at(e, fd, 0, buf, path);
+  } else {
+    got = unexpected(std::move(settled).error());
+  }
   // Closed at once: the store reopens the copy through the cache when it writes it.
   auto closed = co_await close_file(e, fd, path);
   if (!got) {

@@ -112,7 +112,8 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
         "seed %llu: %s replicas=%u groups=%u side_committed=%llu group_commits=%llu clients=%u loss=%u dup=%u crash=%u "
         "partition=%u "
         "faults=%u/%u/%u ticks=%llu "
-        "committed=%llu acks=%llu retried=%llu evicted=%llu crashes=%llu lost=%llu partitions=%llu view=%u lagging=%zu "
+        "committed=%llu acks=%llu retried=%llu evicted=%llu crashes=%llu process_crashes=%llu power_losses=%llu "
+        "lost=%llu partitions=%llu view=%u lagging=%zu "
         "checkpoints=%llu "
         "syncs=%llu "
         "consumed=%llu cuts=%llu copies=%llu retained=%llu restarts=%llu messages=%llu hash=%016llx\n",
@@ -122,7 +123,8 @@ int run_seed(std::uint64_t seed, const knobs& k, const std::string& trace_path, 
         o.storage.read_fault_ppm, o.rot_ppm, static_cast<unsigned long long>(r.ticks),
         static_cast<unsigned long long>(r.committed), static_cast<unsigned long long>(r.acks),
         static_cast<unsigned long long>(r.retries_answered), static_cast<unsigned long long>(r.evictions),
-        static_cast<unsigned long long>(r.crashes), static_cast<unsigned long long>(r.disks_lost),
+        static_cast<unsigned long long>(r.crashes), static_cast<unsigned long long>(r.process_crashes),
+        static_cast<unsigned long long>(r.power_losses), static_cast<unsigned long long>(r.disks_lost),
         static_cast<unsigned long long>(r.partitions), r.final_view, r.lagging,
         static_cast<unsigned long long>(r.checkpoints), static_cast<unsigned long long>(r.state_transfers),
         static_cast<unsigned long long>(r.records_consumed), static_cast<unsigned long long>(r.partition_truncations),
@@ -309,7 +311,7 @@ int main(int argc, char** argv) {
                      "); with --seeds or --duration-s, stop at the first seed that catches it")
       ->check(CLI::IsMember(bug_names()));
   bool list_bugs = false;
-  app.add_flag("--list-bugs", list_bugs, "print the deliberate bugs' names, one a line");
+  app.add_flag("--list-bugs", list_bugs, "print the deliberate bugs, one a line: its name and what it breaks");
   std::string bug_seeds;
   app.add_option("--bug-seeds", bug_seeds,
                  "run each line \"BUG SEED\" of this file with BUG planted; every seed must catch its bug");
@@ -326,8 +328,8 @@ int main(int argc, char** argv) {
   }
   k.check_ack_durable = !no_ack_durable_check;
   if (list_bugs) {
-    for (const auto& b : bug_names()) {
-      std::printf("%s\n", b.c_str());
+    for (const auto& b : planted_bugs()) {
+      std::printf("%-28s %s\n", b.name, b.breaks);
     }
     return 0;
   }

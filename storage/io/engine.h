@@ -56,6 +56,11 @@ enum class opcode : std::uint8_t {
   // the write. sync_result: 0 when the fdatasync ran and succeeded, -errno when it failed, -ECANCELED when it did
   // not run because the write failed or was short.
   writev_datasync,
+  // fd: drops the file's clean pages from the page cache (posix_fadvise POSIX_FADV_DONTNEED over the whole file), so
+  // that the next reads come from the device. A failed fdatasync leaves the pages whose writeback failed clean and
+  // readable while their bytes never reached the disk (Linux since 4.13): a reader trusting the cache would take
+  // them for durable data. Dirty pages stay: sync the file first. Recovery does both (file_ops' settle_file).
+  drop_cache,
   // Sockets (the shard runtime's network I/O; not supported by sim_disk).
   accept,  // fd (a listening socket) -> the accepted socket, non-blocking and close-on-exec
   recv,    // fd, buffer, length -> bytes received (0: the peer closed)

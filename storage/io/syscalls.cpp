@@ -48,6 +48,8 @@ const char* to_string(opcode op) noexcept {
       return "reserve";
     case opcode::writev_datasync:
       return "writev_datasync";
+    case opcode::drop_cache:
+      return "drop_cache";
     case opcode::accept:
       return "accept";
     case opcode::recv:
@@ -166,6 +168,10 @@ void execute_blocking(request& r) noexcept {
           r.result >= 0 && static_cast<std::uint64_t>(r.result) == total ? ok_or_errno(::fdatasync(r.fd)) : -ECANCELED;
       return;
     }
+    case opcode::drop_cache:
+      // posix_fadvise returns the error number itself and leaves errno alone.
+      r.result = -::posix_fadvise(r.fd, 0, 0, POSIX_FADV_DONTNEED);
+      return;
     case opcode::accept:
       r.result = ok_or_errno(::accept4(r.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       return;

@@ -93,6 +93,7 @@ bool uring_engine::needs_helper(const request& r) const noexcept {
   switch (r.op) {
     case opcode::list_dir:
     case opcode::file_size:
+    case opcode::drop_cache:  // (IORING_OP_FADVISE would do; it is rare: recovery only)
       return true;
     case opcode::ftruncate:
       return !native_ftruncate_;
@@ -225,6 +226,7 @@ bool uring_engine::prep(request& r) {
       break;
     case opcode::list_dir:
     case opcode::file_size:
+    case opcode::drop_cache:
     case opcode::writev_datasync:
       RILL_UNREACHABLE("{} is not a single SQE", to_string(r.op));
   }

@@ -125,6 +125,61 @@ BOOST_AUTO_TEST_CASE(a_crash_keeps_every_completed_write_and_never_invents_one) 
   }
 }
 
+// Issue 38, finding 2: recovery must not trust the page cache. A write whose fdatasync failed (or that a crashed
+// process never synced) is readable in the cache but not on the disk; a journal reopened in the same process, or by
+// a restarted one, must find only what the disk holds (the bytes a failed sync lost are gone; a crashed process's
+// unsynced writes are made durable before they are trusted). With the deliberate bug (recovery reads through the
+// cache) the lost prepare is recovered as valid: a replica would acknowledge it again, and a power loss takes it.
+BOOST_AUTO_TEST_CASE(recovery_trusts_only_what_the_disk_holds) {
+  for (const bool bug : {false, true}) {
+    storage::set_bug_trust_page_cache(bug);
+    sim_disk d(7);
+    RILL_REQUIRE_OK(run(d, storage::make_dirs(d, "/r")));
+    auto o = open_journal(d, true);
+    const auto ms = chain(3);
+    RILL_REQUIRE_OK(run(d, o.j->write(ms[0])));
+    RILL_REQUIRE_OK(run(d, o.j->write(ms[1])));
+    d.faults().sync_error_ppm = 1'000'000;
+    BOOST_TEST(!run(d, o.j->write(ms[2])).has_value());  // its fdatasync fails: op 3 never becomes durable
+    d.faults().sync_error_ppm = 0;
+    (void)run(d, o.j->close());
+    auto reopened = open_journal(d);  // in the same process (a fenced replica reopened)
+    const auto valid = ops_of(reopened.rec.valid);
+    BOOST_TEST(std::count(valid.begin(), valid.end(), 2u) == 1);
+    BOOST_TEST((std::count(valid.begin(), valid.end(), 3u) == 1) == bug, "bug " << bug);
+    RILL_REQUIRE_OK(run(d, reopened.j->close()));
+    d.crash();  // a power loss: op 3 was never on the disk
+    auto after = open_journal(d);
+    const auto durable = ops_of(after.rec.valid);
+    BOOST_TEST(std::count(durable.begin(), durable.end(), 3u) == 0);
+    RILL_REQUIRE_OK(run(d, after.j->close()));
+  }
+  storage::set_bug_trust_page_cache(false);
+  // A crashed process's unsynced write is readable after the restart: recovery makes it durable before it trusts it.
+  {
+    sim_disk d(8);
+    RILL_REQUIRE_OK(run(d, storage::make_dirs(d, "/r")));
+    auto o = open_journal(d, true);
+    const auto ms = chain(2);
+    RILL_REQUIRE_OK(run(d, o.j->write(ms[0])));
+    d.fail_stop_after(2);  // the prepare's write lands, its fdatasync does not run: the process dies there
+    BOOST_TEST(!run(d, o.j->write(ms[1])).has_value());
+    d.restart_process();
+    auto again = open_journal(d);
+    const auto valid = ops_of(again.rec.valid);
+    if (std::count(valid.begin(), valid.end(), 2u) == 1) {
+      RILL_REQUIRE_OK(run(d, again.j->close()));
+      d.crash();  // trusted above, so it must survive a power loss now
+      auto after = open_journal(d);
+      const auto durable = ops_of(after.rec.valid);
+      BOOST_TEST(std::count(durable.begin(), durable.end(), 2u) == 1);
+      RILL_REQUIRE_OK(run(d, after.j->close()));
+    } else {
+      BOOST_FAIL("the unsynced write of op 2 was not found after the process restart");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(rot_is_told_apart_from_absence) {
   sim_disk d(2);
   RILL_REQUIRE_OK(run(d, storage::make_dirs(d, "/r")));

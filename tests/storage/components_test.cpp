@@ -2,6 +2,7 @@
 // simulated disk's crash semantics for directory entries.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -239,6 +240,79 @@ BOOST_AUTO_TEST_CASE(sim_disk_undoes_unsynced_directory_entries_at_a_crash) {
   BOOST_TEST(disk.exists("/a/y"));
   BOOST_TEST(!disk.exists("/a/z"));
   BOOST_TEST(disk.file_content("/a/y")->size() == 10u);
+}
+
+// A failed fdatasync as Linux has it since 4.13: what it covered stays readable in the page cache but never becomes
+// durable, not even through a later fdatasync that succeeds; a power loss drops it; drop_cache (settle_file) makes
+// reads return what the disk holds again. Dirty pages written after the failure are untouched by drop_cache and made
+// durable by the next sync.
+BOOST_AUTO_TEST_CASE(sim_disk_a_failed_sync_loses_what_it_covered_but_the_cache_still_shows_it) {
+  const std::vector<std::byte> old_bytes(100, std::byte{1});
+  const std::vector<std::byte> lost(50, std::byte{2});
+  const std::vector<std::byte> later(10, std::byte{3});
+  const auto make = [&](sim_disk& disk) {
+    RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/a")));
+    auto fd = run(disk, open_file(disk, "/a/x", io::open_create, 0600));
+    RILL_REQUIRE_OK(fd);
+    RILL_REQUIRE_OK(run(disk, write_all(disk, *fd, 0, old_bytes, "/a/x")));
+    RILL_REQUIRE_OK(run(disk, datasync_file(disk, *fd, "/a/x")));
+    RILL_REQUIRE_OK(run(disk, sync_dir(disk, "/a")));
+    RILL_REQUIRE_OK(run(disk, write_all(disk, *fd, 80, lost, "/a/x")));  // overwrites 20 bytes, grows by 30
+    disk.faults().sync_error_ppm = 1'000'000;
+    BOOST_TEST(!run(disk, datasync_file(disk, *fd, "/a/x")).has_value());
+    disk.faults().sync_error_ppm = 0;
+    BOOST_TEST(disk.file_content("/a/x")->size() == 130u);  // still readable
+    BOOST_TEST(!disk.durable_matches("/a/x", 80, 50));
+    BOOST_TEST(disk.durable_matches("/a/x", 0, 80));
+    return *fd;
+  };
+  {
+    sim_disk disk(1);
+    const int fd = make(disk);
+    RILL_REQUIRE_OK(run(disk, datasync_file(disk, fd, "/a/x")));  // succeeds, and writes nothing of it
+    BOOST_TEST(disk.file_content("/a/x")->size() == 130u);
+    BOOST_TEST(!disk.durable_matches("/a/x", 80, 50));
+    disk.crash();
+    BOOST_TEST(*disk.file_content("/a/x") == old_bytes);
+  }
+  {
+    sim_disk disk(2);
+    const int fd = make(disk);
+    RILL_REQUIRE_OK(run(disk, write_all(disk, fd, 200, later, "/a/x")));  // dirty, after the failure
+    disk.restart_process();                                               // the cache survives a process crash
+    BOOST_TEST(disk.file_content("/a/x")->size() == 210u);
+    auto again = run(disk, open_file(disk, "/a/x", 0, 0));
+    RILL_REQUIRE_OK(again);
+    RILL_REQUIRE_OK(run(disk, settle_file(disk, *again, "/a/x")));  // what recovery does before it reads
+    const auto content = *disk.file_content("/a/x");
+    BOOST_REQUIRE(content.size() == 210u);
+    BOOST_TEST(std::equal(old_bytes.begin(), old_bytes.end(), content.begin()));  // the lost bytes are gone...
+    BOOST_TEST(
+        std::all_of(content.begin() + 100, content.begin() + 200, [](std::byte b) { return b == std::byte{0}; }));
+    BOOST_TEST(std::equal(later.begin(), later.end(), content.begin() + 200));  // ...the later write stays
+    BOOST_TEST(disk.durable_matches("/a/x", 0, 210));                           // and settle made it durable
+    disk.crash();
+    BOOST_TEST(disk.file_content("/a/x")->size() == 210u);
+  }
+}
+
+// A file is durable only through durable directory entries: one whose directory fsync failed is not, until a later
+// fsync of the directory (settle_dir, at recovery) succeeds.
+BOOST_AUTO_TEST_CASE(sim_disk_durable_matches_needs_the_directory_entry) {
+  sim_disk disk(3);
+  RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/a")));
+  auto fd = run(disk, open_file(disk, "/a/x", io::open_create, 0600));
+  RILL_REQUIRE_OK(fd);
+  RILL_REQUIRE_OK(run(disk, write_all(disk, *fd, 0, std::vector<std::byte>(10, std::byte{7}), "/a/x")));
+  RILL_REQUIRE_OK(run(disk, datasync_file(disk, *fd, "/a/x")));
+  BOOST_TEST(!disk.durable_matches("/a/x", 0, 10));
+  disk.faults().sync_error_ppm = 1'000'000;
+  BOOST_TEST(!run(disk, sync_dir(disk, "/a")).has_value());
+  disk.faults().sync_error_ppm = 0;
+  BOOST_TEST(!disk.durable_matches("/a/x", 0, 10));
+  RILL_REQUIRE_OK(run(disk, settle_dir(disk, "/a")));  // (and its parent, /)
+  BOOST_TEST(disk.durable_matches("/a/x", 0, 10));
+  BOOST_TEST(!disk.durable_matches("/a/x", 0, 11));  // beyond the end
 }
 
 BOOST_AUTO_TEST_CASE(remove_tree_deletes_nested_files_and_directories) {
