@@ -656,6 +656,9 @@ void replica::store_prepare(const message& m, bool verified, std::vector<effect>
       send_prepare_ok(m.h, out);  // the deliberate bug: acknowledged while the write is still in flight
     }
   }
+  if (prepares_asked_.erase(m.h.op) > 0) {
+    repair(out);  // an answer frees a place in the window: the next prepare is asked for now, not at the next tick
+  }
 }
 
 void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {

@@ -110,6 +110,13 @@ struct commit_beat {
 // Limits that make every input bounded (pipeline_max_limit is in types.h).
 inline constexpr std::size_t repair_requests_per_tick = 8;
 static_assert(repair_requests_per_tick >= 1, "repair must make progress");
+// Repair requests in flight at once (asked, not answered, not yet timed out): header ranges and prepares. A request
+// is asked again only once it times out (replica::repair_timeout_ticks), so an answer never makes a replica ask again what is
+// already on its way (each headers reply ran the whole pass before: a wiped member's recovery grew eightfold per
+// round trip, issue 38 finding 12), and a member catching up has a window, not a flood, in flight.
+inline constexpr std::size_t repair_headers_in_flight_max = 16;
+inline constexpr std::size_t repair_prepares_in_flight_max = 64;
+static_assert(repair_headers_in_flight_max >= 1 && repair_prepares_in_flight_max >= 1, "repair must make progress");
 // The defaults are a valid configuration (the constructor asserts the same relations at run time).
 static_assert(replica_options{}.pipeline_max >= 1);
 static_assert(replica_options{}.pipeline_max <= pipeline_max_limit);
@@ -385,6 +392,16 @@ class replica {
   std::map<std::uint64_t, entry> log_;       // headers by op (the in-memory journal index); op 0 is the root
   std::map<std::uint64_t, message> bodies_;  // prepares held in memory (uncommitted, or read back for apply)
   std::map<std::uint64_t, pending_read> reads_;
+  // Repair requests in flight (repair()): the first op of each header range asked -> (its last op, the tick asked),
+  // and each prepare asked -> the tick asked. Pruned as they are answered, committed or resend_ticks old.
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> headers_asked_;
+  std::map<std::uint64_t, std::uint64_t> prepares_asked_;
+  // A repair request unanswered this long is asked again (of any peer): longer than resend_ticks, as an answer waits
+  // behind the others of the window and the peer's reads of its journal, and an early resend moves it twice.
+  [[nodiscard]] std::uint64_t repair_timeout_ticks() const noexcept {
+    return std::uint64_t{options_.resend_ticks} * repair_timeout_resends;
+  }
+  static constexpr std::uint64_t repair_timeout_resends = 4;
 
   // Durability.
   vsr_state durable_;                    // what storage has confirmed

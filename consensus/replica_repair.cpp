@@ -59,6 +59,24 @@ void replica::repair(std::vector<effect>& out) {
     seal(r);
     send(peer(), std::move(r), out);
   }
+  // What is in flight: answered, committed past, or old enough to ask again, it goes.
+  const auto expired = [&](std::uint64_t asked) { return ticks_ - asked >= repair_timeout_ticks(); };
+  auto range_known = [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t op = lo; op <= hi; ++op) {
+      auto it = log_.find(op);
+      if (it == log_.end() || !it->second.verified) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::erase_if(headers_asked_, [&](const auto& kv) {
+    return kv.second.first <= commit_min_ || expired(kv.second.second) || range_known(kv.first, kv.second.first);
+  });
+  std::erase_if(prepares_asked_, [&](const auto& kv) {
+    auto e = log_.find(kv.first);
+    return kv.first <= commit_min_ || expired(kv.second) || e == log_.end() || e->second.durable || e->second.writing;
+  });
   // Headers: gaps under op_, and (a backup that missed prepares) ops up to the known commit.
   const std::uint64_t top = std::max(op_, commit_max_);
   std::uint64_t k = commit_min_ + 1;
@@ -66,13 +84,17 @@ void replica::repair(std::vector<effect>& out) {
     auto it = log_.find(op);
     return it != log_.end() && it->second.verified;
   };
-  while (k <= top && budget > 0) {
+  while (k <= top && budget > 0 && headers_asked_.size() < repair_headers_in_flight_max) {
     if (known(k)) {
       ++k;
       continue;
     }
+    if (auto asked = headers_asked_.find(k); asked != headers_asked_.end()) {
+      k = asked->second.first + 1;  // on its way
+      continue;
+    }
     std::uint64_t hi = k;
-    while (hi + 1 <= top && !known(hi + 1) && hi - k + 1 < headers_per_reply_max) {
+    while (hi + 1 <= top && !known(hi + 1) && !headers_asked_.contains(hi + 1) && hi - k + 1 < headers_per_reply_max) {
       ++hi;
     }
     RILL_ASSERT(k > commit_min_);
@@ -82,13 +104,15 @@ void replica::repair(std::vector<effect>& out) {
     r.h.commit = hi;
     seal(r);
     send(peer(), std::move(r), out);
+    headers_asked_[k] = {hi, ticks_};
     --budget;
     k = hi + 1;
   }
   // Bodies: headers we hold without a durable prepare.
-  for (auto it = log_.upper_bound(commit_min_); it != log_.end() && budget > 0; ++it) {
+  for (auto it = log_.upper_bound(commit_min_);
+       it != log_.end() && budget > 0 && prepares_asked_.size() < repair_prepares_in_flight_max; ++it) {
     entry& e = it->second;
-    if (e.durable || e.writing || !e.verified || !writable(it->first)) {
+    if (e.durable || e.writing || !e.verified || !writable(it->first) || prepares_asked_.contains(it->first)) {
       continue;
     }
     if (const message* body = cached(it->first, e.h.checksum)) {
@@ -102,8 +126,11 @@ void replica::repair(std::vector<effect>& out) {
     r.h.context = e.h.checksum;
     seal(r);
     send(peer(), std::move(r), out);
+    prepares_asked_[it->first] = ticks_;
     --budget;
   }
+  RILL_ASSERT(headers_asked_.size() <= repair_headers_in_flight_max);
+  RILL_ASSERT(prepares_asked_.size() <= repair_prepares_in_flight_max);
 }
 
 void replica::on_request_headers(const message& m, std::vector<effect>& out) {

@@ -222,6 +222,7 @@ int run_bug_seeds(const std::string& path, const knobs& base) {
   }
   std::string line;
   std::size_t lines = 0;
+  std::size_t caught_lines = 0;
   std::size_t missed = 0;
   std::map<std::string, bool> covered;
   for (const auto& b : bug_names()) {
@@ -244,6 +245,7 @@ int run_bug_seeds(const std::string& path, const knobs& base) {
     const int rc = run_forked(s, k, "", true);
     ++lines;
     if (caught(rc)) {
+      ++caught_lines;
       covered[bug] = true;
       std::printf("%s: caught by seed %llu\n", bug.c_str(), static_cast<unsigned long long>(s));
     } else {
@@ -258,7 +260,7 @@ int run_bug_seeds(const std::string& path, const knobs& base) {
       ++missed;
     }
   }
-  std::printf("%zu/%zu bug seeds caught their bug\n", lines - std::min(lines, missed), lines);
+  std::printf("%zu/%zu bug seeds caught their bug\n", caught_lines, lines);
   return missed == 0 ? 0 : exit_not_caught;
 }
 
