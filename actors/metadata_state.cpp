@@ -291,6 +291,9 @@ expected<proto::TopicConfig> complete_topic_config(const proto::TopicConfig& req
                             "has at most one replica per node)",
                             c.replication_factor(), r.members));
   }
+  if (c.replication_factor() == 2) {
+    return fail(net::status::invalid_config, std::string(limits::replication_factor_two_refused));
+  }
   if (!c.has_retention_ms()) {
     c.set_retention_ms(defaults.retention_ms);
   }

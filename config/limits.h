@@ -2,6 +2,7 @@
 // The hard limits of rill (style rule 9: a limit on everything). Configurable values are validated against these
 // ranges; the static_asserts tie budgets that depend on each other.
 #include <cstdint>
+#include <string_view>
 
 namespace rill::limits {
 
@@ -60,5 +61,18 @@ inline constexpr std::uint32_t segments_per_partition_max = 1u << 20;
 inline constexpr std::uint64_t cluster_members_limit = 6;
 inline constexpr std::uint64_t node_id_limit = 1'000'000;
 inline constexpr std::uint64_t cluster_id_limit = (std::uint64_t{1} << 63) - 1;
+
+// Groups of two are refused (issue 38, finding 7): a view change needs both replicas, and a replica that lost its
+// disk votes for nothing until it has caught up (docs/consensus.md, Recovery of a lost disk), so a group of two
+// whose member lost its disk can never elect a primary again. Not a partition's replication factor (1 or 3 and more
+// instead) nor a cluster's member count (the metadata and coordinator groups span every member: 1, or 3 and more).
+// The reasons the refusals give:
+inline constexpr std::string_view replication_factor_two_refused =
+    "replication_factor = 2 is refused: a group of two needs both replicas to choose a primary, and one that lost its "
+    "disk votes for nothing until it has caught up, so after one lost disk the partition never has a primary again; "
+    "use 1 (no copy) or 3 (one node may fail; any 2 form a majority)";
+inline constexpr std::string_view two_members_refused =
+    "a cluster of two members is refused: the metadata group spans every member and needs both to choose a primary, "
+    "so after one node loses its disk the cluster never recovers; use 1 node, or 3 or more";
 
 }  // namespace rill::limits

@@ -720,6 +720,10 @@ expected<server_config> config_builder::build() const {
                       fmt::format("cluster.replication_factor = {}: allowed range is [1, {}] (the cluster's members)",
                                   config_.replication_factor_default, members));
   }
+  if (config_.replication_factor_default == 2) {
+    return unexpected(make_error_code(errc::bad_value),
+                      fmt::format("cluster.{}", limits::replication_factor_two_refused));
+  }
   if (!config_.members.empty()) {
     const std::string listed = members_text(config_.members);
     std::set<std::uint64_t> ids;
@@ -734,6 +738,10 @@ expected<server_config> config_builder::build() const {
             make_error_code(errc::bad_value),
             fmt::format("cluster.members = '{}': address {} is listed twice", listed, m.replica_address.to_string()));
       }
+    }
+    if (config_.members.size() == 2) {
+      return unexpected(make_error_code(errc::bad_value),
+                        fmt::format("cluster.members = '{}': {}", listed, limits::two_members_refused));
     }
     if (!ids.contains(config_.node_id)) {
       return unexpected(make_error_code(errc::bad_value),

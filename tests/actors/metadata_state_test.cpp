@@ -112,6 +112,15 @@ BOOST_AUTO_TEST_CASE(topic_configs_are_completed_patched_and_range_checked) {
   auto refused = complete_topic_config(rf, defaults);
   BOOST_REQUIRE(!refused.has_value());
   BOOST_TEST(refused.error().detail().find("replication_factor = 3") != std::string::npos);
+  // A factor of 2 is refused whatever the cluster (issue 38, finding 7), and says why.
+  proto::TopicConfig two;
+  two.set_replication_factor(2);
+  auto pair = complete_topic_config(two, defaults, replication_limits{3, 1});
+  BOOST_REQUIRE(!pair.has_value());
+  BOOST_TEST(pair.error().detail().find("replication_factor = 2 is refused: a group of two needs both replicas") !=
+             std::string::npos);
+  two.set_replication_factor(3);
+  RILL_REQUIRE_OK(complete_topic_config(two, defaults, replication_limits{3, 1}));
   proto::TopicConfig seg;
   seg.set_segment_bytes(10);
   auto small = complete_topic_config(seg, defaults);

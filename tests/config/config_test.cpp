@@ -420,6 +420,12 @@ BOOST_AUTO_TEST_CASE(cluster_keys_from_a_file_the_environment_and_flags_and_what
   BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.node_id", "4"}, {"cluster.members", three}}),
                       "cluster.node_id = 4: not one of cluster.members"));
   BOOST_TEST(contains(refused({{"cluster.members", three}}), "cluster.id = 0: a cluster of 3 members needs its id"));
+  // Groups of two deadlock after a lost disk (issue 38, finding 7): two members, or a default factor of 2, are refused
+  // with the reason.
+  BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.members", "1@127.0.0.1:9422,2@127.0.0.1:9432"}}),
+                      "a cluster of two members is refused"));
+  BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.members", three}, {"cluster.replication_factor", "2"}}),
+                      "cluster.replication_factor = 2 is refused: a group of two needs both replicas"));
   // This node listens where the list says it is (a wildcard host with the listed port is fine).
   BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.node_id", "2"}, {"cluster.members", three}}),
                       "network.replica_address = 127.0.0.1:9422: cluster.members lists node 2 at"));
