@@ -388,7 +388,9 @@ caf::result<offset_reply> replica_partition_actor::store_offset(offset_msg& msg)
   auto rp = make_response_promise<offset_reply>();
   ++operations_;
   auto job = [](consensus::partition_group* g, std::string consumer, std::int64_t offset) -> task<offset_reply> {
-    auto stored = co_await g->submit(consensus::operation_consumer_offset,
+    // An explicit store may move the consumer back on purpose (the reply names the offset it replaced); a poll's
+    // auto-commit never does (operation_consumer_offset).
+    auto stored = co_await g->submit(consensus::operation_consumer_offset_reset,
                                      consensus::partition_machine::offset_request(consumer, offset));
     if (!stored) {
       co_return offset_reply{outcome::of(stored.error()), std::nullopt};
@@ -414,6 +416,9 @@ caf::result<offset_reply> replica_partition_actor::store_offset(offset_msg& msg)
       case status::invalid_name:
         co_return offset_reply{outcome{net::status::invalid_name, fmt::format("consumer name '{}'", consumer)},
                                std::nullopt};
+      case status::behind:  // (only a poll's auto-commit is refused for going back; this store is a reset)
+        co_return offset_reply{outcome{net::status::internal_error, "an explicit offset store refused as behind"},
+                               std::nullopt};
     }
     co_return offset_reply{outcome{net::status::internal_error, "an unknown offset status"}, std::nullopt};
   };
@@ -424,7 +429,29 @@ caf::result<offset_reply> replica_partition_actor::store_offset(offset_msg& msg)
   return rp;
 }
 
+std::optional<outcome> replica_partition_actor::stale_offset_refusal() const {
+  if (group_ && group_->primary() && !group_->replica().caught_up_in_view()) {
+    // A new primary still committing its predecessors' ops: its consumers' offsets may be behind what was stored
+    // (issue 38, finding 9). A moment, not a failure: the client retries.
+    return outcome{net::status::unavailable,
+                   fmt::format("partition {} of topic {}: its new primary is still applying what the previous ones "
+                               "committed; retry shortly",
+                               id_.partition_id, id_.topic_id)};
+  }
+  return std::nullopt;
+}
+
 std::optional<outcome> replica_partition_actor::poll_refusal(const proto::PollRequest& r) const {
+  const bool by_stored_offset =
+      r.strategy().kind() == proto::PollStrategy::NEXT && r.consumer().kind_case() == proto::Consumer::kName;
+  if (by_stored_offset) {
+    // The consumer's stored offset is the primary's to read, once it shows everything committed (a backup's, or a new
+    // primary's, may be behind: the consumer would read again what it has consumed, and its auto-commit go back).
+    if (auto refused = refusal()) {
+      return refused;
+    }
+    return stale_offset_refusal();
+  }
   auto refused = refusal();
   // A read from any replica: a backup (or a primary in a view change) answers with what it knows committed, unless
   // the poll stores the consumer's offset (a write: the primary's).
@@ -552,6 +579,9 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
       [this](offset_get_atom, offset_msg& msg) -> offset_reply {
         if (auto refused = refusal()) {
           return offset_reply{*refused, std::nullopt};
+        }
+        if (auto stale = stale_offset_refusal()) {
+          return offset_reply{*stale, std::nullopt};
         }
         return offset_reply{outcome{}, group_->machine().consumer_offset(msg.consumer)};
       },

@@ -97,8 +97,12 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   [[nodiscard]] bool under_replicated() const;
   // Why a request is refused here: not open, closing, fenced, or not the primary (not_primary, with the address).
   [[nodiscard]] std::optional<outcome> refusal() const;
-  // A poll's: refusal(), except that a from_replica poll that stores no offset is served by a backup too.
+  // A poll's: refusal(), except that a from_replica poll that stores no offset is served by a backup too; a poll from
+  // a named consumer's stored offset (NEXT) also waits for stale_offset_refusal().
   [[nodiscard]] std::optional<outcome> poll_refusal(const proto::PollRequest& r) const;
+  // A primary that has not yet applied what earlier views committed (consensus::replica::caught_up_in_view) does
+  // not serve a consumer's stored offset: unavailable, retry.
+  [[nodiscard]] std::optional<outcome> stale_offset_refusal() const;
   caf::result<produce_reply> produce(produce_msg& msg);
   task<produce_reply> produce_all(std::shared_ptr<storage::validated_batches> batches);
   caf::result<offset_reply> store_offset(offset_msg& msg);

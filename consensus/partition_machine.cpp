@@ -111,7 +111,7 @@ std::optional<partition_machine::offset_reply> partition_machine::decode_offset_
   reader r{body};
   offset_reply o;
   const auto status = r.get<std::uint8_t>();
-  if (status > static_cast<std::uint8_t>(offset_status::invalid_name)) {
+  if (status > static_cast<std::uint8_t>(offset_status::behind)) {
     return std::nullopt;
   }
   o.status = static_cast<offset_status>(status);
@@ -253,7 +253,8 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
   if (prepare.operation == operation_probe) {
     return reply;
   }
-  if (prepare.operation == operation_consumer_offset) {
+  if (prepare.operation == operation_consumer_offset || prepare.operation == operation_consumer_offset_reset) {
+    const bool reset = prepare.operation == operation_consumer_offset_reset;
     reader r{body};
     const auto offset = r.get<std::int64_t>();
     const std::string name = r.bytes(r.in.size());
@@ -265,7 +266,13 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
       status = offset_status::out_of_range;
     } else if (auto it = consumers_.find(name); it != consumers_.end()) {
       previous = it->second;
-      it->second = offset;
+      if (offset >= it->second || reset) {
+        it->second = offset;
+      } else {
+        status = offset_status::behind;  // never back, unless on purpose
+      }
+      RILL_ASSERT(reset || it->second >= previous, "consumer '{}' moved back from {} to {}", name, previous,
+                  it->second);
     } else if (consumers_.size() >= options_.consumers_max) {
       status = offset_status::limit_exceeded;
     } else {

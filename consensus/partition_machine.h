@@ -15,12 +15,19 @@
 //                   carrying no batch, so no batch is ever in the log twice, even when its original is still pending.
 //   produce_answered  (made by prepare() only) the verdict, the producer fields, the original's op and the detail.
 //   consumer_offset request body: the offset (i64) + the consumer's name (1..consumer_name_bytes_max bytes).
+//                   Stored only when it is not below the offset stored (an auto-commit of a poll, which a stale read
+//                   or a late retry must not move back): a lower one is answered `behind`, with the stored one.
+//   consumer_offset_reset  the same body; stored whatever the offset stored (the consumer moves back on purpose:
+//                   an explicit store through the API), and the reply names the previous offset (the log of it).
 // Replies (produce_reply, offset_reply) are encoded here and decoded by the submitter.
 //
 // Invariants (asserted):
 // - A produce_batch op applied here was stamped at exactly the next offset: offsets are dense and never reused.
 // - next_offset() only grows; the log-append time of applied batches never goes back.
 // - A consumer offset is never stored beyond next_offset() (what exists) nor below 0; at most consumers_max names.
+// - A consumer's offset goes back only through consumer_offset_reset (an explicit store), never through
+//   consumer_offset (issue 38, finding 9: a new primary read an offset from state behind what was committed, and the
+//   auto-commit that followed stored it lower).
 // - prepare() is called on the primary only, with every op from the last applied up to the new one (pending); what
 //   it returns depends only on its arguments, this state and the clock's reading.
 //
@@ -45,6 +52,7 @@ inline constexpr std::uint8_t operation_consumer_offset = operation_user_min + 2
 // Changes nothing: a primary whose backups are behind what they acknowledged (they caught up by repair, which
 // acknowledges nothing) commits one to hear from them (partition_group). Replied to with nothing.
 inline constexpr std::uint8_t operation_probe = operation_user_min + 3;
+inline constexpr std::uint8_t operation_consumer_offset_reset = operation_user_min + 4;
 
 struct partition_machine_options {
   std::size_t consumers_max = 1'000;          // limits.consumers_per_partition_max
@@ -60,6 +68,7 @@ class partition_machine final : public state_machine {
 
   // Request bodies.
   [[nodiscard]] static std::vector<std::byte> produce_request(std::span<const std::byte> batch, std::uint32_t crc_tail);
+  // The body of a consumer_offset or consumer_offset_reset request.
   [[nodiscard]] static std::vector<std::byte> offset_request(std::string_view consumer, std::int64_t offset);
 
   // The reply to a produce_batch request (its op: produce_batch or produce_answered).
@@ -73,7 +82,14 @@ class partition_machine final : public state_machine {
   };
   [[nodiscard]] static std::optional<produce_reply> decode_produce_reply(std::span<const std::byte> body);
 
-  enum class offset_status : std::uint8_t { stored = 0, out_of_range = 1, limit_exceeded = 2, invalid_name = 3 };
+  // behind: a consumer_offset below the stored one, not stored (`previous` is the stored one).
+  enum class offset_status : std::uint8_t {
+    stored = 0,
+    out_of_range = 1,
+    limit_exceeded = 2,
+    invalid_name = 3,
+    behind = 4
+  };
   struct offset_reply {
     offset_status status = offset_status::stored;
     std::int64_t previous = -1;  // the offset stored before (-1: none)

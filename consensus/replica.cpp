@@ -174,6 +174,7 @@ void replica::recover(recovered_state recovered) {
     }
     status_ = status::normal;
     commit_max_ = op_;
+    view_head_ = op_;
   } else if (log_view_ == view_ && (primary_of_view(view_) != options_.replica || recovered.formatted)) {
     status_ = status::normal;
   } else {
@@ -583,8 +584,11 @@ void replica::on_prepare(const message& m, std::vector<effect>& out) {
     }
     if (!e.durable && !e.writing) {
       store_prepare(m, e.verified, out);
-    } else if (e.durable && status_ == status::normal && m.h.view == view_.value() && !is_primary()) {
-      send_prepare_ok(e.h, out);  // the primary resent it: our ack was lost
+    } else if (e.durable && e.verified && status_ == status::normal && !is_primary()) {
+      // The primary resent it: our ack was lost. Also a prepare of an earlier view that the new primary carries in
+      // its pipeline (it resends it as it was made): held durably on this view's log, it is acknowledged in this view
+      // (else an ack lost after a view change left the new primary's pipeline waiting until it abdicated).
+      send_prepare_ok(e.h, out);
     }
     if (m.h.view == view_.value() && m.h.replica == primary_of_view(view_)) {
       heard_from_primary();

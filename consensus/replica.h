@@ -111,9 +111,9 @@ struct commit_beat {
 inline constexpr std::size_t repair_requests_per_tick = 8;
 static_assert(repair_requests_per_tick >= 1, "repair must make progress");
 // Repair requests in flight at once (asked, not answered, not yet timed out): header ranges and prepares. A request
-// is asked again only once it times out (replica::repair_timeout_ticks), so an answer never makes a replica ask again what is
-// already on its way (each headers reply ran the whole pass before: a wiped member's recovery grew eightfold per
-// round trip, issue 38 finding 12), and a member catching up has a window, not a flood, in flight.
+// is asked again only once it times out (replica::repair_timeout_ticks), so an answer never makes a replica ask again
+// what is already on its way (each headers reply ran the whole pass before: a wiped member's recovery grew eightfold
+// per round trip, issue 38 finding 12), and a member catching up has a window, not a flood, in flight.
 inline constexpr std::size_t repair_headers_in_flight_max = 16;
 inline constexpr std::size_t repair_prepares_in_flight_max = 64;
 static_assert(repair_headers_in_flight_max >= 1 && repair_prepares_in_flight_max >= 1, "repair must make progress");
@@ -247,6 +247,13 @@ class replica {
   // only time it was ticked) and resume at its next input. A backup's primary going quiet is the host's to notice
   // (group_host watches its peers' node heartbeats).
   [[nodiscard]] bool idle() const;
+  // A primary in a normal view that has applied every op its log held when the view began: its state machine shows
+  // everything any earlier view committed (a new primary may still be committing its predecessors' ops, and until
+  // then its state is behind what clients were told). False on a backup or during a view change. Reads of state that
+  // must never go back (a named consumer's stored offset) wait for it.
+  [[nodiscard]] bool caught_up_in_view() const noexcept {
+    return status_ == status::normal && is_primary() && commit_min_ >= view_head_;
+  }
   // The commit heartbeat a primary in a normal view sends its backups now; none from a backup, a solo replica, a
   // replica recovering its disk, a primary abdicating (its pipeline has not committed for abdicate_ticks), or one
   // whose view is not durable yet (as send() defers every message carrying a view until it is).
@@ -381,9 +388,10 @@ class replica {
   view_t view_{0};
   view_t log_view_{0};
   std::uint64_t op_ = 0;
-  std::uint64_t commit_min_ = 0;                                 // applied
-  std::uint64_t commit_max_ = 0;                                 // known committed
-  std::uint64_t commit_persisted_ = 0;                           // the commit lower bound last handed to persist
+  std::uint64_t commit_min_ = 0;        // applied
+  std::uint64_t commit_max_ = 0;        // known committed
+  std::uint64_t view_head_ = 0;         // primary: its log head when the view began (caught_up_in_view())
+  std::uint64_t commit_persisted_ = 0;  // the commit lower bound last handed to persist
   std::pair<std::uint64_t, checksum_t> commit_checksum_{0, {}};  // the primary's header checksum at its commit
   std::vector<header> view_headers_;      // the suffix installed when log_view_ began (persisted with it)
   std::set<std::uint64_t> faulty_slots_;  // journal slots lost to corruption, op unknown: never nacked

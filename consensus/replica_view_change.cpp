@@ -459,6 +459,7 @@ void replica::become_normal(std::vector<effect>& out) {
   dvcs_.clear();
   pipeline_.clear();
   if (is_primary()) {
+    view_head_ = op_;
     for (auto it = log_.upper_bound(commit_max_); it != log_.end(); ++it) {
       pipeline_.push_back(pipeline_entry{it->second.h, it->second.durable ? bit(options_.replica) : 0u});
     }

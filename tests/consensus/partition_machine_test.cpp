@@ -131,14 +131,25 @@ BOOST_AUTO_TEST_CASE(consumer_offsets_are_bounded_by_what_exists_and_by_the_name
   primary p;
   (void)p.prepare(operation_produce_batch, client_batch(4));
   (void)p.apply_next();
-  auto put = [&](std::string_view name, std::int64_t offset) {
-    (void)p.prepare(operation_consumer_offset, partition_machine::offset_request(name, offset));
+  auto store = [&](std::uint8_t operation, std::string_view name, std::int64_t offset) {
+    (void)p.prepare(operation, partition_machine::offset_request(name, offset));
     auto r = partition_machine::decode_offset_reply(p.apply_next());
     BOOST_REQUIRE(r);
     return *r;
   };
+  auto put = [&](std::string_view name, std::int64_t offset) {
+    return store(operation_consumer_offset_reset, name, offset);
+  };
   BOOST_TEST((put("a", 3).status == partition_machine::offset_status::stored));
-  auto back = put("a", 1);  // moving back is allowed, and the previous offset is named
+  // A poll's auto-commit (consumer_offset) never moves a consumer back (issue 38, finding 9): a lower offset is
+  // answered `behind` with the one stored, which stays; an equal or higher one is stored.
+  auto behind = store(operation_consumer_offset, "a", 2);
+  BOOST_TEST((behind.status == partition_machine::offset_status::behind));
+  BOOST_TEST(behind.previous == 3);
+  BOOST_TEST(*p.m.consumer_offset("a") == 3);
+  BOOST_TEST((store(operation_consumer_offset, "a", 3).status == partition_machine::offset_status::stored));
+  // An explicit store (consumer_offset_reset) moves it back on purpose, and names the previous offset.
+  auto back = put("a", 1);
   BOOST_TEST((back.status == partition_machine::offset_status::stored));
   BOOST_TEST(back.previous == 3);
   BOOST_TEST((put("a", 5).status == partition_machine::offset_status::out_of_range));

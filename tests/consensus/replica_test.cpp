@@ -470,6 +470,46 @@ BOOST_AUTO_TEST_CASE(a_silent_primary_is_replaced_and_the_new_view_is_persisted_
   BOOST_TEST(c.nodes[0]->r->commit_min() == op_t(3));
 }
 
+// Issue 38, finding 9: a new primary's state machine may be behind what earlier views committed until it has
+// committed the ops its log held when its view began; reads that must never go back (a consumer's stored offset) wait
+// for caught_up_in_view().
+BOOST_AUTO_TEST_CASE(a_new_primary_is_caught_up_only_once_it_applied_what_its_log_held_when_its_view_began) {
+  mini c(3);
+  c.request(0, 5, 0, 0);
+  c.request(0, 5, 1, 8);
+  BOOST_REQUIRE(c.replies.size() == 2u);
+  BOOST_TEST(c.nodes[0]->r->caught_up_in_view());
+  BOOST_TEST(!c.nodes[1]->r->caught_up_in_view());  // a backup never is
+  c.drop_oks = true;      // op 3 reaches the backups' journals, never a quorum's acknowledgement
+  c.request(0, 5, 2, 8);  // (not answered)
+  c.blocked.insert(0);
+  // Until a new primary is normal (not longer: its own pipeline cannot commit while acknowledgements are dropped).
+  auto new_primary = [&]() -> std::optional<replica_t> {
+    for (replica_t i = 1; i < 3; ++i) {
+      const auto& r = *c.nodes[i]->r;
+      if (r.status() == status::normal && r.view() > view_t(0) && r.is_primary()) {
+        return i;
+      }
+    }
+    return std::nullopt;
+  };
+  for (int i = 0; i < 300 && !new_primary(); ++i) {
+    c.tick(1);
+  }
+  BOOST_REQUIRE(new_primary().has_value());
+  const replica_t primary = *new_primary();
+  BOOST_TEST(c.nodes[primary]->r->op() == op_t(3));
+  BOOST_TEST(!c.nodes[primary]->r->caught_up_in_view());  // op 3, from the view before, is not applied
+  // The pipeline's prepares go out again; the backup acknowledges op 3 in this view (made in the view before, it holds
+  // it durably on this view's log), and the primary applies it.
+  c.drop_oks = false;
+  for (int i = 0; i < 100 && !c.nodes[primary]->r->caught_up_in_view(); ++i) {
+    c.tick(1);
+  }
+  BOOST_TEST(c.nodes[primary]->r->commit_min() >= op_t(3));
+  BOOST_TEST(c.nodes[primary]->r->caught_up_in_view());
+}
+
 BOOST_AUTO_TEST_CASE(a_restarted_primary_does_not_lead_its_old_view_again) {
   mini c(3);
   c.request(0, 5, 0, 0);
