@@ -886,7 +886,7 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
   // This log may hold the checkpoint's batches already (the replica wrote them, but committed none before it took
   // the checkpoint): then nothing is copied. Asking the peer could even cost them: a peer whose retention removed
   // them would have this log start over, and with it go batches above the checkpoint this replica acknowledged.
-  const auto own_end = chain_end(at);
+  const auto own_end = options_.bug_restart_drops_acked ? std::nullopt : chain_end(at);
   if (own_end) {
     next = *own_end;
   }
@@ -996,7 +996,9 @@ task<expected<bool>> partition_storage::transfer(transfer_source source) {
   }
   base_op_ = at.op;
   base_checksum_ = at.checksum;
-  base_end_ = next;
+  // (The deliberate bug: everything the log holds counts as copied and committed, its own uncommitted batches above
+  // the checkpoint too.)
+  base_end_ = options_.bug_transfer_uncommitted ? log_->log_end().value() : next;
   RILL_ASSERT(base_end_ <= log_->log_end().value());
   log_->commit_to(offset_t(base_end_));
   if (target_ && target_->op <= at.op) {

@@ -103,6 +103,18 @@ struct partition_storage_options {
   // written, their fdatasync left to the background (durability every_ms), so a replica may acknowledge a batch a
   // power loss takes (review finding 11 of issue 38: a mutation the simulator used to miss).
   bool bug_append_unsynced = false;
+  // Test only, deliberate bugs (issue 38's planted bugs; the simulator's tests prove the checkers find them):
+  // - bug_checkpoint_ungated: durable_through() gates nothing, so a checkpoint may cover ops whose batches are not
+  //   yet durable in the log (a restart from it finds offsets missing);
+  // - bug_transfer_uncommitted: a state transfer commits the log through its end, not through the checkpoint's
+  //   batches: its own uncommitted batches above the checkpoint (maybe of a branch a view change replaces) become
+  //   visible as committed;
+  // - bug_restart_drops_acked: a state transfer asks the peer even when this log holds the checkpoint's chain, so a
+  //   peer whose retention removed those batches has this log start over, and the batches above the checkpoint this
+  //   replica acknowledged go with it.
+  bool bug_checkpoint_ungated = false;
+  bool bug_transfer_uncommitted = false;
+  bool bug_restart_drops_acked = false;
 };
 
 // The .meta payload of a partition group's batch: its op and header checksum.
@@ -148,7 +160,9 @@ class partition_storage final : public group_storage {
   void installed(const header& at) override;
   // Answers (errc::superseded) every waiting write the replica no longer holds with its checksum.
   void replica_changed(const replica& r) override;
-  [[nodiscard]] std::uint64_t durable_through() const override { return base_op_; }
+  [[nodiscard]] std::uint64_t durable_through() const override {
+    return options_.bug_checkpoint_ungated ? UINT64_MAX : base_op_;
+  }
   // Runs what is due: a cut an applied op found, the writes whose chain is now known (the driver's replica_changed()
   // does it after every input; a host without a replica, a test, calls it).
   void poke() { pump(); }

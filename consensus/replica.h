@@ -139,6 +139,9 @@ struct replica_bugs {
   bool forget_client_table = false;       // retried requests are prepared and executed again
   bool vote_while_recovering = false;     // a replica that lost its disk votes and acknowledges at once
   bool ack_before_durable = false;        // a backup sends prepare_ok when it submits the write, not when it is done
+  // A replica recovering a lost disk stops recovering once it knows its target, before it holds it durably: it then
+  // votes and acknowledges with a log missing ops it may have acknowledged before the loss.
+  bool recovering_cleared_early = false;
 };
 
 enum class status : std::uint8_t { normal, view_change };

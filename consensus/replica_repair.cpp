@@ -556,7 +556,8 @@ void replica::progress_recovery(std::vector<effect>& out) {
   }
   // Durable, not applied: the ops up to the head may wait for this replica's own acknowledgement to commit (the
   // others of a quorum may be down or behind), so waiting for their commit could wait forever.
-  if (recovery_target_ && status_ == status::normal && durable_through(*recovery_target_)) {
+  if (recovery_target_ && status_ == status::normal &&
+      (durable_through(*recovery_target_) || bugs_.recovering_cleared_early)) {
     // Everything it could have acknowledged before the loss, and that may have committed, is durable here again.
     recovering_ = false;
     persist(out);  // it votes once this is durable (silenced() reads the durable state)

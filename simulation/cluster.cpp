@@ -204,6 +204,9 @@ partition_config cluster::partition_config_for() {
   c.bug_trust_own_suffix = options_.bug_partition_trusts_own_suffix;
   c.retention_bytes = options_.retention_ppm > 0 ? 1u : 0u;
   c.bug_append_unsynced = options_.bug_append_unsynced;
+  c.bug_checkpoint_ungated = options_.bug_checkpoint_ungated;
+  c.bug_transfer_uncommitted = options_.bug_transfer_uncommitted;
+  c.bug_restart_drops_acked = options_.bug_restart_drops_acked;
   return c;  // (the caller adds `violation` when the checker checks what is acknowledged: check_ack_durable)
 }
 

@@ -116,6 +116,9 @@ struct cluster_options {
   bool bug_coordinator_commit_unowned = false;   // test only: see ledger's constructor
   bool bug_append_unsynced = false;              // test only: partition_storage_options::bug_append_unsynced
   bool bug_trust_page_cache = false;             // test only: storage::set_bug_trust_page_cache (process-wide)
+  bool bug_checkpoint_ungated = false;           // test only: partition_storage_options::bug_checkpoint_ungated
+  bool bug_transfer_uncommitted = false;         // test only: partition_storage_options::bug_transfer_uncommitted
+  bool bug_restart_drops_acked = false;          // test only: partition_storage_options::bug_restart_drops_acked
 };
 
 inline constexpr std::uint32_t groups_max_sim = 4;

@@ -102,6 +102,11 @@ void disk_storage::observe(const std::string& path, std::uint64_t offset, std::s
   }
 }
 
+bool disk_storage::holds_batch(std::int64_t base, std::uint64_t op) const {
+  const auto meta = partition_->log().meta_for(offset_t(base));
+  return meta && consensus::batch_op_of(*meta).op == op;
+}
+
 bool disk_storage::batch_durable(std::int64_t base) const {
   auto b = batches_placed_.find(base);
   auto m = metas_placed_.find(base);
@@ -153,7 +158,8 @@ void disk_storage::write(consensus::message prepare, std::function<void(expected
     // (A batch below the log's start is not held: a state transfer started the log over past it, or retention
     // removed it; the checkpoint covers its op.)
     if (r && batch_base && partition_config_->violation && partition_ != nullptr &&
-        *batch_base >= partition_->log().log_start().value() && !batch_durable(*batch_base)) {
+        *batch_base >= partition_->log().log_start().value() && holds_batch(*batch_base, op) &&
+        !batch_durable(*batch_base)) {
       if (std::getenv("RILL_SIM_DEBUG") != nullptr) {
         for (auto* m : {&batches_placed_, &metas_placed_}) {
           auto it = m->find(*batch_base);
@@ -307,6 +313,9 @@ consensus::recovered_state disk_storage::recover() {
       po.log = partition_log_options();
       po.log.config.retention_bytes = partition_config_->retention_bytes;
       po.bug_append_unsynced = partition_config_->bug_append_unsynced;
+      po.bug_checkpoint_ungated = partition_config_->bug_checkpoint_ungated;
+      po.bug_transfer_uncommitted = partition_config_->bug_transfer_uncommitted;
+      po.bug_restart_drops_acked = partition_config_->bug_restart_drops_acked;
       log_files_ = std::make_unique<storage::file_cache>(log_open_files_max);
       po.log.files = log_files_.get();
       po.files.files = log_files_.get();  // the journal, superblock and snapshot.bin too, as in rilld's shards

@@ -39,9 +39,12 @@ struct partition_config {
   const clock* clk = nullptr;
   storage::log_reporter* reporter = nullptr;
   std::uint8_t batch_operation = 0;
-  bool bug_trust_own_suffix = false;  // partition_storage::set_bug_trust_own_suffix
-  std::uint64_t retention_bytes = 0;  // the partition log's retention.bytes (0: none)
-  bool bug_append_unsynced = false;   // partition_storage_options::bug_append_unsynced
+  bool bug_trust_own_suffix = false;      // partition_storage::set_bug_trust_own_suffix
+  std::uint64_t retention_bytes = 0;      // the partition log's retention.bytes (0: none)
+  bool bug_append_unsynced = false;       // partition_storage_options::bug_append_unsynced
+  bool bug_checkpoint_ungated = false;    // partition_storage_options::bug_checkpoint_ungated
+  bool bug_transfer_uncommitted = false;  // partition_storage_options::bug_transfer_uncommitted
+  bool bug_restart_drops_acked = false;   // partition_storage_options::bug_restart_drops_acked
   // A write reported durable whose batch the disk does not hold durably (the check of placement below).
   std::function<void(const std::string&)> violation;
 };
@@ -91,6 +94,8 @@ class disk_storage final : public replica_storage {
   void observe(const std::string& path, std::uint64_t offset, std::span<const std::byte> bytes);
   // The batch at `base` and its .meta entry would survive a power loss now.
   [[nodiscard]] bool batch_durable(std::int64_t base) const;
+  // The open log holds op's batch at `base` (a write of an op a checkpoint covers completes without it).
+  [[nodiscard]] bool holds_batch(std::int64_t base, std::uint64_t op) const;
   std::map<std::int64_t, placed> batches_placed_;
   std::map<std::int64_t, placed> metas_placed_;
 

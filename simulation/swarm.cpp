@@ -80,6 +80,18 @@ const std::vector<planted_bug>& planted_bugs() {
       {"trust_page_cache",
        "recovery reads its files through the page cache: a restart after a crash or a failed fdatasync trusts, and "
        "acknowledges, writes the disk does not hold"},
+      {"checkpoint_ungated",
+       "a checkpoint may cover ops whose batches are not yet durable in the partition log: a restart from it finds "
+       "offsets missing"},
+      {"recovering_cleared_early",
+       "a replica that lost its disk stops recovering once it knows its target, before it holds it: it votes with a "
+       "log missing what it acknowledged"},
+      {"transfer_uncommitted",
+       "a state transfer commits the log through its end: its uncommitted batches above the checkpoint, maybe of a "
+       "replaced branch, become visible"},
+      {"restart_drops_acked",
+       "a state transfer starts the log over at a peer's log start though it held the checkpoint's batches: the "
+       "acknowledged batches above the checkpoint go"},
   };
   return bugs;
 }
@@ -217,6 +229,14 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bug_append_unsynced = true;
     } else if (b == "trust_page_cache") {
       o.bug_trust_page_cache = true;
+    } else if (b == "checkpoint_ungated") {
+      o.bug_checkpoint_ungated = true;
+    } else if (b == "recovering_cleared_early") {
+      o.bugs.recovering_cleared_early = true;
+    } else if (b == "transfer_uncommitted") {
+      o.bug_transfer_uncommitted = true;
+    } else if (b == "restart_drops_acked") {
+      o.bug_restart_drops_acked = true;
     } else {
       RILL_UNREACHABLE("unknown bug {}", b);
     }
