@@ -47,6 +47,7 @@ task<expected<std::unique_ptr<coordinators>>> coordinators::open(storage::io::en
     go.members = o.members;
     go.self = o.self;
     go.recovering = o.recovering;
+    go.incarnation = o.incarnation;
     go.journal.slot_count = o.journal_slots;
     go.seed = drawn_seed();
     const std::string at = fmt::format("{}/{}", dir, i);

@@ -54,8 +54,9 @@ struct coordinators_options {
   std::uint64_t cluster = 0;
   std::vector<consensus::node_t> members;  // ascending
   consensus::node_t self;
-  bool recovering = false;  // `rilld recover`: this node's replicas lost their data
-  std::uint32_t count = 4;  // cluster.coordinators: the same on every member
+  bool recovering = false;        // `rilld recover`: this node's replicas lost their data
+  std::uint64_t incarnation = 0;  // cluster_group_options::incarnation of each coordinator's replica
+  std::uint32_t count = 4;        // cluster.coordinators: the same on every member
   std::uint64_t journal_slots = 1024;
   std::size_t queue_max = 4096;
   std::uint32_t reconcile_ticks = 100;

@@ -306,30 +306,31 @@ void metadata_actor::publish() {
   }
 }
 
+// The metadata actor as the executor of reconcile steps: actors spawned on their shards, files removed.
+class metadata_actor::step_executor final : public reconcile_executor {
+ public:
+  explicit step_executor(metadata_actor* self) : self_(self) {}
+  bool run_now(const reconcile_step& step) override { return self_->run_now(step); }
+  task<expected<void>> run(const reconcile_step& step) override { return self_->run_step(step); }
+  void before_resize() override { self_->publish(); }  // groups hand out partitions the routing table already names
+
+ private:
+  metadata_actor* self_;
+};
+
 task<expected<void>> metadata_actor::reconcile() {
   const auto view = state_.view();
-  const std::string& data_dir = services_->config->data_dir;
-  const auto steps = plan_reconcile(*view, running_, services_->config->storage, data_dir, placement());
-  bool published = false;
-  for (const auto& step : steps) {
-    if (step.kind == reconcile_kind::resize_group && !published) {
-      publish();  // groups hand out partitions the routing table already names
-      published = true;
-    }
-    if (run_now(step)) {
-      record(running_, step);  // a spawn or a resize: done at once, and it cannot fail
-      continue;
-    }
-    if (auto ran = co_await run_step(step); !ran) {
-      reconcile_error_ = fmt::format("{}: {}", step.describe(), ran.error().message());
-      services_->partitions->reporter->notice(
-          fmt::format("metadata: could not carry out the committed metadata ({}); retrying in {} ms", reconcile_error_,
-                      reconcile_retry_.count()));
-      publish();
-      schedule_reconcile();
-      co_return fail(net::status::storage_error, reconcile_error_);
-    }
-    record(running_, step);
+  step_executor executor(this);
+  auto carried = co_await carry_out(*view, running_, services_->config->storage, services_->config->data_dir,
+                                    placement(), executor);
+  if (!carried) {
+    reconcile_error_ = carried.error().detail();
+    services_->partitions->reporter->notice(
+        fmt::format("metadata: could not carry out the committed metadata ({}); retrying in {} ms", reconcile_error_,
+                    reconcile_retry_.count()));
+    publish();
+    schedule_reconcile();
+    co_return fail(net::status::storage_error, reconcile_error_);
   }
   publish();  // also a change that needs no step (a rename) has a new view
   if (!reconcile_error_.empty()) {
@@ -429,7 +430,8 @@ bool metadata_actor::run_now(const reconcile_step& step) {
         // A replicated topic: this node's replica of the partition's VSR group.
         RILL_ASSERT(services_->cluster != nullptr, "{}: replicas outside a cluster", step.describe());
         replica_placement where;
-        where.group = partition_group_id(step.stream_id, step.topic_id, step.topic_created_ms, step.id);
+        where.group =
+            partition_group_id(step.stream_id, step.topic_id, step.topic_created_ms, step.id, step.partition_created);
         where.members = step.replicas;
         where.self = services_->cluster->node_id;
         where.plane = caf::actor_cast<metadata_actor_hdl>(this);
@@ -822,6 +824,9 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   }
   go.self = consensus::node_t(static_cast<std::uint32_t>(c.node_id));
   go.recovering = c.recovering;
+  // (A recovering member's incarnation starts at the wall clock: a floor under the one it takes once caught up.)
+  const auto format_ms = std::max<std::int64_t>(0, services_->partitions->clk->wall_ms().value());
+  go.incarnation = c.recovering ? static_cast<std::uint64_t>(format_ms) : 0;
   go.journal.slot_count = services_->journal_slots;
   go.seed = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
   consensus::host_options ho;
@@ -855,6 +860,7 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   co.members = go.members;
   co.self = go.self;
   co.recovering = c.recovering;
+  co.incarnation = go.incarnation;
   co.count = coordinator_groups;
   co.journal_slots = coordinator_journal_slots;
   const rill::clock* clk = services_->partitions->clk;
@@ -978,7 +984,7 @@ void metadata_actor::forget_replica(std::uint64_t ns) {
   // Its running entry names the incarnation, hence the group id (a partition not replicated has none to forget).
   if (auto r = running_.partitions.find(ns); r != running_.partitions.end()) {
     const running_partition& p = r->second;
-    replica_groups_.erase(partition_group_id(p.stream_id, p.topic_id, p.topic_created_ms, p.partition_id));
+    replica_groups_.erase(partition_group_id(p.stream_id, p.topic_id, p.topic_created_ms, p.partition_id, p.created));
   }
   led_.erase(ns);
 }

@@ -158,6 +158,7 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   // each that succeeds, publishes the routing table, and on a failure reports it and schedules a retry. Runs as a
   // mutation does (one at a time with them).
   task<expected<void>> reconcile();
+  class step_executor;  // run_now and run_step as a reconcile_executor (carry_out)
   task<expected<void>> run_step(const reconcile_step& step);  // a step that waits for I/O (destroy, remove, close)
   bool run_now(const reconcile_step& step);                   // a spawn or a resize, at once; false: not one
   void schedule_reconcile();

@@ -38,7 +38,7 @@ expected<metadata_state::applied> metadata_machine::decode_reply(std::span<const
   return metadata_state::applied{load_le<std::uint32_t>(bytes.data() + 2), load_le<std::uint32_t>(bytes.data() + 6)};
 }
 
-std::vector<std::byte> metadata_machine::apply(const consensus::header&, std::span<const std::byte> body) {
+std::vector<std::byte> metadata_machine::apply(const consensus::header& prepare, std::span<const std::byte> body) {
   proto::MetadataCommand cmd;
   if (!cmd.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
     return encode_reply(
@@ -47,7 +47,7 @@ std::vector<std::byte> metadata_machine::apply(const consensus::header&, std::sp
   if (auto ok = state_.check(cmd); !ok) {
     return encode_reply(rill::unexpected(ok.error()));
   }
-  return encode_reply(state_.apply(cmd));
+  return encode_reply(state_.apply(cmd, prepare.op));
 }
 
 std::vector<std::byte> metadata_machine::snapshot() const {

@@ -220,12 +220,14 @@ std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint
 }
 
 std::uint64_t partition_group_id(std::uint32_t stream_id, std::uint32_t topic_id, std::uint64_t topic_created_ms,
-                                 std::uint32_t partition_id) {
-  std::byte bytes[16];
+                                 std::uint32_t partition_id, std::uint64_t partition_created) {
+  std::byte bytes[24];
   store_le<std::uint64_t>(bytes, partition_namespace(stream_id, topic_id, partition_id));
   store_le<std::uint64_t>(bytes + 8, topic_created_ms);
+  store_le<std::uint64_t>(bytes + 16, partition_created);
   std::uint64_t out[2];
-  lmmh_x64_128(bytes, sizeof bytes, 2, out);
+  // (Without a creation version, the 16 bytes partitions of older snapshots were always named by.)
+  lmmh_x64_128(bytes, partition_created == 0 ? 16 : sizeof bytes, 2, out);
   return out[0] | 1u;  // never 0
 }
 
@@ -528,13 +530,14 @@ expected<void> metadata_state::check(const proto::MetadataCommand& cmd) const {
   return fail(net::status::bad_header, "empty metadata command");
 }
 
-metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd) {
+metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd, std::uint64_t op) {
   {
     auto ok = check(cmd);
     RILL_ASSERT(ok.has_value(), "applying a command that does not check: {}", ok ? "" : ok.error().message());
   }
   auto next = std::make_shared<metadata_view>(*view_);
   ++next->version;
+  const std::uint64_t created = op != 0 ? op : next->version;  // (names the partitions it creates)
   applied out;
   switch (cmd.kind_case()) {
     case proto::MetadataCommand::kCreateStream: {
@@ -564,6 +567,7 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
       t.name = c.name();
       t.created_ms = cmd.time_ms();
       t.config = c.config();
+      t.partitions_created.assign(t.config.partitions(), created);
       out.stream_id = s.id;
       out.topic_id = t.id;
       s.topics.emplace(t.id, std::move(t));
@@ -576,6 +580,7 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
         t.name = c.name();
       }
       t.config = *patch_topic_config(t.config, c.config());
+      t.partitions_created.resize(t.config.partitions(), created);  // (should a patch ever change the count)
       out.stream_id = c.stream_id();
       out.topic_id = c.topic_id();
       break;
@@ -587,16 +592,21 @@ metadata_state::applied metadata_state::apply(const proto::MetadataCommand& cmd)
       break;
     case proto::MetadataCommand::kAddPartitions: {
       const auto& c = cmd.add_partitions();
-      auto& cfg = next->streams.at(c.stream_id()).topics.at(c.topic_id()).config;
+      topic_meta& t = next->streams.at(c.stream_id()).topics.at(c.topic_id());
+      auto& cfg = t.config;
+      t.partitions_created.resize(cfg.partitions(), 0);  // (0: a partition of an older snapshot)
       cfg.set_partitions(cfg.partitions() + c.count());
+      t.partitions_created.resize(cfg.partitions(), created);
       out.stream_id = c.stream_id();
       out.topic_id = c.topic_id();
       break;
     }
     case proto::MetadataCommand::kDeletePartitions: {
       const auto& c = cmd.delete_partitions();
-      auto& cfg = next->streams.at(c.stream_id()).topics.at(c.topic_id()).config;
+      topic_meta& t = next->streams.at(c.stream_id()).topics.at(c.topic_id());
+      auto& cfg = t.config;
       cfg.set_partitions(cfg.partitions() - c.count());
+      t.partitions_created.resize(cfg.partitions(), 0);
       out.stream_id = c.stream_id();
       out.topic_id = c.topic_id();
       break;
@@ -651,6 +661,9 @@ proto::MetadataSnapshot metadata_state::snapshot(std::uint64_t applied_offset) c
       pt->set_created_ms(t.created_ms);
       *pt->mutable_config() = t.config;
       pt->set_next_group_id(t.next_group_id);
+      for (auto v : t.partitions_created) {
+        pt->add_partitions_created(v);
+      }
       for (const auto& [gid, g] : t.groups) {
         auto* pg = pt->add_groups();
         pg->set_id(g.id);
@@ -699,6 +712,13 @@ expected<metadata_state> metadata_state::from_snapshot(const proto::MetadataSnap
       t.created_ms = pt.created_ms();
       t.config = pt.config();
       t.next_group_id = pt.next_group_id();
+      t.partitions_created.assign(pt.partitions_created().begin(), pt.partitions_created().end());
+      if (!t.partitions_created.empty() && t.partitions_created.size() != t.config.partitions()) {
+        return fail(net::status::internal_error,
+                    fmt::format("metadata snapshot: topic {} has {} partitions and {} creation versions", pt.id(),
+                                t.config.partitions(), t.partitions_created.size()));
+      }
+      t.partitions_created.resize(t.config.partitions(), 0);  // (a snapshot written before they were recorded)
       if (t.next_group_id > group_ids_max) {
         return fail(net::status::internal_error,
                     fmt::format("metadata snapshot: group cursor {} beyond {}", t.next_group_id, group_ids_max));

@@ -56,6 +56,14 @@ struct topic_meta {
   std::uint64_t created_ms = 0;
   proto::TopicConfig config;        // complete: every field set
   std::uint32_t next_group_id = 0;  // the cursor of group ids (free_group_id)
+  // Per partition id (config.partitions() of them), the metadata op whose command created it (metadata_state::
+  // apply): the topic's creation, or the add_partitions that added it. A partition deleted and added back is another
+  // partition with the same id, and this tells them apart (its replication group and the reconciler's identity: issue
+  // 38, finding 1). 0: created before versions were recorded (a partition of an older snapshot).
+  std::vector<std::uint64_t> partitions_created;
+  [[nodiscard]] std::uint64_t partition_created(std::uint32_t p) const {
+    return p < partitions_created.size() ? partitions_created[p] : 0;
+  }
   std::map<std::uint32_t, group_meta> groups;
 };
 
@@ -110,11 +118,14 @@ std::uint64_t topic_home(std::uint32_t stream_id, std::uint32_t topic_id, std::s
 std::vector<std::uint64_t> partition_replicas(std::uint32_t stream_id, std::uint32_t topic_id,
                                               std::uint32_t partition_id, std::uint32_t factor,
                                               std::span<const std::uint64_t> members);
-// The VSR group id of a replicated partition: a hash of its topic's ids, the topic's creation time and the partition
-// id, so that a topic created again under the same ids gets other groups (messages of the old ones are dropped).
-// Never 0 (the metadata group's).
+// The VSR group id of a replicated partition: a hash of its topic's ids, the topic's creation time, the partition id
+// and the metadata version that created the partition (topic_meta::partitions_created), so that a topic created
+// again under the same ids, even within the same millisecond, and a partition deleted and added back get other
+// groups (messages of the old ones are dropped; a directory an old group left is not opened as the new one's).
+// partition_created 0 (a partition of an older snapshot) gives the id such partitions always had. Never 0 (the
+// metadata group's).
 std::uint64_t partition_group_id(std::uint32_t stream_id, std::uint32_t topic_id, std::uint64_t topic_created_ms,
-                                 std::uint32_t partition_id);
+                                 std::uint32_t partition_id, std::uint64_t partition_created);
 // A consumer group's key: like a partition's namespace with the group id in the partition bits and the top bit set
 // (so it never equals a partition's); its shard is shard_of(group_namespace(...)).
 std::uint64_t group_namespace(std::uint32_t stream_id, std::uint32_t topic_id, std::uint32_t group_id);
@@ -160,8 +171,10 @@ class metadata_state {
     std::uint32_t stream_id = 0;
     std::uint32_t topic_id = 0;
   };
-  // Applies a command that check() accepts (asserted). Returns the ids it created or touched.
-  applied apply(const proto::MetadataCommand& cmd);
+  // Applies a command that check() accepts (asserted). Returns the ids it created or touched. `op`: the metadata
+  // group's op that applies it, which names the partitions it creates (topic_meta::partitions_created: every replica
+  // applies it at the same op); 0 (a state applied without a log: tests) names them by the version after it.
+  applied apply(const proto::MetadataCommand& cmd, std::uint64_t op = 0);
 
   [[nodiscard]] std::shared_ptr<const metadata_view> view() const noexcept { return view_; }
 

@@ -80,7 +80,8 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   // What runs and should not: another incarnation, a partition past its topic's count, a deleted group.
   for (const auto& [ns, p] : running.partitions) {
     const topic_meta* t = topic_in(desired, p.stream_id, p.topic_id, p.topic_created_ms);
-    if (t == nullptr || p.partition_id >= t->config.partitions() ||
+    // (A partition deleted and added back is another partition: its old incarnation goes with its data.)
+    if (t == nullptr || p.partition_id >= t->config.partitions() || t->partition_created(p.partition_id) != p.created ||
         !here.serves_partition(p.stream_id, p.topic_id, p.partition_id, t->config.replication_factor())) {
       destroys.push_back(step_of(reconcile_kind::destroy_partition, ns, p.stream_id, p.topic_id, p.partition_id));
     } else if (!(p.config == log_config_for(t->config, defaults))) {
@@ -135,12 +136,14 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
         }
         const std::uint64_t ns = partition_namespace(sid, tid, p);
         auto r = running.partitions.find(ns);
-        if (r != running.partitions.end() && r->second.topic_created_ms == t.created_ms && r->second.config == config) {
+        if (r != running.partitions.end() && r->second.topic_created_ms == t.created_ms &&
+            r->second.created == t.partition_created(p) && r->second.config == config) {
           continue;
         }
         auto step = step_of(reconcile_kind::spawn_partition, ns, sid, tid, p);
         step.stream_created_ms = s.created_ms;
         step.topic_created_ms = t.created_ms;
+        step.partition_created = t.partition_created(p);
         step.config = config;
         step.replicas = here.replicas(sid, tid, p, t.config.replication_factor());
         spawns.push_back(std::move(step));
@@ -194,8 +197,8 @@ void record(node_inventory& running, const reconcile_step& step) {
       return;
     case reconcile_kind::spawn_partition:
       RILL_ASSERT(!running.partitions.contains(step.ns), "{} while it runs", step.describe());
-      running.partitions[step.ns] =
-          running_partition{step.stream_id, step.topic_id, step.id, step.topic_created_ms, step.config};
+      running.partitions[step.ns] = running_partition{step.stream_id,        step.topic_id,          step.id,
+                                                      step.topic_created_ms, step.partition_created, step.config};
       // Its directories may now hold data of this stream's and topic's incarnation.
       running.streams[step.stream_id] = step.stream_created_ms;
       running.topics[{step.stream_id, step.topic_id}] = step.topic_created_ms;
@@ -214,6 +217,28 @@ void record(node_inventory& running, const reconcile_step& step) {
       return;
     }
   }
+}
+
+task<expected<void>> carry_out(const metadata_view& desired, node_inventory& running,
+                               const config::log_config& defaults, const std::string& data_dir,
+                               const node_placement& here, reconcile_executor& executor) {
+  const auto steps = plan_reconcile(desired, running, defaults, data_dir, here);
+  bool resized = false;
+  for (const auto& step : steps) {
+    if (step.kind == reconcile_kind::resize_group && !resized) {
+      executor.before_resize();
+      resized = true;
+    }
+    if (executor.run_now(step)) {
+      record(running, step);  // a spawn or a resize: done at once, and it cannot fail
+      continue;
+    }
+    if (auto ran = co_await executor.run(step); !ran) {
+      co_return rill::unexpected(ran.error().code(), fmt::format("{}: {}", step.describe(), ran.error().message()));
+    }
+    record(running, step);
+  }
+  co_return expected<void>{};
 }
 
 }  // namespace rill::actors

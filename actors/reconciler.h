@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "actors/metadata_state.h"
+#include "base/expected.h"
+#include "base/task.h"
 #include "config/log_config.h"
 
 namespace rill::actors {
@@ -38,6 +40,7 @@ struct running_partition {
   std::uint32_t topic_id = 0;
   std::uint32_t partition_id = 0;
   std::uint64_t topic_created_ms = 0;  // the incarnation of its topic
+  std::uint64_t created = 0;           // and its own (topic_meta::partitions_created)
   config::log_config config;           // what it was opened with
 };
 
@@ -80,8 +83,9 @@ struct reconcile_step {
   std::uint64_t stream_created_ms = 0;
   std::uint64_t topic_created_ms = 0;
   std::uint64_t group_created_ms = 0;
-  std::uint32_t partitions = 0;  // spawn_group, resize_group: the topic's partition count
-  config::log_config config;     // spawn_partition
+  std::uint64_t partition_created = 0;  // spawn_partition: topic_meta::partitions_created of it
+  std::uint32_t partitions = 0;         // spawn_group, resize_group: the topic's partition count
+  config::log_config config;            // spawn_partition
   // spawn_partition of a replicated topic (replication_factor > 1 in a cluster): its group's members in replica
   // order (partition_replicas), this node among them; empty: served by this node alone.
   std::vector<std::uint64_t> replicas;
@@ -138,5 +142,27 @@ struct node_placement {
 
 // `running` once `step` succeeded.
 void record(node_inventory& running, const reconcile_step& step);
+
+// Who carries out the steps: rilld's metadata actor (actors and files), the simulator's nodes (partition replicas on
+// their simulated disks, simulation/node_cluster.h).
+class reconcile_executor {
+ public:
+  virtual ~reconcile_executor() = default;
+  // A step done at once, without I/O, that cannot fail (a spawn, a resize): true when it was; false when the step is
+  // not one of those (it is run() instead).
+  virtual bool run_now(const reconcile_step& step) = 0;
+  // Any other step; an error stops the pass.
+  virtual task<expected<void>> run(const reconcile_step& step) = 0;
+  // Called once before the pass's first resize_group step (a group hands out partitions the node's routing must
+  // already name).
+  virtual void before_resize() {}
+};
+
+// One pass: the steps from `running` to `desired` (plan_reconcile), carried out in order, each recorded in `running`
+// once it succeeded. Stops at the first step that fails: the error names the step ("spawn partition 3 of topic 1
+// of stream 0: ..."), and `running` says what really runs, so the next pass plans only what is left.
+task<expected<void>> carry_out(const metadata_view& desired, node_inventory& running,
+                               const config::log_config& defaults, const std::string& data_dir,
+                               const node_placement& here, reconcile_executor& executor);
 
 }  // namespace rill::actors

@@ -1,46 +1,17 @@
-// replica_partition_actor: a replicated partition's replica on this node (see the header).
+// replica_partition_actor: a replicated partition's replica on this node (see the header): the CAF shell of
+// partition_replica.
 #include "actors/replica_partition_actor.hpp"
 
 #include <fmt/core.h>
 
 #include <random>
 
-#include <sys/stat.h>
-
 #include "actors/metadata_state.h"
 #include "actors/runtime/shard.h"
-#include "consensus/journal.h"
 #include "consensus/partition_machine.h"
 #include "storage/errc.h"
-#include "storage/file_ops.h"
 
 namespace rill::actors {
-namespace {
-
-// The group's journal slot: prepare headers of batches, and whole consumer-offset operations (a name of at most
-// 255 bytes) and session registrations.
-constexpr std::uint32_t journal_slot_bytes = 4096;
-// The group's journal, superblock and snapshot, in the partition's directory.
-constexpr std::string_view vsr_dir = "vsr";
-
-outcome verdict_outcome(const consensus::partition_machine::produce_reply& r) {
-  switch (r.verdict) {
-    case storage::producer_verdict::fresh:
-    case storage::producer_verdict::duplicate:
-      return {};
-    case storage::producer_verdict::duplicate_sequence:
-      return outcome{net::status::duplicate_sequence, r.detail};
-    case storage::producer_verdict::sequence_gap:
-      return outcome{net::status::sequence_gap, r.detail};
-    case storage::producer_verdict::producer_fenced:
-      return outcome{net::status::producer_fenced, r.detail};
-    case storage::producer_verdict::unknown_producer_id:
-      return outcome{net::status::unknown_producer_id, r.detail};
-  }
-  return outcome{net::status::internal_error, "an unknown producer verdict"};
-}
-
-}  // namespace
 
 // The group's messages to peers go to the metadata actor, which owns the replica plane.
 class replica_partition_actor::plane_transport final : public consensus::host_transport {
@@ -83,89 +54,46 @@ replica_partition_actor::~replica_partition_actor() = default;
 replica_partition_actor::behavior_type replica_partition_actor::make_behavior() {
   io_ = std::make_unique<actor_io>(this);
   options_.files = &current_shard()->files();
-  open_group();
-  schedule_tick();
-  return serving();
-}
-
-std::uint32_t replica_partition_actor::journal_slots() const {
-  // A journal created earlier keeps its ring (cluster.partition_journal_slots applies to new replicas): its size is
-  // the ring's header pages plus one slot per op, which names the slot count.
-  struct stat st {};
-  const std::string path = storage::join_path(storage::join_path(id_.dir, std::string(vsr_dir)), "journal.wal");
-  if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) {
-    if (const auto slots =
-            consensus::journal_slot_count_of(static_cast<std::uint64_t>(st.st_size), journal_slot_bytes)) {
-      return static_cast<std::uint32_t>(*slots);
-    }
-  }
-  return placement_.journal_slots;  // none yet, or a size no ring has (the journal's open names the mismatch)
-}
-
-void replica_partition_actor::open_group() {
-  consensus::partition_group_options o;
+  partition_replica_options o;
+  o.dir = id_.dir;
+  o.stream_id = id_.stream_id;
+  o.topic_id = id_.topic_id;
+  o.partition_id = id_.partition_id;
+  o.log = options_;
   o.group = consensus::group_t(placement_.group);
   for (auto n : placement_.members) {
     o.members.push_back(consensus::node_t(static_cast<std::uint32_t>(n)));
   }
   o.self = consensus::node_t(static_cast<std::uint32_t>(placement_.self));
-  o.storage.files.journal = consensus::journal_options{journal_slots(), journal_slot_bytes};
-  o.storage.files.snapshot_bytes_max = 64 * 1024 * 1024;
-  o.storage.files.snapshot_reserved_bytes = 64 * 1024;
-  o.storage.files.files = options_.files;  // the shard's cache: the group's files count in storage.open_files_max
-  o.storage.log = options_;
-  o.storage.log.owner_entries.push_back(std::string(vsr_dir));  // the group's files, beside the log's
-  o.machine.consumers_max = services_->consumers_per_partition_max;
+  o.journal_slots = placement_.journal_slots;
   o.recovering = placement_.recovering;
+  o.consumers_max = services_->consumers_per_partition_max;
   if (const replica_links* links = services_->links; links != nullptr) {
     o.reachable = [links](consensus::node_t n) { return links->reaches(n.value()); };
   }
-  o.seed = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
-  opening_ = true;
-  ++operations_;
-  const rill::clock* clk = services_->clk;
-  rill::spawn(
-      consensus::partition_group::open(
-          *io_, current_shard()->pool(), *clk, *services_->reporter, storage::join_path(id_.dir, std::string(vsr_dir)),
-          id_.dir, std::move(o), *transport_, [clk] { return clk->wall_ms().value(); }, [this] { on_committed(); }),
-      [this](expected<std::unique_ptr<consensus::partition_group>> r) {
-        --operations_;
-        opening_ = false;
-        opened(std::move(r));
-        if (closing_ && finish_deferred_) {
-          run_finish();
-        }
-      });
-}
-
-void replica_partition_actor::opened(expected<std::unique_ptr<consensus::partition_group>> r) {
-  if (!r) {
-    open_error_ = r.error();
-    count_under_replicated(false);
-    if (closing_) {
-      return;
+  o.retention_ticks =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(services_->retention_interval / tick_period));
+  o.reopen_ticks = 50;  // 500 ms
+  o.seed = [] { return std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32); };
+  partition_replica_callbacks cb;
+  cb.notice = [reporter = services_->reporter](const std::string& line) { reporter->notice(line); };
+  cb.leading = [this](bool leads) {
+    caf::anon_send(placement_.plane, leader_atom::value,
+                   partition_namespace(id_.stream_id, id_.topic_id, id_.partition_id), leads);
+    if (!leads) {
+      // Parked polls: this replica no longer serves them; their clients find the primary.
+      run_polls(polls_.woken(offset_t(INT64_MAX)));
     }
-    services_->reporter->notice(fmt::format("partition {}: cannot open its replica (next try in {} ms): {}", id_.dir,
-                                            reopen_delay.count(), r.error().message()));
-  } else if (closing_) {
-    group_ = std::move(*r);  // the close waiting for this open closes it
-    return;
-  } else {
-    group_ = std::move(*r);
-    options_.trusted_end = offset_t(-1);  // (a bound for one reopen only)
-    transfers_seen_ = 0;
-    restarts_seen_ = 0;
-    open_error_.reset();
-    publish_gauges();
-    return;
-  }
-  schedule_reopen();
-}
-
-void replica_partition_actor::schedule_reopen() {
-  auto self = caf::actor_cast<replica_partition_impl>(this);
-  current_shard()->timers().schedule(monotonic_now() + reopen_delay,
-                                     [self] { caf::anon_send(self, replica_reopen_atom::value); });
+  };
+  cb.committed = [this] { on_committed(); };
+  cb.changed = [this] { publish_gauges(); };
+  replica_ = std::make_unique<partition_replica>(
+      std::move(o),
+      partition_replica_env{*io_, current_shard()->pool(), *services_->clk, *services_->reporter, *transport_},
+      std::move(cb));
+  replica_->start();
+  schedule_tick();
+  return serving();
 }
 
 void replica_partition_actor::schedule_tick() {
@@ -179,109 +107,29 @@ void replica_partition_actor::on_tick() {
     return;
   }
   schedule_tick();
-  if (!group_) {
-    return;
-  }
-  group_->tick();
-  if (const auto copies = group_->storage().transfers(); copies != transfers_seen_) {
-    transfers_seen_ = copies;
-    const auto restarts = group_->storage().restarts();
-    services_->reporter->notice(fmt::format(
-        "partition {}: copied the committed log through op {} from a peer "
-        "(state transfer){}; the replica goes on from there",
-        id_.dir, group_->storage().committed_op(),
-        restarts != restarts_seen_
-            ? fmt::format(", its log started over at offset {} (the peer's retention removed what is below)",
-                          group_->log().log_start().value())
-            : std::string()));
-    restarts_seen_ = restarts;
-  }
-  const bool primary = group_->primary();
-  if (primary != was_primary_) {
-    set_leading(primary);
-    services_->reporter->notice(fmt::format("partition {}: replica {} is {} (view {})", id_.dir,
-                                            group_->replica().index(), primary ? "primary" : "a backup",
-                                            group_->replica().view().value()));
-    if (!primary) {
-      // Parked polls: this replica no longer serves them; their clients find the primary.
-      run_polls(polls_.woken(offset_t(INT64_MAX)));
-    }
-    publish_gauges();
-  }
-  if (group_->fenced() && operations_ == 0 && group_->submits_in_flight() == 0) {
-    // Reopen from the files (the replica restarts: it rejoins and catches up from its peers).
-    services_->reporter->notice(
-        fmt::format("partition {}: {}; reopening the replica", id_.dir, group_->fence_error()->message()));
-    ++operations_;
-    reopening_ = true;
-    // After a failed fdatasync the page cache may hold bytes the disk does not: the reopen trusts no batch from the
-    // log's synced end on (as the single node's partition does), beside recovery's own settling of what it reads.
-    options_.trusted_end = group_->log().synced_end();
-    set_leading(false);
-    rill::spawn(group_->close(), [this](expected<void>) {
-      --operations_;
-      reopening_ = false;
-      group_.reset();
-      count_under_replicated(false);
-      if (closing_) {
-        if (finish_deferred_) {
-          run_finish();
-        }
-      } else {
-        schedule_reopen();  // after a pause: a disk that fails again at once is not reopened in a tight loop
-      }
-    });
-  }
-  const std::uint64_t retention_ticks =
-      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(services_->retention_interval / tick_period));
-  if (retention_due_ == 0) {
-    retention_due_ = ticks_ + retention_ticks;
-  } else if (ticks_ >= retention_due_ && !retaining_ && !group_->fenced() && !reopening_) {
-    retention_due_ = ticks_ + retention_ticks;
-    run_retention();
-  }
+  replica_->tick();
   if (++ticks_ % 100 == 0) {
     publish_gauges();
   }
 }
 
-void replica_partition_actor::run_retention() {
-  retaining_ = true;
-  ++operations_;
-  rill::spawn(group_->enforce_retention(), [this](expected<storage::retention_result> r) {
-    --operations_;
-    retaining_ = false;
-    bump(published_->retention_runs);
-    if (!r && r.error().code() != make_error_code(storage::errc::closed)) {
-      services_->reporter->notice(fmt::format("{}: retention: {}", id_.dir, r.error().message()));
-    }
-    if (!closing_) {
-      publish_gauges();
-    }
-  });
-}
-
-void replica_partition_actor::set_leading(bool leading) {
-  if (leading != was_primary_) {
-    was_primary_ = leading;
-    caf::anon_send(placement_.plane, leader_atom::value,
-                   partition_namespace(id_.stream_id, id_.topic_id, id_.partition_id), leading);
-  }
-}
-
 void replica_partition_actor::on_committed() {
-  if (!group_ || closing_) {
+  const auto* g = replica_->group();
+  if (g == nullptr || closing_) {
     return;
   }
-  run_polls(polls_.woken(group_->log().committed()));
+  run_polls(polls_.woken(const_cast<consensus::partition_group*>(g)->log().committed()));
 }
 
 void replica_partition_actor::publish_gauges() {
-  if (!group_) {
+  auto* g = replica_->group();
+  if (g == nullptr) {
+    count_under_replicated(false);
     return;
   }
-  publish_log_gauges(group_->log(), *published_);
-  published_->fenced.store(group_->fenced() ? 1 : 0, std::memory_order_relaxed);
+  publish_log_gauges(g->log(), *published_);
+  published_->fenced.store(g->fenced() ? 1 : 0, std::memory_order_relaxed);
+  published_->retention_runs.store(replica_->retention_runs(), std::memory_order_relaxed);
   const bool under = under_replicated();
   published_->under_replicated.store(under ? 1 : 0, std::memory_order_relaxed);
   count_under_replicated(under);
@@ -295,10 +143,11 @@ void replica_partition_actor::count_under_replicated(bool under) {
 }
 
 bool replica_partition_actor::under_replicated() const {
-  if (!group_ || !group_->primary()) {
+  const auto* g = replica_->group();
+  if (g == nullptr || !g->primary()) {
     return false;  // the primary counts its partition; a backup does not
   }
-  if (!group_->lagging().empty()) {
+  if (!g->lagging().empty()) {
     return true;
   }
   for (const auto node : placement_.members) {
@@ -309,166 +158,57 @@ bool replica_partition_actor::under_replicated() const {
   return false;
 }
 
-std::optional<outcome> replica_partition_actor::refusal() const {
-  if (closing_) {
-    return outcome{net::status::unavailable, "the partition is closing"};
+outcome replica_partition_actor::outcome_of(const replica_refusal& r) const {
+  outcome o{r.status, r.message};
+  if (r.primary_node) {
+    o.redirect = placement_.address_of(*r.primary_node);
+    if (!o.redirect.empty()) {
+      o.message += " at " + o.redirect;
+    }
   }
-  if (!group_) {
-    return open_error_ ? outcome::of(*open_error_)
-                       : outcome{net::status::unavailable, "the partition's replica is opening; retry"};
-  }
-  if (group_->fenced()) {
-    return outcome{net::status::unavailable,
-                   "this node's replica of the partition stopped at a storage failure and is reopening; retry "
-                   "(the other replicas go on)"};
-  }
-  if (!group_->primary()) {
-    const std::uint64_t node = group_->primary_node().value();
-    outcome o;
-    o.st = net::status::not_primary;
-    o.redirect = node == placement_.self ? std::string() : placement_.address_of(node);
-    o.message = node == placement_.self
-                    ? fmt::format("partition {} of topic {}: its replicas are choosing a primary; retry shortly",
-                                  id_.partition_id, id_.topic_id)
-                    : fmt::format("partition {} of topic {} is led by node {}{}{}", id_.partition_id, id_.topic_id,
-                                  node, o.redirect.empty() ? "" : " at ", o.redirect);
-    return o;
-  }
-  return std::nullopt;
+  return o;
 }
 
 caf::result<produce_reply> replica_partition_actor::produce(produce_msg& msg) {
-  if (auto refused = refusal()) {
-    return produce_reply{*refused, {}, -1};
+  if (closing_) {
+    return produce_reply{outcome{net::status::unavailable, "the partition is closing"}, {}, -1};
+  }
+  if (auto refused = replica_->refusal()) {
+    return produce_reply{outcome_of(*refused), {}, -1};
   }
   RILL_ASSERT(msg.batches != nullptr);
   auto rp = make_response_promise<produce_reply>();
   ++operations_;
   const auto arrived = std::chrono::steady_clock::now();
-  rill::spawn(produce_all(std::move(msg.batches)), [this, rp, arrived](produce_reply r) mutable {
-    --operations_;
-    published_->produce.record(std::chrono::steady_clock::now() - arrived);
-    if (!r.result.ok()) {
-      bump(published_->produce_errors);
-    }
-    rp.deliver(std::move(r));
-  });
+  rill::spawn(replica_->produce(std::move(msg.batches)),
+              [this, rp, arrived](expected<partition_replica::produced> r) mutable {
+                --operations_;
+                published_->produce.record(std::chrono::steady_clock::now() - arrived);
+                if (!r) {
+                  bump(published_->produce_errors);
+                  rp.deliver(produce_reply{outcome::of(r.error()), {}, -1});
+                  return;
+                }
+                rp.deliver(produce_reply{outcome{}, std::move(r->base_offsets), r->timestamp_ms});
+              });
   return rp;
-}
-
-task<produce_reply> replica_partition_actor::produce_all(std::shared_ptr<storage::validated_batches> batches) {
-  // One op per batch, in the request's order. A failure stops the request there: the batches before it are
-  // committed (a retry of an idempotent producer's is answered with their offsets), those after it are not sent.
-  produce_reply out;
-  const auto bytes = batches->bytes();
-  for (const auto& b : batches->batches()) {
-    if (!group_ || closing_) {
-      co_return produce_reply{outcome{net::status::unavailable, "the partition is closing"}, {}, -1};
-    }
-    auto body = consensus::partition_machine::produce_request(bytes.subspan(b.position, b.size), b.crc_tail);
-    auto committed = co_await group_->submit(consensus::operation_produce_batch, std::move(body));
-    if (!committed) {
-      co_return produce_reply{outcome::of(committed.error()), {}, -1};
-    }
-    auto reply = consensus::partition_machine::decode_produce_reply(committed->reply);
-    RILL_ASSERT(reply.has_value(), "partition {}: an undecodable produce reply", id_.dir);
-    if (auto o = verdict_outcome(*reply); !o.ok()) {
-      co_return produce_reply{std::move(o), {}, -1};
-    }
-    out.base_offsets.push_back(reply->base_offset);
-    out.timestamp_ms = std::max(out.timestamp_ms, reply->timestamp_ms);
-  }
-  co_return out;
 }
 
 caf::result<offset_reply> replica_partition_actor::store_offset(offset_msg& msg) {
-  if (auto refused = refusal()) {
-    return offset_reply{*refused, std::nullopt};
+  if (closing_) {
+    return offset_reply{outcome{net::status::unavailable, "the partition is closing"}, std::nullopt};
+  }
+  if (auto refused = replica_->refusal()) {
+    return offset_reply{outcome_of(*refused), std::nullopt};
   }
   auto rp = make_response_promise<offset_reply>();
   ++operations_;
-  auto job = [](consensus::partition_group* g, std::string consumer, std::int64_t offset) -> task<offset_reply> {
-    // An explicit store may move the consumer back on purpose (the reply names the offset it replaced); a poll's
-    // auto-commit never does (operation_consumer_offset).
-    auto stored = co_await g->submit(consensus::operation_consumer_offset_reset,
-                                     consensus::partition_machine::offset_request(consumer, offset));
-    if (!stored) {
-      co_return offset_reply{outcome::of(stored.error()), std::nullopt};
-    }
-    auto r = consensus::partition_machine::decode_offset_reply(stored->reply);
-    RILL_ASSERT(r.has_value(), "an undecodable offset reply");
-    using status = consensus::partition_machine::offset_status;
-    switch (r->status) {
-      case status::stored:
-        co_return offset_reply{outcome{}, r->previous < 0 ? std::nullopt : std::optional<std::int64_t>(r->previous)};
-      case status::out_of_range:
-        co_return offset_reply{outcome{net::status::offset_out_of_range,
-                                       fmt::format("offset {} for consumer '{}': the partition holds offsets up to "
-                                                   "{}",
-                                                   offset, consumer, r->next_offset)},
-                               std::nullopt};
-      case status::limit_exceeded:
-        co_return offset_reply{outcome{net::status::limit_exceeded,
-                                       fmt::format("consumer '{}': the partition already stores the offsets of "
-                                                   "limits.consumers_per_partition_max consumers",
-                                                   consumer)},
-                               std::nullopt};
-      case status::invalid_name:
-        co_return offset_reply{outcome{net::status::invalid_name, fmt::format("consumer name '{}'", consumer)},
-                               std::nullopt};
-      case status::behind:  // (only a poll's auto-commit is refused for going back; this store is a reset)
-        co_return offset_reply{outcome{net::status::internal_error, "an explicit offset store refused as behind"},
-                               std::nullopt};
-    }
-    co_return offset_reply{outcome{net::status::internal_error, "an unknown offset status"}, std::nullopt};
-  };
-  rill::spawn(job(group_.get(), std::move(msg.consumer), msg.offset), [this, rp](offset_reply r) mutable {
-    --operations_;
-    rp.deliver(std::move(r));
-  });
+  rill::spawn(replica_->store_offset(std::move(msg.consumer), msg.offset),
+              [this, rp](expected<std::optional<std::int64_t>> r) mutable {
+                --operations_;
+                rp.deliver(r ? offset_reply{outcome{}, *r} : offset_reply{outcome::of(r.error()), std::nullopt});
+              });
   return rp;
-}
-
-std::optional<outcome> replica_partition_actor::stale_offset_refusal() const {
-  if (group_ && group_->primary() && !group_->replica().caught_up_in_view()) {
-    // A new primary still committing its predecessors' ops: its consumers' offsets may be behind what was stored
-    // (issue 38, finding 9). A moment, not a failure: the client retries.
-    return outcome{net::status::unavailable,
-                   fmt::format("partition {} of topic {}: its new primary is still applying what the previous ones "
-                               "committed; retry shortly",
-                               id_.partition_id, id_.topic_id)};
-  }
-  return std::nullopt;
-}
-
-std::optional<outcome> replica_partition_actor::poll_refusal(const proto::PollRequest& r) const {
-  const bool by_stored_offset =
-      r.strategy().kind() == proto::PollStrategy::NEXT && r.consumer().kind_case() == proto::Consumer::kName;
-  if (by_stored_offset) {
-    // The consumer's stored offset is the primary's to read, once it shows everything committed (a backup's, or a new
-    // primary's, may be behind: the consumer would read again what it has consumed, and its auto-commit go back).
-    if (auto refused = refusal()) {
-      return refused;
-    }
-    return stale_offset_refusal();
-  }
-  auto refused = refusal();
-  // A read from any replica: a backup (or a primary in a view change) answers with what it knows committed, unless
-  // the poll stores the consumer's offset (a write: the primary's).
-  if (refused && refused->st == net::status::not_primary && r.from_replica() && !r.auto_commit()) {
-    // Except a replica catching up (recovering a lost disk, or copying its log from a peer): it serves nothing
-    // until it has (its committed prefix is older than its peers' by an unknown stretch).
-    if (group_->replica().recovering() || group_->transferring()) {
-      return outcome{net::status::unavailable,
-                     fmt::format("partition {} of topic {}: this node's replica is catching up ({}); read from the "
-                                 "primary, node {}",
-                                 id_.partition_id, id_.topic_id,
-                                 group_->transferring() ? "copying the log from a peer" : "recovering a lost disk",
-                                 group_->primary_node().value())};
-    }
-    return std::nullopt;
-  }
-  return refused;
 }
 
 void replica_partition_actor::run_poll(waiter_id id) {
@@ -476,30 +216,39 @@ void replica_partition_actor::run_poll(waiter_id id) {
   if (w == nullptr || !polls_.start_read(id)) {
     return;
   }
-  if (auto refused = poll_refusal(w->request)) {
+  std::optional<replica_refusal> refused;
+  if (closing_) {
+    refused = replica_refusal{net::status::unavailable, "the partition is closing", std::nullopt};
+  } else {
+    refused = replica_->poll_refusal(w->request);
+  }
+  if (refused) {
     (void)polls_.read_done(id, false, std::nullopt);
     auto answered = polls_.take(id);
     current_shard()->timers().cancel(answered.timer);
-    answered.promise.deliver(poll_reply{*refused, nullptr});
+    answered.promise.deliver(poll_reply{outcome_of(*refused), nullptr});
     return;
   }
-  auto& log = group_->log();
+  consensus::partition_group* g = replica_->group();
+  auto& log = g->log();
   const bool named = w->request.consumer().kind_case() == proto::Consumer::kName;
-  const auto stored = named ? group_->machine().consumer_offset(w->request.consumer().name()) : std::nullopt;
+  const auto stored = named ? g->machine().consumer_offset(w->request.consumer().name()) : std::nullopt;
   const auto query = read_request_for(w->request, w->resume_at, stored, log.log_start(), log.committed(),
                                       services_->default_max_bytes);
   ++operations_;
-  auto job = [](consensus::partition_group* g, storage::read_request q, proto::PollRequest request,
+  auto job = [](partition_replica* r, storage::read_request q, proto::PollRequest request,
                 bool by_name) -> task<expected<storage::read_result>> {
-    RILL_CO_TRY(result, co_await g->log().read(q));
-    if (request.auto_commit() && result.batches > 0 && by_name && g->primary()) {
-      RILL_CO_TRY_VOID(co_await g->submit(
-          consensus::operation_consumer_offset,
-          consensus::partition_machine::offset_request(request.consumer().name(), result.next_offset.value())));
+    consensus::partition_group* group = r->group();
+    if (group == nullptr) {
+      co_return rill::unexpected(make_error_code(net::status::unavailable), "the partition's replica is reopening");
+    }
+    RILL_CO_TRY(result, co_await group->log().read(q));
+    if (request.auto_commit() && result.batches > 0 && by_name && r->group() != nullptr && r->group()->primary()) {
+      RILL_CO_TRY_VOID(co_await r->commit_offset(request.consumer().name(), result.next_offset.value()));
     }
     co_return result;
   };
-  rill::spawn(job(group_.get(), query, w->request, named), [this, id](expected<storage::read_result> r) {
+  rill::spawn(job(replica_.get(), query, w->request, named), [this, id](expected<storage::read_result> r) {
     --operations_;
     answer_poll_read(polls_, id, std::move(r), current_shard()->timers(), *published_);
   });
@@ -529,34 +278,12 @@ caf::result<outcome> replica_partition_actor::finish(bool destroy) {
     current_shard()->timers().cancel(w.timer);
     w.promise.deliver(poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr});
   }
-  RILL_ASSERT(!finish_deferred_, "partition {}: a second close while one waits", id_.dir);
-  finish_deferred_.emplace(rp, destroy);
-  if (!opening_ && !reopening_) {
-    run_finish();
-  }  // else the open or reopen in flight runs it when it ends
-  return rp;
-}
-
-void replica_partition_actor::run_finish() {
-  RILL_ASSERT(finish_deferred_.has_value());
-  auto [rp, destroy] = *finish_deferred_;
-  finish_deferred_.reset();
-  auto job = [](replica_partition_actor* self, bool remove) -> task<expected<void>> {
-    if (self->group_) {
-      RILL_CO_TRY_VOID(co_await self->group_->close());
-    }
-    if (remove) {
-      RILL_CO_TRY_VOID(
-          co_await storage::remove_tree(*self->io_, self->id_.dir, self->options_.config.delete_step_bytes));
-    }
-    co_return expected<void>{};
-  };
-  rill::spawn(job(this, destroy), [this, rp](expected<void> r) mutable {
-    group_.reset();
+  rill::spawn(replica_->close(destroy), [this, rp](expected<void> r) mutable {
     count_under_replicated(false);
     rp.deliver(r ? outcome{} : outcome::of(r.error()));
     quit();
   });
+  return rp;
 }
 
 replica_partition_actor::behavior_type replica_partition_actor::serving() {
@@ -564,8 +291,11 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
       io_completion{io_.get()},
       [this](produce_atom, produce_msg& msg) { return produce(msg); },
       [this](poll_atom, poll_msg& msg) -> caf::result<poll_reply> {
-        if (auto refused = poll_refusal(msg.request)) {
-          return poll_reply{*refused, nullptr};
+        if (closing_) {
+          return poll_reply{outcome{net::status::unavailable, "the partition is closing"}, nullptr};
+        }
+        if (auto refused = replica_->poll_refusal(msg.request)) {
+          return poll_reply{outcome_of(*refused), nullptr};
         }
         auto rp = make_response_promise<poll_reply>();
         const std::uint64_t wait_ms = msg.request.max_wait_ms();
@@ -577,13 +307,16 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
       [this](drain_atom) { run_polls(polls_.drain()); },
       [this](poll_timeout_atom, std::int64_t at) { run_polls(polls_.expire(std::chrono::nanoseconds(at))); },
       [this](offset_get_atom, offset_msg& msg) -> offset_reply {
-        if (auto refused = refusal()) {
-          return offset_reply{*refused, std::nullopt};
+        if (closing_) {
+          return offset_reply{outcome{net::status::unavailable, "the partition is closing"}, std::nullopt};
         }
-        if (auto stale = stale_offset_refusal()) {
-          return offset_reply{*stale, std::nullopt};
+        if (auto refused = replica_->refusal()) {
+          return offset_reply{outcome_of(*refused), std::nullopt};
         }
-        return offset_reply{outcome{}, group_->machine().consumer_offset(msg.consumer)};
+        if (auto stale = replica_->stale_offset_refusal()) {
+          return offset_reply{outcome_of(*stale), std::nullopt};
+        }
+        return offset_reply{outcome{}, replica_->group()->machine().consumer_offset(msg.consumer)};
       },
       [this](offset_store_atom, offset_msg& msg) { return store_offset(msg); },
       [this](info_atom) -> partition_info {
@@ -593,36 +326,33 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
         for (auto n : placement_.members) {
           out.info.add_replicas(n);
         }
-        if (!group_) {
+        consensus::partition_group* g = replica_->group();
+        if (g == nullptr) {
           out.info.set_role("opening");
-          out.result = open_error_ ? outcome::of(*open_error_) : outcome{net::status::unavailable, "not open"};
+          const auto& e = replica_->open_error();
+          out.result = e ? outcome::of(*e) : outcome{net::status::unavailable, "not open"};
           return out;
         }
-        describe_log(group_->log(), out.info);
-        const auto& r = group_->replica();
-        out.info.set_primary_node(group_->primary_node().value());
+        describe_log(g->log(), out.info);
+        const auto& r = g->replica();
+        out.info.set_primary_node(g->primary_node().value());
         out.info.set_view(r.view().value());
         out.info.set_role(r.recovering()                                 ? "recovering"
-                          : group_->transferring()                       ? "transferring"
+                          : g->transferring()                            ? "transferring"
                           : r.status() == consensus::status::view_change ? "view_change"
                           : r.is_primary()                               ? "primary"
                                                                          : "backup");
         out.info.set_commit_op(r.commit_min().value());
         out.info.set_op(r.op().value());
-        if (group_->fenced()) {
+        if (g->fenced()) {
           out.info.set_fenced("a storage failure: see the server's log");
         }
         return out;
       },
       [this](replica_tick_msg_atom) { on_tick(); },
-      [this](replica_reopen_atom) {
-        if (!closing_ && !group_ && !opening_) {
-          open_group();
-        }
-      },
       [this](replica_atom, replica_frame& f) {
-        if (group_ && !closing_ && f.m != nullptr) {
-          group_->on_message(*f.m);
+        if (!closing_ && f.m != nullptr) {
+          replica_->on_message(*f.m);
         }
       },
       [this](stall_atom, std::uint32_t) {
@@ -633,8 +363,8 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
       },
       [](unstall_atom) {},
       [this](fail_syncs_atom, std::uint32_t n) {
-        if (group_) {
-          group_->log().inject_sync_failures(n);
+        if (auto* g = replica_->group()) {
+          g->log().inject_sync_failures(n);
         }
       },
       [this](close_atom) { return finish(false); },

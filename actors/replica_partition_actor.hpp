@@ -20,8 +20,9 @@
 //
 // Files: the partition's log in its directory, and the group's journal.wal, superblock and snapshot.bin in its vsr/
 // subdirectory. A storage failure fences the replica: produces are refused (unavailable), the others go on without
-// it, and the actor reopens the group from its files after a pause (a restart of the replica: it rejoins and
-// catches up by repair).
+// it, and the replica reopens the group from its files after a pause (a restart of the replica: it rejoins and
+// catches up by repair). That lifecycle, the produces and offset stores, and the refusals are partition_replica's
+// (plain code the simulator runs too); this actor is its shell: mailbox, promises, long polls, timers, metrics.
 #include <caf/all.hpp>
 
 #include <chrono>
@@ -32,6 +33,7 @@
 #include "actors/long_poll.h"
 #include "actors/messages.hpp"
 #include "actors/partition_actor.hpp"
+#include "actors/partition_replica.h"
 #include "actors/runtime/actor_io.hpp"
 #include "actors/runtime/homed.h"
 #include "actors/runtime/metered.hpp"
@@ -52,11 +54,10 @@ struct replica_placement {
 };
 
 using replica_tick_msg_atom = caf::atom_constant<caf::atom("rtick")>;  // the replica's next tick is due
-using replica_reopen_atom = caf::atom_constant<caf::atom("rreopen")>;  // reopen the group after a fence
 
 using replica_partition_impl =
     partition_actor_hdl::extend<io_done_signature, caf::reacts_to<poll_timeout_atom, std::int64_t>,
-                                caf::reacts_to<replica_tick_msg_atom>, caf::reacts_to<replica_reopen_atom>>;
+                                caf::reacts_to<replica_tick_msg_atom>>;
 
 class replica_partition_actor final : public metered<replica_partition_impl::base>, public homed {
  public:
@@ -74,45 +75,26 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   class plane_transport;
 
   behavior_type serving();
-  void open_group();
   // Adds this partition to (or removes it from) the node's under-replicated count.
   void count_under_replicated(bool under);
-  // The journal ring of this replica: the one its files have, else the configured one.
-  [[nodiscard]] std::uint32_t journal_slots() const;
-  void opened(expected<std::unique_ptr<consensus::partition_group>> r);
   void schedule_tick();
-  // A replica_reopen_atom after reopen_delay: the group opens again (after a failed open, or a fence).
-  void schedule_reopen();
-  // Tells the metadata actor when this replica starts or stops leading (produces that name no partition go to
-  // partitions led here).
-  void set_leading(bool leading);
   void on_tick();
-  // The topic's retention on this replica's log, every services_->retention_interval (partition_group's
-  // enforce_retention: only what no replica may need from it again).
-  void run_retention();
   void on_committed();
   void publish_gauges();
   // This replica leads and a backup is out of reach (its node not connected on the replica plane) or lagging
   // (partition_group::lagging()).
   [[nodiscard]] bool under_replicated() const;
-  // Why a request is refused here: not open, closing, fenced, or not the primary (not_primary, with the address).
-  [[nodiscard]] std::optional<outcome> refusal() const;
-  // A poll's: refusal(), except that a from_replica poll that stores no offset is served by a backup too; a poll from
-  // a named consumer's stored offset (NEXT) also waits for stale_offset_refusal().
-  [[nodiscard]] std::optional<outcome> poll_refusal(const proto::PollRequest& r) const;
-  // A primary that has not yet applied what earlier views committed (consensus::replica::caught_up_in_view) does
-  // not serve a consumer's stored offset: unavailable, retry.
-  [[nodiscard]] std::optional<outcome> stale_offset_refusal() const;
+  // A refusal of the replica's (partition_replica::refusal and the rest) as the client is told it: not_primary
+  // carries the primary's client address.
+  [[nodiscard]] outcome outcome_of(const replica_refusal& r) const;
   caf::result<produce_reply> produce(produce_msg& msg);
-  task<produce_reply> produce_all(std::shared_ptr<storage::validated_batches> batches);
   caf::result<offset_reply> store_offset(offset_msg& msg);
   void run_poll(waiter_id id);
   void run_polls(const std::vector<waiter_id>& ids);
   void schedule_poll_deadline(waiter_id id);
-  // Answers parked polls, then closes the group (and removes the partition's directory when destroying) once no
-  // open or reopen is in flight; then quits.
+  // Answers parked polls, then closes the replica (and removes the partition's directory when destroying); then
+  // quits.
   caf::result<outcome> finish(bool destroy);
-  void run_finish();
 
   partition_identity id_;
   storage::log_options options_;
@@ -122,22 +104,12 @@ class replica_partition_actor final : public metered<replica_partition_impl::bas
   log_timing timing_{*published_};
   std::unique_ptr<actor_io> io_;
   std::unique_ptr<plane_transport> transport_;
-  std::unique_ptr<consensus::partition_group> group_;
-  std::optional<rill::error> open_error_;
+  std::unique_ptr<partition_replica> replica_;  // the replica's lifecycle and requests (plain: partition_replica.h)
   long_poll<poll_waiter> polls_;
-  std::size_t operations_ = 0;  // coroutines of this actor still running
+  std::size_t operations_ = 0;  // coroutines of this actor still running (polls)
   bool closing_ = false;
-  bool opening_ = false;    // partition_group::open in flight
-  bool reopening_ = false;  // a fenced group closing before it opens again
-  std::optional<std::pair<caf::typed_response_promise<outcome>, bool>> finish_deferred_;  // a close (destroy?)
-  bool was_primary_ = false;
   std::uint64_t ticks_ = 0;
-  std::uint64_t retention_due_ = 0;   // the tick of the next retention run (0: not scheduled yet)
-  bool retaining_ = false;            // a retention run in flight
-  std::uint64_t transfers_seen_ = 0;  // the group's state transfers reported (a notice each)
-  std::uint64_t restarts_seen_ = 0;   // of them, those that started the log over at a peer's log start
-  bool counted_under_ = false;        // counted in replica_links::under_replicated
-  static constexpr std::chrono::milliseconds reopen_delay{500};
+  bool counted_under_ = false;  // counted in replica_links::under_replicated
 };
 
 }  // namespace rill::actors

@@ -31,6 +31,7 @@ task<expected<std::unique_ptr<cluster_group>>> cluster_group::open(storage::io::
   initial.replica = index;
   initial.replica_count = static_cast<std::uint8_t>(o.members.size());
   initial.recovering = o.recovering;
+  initial.incarnation = std::min(o.incarnation, incarnation_max);
   journal_storage_options so;
   so.journal = o.journal;
   so.snapshot_bytes_max = o.snapshot_bytes_max;

@@ -56,6 +56,9 @@ struct cluster_group_options {
   std::vector<node_t> members;  // every member's node id, ascending; replica r runs on members[r]
   node_t self;
   bool recovering = false;  // the directory is new and this member lost its data (`rilld recover`)
+  // The incarnation a superblock this open creates starts with (vsr_state::incarnation): rilld gives a recovering
+  // member the wall clock in ms, a floor under the one it takes when it has caught up.
+  std::uint64_t incarnation = 0;
   journal_options journal{1024, 64 * 1024};
   std::uint64_t snapshot_bytes_max = 256 * 1024 * 1024;
   std::uint64_t snapshot_reserved_bytes = 4 * 1024 * 1024;

@@ -53,8 +53,18 @@ void driver::hand_over(view_t target) {
 }
 
 void driver::changed() {
-  if (!fenced_ && !halted_) {
-    storage_->replica_changed(*replica_);
+  if (fenced_ || halted_) {
+    return;
+  }
+  storage_->replica_changed(*replica_);
+  // What storage cut after it was written: no longer durable here (repair writes it again if the log still wants it).
+  for (const auto& [op, checksum] : storage_->take_cut()) {
+    if (fenced_ || halted_) {
+      return;
+    }
+    std::vector<effect> next;
+    replica_->on_write_done(op, checksum, false, next);
+    run(next);
   }
 }
 

@@ -56,6 +56,10 @@ class group_storage {
   // The checkpoint gate (driver.h): the op through which the state kept outside the checkpoint bytes is durable.
   // UINT64_MAX: none is kept.
   [[nodiscard]] virtual std::uint64_t durable_through() const { return UINT64_MAX; }
+  // Writes this storage completed earlier whose data it has cut since (a partition log cut where the chain diverged):
+  // the replica must no longer count them durable. Taken once each; the driver reports them to the replica as not
+  // written (replica::on_write_done with ok false) after each input.
+  [[nodiscard]] virtual std::vector<std::pair<std::uint64_t, checksum_t>> take_cut() { return {}; }
 };
 
 // What a host checks of a checkpoint journal_storage::open read back, before it builds a replica on it (whose

@@ -13,7 +13,9 @@
 //                           sync: the checkpoint's checksum; request_sync: the one being fetched (zero: any)
 //    64 cluster          8
 //    72 client           8  request/prepare/reply: the client id
-//    80 request          8  request/prepare/reply: the client's request number; sync: the checkpoint's size
+//    80 request          8  request/prepare/reply: the client's request number; sync: the checkpoint's size;
+//                           start_view, recovery_response answering a probe: the highest incarnation of the prober
+//                           the sender knew
 //    88 op               8  prepare/prepare_ok/reply: the op; do_view_change/start_view: the highest op;
 //                           request_headers: the lowest op wanted; commit: the commit number;
 //                           request_sync: the sender's applied op; sync: the checkpoint's op
@@ -21,6 +23,7 @@
 //                           request_headers: the highest op wanted
 //   104 timestamp        8  prepare: the primary's tick count; commit: a heartbeat sequence (dedupe);
 //                           request_start_view, start_view, recovery_response: a recovering replica's nonce (or 0);
+//                           prepare_ok, start_view_change, do_view_change: the sender's incarnation (vsr_state);
 //                           request_sync: the byte offset wanted; sync: the chunk's byte offset
 //   112 view             4
 //   116 log_view         4  do_view_change, start_view_change: the sender's last normal view

@@ -118,6 +118,7 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
   initial.replica = index;
   initial.replica_count = static_cast<std::uint8_t>(o.members.size());
   initial.recovering = o.recovering;
+  initial.incarnation = std::min(o.incarnation, incarnation_max);
   recovered_state r;
   const std::string where = dir;
   RILL_CO_TRY(storage, co_await partition_storage::open(e, pool, clk, reporter, std::move(dir), std::move(log_dir),

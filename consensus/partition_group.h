@@ -74,6 +74,8 @@ struct partition_group_options {
   // Formatted anew as a member that lost its disk: when this open creates the group's files, its replica starts
   // recovering. Ignored when the files exist (their superblock says).
   bool recovering = false;
+  // The incarnation a superblock this open creates starts with (vsr_state::incarnation; cluster_group_options').
+  std::uint64_t incarnation = 0;
   // A primary other than the preferred one (members[0]) hands the group back to it (a controlled view change,
   // replica::hand_over) once the preferred replica has acknowledged everything committed for this many ticks in a
   // row, and this replica has led for as long. 0: never.

@@ -755,6 +755,11 @@ task<expected<void>> partition_storage::cut_at(std::int64_t offset) {
   if (!*alive) {
     co_return expected<void>{};
   }
+  for (const auto& [op, l] : index_) {
+    if (l.base >= offset && !writes_.contains(op) && !options_.bug_cuts_unreported) {
+      cut_durable_.emplace_back(op, l.checksum);  // its write completed: the replica counts it durable (take_cut)
+    }
+  }
   std::erase_if(index_, [&](const auto& kv) { return kv.second.base >= offset; });
   ++truncations_;
   // A write whose batch was cut is placed again (if the replica still holds it; otherwise it is superseded).

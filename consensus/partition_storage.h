@@ -81,6 +81,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/async.h"
@@ -115,6 +116,9 @@ struct partition_storage_options {
   bool bug_checkpoint_ungated = false;
   bool bug_transfer_uncommitted = false;
   bool bug_restart_drops_acked = false;
+  // - bug_cuts_unreported: a cut of batches whose writes completed is not reported (take_cut): the replica goes on
+  //   counting them durable (with replica_bugs::write_unverified: issue 38, finding 6 as it was).
+  bool bug_cuts_unreported = false;
 };
 
 // The .meta payload of a partition group's batch: its op and header checksum.
@@ -160,6 +164,9 @@ class partition_storage final : public group_storage {
   void installed(const header& at) override;
   // Answers (errc::superseded) every waiting write the replica no longer holds with its checksum.
   void replica_changed(const replica& r) override;
+  [[nodiscard]] std::vector<std::pair<std::uint64_t, checksum_t>> take_cut() override {
+    return std::exchange(cut_durable_, {});
+  }
   [[nodiscard]] std::uint64_t durable_through() const override {
     return options_.bug_checkpoint_ungated ? UINT64_MAX : base_op_;
   }
@@ -264,10 +271,11 @@ class partition_storage final : public group_storage {
   std::uint64_t base_op_ = 0;              // the committed base
   checksum_t base_checksum_;
   std::int64_t base_end_ = 0;
-  std::deque<header> applied_waiting_;    // applied ops above the base, in op order
-  std::optional<std::uint64_t> cut_due_;  // an applied op found a stale batch there
-  std::optional<header> target_;          // a state transfer to finish
-  std::uint64_t checkpoint_op_ = 0;       // the durable checkpoint's op (the superblock's)
+  std::deque<header> applied_waiting_;                             // applied ops above the base, in op order
+  std::optional<std::uint64_t> cut_due_;                           // an applied op found a stale batch there
+  std::vector<std::pair<std::uint64_t, checksum_t>> cut_durable_;  // batches cut after their write completed
+  std::optional<header> target_;                                   // a state transfer to finish
+  std::uint64_t checkpoint_op_ = 0;                                // the durable checkpoint's op (the superblock's)
   // (op, end offset of the log's batches through it) at the checkpoints written or recovered, oldest first: where
   // retention may cut once the checkpoint at that op is durable.
   std::deque<std::pair<std::uint64_t, std::int64_t>> checkpoint_ends_;

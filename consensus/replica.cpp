@@ -66,6 +66,7 @@ void replica::recover(recovered_state recovered) {
   RILL_ASSERT(log_.empty(), "recover() runs once, on a new replica");
   durable_ = s;
   recovering_ = s.recovering;
+  incarnation_ = s.incarnation;
   if (recovering_) {
     RILL_ASSERT(options_.replica_count > 1, "alone, a replica that lost its disk has nobody to recover from");
     RILL_ASSERT(!recovered.formatted, "a replica formatted to recover is not a new group's replica");
@@ -201,6 +202,10 @@ void replica::on_message(const message& m, std::vector<effect>& out) {
   }
   if (m.h.cmd != command::request && m.h.cmd != command::prepare && m.h.replica == options_.replica) {
     return;  // our own message, echoed by the network
+  }
+  if ((m.h.cmd == command::prepare_ok || m.h.cmd == command::start_view_change || m.h.cmd == command::do_view_change) &&
+      ignore_stale_incarnation(m)) {
+    return;
   }
   switch (m.h.cmd) {
     case command::request:
@@ -647,7 +652,8 @@ void replica::store_prepare(const message& m, bool verified, std::vector<effect>
   RILL_ASSERT(m.h.cmd == command::prepare);
   RILL_ASSERT(m.h.op > 0, "op 0 (the root) is never stored");
   RILL_ASSERT(m.h.op <= op_, "op {} stored above the op {}", m.h.op, op_);
-  const bool write = writable(m.h.op);
+  // (A partition group's storage appends what it is given to the partition log: only a verified prepare goes.)
+  const bool write = writable(m.h.op) && (verified || !options_.apply_durable_only || bugs_.write_unverified);
   log_[m.h.op] = entry{m.h, false, write, false, verified};
   // Held in memory while uncommitted (and, beyond the journal's window, until applied or the window moves: then
   // repair writes it), within a bound: a ring's length above what is applied.
@@ -678,6 +684,7 @@ void replica::send_prepare_ok(const header& h, std::vector<effect>& out) {
   ok.h.op = h.op;
   ok.h.context = h.checksum;
   ok.h.commit = commit_max_;
+  ok.h.timestamp = stamp();
   seal(ok);
   send(primary_of_view(view_), std::move(ok), out);
 }
@@ -871,6 +878,7 @@ vsr_state replica::wanted_state() const {
   s.commit = op_t(std::max({durable_.commit.value(), commit_persisted_, checkpoint_.op()}));
   s.checkpoint = checkpoint_;
   s.recovering = recovering_;
+  s.incarnation = incarnation_;
   s.view_headers =
       log_view_ == durable_.log_view && status_ == status::view_change ? durable_.view_headers : view_headers_;
   RILL_ASSERT(s.view_headers.size() <= std::size_t{options_.pipeline_max} + 1, "{} view headers",

@@ -41,6 +41,13 @@
 //   (durably, before its first vote) once it holds durably, verified, every op up to that head (applied or not:
 //   they may wait for its own acknowledgement to commit). (VR
 //   Revisited's recovery protocol, with the rejoin of a normal member: it catches up before it takes part.)
+// - Incarnations (vsr_state::incarnation): prepare_ok, start_view_change and do_view_change carry the sender's
+//   (timestamp). A replica keeps, per peer, the highest incarnation it has seen; a message of a lower one is dropped,
+//   and a higher one replaces the peer's votes, do_view_change and pipeline acknowledgements of the older. A
+//   recovering replica's probe says its disk was lost: the peer drops what that replica told it before, and every
+//   message stamped with an incarnation it knew; its answers name the highest incarnation it knew, and the replica,
+//   before it stops recovering, takes one above every one named. So nothing a replica said before a disk loss counts
+//   after it (a stale do_view_change could complete a view and cut a committed op in groups of five or more).
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -95,7 +102,8 @@ struct replica_options {
   // Apply an op only once it is durable here (its write done, or recovered), not from memory alone. For storage
   // that keeps state of its own from the writes (partition_storage: the batches in the partition log): what the
   // replica applies is then always there too, and an op whose write was given up is repaired (written again) before
-  // it applies, like any op above the commit.
+  // it applies, like any op above the commit. Such a replica also writes only prepares whose place on the log it has
+  // verified (an unverified one waits in memory until repair confirms it): its storage builds on what it writes.
   bool apply_durable_only = false;
 };
 
@@ -142,6 +150,13 @@ struct replica_bugs {
   // A replica recovering a lost disk stops recovering once it knows its target, before it holds it durably: it then
   // votes and acknowledges with a log missing ops it may have acknowledged before the loss.
   bool recovering_cleared_early = false;
+  // With apply_durable_only (a partition group), a prepare whose place on the log this replica has not verified is
+  // written all the same (issue 38, finding 6): the partition log appends a batch of another branch, and cuts what
+  // the chain later contradicts.
+  bool write_unverified = false;
+  // Incarnations are neither stamped nor checked (issue 38, finding 3 as it was): a vote, do_view_change or
+  // prepare_ok from before a replica lost its disk still counts after the loss.
+  bool stale_after_disk_loss = false;
 };
 
 enum class status : std::uint8_t { normal, view_change };
@@ -357,6 +372,13 @@ class replica {
   [[nodiscard]] bool silenced() const noexcept { return durable_.recovering && !bugs_.vote_while_recovering; }
   void progress_recovery(std::vector<effect>& out);
   void on_recovery_response(const message& m);
+  // Incarnations (see the header): whether a stamped message from a peer is from an incarnation that no longer counts
+  // (then it is dropped); a newer one first replaces what the older said. forget_peer drops a peer's votes,
+  // do_view_change and pipeline acknowledgements.
+  [[nodiscard]] bool ignore_stale_incarnation(const message& m);
+  // What this replica stamps on its prepare_ok, start_view_change and do_view_change: its durable incarnation.
+  [[nodiscard]] std::uint64_t stamp() const noexcept { return bugs_.stale_after_disk_loss ? 0 : durable_.incarnation; }
+  void forget_peer(replica_t r);
   // A start_view or recovery_response echoing this incarnation's nonce: the sender's view after the loss.
   void count_recovery_response(replica_t from, view_t v);
   [[nodiscard]] bool durable_through(std::uint64_t op) const;
@@ -454,6 +476,12 @@ class replica {
   std::optional<std::pair<view_t, std::uint64_t>> recovery_head_;  // a normal primary's (view, log head), answered
   std::optional<std::uint64_t> recovery_target_;
   view_t recovery_view_{0};
+  // Incarnations: this replica's (what wanted_state() persists), and per peer the highest seen and, once a peer's probe
+  // said it lost its disk, the highest of its earlier incarnations (messages up to it are dropped).
+  std::uint64_t incarnation_ = 0;
+  std::uint64_t incarnation_named_ = 0;  // recovering: the highest incarnation of ours a peer's answer named
+  std::array<std::uint64_t, replicas_max> peer_incarnation_{};
+  std::array<std::optional<std::uint64_t>, replicas_max> peer_lost_through_{};
 
   // Time (ticks).
   std::uint64_t ticks_ = 0;

@@ -518,6 +518,7 @@ void replica::on_recovery_response(const message& m) {
   RILL_ASSERT(m.h.cmd == command::recovery_response);
   if (recovering_ && m.h.timestamp == recovery_nonce_) {
     count_recovery_response(m.h.replica, view_t(m.h.view));
+    incarnation_named_ = std::max(incarnation_named_, m.h.request);
   }
 }
 
@@ -560,6 +561,12 @@ void replica::progress_recovery(std::vector<effect>& out) {
       (durable_through(*recovery_target_) || bugs_.recovering_cleared_early)) {
     // Everything it could have acknowledged before the loss, and that may have committed, is durable here again.
     recovering_ = false;
+    // An incarnation above every one its peers named for it (they drop what those said): persisted with the flag, so
+    // its first vote carries it.
+    if (!bugs_.stale_after_disk_loss) {
+      incarnation_ = std::max(incarnation_, incarnation_named_ + 1);
+      RILL_ASSERT(incarnation_ <= incarnation_max, "incarnation {} beyond the six bytes it is kept in", incarnation_);
+    }
     persist(out);  // it votes once this is durable (silenced() reads the durable state)
   }
 }

@@ -113,6 +113,7 @@ void replica::broadcast_vote(std::vector<effect>& out) {
   svc.h.view = vote_view_.value();
   svc.h.log_view = log_view_.value();  // the newest view it was normal in (a peer still in an older one joins)
   svc.h.request = hand_over_view_ == vote_view_ ? hand_over_mark : 0;
+  svc.h.timestamp = stamp();
   seal(svc);
   for (replica_t r = 0; r < options_.replica_count; ++r) {
     if (r != options_.replica) {
@@ -149,6 +150,7 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
     echo_due_[m.h.replica] = ticks_ + options_.resend_ticks;
     message svc = make(command::start_view_change);
     svc.h.log_view = log_view_.value();
+    svc.h.timestamp = stamp();
     seal(svc);
     out.push_back(send_effect{m.h.replica, std::move(svc)});
     return;
@@ -203,6 +205,7 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
   // that lost its disk follows the others into v without a vote of its own.
   if (!silenced()) {
     message svc = make(command::start_view_change);
+    svc.h.timestamp = stamp();
     seal(svc);
     for (replica_t r = 0; r < options_.replica_count; ++r) {
       if (r != options_.replica) {
@@ -246,6 +249,7 @@ void replica::send_do_view_change(std::vector<effect>& out) {
     flags.push_back(!e.verified ? dvc_unverified : e.durable ? dvc_present : e.faulty ? dvc_faulty : dvc_missing);
   }
   dvc.body = encode_dvc_body(headers, flags, journal_slots_, faulty_slots_);
+  dvc.h.timestamp = stamp();
   seal(dvc);
   if (primary_of_view(view_) == options_.replica) {
     dvcs_[options_.replica] = dvc;
@@ -494,6 +498,7 @@ void replica::on_start_view(const message& m, std::vector<effect>& out) {
   // The answer to this incarnation's probe: made after the loss, its op is the primary's log head then.
   if (recovering_ && m.h.timestamp == recovery_nonce_ && m.h.replica == primary_of_view(v)) {
     count_recovery_response(m.h.replica, v);
+    incarnation_named_ = std::max(incarnation_named_, m.h.request);
     if (!recovery_head_ || recovery_head_->first <= v) {
       recovery_head_ = {v, m.h.op};
     }
@@ -547,13 +552,21 @@ void replica::on_request_start_view(const message& m, std::vector<effect>& out) 
   if (m.h.timestamp != 0) {
     // A recovering replica's probe (timestamp: its nonce, echoed). A normal primary answers with its start_view,
     // for whatever view was asked; the others with their durable view. A replica recovering itself says nothing:
-    // its view is not one the intersection argument may count.
+    // its view is not one the intersection argument may count. Either way the prober lost its disk: nothing it said
+    // before counts any more (its votes, do_view_change, acknowledgements), nor will anything stamped with an
+    // incarnation of it known here; the answer names the highest such incarnation (request), so that its next one
+    // is above it.
+    if (!bugs_.stale_after_disk_loss) {
+      forget_peer(m.h.replica);
+      peer_lost_through_[m.h.replica] = peer_incarnation_[m.h.replica];
+    }
     if (silenced()) {
       return;
     }
     if (status_ == status::normal && is_primary()) {
       message sv = make_start_view();
       sv.h.timestamp = m.h.timestamp;
+      sv.h.request = peer_incarnation_[m.h.replica];
       seal(sv);
       send(m.h.replica, std::move(sv), out);
     } else {
@@ -561,6 +574,7 @@ void replica::on_request_start_view(const message& m, std::vector<effect>& out) 
       r.h.view = durable_.view.value();
       r.h.log_view = durable_.log_view.value();
       r.h.timestamp = m.h.timestamp;
+      r.h.request = peer_incarnation_[m.h.replica];
       seal(r);
       out.push_back(send_effect{m.h.replica, std::move(r)});  // carries only durable views: nothing to persist
     }
@@ -568,6 +582,45 @@ void replica::on_request_start_view(const message& m, std::vector<effect>& out) 
   }
   if (status_ == status::normal && is_primary() && m.h.view == view_.value()) {
     send(m.h.replica, make_start_view(), out);
+  }
+}
+
+}  // namespace rill::consensus
+
+namespace rill::consensus {
+
+bool replica::ignore_stale_incarnation(const message& m) {
+  RILL_ASSERT(m.h.replica < options_.replica_count);
+  if (bugs_.stale_after_disk_loss) {
+    return false;
+  }
+  const replica_t r = m.h.replica;
+  const std::uint64_t i = m.h.timestamp;
+  if (peer_lost_through_[r] && i <= *peer_lost_through_[r]) {
+    return true;  // said by an incarnation from before the peer lost its disk (or by a build without incarnations)
+  }
+  if (i < peer_incarnation_[r]) {
+    return true;  // an older incarnation's, overtaken by a newer one's
+  }
+  if (i > peer_incarnation_[r]) {
+    if (peer_incarnation_[r] != 0) {
+      forget_peer(r);  // what the older incarnation said goes with it
+    }
+    peer_incarnation_[r] = i;
+    peer_lost_through_[r].reset();  // (a newer incarnation than every lost one: it counts)
+  }
+  return false;
+}
+
+void replica::forget_peer(replica_t r) {
+  RILL_ASSERT(r < options_.replica_count);
+  RILL_ASSERT(r != options_.replica);
+  for (auto& [v, bits] : svc_votes_) {
+    bits &= ~bit(r);
+  }
+  dvcs_.erase(r);
+  for (auto& p : pipeline_) {
+    p.ok &= ~bit(r);
   }
 }
 

@@ -12,8 +12,9 @@ namespace rill::consensus {
 namespace {
 constexpr std::uint32_t magic = 0x32565352;  // "RSV2"
 // magic, cluster, replica, replica_count, flags (u16: bit 0 recovering; the rest zero), view, log_view, commit, view
-// header count, then the checkpoint: its header (128 bytes, all zero for none), slot, 7 zero bytes, size, checksum
-// (low, high). Superblocks written before the flags existed hold 0 there: not recovering.
+// header count, then the checkpoint: its header (128 bytes, all zero for none), slot, a zero byte, the incarnation (6
+// bytes), size, checksum (low, high). Superblocks written before the flags existed hold 0 there: not recovering;
+// before incarnations, 0 there too: incarnation 0 (unchecked).
 constexpr std::uint16_t flag_recovering = 1;
 constexpr std::size_t checkpoint_at = 4 + 8 + 1 + 1 + 2 + 4 + 4 + 8 + 4;
 constexpr std::size_t fixed_size = checkpoint_at + 128 + 8 + 8 + 16;
@@ -50,6 +51,10 @@ std::vector<std::byte> encode(const vsr_state& s) {
     encode_header(s.checkpoint.at, p + checkpoint_at);
   }
   p[checkpoint_at + 128] = static_cast<std::byte>(s.checkpoint.slot);
+  RILL_ASSERT(s.incarnation <= incarnation_max, "incarnation {} does not fit its six bytes", s.incarnation);
+  for (std::size_t i = 0; i < 6; ++i) {
+    p[checkpoint_at + 130 + i] = static_cast<std::byte>((s.incarnation >> (8 * i)) & 0xff);
+  }
   store_le<std::uint64_t>(p + checkpoint_at + 136, s.checkpoint.size);
   store_le<std::uint64_t>(p + checkpoint_at + 144, s.checkpoint.checksum.low);
   store_le<std::uint64_t>(p + checkpoint_at + 152, s.checkpoint.checksum.high);
@@ -101,6 +106,9 @@ expected<vsr_state> decode_vsr_state(std::span<const std::byte> bytes) {
     s.checkpoint.at = *h;
   }
   s.checkpoint.slot = static_cast<std::uint8_t>(p[checkpoint_at + 128]);
+  for (std::size_t i = 0; i < 6; ++i) {
+    s.incarnation |= static_cast<std::uint64_t>(p[checkpoint_at + 130 + i]) << (8 * i);
+  }
   s.checkpoint.size = load_le<std::uint64_t>(p + checkpoint_at + 136);
   s.checkpoint.checksum.low = load_le<std::uint64_t>(p + checkpoint_at + 144);
   s.checkpoint.checksum.high = load_le<std::uint64_t>(p + checkpoint_at + 152);

@@ -45,6 +45,12 @@ struct vsr_state {
   // This replica lost its data (it was formatted anew as a member of a running group): it votes for nothing and
   // acknowledges nothing until it has caught up with a primary's log that began after the loss (replica.h).
   bool recovering = false;
+  // This replica's incarnation: it rises each time the replica's disk is lost and formatted anew (issue 38, finding
+  // 3), so that what an earlier incarnation said (votes, do_view_changes, prepare_oks) never counts once its disk is
+  // gone. Set when the superblock is created (the host's choice: rilld the wall clock in ms, the simulator its tick),
+  // and raised by a recovering replica, before its first vote, above every incarnation its peers name for it. 0: a
+  // superblock of a build before incarnations (its messages are taken unchecked). At most incarnation_max.
+  std::uint64_t incarnation = 0;
 
   friend bool operator==(const vsr_state&, const vsr_state&) = default;
 };
@@ -52,6 +58,7 @@ struct vsr_state {
 // The encoded form: vsr_state_fixed_size bytes, then the view headers (at most view_headers_max, a format limit;
 // a replica persists at most pipeline_max + 1).
 inline constexpr std::size_t vsr_state_fixed_size = 196;
+inline constexpr std::uint64_t incarnation_max = (std::uint64_t{1} << 48) - 1;  // six bytes of the fixed layout
 inline constexpr std::size_t view_headers_max = 256;
 static_assert(view_headers_max >= pipeline_max_limit + 1, "the view headers are a suffix of pipeline_max + 1");
 

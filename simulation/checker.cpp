@@ -58,6 +58,7 @@ void checker::on_wiped(consensus::replica_t r) {
   replica_track& t = replicas_.at(r);
   t.durable_known = false;  // its durable promises went with the disk: the recovery rule stands in for them
   t.durable = {};
+  t.journal_durable.clear();  // (and its journal's: a prepare_ok it sends now must rest on a write after the loss)
 }
 
 void checker::on_installed(std::uint64_t tick, consensus::replica_t r, const consensus::header& at,

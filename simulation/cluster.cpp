@@ -207,6 +207,7 @@ partition_config cluster::partition_config_for() {
   c.bug_checkpoint_ungated = options_.bug_checkpoint_ungated;
   c.bug_transfer_uncommitted = options_.bug_transfer_uncommitted;
   c.bug_restart_drops_acked = options_.bug_restart_drops_acked;
+  c.bug_cuts_unreported = options_.bugs.write_unverified;  // (finding 6 as it was: both halves)
   return c;  // (the caller adds `violation` when the checker checks what is acknowledged: check_ack_durable)
 }
 
@@ -417,9 +418,9 @@ bool cluster::may_lose_disk() const {
 
 void cluster::lose_disk(node& n) {
   crash(n);
-  n.storage->wipe();
+  n.storage->wipe(now_);
   for (std::size_t k = 0; k < sides_.size(); ++k) {
-    n.sides[k].storage->wipe();
+    n.sides[k].storage->wipe(now_);
     sides_[k].chk->on_wiped(n.index);
   }
   n.lost = true;
@@ -1021,6 +1022,7 @@ void cluster::enter_liveness() {
   network_options quiet = network_.options();
   quiet.loss_ppm = 0;
   quiet.duplicate_ppm = 0;
+  quiet.delay_spike_ppm = 0;
   network_.set_options(quiet);
   storage_options calm = options_.storage;
   calm.write_fault_ppm = 0;

@@ -244,6 +244,11 @@ void disk_storage::replica_changed(const consensus::replica& r) {
   files_->replica_changed(r);
 }
 
+std::vector<std::pair<std::uint64_t, consensus::checksum_t>> disk_storage::take_cut() {
+  RILL_ASSERT(open_);
+  return files_->take_cut();
+}
+
 std::uint64_t disk_storage::durable_through() const {
   RILL_ASSERT(open_);
   return files_->durable_through();
@@ -284,10 +289,11 @@ void disk_storage::crash(bool power_loss) {
   open_ = false;
 }
 
-void disk_storage::wipe() {
+void disk_storage::wipe(std::uint64_t format_tick) {
   RILL_ASSERT(!open_, "wipe() after crash()");
   disk_.wipe();
   initial_.recovering = true;  // formatted anew as a member of a running group
+  initial_.incarnation = std::min(format_tick, consensus::incarnation_max);  // (rilld: the wall clock in ms)
   stored_.clear();
   batches_placed_.clear();
   metas_placed_.clear();
@@ -316,6 +322,7 @@ consensus::recovered_state disk_storage::recover() {
       po.bug_checkpoint_ungated = partition_config_->bug_checkpoint_ungated;
       po.bug_transfer_uncommitted = partition_config_->bug_transfer_uncommitted;
       po.bug_restart_drops_acked = partition_config_->bug_restart_drops_acked;
+      po.bug_cuts_unreported = partition_config_->bug_cuts_unreported;
       log_files_ = std::make_unique<storage::file_cache>(log_open_files_max);
       po.log.files = log_files_.get();
       po.files.files = log_files_.get();  // the journal, superblock and snapshot.bin too, as in rilld's shards

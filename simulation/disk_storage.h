@@ -45,6 +45,7 @@ struct partition_config {
   bool bug_checkpoint_ungated = false;    // partition_storage_options::bug_checkpoint_ungated
   bool bug_transfer_uncommitted = false;  // partition_storage_options::bug_transfer_uncommitted
   bool bug_restart_drops_acked = false;   // partition_storage_options::bug_restart_drops_acked
+  bool bug_cuts_unreported = false;       // partition_storage_options::bug_cuts_unreported
   // A write reported durable whose batch the disk does not hold durably (the check of placement below).
   std::function<void(const std::string&)> violation;
 };
@@ -68,10 +69,11 @@ class disk_storage final : public replica_storage {
   void applied(const consensus::header& prepare) override;
   void installed(const consensus::header& at) override;
   void replica_changed(const consensus::replica& r) override;
+  [[nodiscard]] std::vector<std::pair<std::uint64_t, consensus::checksum_t>> take_cut() override;
   [[nodiscard]] std::uint64_t durable_through() const override;
   void complete(std::uint64_t now) override;
   void crash(bool power_loss = true) override;
-  void wipe() override;
+  void wipe(std::uint64_t format_tick) override;
   [[nodiscard]] consensus::recovered_state recover() override;
   [[nodiscard]] std::vector<consensus::header> durable_of(const std::vector<consensus::header>& recovered) override;
   std::optional<std::uint64_t> rot_one(prng& rng) override;

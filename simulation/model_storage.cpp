@@ -126,7 +126,7 @@ void model_storage::crash(bool power_loss) {
   pending_.clear();
 }
 
-void model_storage::wipe() {
+void model_storage::wipe(std::uint64_t format_tick) {
   RILL_ASSERT(pending_.empty(), "wipe() after crash()");
   journal_.clear();
   rotten_.clear();
@@ -137,6 +137,7 @@ void model_storage::wipe() {
   fresh.replica = superblock_.replica;
   fresh.replica_count = superblock_.replica_count;
   fresh.recovering = true;  // formatted anew as a member of a running group
+  fresh.incarnation = std::min(format_tick, consensus::incarnation_max);
   superblock_ = fresh;
   formatted_ = false;
 }

@@ -35,7 +35,7 @@ class model_storage final : public replica_storage {
                         std::function<void(expected<void>)> done) override;
   void complete(std::uint64_t now) override;
   void crash(bool power_loss = true) override;
-  void wipe() override;
+  void wipe(std::uint64_t format_tick) override;
   [[nodiscard]] consensus::recovered_state recover() override;
   std::optional<std::uint64_t> rot_one(prng& rng) override;
   void set_options(const storage_options& o) override { options_ = o; }

@@ -27,7 +27,10 @@ void sim_network::enqueue(const packet& p, std::uint64_t now) {
     ++dropped_;
     return;
   }
-  const std::uint64_t delay = options_.delay_min_ticks + rng_.below(std::uint64_t{options_.delay_spread_ticks} + 1);
+  std::uint64_t delay = options_.delay_min_ticks + rng_.below(std::uint64_t{options_.delay_spread_ticks} + 1);
+  if (options_.delay_spike_ppm > 0 && spike_rng_.chance_ppm(options_.delay_spike_ppm)) {
+    delay += 1 + spike_rng_.below(options_.delay_spike_ticks_max);
+  }
   packet q = p;
   q.deliver_at = now + delay;
   q.sequence = sequence_++;

@@ -26,6 +26,11 @@ struct network_options {
   std::uint32_t loss_ppm = 0;
   std::uint32_t duplicate_ppm = 0;
   std::uint32_t capacity = 4096;  // packets in flight at most; beyond, new ones are dropped
+  // Per packet: held back 1..delay_spike_ticks_max ticks more (a stream stalled behind a reconnect, a middlebox): a
+  // message may then arrive after its sender crashed, restarted, even lost its disk. A stream of its own, so the
+  // other draws stay as they were.
+  std::uint32_t delay_spike_ppm = 0;
+  std::uint32_t delay_spike_ticks_max = 600;
 };
 
 struct packet {
@@ -40,7 +45,8 @@ struct packet {
 
 class sim_network {
  public:
-  sim_network(const network_options& options, std::uint64_t seed) : options_(options), rng_(seed) {}
+  sim_network(const network_options& options, std::uint64_t seed)
+      : options_(options), rng_(seed), spike_rng_(seed ^ 0x5350'494b'4553'0001ULL) {}
 
   void send(node_t from, node_t to, consensus::message m, std::uint64_t now, std::uint64_t group = 0);
   // A node heartbeat's bytes: the same delays, loss, duplication and cuts as messages.
@@ -70,6 +76,7 @@ class sim_network {
 
   network_options options_;
   prng rng_;
+  prng spike_rng_;
   std::priority_queue<packet, std::vector<packet>, later> queue_;
   std::set<std::pair<node_t, node_t>> cut_;
   std::uint64_t sequence_ = 0;

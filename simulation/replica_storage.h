@@ -51,7 +51,8 @@ class replica_storage : public consensus::group_storage {
   }
   // The disk is lost (after crash()): the next recover() finds storage formatted anew, its vsr_state recovering (as
   // an operator's `rilld recover` formats it).
-  virtual void wipe() = 0;
+  // `format_tick`: when it was formatted anew (its incarnation's floor, as rilld's wall clock at `rilld recover`).
+  virtual void wipe(std::uint64_t format_tick) = 0;
   // What a (re)starting replica finds, the checkpoint its superblock names included.
   [[nodiscard]] virtual consensus::recovered_state recover() = 0;
   // Silent corruption of one stored prepare the fault atlas allows, chosen with rng; its op, if any.

@@ -58,6 +58,9 @@ const std::vector<knob_range>& swarm_knobs() {
       {"sync-fault-ppm", 0, 2'000,
        "failed fdatasyncs (EIO: what they covered never becomes durable, yet stays readable in the cache), ppm; the "
        "replica fences and its process restarts; drawn, only above 1000"},
+      {"delay-spike-ppm", 0, 20'000,
+       "packets held back up to 600 ticks more (arriving after their sender crashed or lost its disk), ppm; drawn, "
+       "only above 10000"},
   };
   return knobs;
 }
@@ -89,9 +92,18 @@ const std::vector<planted_bug>& planted_bugs() {
       {"transfer_uncommitted",
        "a state transfer commits the log through its end: its uncommitted batches above the checkpoint, maybe of a "
        "replaced branch, become visible"},
+      {"write_unverified",
+       "a partition group writes a prepare it has not verified on its log, and the log's cuts are not reported: the "
+       "replica waits for good for a batch the log cut",
+       true, true},
+      {"stale_after_disk_loss",
+       "incarnations are neither stamped nor checked: a vote, do_view_change or prepare_ok from before a replica lost "
+       "its disk counts after it",
+       false, true},
       {"restart_drops_acked",
        "a state transfer starts the log over at a peer's log start though it held the checkpoint's batches: the "
-       "acknowledged batches above the checkpoint go"},
+       "acknowledged batches above the checkpoint go",
+       false, true},
   };
   return bugs;
 }
@@ -195,6 +207,10 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
   if (sync_faults) {
     o.storage.sync_fault_ppm = static_cast<std::uint32_t>(v["sync-fault-ppm"]);
   }
+  const bool spikes = k.given.contains("delay-spike-ppm") ? v["delay-spike-ppm"] > 0 : v["delay-spike-ppm"] > 10'000;
+  if (spikes) {
+    o.network.delay_spike_ppm = static_cast<std::uint32_t>(v["delay-spike-ppm"]) / 10;  // (0.1%..0.2% of packets)
+  }
   o.groups = static_cast<std::uint32_t>(v["groups"]);
   o.replica.clients_max =
       static_cast<std::uint32_t>(std::max<std::uint64_t>(v["clients-max"], 2 * std::uint64_t{o.clients} + 1));
@@ -235,6 +251,10 @@ cluster_options options_for(std::uint64_t seed, const knobs& k) {
       o.bugs.recovering_cleared_early = true;
     } else if (b == "transfer_uncommitted") {
       o.bug_transfer_uncommitted = true;
+    } else if (b == "stale_after_disk_loss") {
+      o.bugs.stale_after_disk_loss = true;
+    } else if (b == "write_unverified") {
+      o.bugs.write_unverified = true;
     } else if (b == "restart_drops_acked") {
       o.bug_restart_drops_acked = true;
     } else {

@@ -80,6 +80,13 @@ struct cluster_view {
     c.mutable_add_partitions()->set_count(count);
     run(c);
   }
+  void delete_partitions(std::uint32_t stream, std::uint32_t topic, std::uint32_t count) {
+    proto::MetadataCommand c;
+    c.mutable_delete_partitions()->set_stream_id(stream);
+    c.mutable_delete_partitions()->set_topic_id(topic);
+    c.mutable_delete_partitions()->set_count(count);
+    run(c);
+  }
   void set_retention(std::uint32_t stream, std::uint32_t topic, std::uint64_t retention_ms) {
     proto::MetadataCommand c;
     auto* u = c.mutable_update_topic();
@@ -200,6 +207,45 @@ BOOST_AUTO_TEST_CASE(a_node_behind_destroys_the_old_incarnation_before_it_spawns
   BOOST_TEST(running.groups.begin()->second.created_ms == now.groups.at(0).created_ms);
   BOOST_TEST(running.groups.begin()->second.created_ms != old_group);
   BOOST_TEST(running.partitions.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_partition_deleted_and_added_back_is_another_partition_with_another_group) {
+  // Issue 38, finding 1: the same ids and the same topic incarnation, yet not the partition that was deleted.
+  cluster_view v;
+  v.create_stream("a");
+  v.create_topic(0, "x", 2);
+  node_inventory running;
+  carry_out(v, running);
+  const topic_meta before = v.state.view()->streams.at(0).topics.at(0);
+  // Commands this node carries out in one pass: partition 1 goes and comes back.
+  v.delete_partitions(0, 0, 1);
+  v.add_partitions(0, 0, 1);
+  const topic_meta& after = v.state.view()->streams.at(0).topics.at(0);
+  BOOST_TEST(after.created_ms == before.created_ms);
+  BOOST_TEST(after.partition_created(0) == before.partition_created(0));
+  BOOST_TEST(after.partition_created(1) != before.partition_created(1));
+  const auto steps = plan(v, running);
+  BOOST_TEST(described(steps) == (std::vector<std::string>{"destroy partition 1 of topic 0 of stream 0",
+                                                           "open partition 1 of topic 0 of stream 0"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(steps[1].partition_created == after.partition_created(1));
+  // Its replication group is another: the old group's messages and directory are not the new one's.
+  BOOST_TEST(partition_group_id(0, 0, after.created_ms, 1, after.partition_created(1)) !=
+             partition_group_id(0, 0, before.created_ms, 1, before.partition_created(1)));
+  BOOST_TEST(partition_group_id(0, 0, after.created_ms, 0, after.partition_created(0)) ==
+             partition_group_id(0, 0, before.created_ms, 0, before.partition_created(0)));
+  carry_out(v, running);
+  BOOST_TEST(running.partitions.at(partition_namespace(0, 0, 1)).created == after.partition_created(1));
+  // The identity survives a snapshot; one written before it was recorded names every partition 0 (the old ids).
+  auto restored = metadata_state::from_snapshot(v.state.snapshot(0));
+  RILL_REQUIRE_OK(restored);
+  BOOST_TEST(restored->view()->streams.at(0).topics.at(0).partitions_created == after.partitions_created,
+             boost::test_tools::per_element());
+  auto old = v.state.snapshot(0);
+  old.mutable_streams(0)->mutable_topics(0)->clear_partitions_created();
+  auto legacy = metadata_state::from_snapshot(old);
+  RILL_REQUIRE_OK(legacy);
+  BOOST_TEST(legacy->view()->streams.at(0).topics.at(0).partition_created(1) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_deleted_stream_goes_after_everything_that_held_its_data) {

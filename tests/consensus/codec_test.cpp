@@ -100,6 +100,17 @@ BOOST_AUTO_TEST_CASE(vsr_state_round_trips_and_rejects_what_cannot_be) {
   back = decode_vsr_state(encode(s));
   RILL_REQUIRE_OK(back);
   BOOST_TEST((*back == s));
+  // The incarnation takes six bytes of the fixed part (zero before it existed), up to incarnation_max.
+  for (const std::uint64_t inc : {std::uint64_t{1}, std::uint64_t{1'733'000'000'000}, incarnation_max}) {
+    vsr_state with = s;
+    with.incarnation = inc;
+    const auto bytes = encode(with);
+    BOOST_TEST(bytes.size() == encode(s).size());
+    auto again = decode_vsr_state(bytes);
+    RILL_REQUIRE_OK(again);
+    BOOST_TEST(again->incarnation == inc);
+    BOOST_TEST((*again == with));
+  }
   vsr_state beyond = s;
   beyond.checkpoint.at = sample_prepare(101, parent).h;  // a checkpoint above the commit cannot be
   BOOST_TEST(!decode_vsr_state(encode(beyond)).has_value());

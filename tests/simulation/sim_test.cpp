@@ -135,7 +135,12 @@ BOOST_AUTO_TEST_CASE(every_deliberate_bug_is_found_within_a_bounded_number_of_se
   // (each seed ~10x slower) only one bug, the one found first.
   const std::vector<std::string> bugs = {"advertise_before_persist"};
 #else
-  const std::vector<std::string>& bugs = bug_names();
+  std::vector<std::string> bugs;
+  for (const auto& b : planted_bugs()) {
+    if (!b.rare) {
+      bugs.emplace_back(b.name);  // (the rare ones: their unit tests and bug_seeds.txt)
+    }
+  }
 #endif
   for (const auto& bug : bugs) {
     knobs k;

@@ -1,0 +1,81 @@
+#pragma once
+// node_checker: the safety properties of a whole-node run (node_cluster.h), checked as events happen and at the end.
+//
+// - A partition is named by its incarnation: stream and topic ids, the topic's creation time, the partition id, and
+//   how many times the workload created it (partition_key: a delete and an add back make another incarnation; the
+//   workload holds its producers off a topic while it changes it, so a record's incarnation is never in doubt). Every
+//   record the workload writes says which incarnation it was written to: reading it from another one (a deleted
+//   partition's records read again, an old replica joining a new group) is a failure.
+// - Offsets: an offset names one record, ever (acknowledgements and every read); an acknowledged produce names the
+//   offsets its records got, and they never name another record.
+// - At the end, every replica of every partition that exists holds, committed, exactly the records acknowledged for
+//   that incarnation, each once, at the acknowledged offsets, with no gap from the log's start on.
+// - A named consumer's stored offset never goes back, except by an explicit reset it asked for (an offset read
+//   back is at least the highest it committed since its last reset).
+//
+// The first violation is kept, with its tick; later ones are counted.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace rill::simulation {
+
+struct partition_key {
+  std::uint32_t stream = 0;
+  std::uint32_t topic = 0;
+  std::uint64_t topic_created_ms = 0;
+  std::uint32_t partition = 0;
+  std::uint64_t incarnation = 0;  // the workload's count of the creations of this partition (a delete and an add: +1)
+  friend auto operator<=>(const partition_key&, const partition_key&) = default;
+  [[nodiscard]] std::string describe() const;
+  // What a record written to this incarnation carries as its value's prefix.
+  [[nodiscard]] std::string tag() const;
+};
+
+// One record as the workload writes it: its producer, sequence number and index in its batch.
+struct record_id {
+  std::uint64_t producer = 0;
+  std::int64_t sequence = 0;
+  friend auto operator<=>(const record_id&, const record_id&) = default;
+};
+
+class node_checker {
+ public:
+  // A produce acknowledged: `records` records of `first`'s producer from its sequence on, at base_offset on.
+  void on_ack(std::uint64_t tick, const partition_key& p, record_id first, std::int64_t base_offset,
+              std::uint32_t records);
+  // A record read from node `node`'s replica (a consumer, or the final check): its offset, its key's record id and
+  // the incarnation its value names.
+  void on_read(std::uint64_t tick, std::uint32_t node, const partition_key& p, std::int64_t offset, record_id id,
+               const std::string& tag);
+  // A named consumer's offset committed (auto-commit) or stored explicitly (`reset`), acknowledged.
+  void on_offset_stored(std::uint64_t tick, const std::string& consumer, const partition_key& p, std::int64_t offset,
+                        bool reset);
+  // A named consumer's stored offset read back from a primary.
+  void on_offset_read(std::uint64_t tick, const std::string& consumer, const partition_key& p,
+                      std::optional<std::int64_t> offset);
+  // At the end: node `node`'s replica of `p` holds these records, committed, from its log start (`start`) on.
+  void check_log(std::uint64_t tick, std::uint32_t node, const partition_key& p, std::int64_t start,
+                 const std::vector<std::pair<std::int64_t, record_id>>& records);
+  void fail(std::uint64_t tick, std::string what);
+
+  [[nodiscard]] bool ok() const noexcept { return !violation_; }
+  [[nodiscard]] const std::string& violation() const noexcept { return *violation_; }
+  [[nodiscard]] std::uint64_t acks() const noexcept { return acks_; }
+
+ private:
+  // Per incarnation: offset -> the record it names.
+  std::map<partition_key, std::map<std::int64_t, record_id>> offsets_;
+  // Per incarnation: the acknowledged records and their offsets.
+  std::map<partition_key, std::map<record_id, std::int64_t>> acked_;
+  // Per (consumer, incarnation): the highest offset stored since the last reset.
+  std::map<std::pair<std::string, partition_key>, std::int64_t> floor_;
+  std::optional<std::string> violation_;
+  std::uint64_t violations_ = 0;
+  std::uint64_t acks_ = 0;
+};
+
+}  // namespace rill::simulation

@@ -1,0 +1,156 @@
+#pragma once
+// node_cluster: the simulator of whole nodes (issue 38). Each simulated node runs what rilld runs above its
+// replicas, on one simulated disk of its own: the metadata group (consensus::cluster_group over actors::
+// metadata_machine, hosted by the node's consensus::group_host with its coalesced heartbeats), the reconciler
+// carrying out the committed metadata (actors::carry_out: plan_reconcile's steps, in order), and an
+// actors::partition_replica for every replicated partition placed on the node (its partition_group, partition_machine
+// and partition_storage, reopened after a fence, its retention on a schedule). Only I/O (simulation::sim_disk), time
+// (ticks: 10 ms each, a manual clock per node), the network (simulation::sim_network) and randomness are simulated.
+//
+// The workload (node_workload.h) drives it from the seed: an operator making metadata changes (topics created and
+// deleted, partitions deleted and added back, retention changed), idempotent producers that retry through other
+// nodes, and named consumers. Faults: crashes (a power loss, or a process crash that keeps the page cache), network
+// partitions, loss and duplication, lost disks.
+//
+// A run: the safety phase (faults; the checkers after every step) then the liveness phase (faults stop, every node
+// restarts, partitions heal): within the bound every node must have applied the same metadata and carried it out,
+// every partition's replicas must agree on their committed logs, and the producers must be done. Then the final
+// check reads every replica's log whole (node_checker.h).
+//
+// Invariants: every random choice comes from streams derived from the seed, containers iterate in a fixed order, and
+// each node's coroutines resume only from its own disk's completions or the harness's calls: a seed replays exactly.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/metadata_state.h"
+#include "base/random.h"
+#include "simulation/network.h"
+#include "simulation/trace.h"
+
+namespace rill::actors {
+class partition_replica;
+}
+
+namespace rill::simulation {
+
+class node_workload;
+class node_checker;
+
+// Deliberate bugs of the code above the replica (test only): the simulator's tests prove the checkers find them.
+struct node_bugs {
+  // A partition deleted and added back (or its topic's ids reused in the same millisecond) gets the old partition's
+  // VSR group id and the reconciler's identity: a node down across the delete and the add starts its old replica
+  // (review finding 1 as it was).
+  bool partition_id_reused = false;
+};
+
+struct node_cluster_options {
+  std::uint64_t seed = 0;
+  std::uint8_t nodes = 3;                 // 1, or 3 to 5: the metadata group spans every node
+  std::uint64_t safety_ticks = 6'000;     // 60 s of faults at most (or until the workload is done)
+  std::uint64_t liveness_ticks = 20'000;  // the healed cluster must converge within this
+  network_options network;
+  std::uint32_t crash_ppm = 150;              // per node per tick
+  std::uint32_t process_crash_ppm = 500'000;  // of the crashes, those that keep the page cache
+  std::uint32_t restart_ticks_max = 300;
+  std::uint32_t partition_ppm = 60;  // per tick: a network partition begins (one at a time)
+  std::uint32_t partition_ticks_max = 1'500;
+  std::uint32_t disk_lost_ppm = 0;  // per node per tick (3 nodes or more; at most a minority lost at once)
+  std::uint32_t producers = 3;
+  std::uint32_t produces = 40;         // per producer
+  std::uint32_t operator_changes = 8;  // metadata changes over the run
+  std::uint32_t consumers = 2;         // named consumers
+  node_bugs bugs;
+};
+
+enum class node_outcome { passed, safety_failure, liveness_failure };
+
+struct node_run_result {
+  node_outcome result = node_outcome::passed;
+  std::string detail;
+  std::uint64_t hash = 0;
+  std::uint64_t ticks = 0;
+  std::uint64_t metadata_changes = 0;  // operator commands committed
+  std::uint64_t produced = 0;          // produces acknowledged
+  std::uint64_t produce_retries = 0;   // produces sent again (a timeout, a node lost)
+  std::uint64_t records_read = 0;      // by consumers and the final check
+  std::uint64_t crashes = 0;
+  std::uint64_t process_crashes = 0;
+  std::uint64_t disks_lost = 0;
+  std::uint64_t partitions_hosted = 0;  // replicas created over the run (every node)
+  std::uint64_t reconcile_steps = 0;
+};
+
+class node_cluster {
+ public:
+  node_cluster(const node_cluster_options& options, trace& t);
+  ~node_cluster();
+  node_cluster(const node_cluster&) = delete;
+  node_cluster& operator=(const node_cluster&) = delete;
+  node_run_result run();
+
+  struct node;
+  // For the workload and the checker.
+  [[nodiscard]] std::uint64_t now() const noexcept { return now_; }
+  [[nodiscard]] std::size_t node_count() const noexcept { return nodes_.size(); }
+  [[nodiscard]] node& node_at(std::size_t i) { return *nodes_.at(i); }
+  [[nodiscard]] const node_cluster_options& options() const noexcept { return options_; }
+  [[nodiscard]] node_checker& checker() { return *checker_; }
+  [[nodiscard]] bool liveness() const noexcept { return liveness_; }
+  // Node i is up, its metadata group open.
+  [[nodiscard]] bool serving(std::size_t i) const;
+  // Node i's replica of the partition with namespace `ns` (null when it runs none now).
+  [[nodiscard]] actors::partition_replica* replica_at(std::size_t i, std::uint64_t ns);
+  // Node i's committed metadata (null while its metadata group is not open).
+  [[nodiscard]] std::shared_ptr<const actors::metadata_view> view_at(std::size_t i) const;
+  // Submits a metadata command through node i (its own session); `done` gets whether it was applied.
+  void submit_metadata(std::size_t i, std::vector<std::byte> command, std::function<void(bool applied)> done);
+
+ private:
+  class node_net;
+  class executor;
+  void step();
+  void start(node& n);
+  void crash(node& n, bool power_loss);
+  void lose_disk(node& n);
+  void inject_faults();
+  void enter_liveness();
+  void deliver();
+  void tick_node(node& n);
+  void reconcile(node& n);
+  [[nodiscard]] bool converged(std::string* why) const;
+  void final_check();
+  void fail(std::string what);
+
+  node_cluster_options options_;
+  trace& trace_;
+  prng rng_;
+  sim_network network_;
+  std::vector<std::unique_ptr<node>> nodes_;
+  std::unique_ptr<node_checker> checker_;
+  std::unique_ptr<node_workload> workload_;
+  std::uint64_t now_ = 0;
+  bool liveness_ = false;
+  bool debug_ = false;
+  std::uint64_t partition_until_ = 0;
+  node_run_result result_;
+};
+
+// A whole-node run's options drawn from the seed (nodes, faults, workload), with these deliberate bugs planted.
+node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std::string>& bugs = {});
+// The deliberate bugs of the code above the replica (rill-sim --node --bug NAME), with what each breaks.
+inline const std::vector<std::pair<const char*, const char*>>& node_bug_list() {
+  static const std::vector<std::pair<const char*, const char*>> bugs = {
+      {"partition_id_reused",
+       "a partition deleted and added back gets the old one's group id: a node down across it brings its old replica "
+       "back"},
+  };
+  return bugs;
+}
+
+}  // namespace rill::simulation

@@ -1,0 +1,575 @@
+#include "simulation/node_workload.h"
+
+#include <fmt/core.h>
+
+#include <charconv>
+
+#include "actors/metadata_state.h"
+#include "actors/partition_replica.h"
+#include "base/assert.h"
+#include "base/task.h"
+#include "net/proto/metadata.pb.h"
+#include "simulation/node_cluster.h"
+#include "storage/record_batch.h"
+#include "storage/record_batch_builder.h"
+#include "storage/validated_batches.h"
+
+namespace rill::simulation {
+namespace {
+
+constexpr std::uint64_t producer_id_base = 1000;
+constexpr std::uint32_t topics_max = 3;
+constexpr std::uint64_t freeze_wait_ticks_max = 1'500;  // a change whose outcome stays unknown freezes its topic
+
+// A record's key: "p<producer>.<sequence>"; its value: the incarnation's tag, then filler.
+std::string key_of(record_id id) {
+  return fmt::format("p{}.{}", id.producer, id.sequence);
+}
+
+std::optional<record_id> parse_key(std::string_view k) {
+  if (k.size() < 4 || k[0] != 'p') {
+    return std::nullopt;
+  }
+  const auto dot = k.find('.');
+  if (dot == std::string_view::npos) {
+    return std::nullopt;
+  }
+  record_id id;
+  if (std::from_chars(k.data() + 1, k.data() + dot, id.producer).ec != std::errc{} ||
+      std::from_chars(k.data() + dot + 1, k.data() + k.size(), id.sequence).ec != std::errc{}) {
+    return std::nullopt;
+  }
+  return id;
+}
+
+}  // namespace
+
+std::vector<std::pair<record_id, std::string>> records_in(std::span<const std::byte> batch) {
+  std::vector<std::pair<record_id, std::string>> out;
+  auto view = storage::batch_view::validate(batch, storage::batch_limits{.batch_bytes_max = 1u << 30});
+  if (!view) {
+    return out;
+  }
+  std::vector<std::byte> scratch;
+  auto region = storage::records_of(*view, 1u << 20, scratch);
+  if (!region) {
+    return out;
+  }
+  storage::record_reader rr(*region);
+  for (;;) {
+    auto r = rr.next();
+    if (!r || !r->has_value()) {
+      break;
+    }
+    const auto& key = (*r)->key;
+    const auto& value = (*r)->value;
+    std::string k(key ? reinterpret_cast<const char*>(key->data()) : "", key ? key->size() : 0);
+    std::string v(value ? reinterpret_cast<const char*>(value->data()) : "", value ? value->size() : 0);
+    const auto id = parse_key(k);
+    out.emplace_back(id.value_or(record_id{0, -1}), v.substr(0, v.find('|')));
+  }
+  return out;
+}
+
+struct node_workload::producer {
+  std::uint64_t id = 0;
+  std::uint32_t left = 0;  // produces still to make
+  std::map<partition_key, std::int64_t> next_sequence;
+  struct pending {
+    partition_key key;
+    std::uint64_t ns = 0;
+    std::uint64_t group = 0;  // the group the incarnation was learned with
+    std::vector<std::byte> batch;
+    record_id first;
+    std::uint32_t records = 0;
+  };
+  std::optional<pending> produce;
+  bool in_flight = false;
+  std::uint64_t retry_at = 0;
+};
+
+struct node_workload::consumer {
+  std::string name;
+  std::optional<partition_key> on;
+  bool busy = false;
+  std::uint64_t next_at = 0;
+};
+
+node_workload::node_workload(node_cluster& c, std::uint64_t seed) : cluster_(c), rng_(seed) {
+  const auto& o = cluster_.options();
+  for (std::uint32_t i = 0; i < o.producers; ++i) {
+    auto p = std::make_unique<producer>();
+    p->id = producer_id_base + i;
+    p->left = o.produces;
+    producers_.push_back(std::move(p));
+  }
+  for (std::uint32_t i = 0; i < o.consumers; ++i) {
+    auto c2 = std::make_unique<consumer>();
+    c2->name = fmt::format("reader{}", i);
+    consumers_.push_back(std::move(c2));
+  }
+  changes_left_ = o.operator_changes;
+  next_change_at_ = 10;
+}
+
+node_workload::~node_workload() {
+  *alive_ = false;
+}
+
+bool node_workload::done() const {
+  if (changes_left_ > 0 || changing_) {
+    return false;
+  }
+  for (const auto& p : producers_) {
+    if (p->left > 0 || p->produce) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string node_workload::pending() const {
+  std::size_t producing = 0;
+  for (const auto& p : producers_) {
+    producing += p->left > 0 || p->produce ? 1 : 0;
+  }
+  return fmt::format("{} operator changes left{}, {} producers not done", changes_left_,
+                     changing_ ? " (one in flight)" : "", producing);
+}
+
+std::optional<partition_key> node_workload::current(std::uint32_t stream, std::uint32_t topic, std::uint64_t created_ms,
+                                                    std::uint32_t partition) const {
+  auto it = incarnations_.find({stream, topic, created_ms, partition});
+  if (it == incarnations_.end()) {
+    return std::nullopt;
+  }
+  return partition_key{stream, topic, created_ms, partition, it->second};
+}
+
+std::optional<std::size_t> node_workload::any_node() {
+  std::vector<std::size_t> serving;
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    if (cluster_.serving(i)) {
+      serving.push_back(i);
+    }
+  }
+  if (serving.empty()) {
+    return std::nullopt;
+  }
+  return serving[rng_.below(serving.size())];
+}
+
+std::optional<std::size_t> node_workload::primary_of(std::uint64_t ns) {
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    if (auto* r = cluster_.replica_at(i, ns); r != nullptr && !r->refusal()) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+void node_workload::learn(std::uint64_t tick) {
+  (void)tick;
+  // The most advanced view among the serving nodes: partitions gone are forgotten, new ones (or ones back) get a new
+  // incarnation. The operator waits for each of its changes to show here, so none is missed.
+  std::shared_ptr<const actors::metadata_view> best;
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    if (auto v = cluster_.view_at(i); v && (!best || v->version > best->version)) {
+      best = v;
+    }
+  }
+  if (!best) {
+    return;
+  }
+  std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>> live;
+  for (const auto& [sid, s] : best->streams) {
+    for (const auto& [tid, t] : s.topics) {
+      for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {
+        live.insert({sid, tid, t.created_ms, p});
+      }
+    }
+  }
+  std::erase_if(incarnations_, [&](const auto& kv) { return !live.contains(kv.first); });
+  for (const auto& k : live) {
+    if (!incarnations_.contains(k)) {
+      incarnations_[k] = next_incarnation_++;
+    }
+  }
+}
+
+void node_workload::step() {
+  learn(cluster_.now());
+  step_operator();
+  for (auto& p : producers_) {
+    step_producer(*p);
+  }
+  for (auto& c : consumers_) {
+    step_consumer(*c);
+  }
+}
+
+// An operator's change: one metadata command, and how to tell from a view that it took effect.
+struct node_workload::change {
+  std::vector<std::byte> body;
+  std::function<bool(const actors::metadata_view&)> shows;
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> topic;  // the topic it touches (held off meanwhile)
+  std::optional<std::uint32_t> add_back;  // a partition delete: the partition count to add back to afterwards
+  std::uint64_t started = 0;
+  bool sent = false;
+  bool answered = false;
+  bool applied = false;
+};
+
+bool node_workload::frozen(std::uint32_t stream, std::uint32_t topic) const {
+  return (change_ && change_->topic == std::pair{stream, topic}) || frozen_forever_.contains({stream, topic});
+}
+
+namespace {
+std::vector<std::byte> bytes_of(const proto::MetadataCommand& cmd) {
+  std::string bytes;
+  RILL_ASSERT(cmd.SerializeToString(&bytes));
+  return std::vector<std::byte>(reinterpret_cast<const std::byte*>(bytes.data()),
+                                reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
+}
+
+const actors::topic_meta* topic_in(const actors::metadata_view& v, std::uint32_t sid, std::uint32_t tid) {
+  auto s = v.streams.find(sid);
+  if (s == v.streams.end()) {
+    return nullptr;
+  }
+  auto t = s->second.topics.find(tid);
+  return t == s->second.topics.end() ? nullptr : &t->second;
+}
+}  // namespace
+
+std::optional<node_workload::change> node_workload::next_change(const actors::metadata_view& view) {
+  proto::MetadataCommand cmd;
+  cmd.set_time_ms(cluster_.now() + 1'700'000'000'000ULL);
+  change c;
+  const auto members = static_cast<std::uint32_t>(cluster_.node_count());
+  if (view.streams.empty()) {
+    cmd.mutable_create_stream()->set_name("s");
+    c.shows = [](const actors::metadata_view& v) { return !v.streams.empty(); };
+    c.body = bytes_of(cmd);
+    return c;
+  }
+  const auto& s = view.streams.begin()->second;
+  std::vector<const actors::topic_meta*> topics;
+  for (const auto& [tid, t] : s.topics) {
+    if (!frozen(s.id, tid)) {
+      topics.push_back(&t);
+    }
+  }
+  const auto choice = rng_.below(4);
+  if (topics.empty() || (choice == 0 && s.topics.size() < topics_max)) {
+    proto::TopicConfig want;
+    want.set_partitions(1 + static_cast<std::uint32_t>(rng_.below(3)));
+    want.set_replication_factor(std::min<std::uint32_t>(3, members));
+    auto complete = actors::complete_topic_config(want, config::log_config{}, actors::replication_limits{members, 1});
+    RILL_ASSERT(complete.has_value(), "{}", complete ? "" : complete.error().message());
+    const std::string name = fmt::format("t{}", topics_created_++);
+    auto* ct = cmd.mutable_create_topic();
+    ct->set_stream_id(s.id);
+    ct->set_name(name);
+    *ct->mutable_config() = *complete;
+    c.shows = [sid = s.id, name](const actors::metadata_view& v) {
+      auto st = v.streams.find(sid);
+      return st != v.streams.end() && std::any_of(st->second.topics.begin(), st->second.topics.end(),
+                                                  [&](const auto& kv) { return kv.second.name == name; });
+    };
+    c.body = bytes_of(cmd);
+    return c;
+  }
+  const actors::topic_meta& t = *topics[rng_.below(topics.size())];
+  const std::uint32_t sid = s.id;
+  const std::uint32_t tid = t.id;
+  const std::uint64_t created = t.created_ms;
+  c.topic = std::pair{sid, tid};
+  if (choice == 1 && s.topics.size() >= 2) {
+    auto* d = cmd.mutable_delete_topic();
+    d->set_stream_id(sid);
+    d->set_topic_id(tid);
+    c.shows = [sid, tid, created](const actors::metadata_view& v) {
+      const auto* now = topic_in(v, sid, tid);
+      return now == nullptr || now->created_ms != created;
+    };
+  } else if (choice == 2 && t.config.partitions() >= 2) {
+    // The last partition deleted, then added back (another incarnation of it: review finding 1).
+    auto* d = cmd.mutable_delete_partitions();
+    d->set_stream_id(sid);
+    d->set_topic_id(tid);
+    d->set_count(1);
+    const std::uint32_t fewer = t.config.partitions() - 1;
+    c.add_back = t.config.partitions();
+    c.shows = [sid, tid, fewer](const actors::metadata_view& v) {
+      const auto* now = topic_in(v, sid, tid);
+      return now == nullptr || now->config.partitions() <= fewer;
+    };
+  } else if (t.config.partitions() < 3) {
+    auto* a = cmd.mutable_add_partitions();
+    a->set_stream_id(sid);
+    a->set_topic_id(tid);
+    a->set_count(1);
+    const std::uint32_t more = t.config.partitions() + 1;
+    c.shows = [sid, tid, more](const actors::metadata_view& v) {
+      const auto* now = topic_in(v, sid, tid);
+      return now == nullptr || now->config.partitions() >= more;
+    };
+  } else {
+    auto* u = cmd.mutable_update_topic();
+    u->set_stream_id(sid);
+    u->set_topic_id(tid);
+    const std::uint64_t retention = 1 + rng_.below(64 * 1024);
+    u->mutable_config()->set_retention_bytes(retention);
+    c.shows = [sid, tid, retention](const actors::metadata_view& v) {
+      const auto* now = topic_in(v, sid, tid);
+      return now == nullptr || now->config.retention_bytes() == retention;
+    };
+  }
+  c.body = bytes_of(cmd);
+  return c;
+}
+
+bool node_workload::progress(change& c) {
+  if (!c.sent) {
+    // Producers finish what they have in flight on the topic first.
+    if (c.topic) {
+      for (const auto& p : producers_) {
+        if (p->in_flight && p->produce && p->produce->key.stream == c.topic->first &&
+            p->produce->key.topic == c.topic->second) {
+          return false;
+        }
+      }
+    }
+    auto at = any_node();
+    if (!at) {
+      return false;
+    }
+    c.sent = true;
+    c.started = cluster_.now();
+    change* cp = &c;
+    cluster_.submit_metadata(*at, c.body, [cp, alive = alive_, this](bool applied) {
+      if (*alive && change_.get() == cp) {
+        cp->answered = true;
+        cp->applied = applied;
+      }
+    });
+    return false;
+  }
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    if (auto v = cluster_.view_at(i); v && c.shows(*v)) {
+      ++changes_;
+      return true;
+    }
+  }
+  if (c.answered && !c.applied) {
+    return true;  // refused (a name taken, a topic gone): nothing changed
+  }
+  if (cluster_.now() - c.started > freeze_wait_ticks_max) {
+    if (c.topic) {
+      frozen_forever_.insert(*c.topic);  // its outcome unknown: the topic takes no more produces
+    }
+    return true;
+  }
+  return false;
+}
+
+void node_workload::step_operator() {
+  if (change_) {
+    if (!progress(*change_)) {
+      return;
+    }
+    learn(cluster_.now());
+    std::unique_ptr<change> done = std::move(change_);
+    if (done->add_back && !frozen_forever_.contains(*done->topic)) {
+      // The partition just deleted comes back, the topic still held off.
+      proto::MetadataCommand cmd;
+      cmd.set_time_ms(cluster_.now() + 1'700'000'000'000ULL);
+      auto* a = cmd.mutable_add_partitions();
+      a->set_stream_id(done->topic->first);
+      a->set_topic_id(done->topic->second);
+      a->set_count(1);
+      auto next = std::make_unique<change>();
+      next->body = bytes_of(cmd);
+      next->topic = done->topic;
+      const auto [sid, tid] = *done->topic;
+      const std::uint32_t more = *done->add_back;
+      next->shows = [sid, tid, more](const actors::metadata_view& v) {
+        const auto* now = topic_in(v, sid, tid);
+        return now == nullptr || now->config.partitions() >= more;
+      };
+      change_ = std::move(next);
+      return;
+    }
+    changing_ = false;
+    next_change_at_ = cluster_.now() + 100 + rng_.below(500);
+    return;
+  }
+  if (changes_left_ == 0 || cluster_.now() < next_change_at_) {
+    return;
+  }
+  auto at = any_node();
+  if (!at) {
+    return;
+  }
+  auto c = next_change(*cluster_.view_at(*at));
+  if (!c) {
+    return;
+  }
+  --changes_left_;
+  changing_ = true;
+  change_ = std::make_unique<change>(std::move(*c));
+}
+
+void node_workload::step_producer(producer& p) {
+  if (p.in_flight || cluster_.now() < p.retry_at) {
+    return;
+  }
+  if (p.produce) {
+    // Its partition gone (deleted, or another incarnation now): never acknowledged, and never will be.
+    const auto& k = p.produce->key;
+    const auto now = current(k.stream, k.topic, k.topic_created_ms, k.partition);
+    if (!now || now->incarnation != k.incarnation) {
+      p.produce.reset();
+      return;
+    }
+  } else {
+    if (p.left == 0 || incarnations_.empty()) {
+      return;
+    }
+    std::vector<partition_key> open;
+    for (const auto& [k, inc] : incarnations_) {
+      const auto& [sid, tid, created, part] = k;
+      if (!frozen(sid, tid)) {
+        open.push_back(partition_key{sid, tid, created, part, inc});
+      }
+    }
+    if (open.empty()) {
+      return;
+    }
+    const partition_key key = open[rng_.below(open.size())];
+    producer::pending w;
+    w.key = key;
+    w.ns = actors::partition_namespace(key.stream, key.topic, key.partition);
+    w.records = 1 + static_cast<std::uint32_t>(rng_.below(3));
+    auto& seq = p.next_sequence[key];
+    w.first = record_id{p.id, seq};
+    storage::batch_builder b;
+    b.producer(static_cast<std::int64_t>(p.id), 0, static_cast<std::int32_t>(seq));
+    for (std::uint32_t i = 0; i < w.records; ++i) {
+      b.add(key_of(record_id{p.id, seq + i}), key.tag() + "|" + std::string(rng_.below(200), 'v'));
+    }
+    seq += w.records;
+    auto built = b.build();
+    RILL_ASSERT(built.has_value());
+    w.batch = std::move(*built);
+    p.produce = std::move(w);
+    --p.left;
+  }
+  const auto at = primary_of(p.produce->ns);
+  if (!at) {
+    p.retry_at = cluster_.now() + 10;
+    return;
+  }
+  actors::partition_replica* r = cluster_.replica_at(*at, p.produce->ns);
+  auto batches = storage::validated_batches::validate(p.produce->batch, 1 << 20);
+  RILL_ASSERT(batches.has_value(), "{}", batches ? "" : batches.error().message());
+  p.in_flight = true;
+  producer* pp = &p;
+  spawn(r->produce(std::make_shared<storage::validated_batches>(std::move(*batches))),
+        [this, pp, alive = alive_](expected<actors::partition_replica::produced> got) {
+          if (!*alive) {
+            return;
+          }
+          pp->in_flight = false;
+          if (!got) {
+            ++retries_;
+            pp->retry_at = cluster_.now() + 5 + rng_.below(50);  // sent again, the same sequences
+            return;
+          }
+          RILL_ASSERT(got->base_offsets.size() == 1);
+          cluster_.checker().on_ack(cluster_.now(), pp->produce->key, pp->produce->first, got->base_offsets.front(),
+                                    pp->produce->records);
+          ++produced_;
+          pp->produce.reset();
+        });
+}
+
+void node_workload::step_consumer(consumer& c) {
+  if (c.busy || cluster_.now() < c.next_at || incarnations_.empty()) {
+    return;
+  }
+  c.next_at = cluster_.now() + 20 + rng_.below(40);
+  if (!c.on || !current(c.on->stream, c.on->topic, c.on->topic_created_ms, c.on->partition) ||
+      current(c.on->stream, c.on->topic, c.on->topic_created_ms, c.on->partition)->incarnation != c.on->incarnation ||
+      rng_.below(10) == 0) {
+    auto it = incarnations_.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(rng_.below(incarnations_.size())));
+    const auto& [sid, tid, created, part] = it->first;
+    c.on = partition_key{sid, tid, created, part, it->second};
+  }
+  const std::uint64_t ns = actors::partition_namespace(c.on->stream, c.on->topic, c.on->partition);
+  const auto at = primary_of(ns);
+  if (!at) {
+    return;
+  }
+  actors::partition_replica* r = cluster_.replica_at(*at, ns);
+  if (r->stale_offset_refusal()) {
+    return;  // a new primary still applying what its predecessors committed
+  }
+  consensus::partition_group* g = r->group();
+  const auto stored = g->machine().consumer_offset(c.name);
+  cluster_.checker().on_offset_read(cluster_.now(), c.name, *c.on, stored);
+  auto& log = g->log();
+  storage::read_request rq;
+  rq.offset = offset_t(std::max<std::int64_t>(stored.value_or(0), log.log_start().value()));
+  rq.max_bytes = 2048;
+  c.busy = true;
+  consumer* cp = &c;
+  const partition_key key = *c.on;
+  const auto node = static_cast<std::uint32_t>(*at + 1);
+  auto job = [](actors::partition_replica* rep, storage::read_request q, std::string name, bool rewind,
+                std::int64_t back_to) -> task<expected<std::pair<storage::read_result, bool>>> {
+    consensus::partition_group* group = rep->group();
+    if (group == nullptr) {
+      co_return rill::unexpected(make_error_code(net::status::unavailable), "reopening");
+    }
+    RILL_CO_TRY(got, co_await group->log().read(q));
+    if (rewind) {
+      auto reset = co_await rep->store_offset(name, back_to);  // on purpose: may move back
+      co_return std::pair{std::move(got), reset.has_value()};
+    }
+    if (got.batches > 0) {
+      auto committed = co_await rep->commit_offset(name, got.next_offset.value());
+      co_return std::pair{std::move(got), committed.has_value()};
+    }
+    co_return std::pair{std::move(got), false};
+  };
+  const bool rewind = rng_.below(12) == 0;
+  const std::int64_t back_to = std::max<std::int64_t>(log.log_start().value(), stored.value_or(0) / 2);
+  spawn(job(r, rq, c.name, rewind, back_to),
+        [this, cp, key, node, rewind, back_to, alive = alive_](expected<std::pair<storage::read_result, bool>> got) {
+          if (!*alive) {
+            return;
+          }
+          cp->busy = false;
+          if (!got) {
+            return;
+          }
+          const auto& [read, stored_ok] = *got;
+          for (const auto& v : read.batch_views()) {
+            std::int64_t offset = v.base_offset().value();
+            for (const auto& [id, tag] : records_in(v.bytes())) {
+              cluster_.checker().on_read(cluster_.now(), node, key, offset, id, tag);
+              ++records_read_;
+              ++offset;
+            }
+          }
+          if (stored_ok) {
+            cluster_.checker().on_offset_stored(cluster_.now(), cp->name, key,
+                                                rewind ? back_to : read.next_offset.value(), rewind);
+          }
+        });
+}
+
+}  // namespace rill::simulation

@@ -1,0 +1,99 @@
+#pragma once
+// node_workload: what drives a whole-node run (node_cluster.h), from the seed.
+//
+// - The operator: one stream, then metadata changes one at a time through any serving node: topics created (1 to 3
+//   partitions, replication factor min(3, nodes)) and deleted, a topic's last partition deleted and added back, a
+//   topic's retention changed. While it changes a topic it holds the producers off it (they finish what is in
+//   flight first), so that every record's incarnation (node_checker.h) is known.
+// - Producers: idempotent (each its producer id, epoch 0, sequences per partition), one produce in flight each, sent
+//   to a node whose replica of the partition is primary; a produce that fails (a view change, a node lost, a
+//   timeout) is sent again with the same sequences, through whichever node leads then, until acknowledged or its
+//   partition is gone. Each record's key names its producer and sequence, its value the incarnation it was written to.
+// - Named consumers: read committed records from a primary from their stored offset on (the checker checks every
+//   record), commit the offset they reached (auto-commit) and now and then rewind on purpose (an explicit store);
+//   the stored offset read back must never be below what they committed since their last rewind.
+//
+// done(): every producer has made its produces and the operator its changes (the liveness phase waits for it).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "actors/metadata_state.h"
+#include "base/random.h"
+#include "simulation/node_checker.h"
+
+namespace rill::simulation {
+
+class node_cluster;
+
+// The records of a batch the workload wrote: each one's producer and sequence (its key) and the incarnation its
+// value names (empty when the batch does not parse; a record whose key does not parse has sequence -1).
+std::vector<std::pair<record_id, std::string>> records_in(std::span<const std::byte> batch);
+
+class node_workload {
+ public:
+  node_workload(node_cluster& c, std::uint64_t seed);
+  ~node_workload();
+  node_workload(const node_workload&) = delete;
+  node_workload& operator=(const node_workload&) = delete;
+
+  void step();
+  [[nodiscard]] bool done() const;
+  // What is still to do, for a liveness failure's report.
+  [[nodiscard]] std::string pending() const;
+  [[nodiscard]] std::uint64_t changes() const noexcept { return changes_; }
+  [[nodiscard]] std::uint64_t produced() const noexcept { return produced_; }
+  [[nodiscard]] std::uint64_t retries() const noexcept { return retries_; }
+  [[nodiscard]] std::uint64_t records_read() const noexcept { return records_read_; }
+  // The workload's incarnation of each partition of each live topic, by (stream, topic, created_ms, partition).
+  [[nodiscard]] std::optional<partition_key> current(std::uint32_t stream, std::uint32_t topic,
+                                                     std::uint64_t created_ms, std::uint32_t partition) const;
+
+  struct producer;
+  struct consumer;
+
+ private:
+  void step_operator();
+  void step_producer(producer& p);
+  void step_consumer(consumer& c);
+  // A serving node at random (nullopt: none).
+  [[nodiscard]] std::optional<std::size_t> any_node();
+  // The node whose replica of `ns` takes produces now (nullopt: none).
+  [[nodiscard]] std::optional<std::size_t> primary_of(std::uint64_t ns);
+  // Learns the partitions of the committed view (new incarnations for new partitions).
+  void learn(std::uint64_t tick);
+
+  struct change;
+  // Makes the next change (nullopt: none possible now); `follow` is a partition deleted to be added back.
+  [[nodiscard]] std::optional<change> next_change(const actors::metadata_view& view);
+  // Moves the change in flight on; true once it is over (visible, refused, or unknown for too long).
+  bool progress(change& c);
+  [[nodiscard]] bool frozen(std::uint32_t stream, std::uint32_t topic) const;
+
+  node_cluster& cluster_;
+  prng rng_;
+  std::vector<std::unique_ptr<producer>> producers_;
+  std::vector<std::unique_ptr<consumer>> consumers_;
+  // (stream, topic, created_ms, partition) -> the incarnation the workload writes to now.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t> incarnations_;
+  std::uint64_t next_incarnation_ = 1;
+  std::unique_ptr<change> change_;  // the operator's change in flight
+  // Topics held off: the one the change in flight touches, and those whose change's outcome never became known.
+  std::set<std::pair<std::uint32_t, std::uint32_t>> frozen_forever_;
+  bool changing_ = false;  // a change in flight (change_ set)
+  std::uint64_t next_change_at_ = 0;
+  std::uint32_t changes_left_ = 0;
+  std::uint32_t topics_created_ = 0;
+  std::uint64_t changes_ = 0;
+  std::uint64_t produced_ = 0;
+  std::uint64_t retries_ = 0;
+  std::uint64_t records_read_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace rill::simulation
