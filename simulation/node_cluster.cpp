@@ -250,6 +250,14 @@ node_cluster::~node_cluster() {
   }
 }
 
+std::vector<std::uint64_t> node_cluster::member_ids() const {
+  std::vector<std::uint64_t> out;
+  for (const auto& m : nodes_) {
+    out.push_back(m->id.value());
+  }
+  return out;
+}
+
 bool node_cluster::serving(std::size_t i) const {
   const node& n = *nodes_.at(i);
   return n.up && n.meta != nullptr;
@@ -481,11 +489,7 @@ void node_cluster::reconcile(node& n) {
       np->reconcile_again = false;
       const auto view = np->sm->state().view();
       const std::uint64_t at = np->meta->replica().commit_min().value();
-      std::vector<std::uint64_t> members;
-      for (const auto& m : c->nodes_) {
-        members.push_back(m->id.value());
-      }
-      actors::node_placement here{np->id.value(), members};
+      actors::node_placement here{np->id.value(), c->member_ids()};
       executor ex(*c, *np, alive);
       auto done = co_await actors::carry_out(*view, np->running, log_defaults(), data_dir, here, ex);
       if (!*alive) {
@@ -607,10 +611,7 @@ bool node_cluster::converged(std::string* why) const {
   }
   // Every partition of the view: its replicas open, a primary, one committed end.
   const auto view = nodes_.front()->sm->state().view();
-  std::vector<std::uint64_t> members;
-  for (const auto& m : nodes_) {
-    members.push_back(m->id.value());
-  }
+  const std::vector<std::uint64_t> members = member_ids();
   for (const auto& [sid, s] : view->streams) {
     for (const auto& [tid, t] : s.topics) {
       for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {
@@ -682,10 +683,7 @@ node_run_result node_cluster::run() {
 
 void node_cluster::final_check() {
   const auto view = nodes_.front()->sm->state().view();
-  std::vector<std::uint64_t> members;
-  for (const auto& m : nodes_) {
-    members.push_back(m->id.value());
-  }
+  const std::vector<std::uint64_t> members = member_ids();
   for (const auto& [sid, s] : view->streams) {
     for (const auto& [tid, t] : s.topics) {
       for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {

@@ -124,6 +124,7 @@ class node_cluster {
   void tick_node(node& n);
   void reconcile(node& n);
   [[nodiscard]] bool converged(std::string* why) const;
+  [[nodiscard]] std::vector<std::uint64_t> member_ids() const;  // every node's id, ascending
   void final_check();
   void fail(std::string what);
 
