@@ -319,6 +319,16 @@ class metadata_actor::step_executor final : public reconcile_executor {
 };
 
 task<expected<void>> metadata_actor::reconcile() {
+  if (cluster_ && !caught_up_once_) {
+    // After a start, the applied metadata may be older than what this node carried out before it stopped: a pass on
+    // it would start deleted partitions again and take newer ones' directories for leftovers. It waits until the
+    // metadata replica has applied its view's head once (replica::applied_view_head(); issue 38).
+    if (!cluster_->replica().applied_view_head()) {
+      schedule_reconcile();
+      co_return fail(net::status::unavailable, "this node is catching up with the committed metadata");
+    }
+    caught_up_once_ = true;
+  }
   const auto view = state_.view();
   step_executor executor(this);
   auto carried = co_await carry_out(*view, running_, services_->config->storage, services_->config->data_dir,

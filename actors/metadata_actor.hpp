@@ -247,6 +247,7 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   std::string reconcile_error_;  // of the last pass; empty once it carried everything out
   std::chrono::milliseconds reconcile_retry_ = reconcile_retry_min;
   bool reconcile_scheduled_ = false;
+  bool caught_up_once_ = false;  // the metadata replica applied its view's head since the start (reconcile())
   std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;

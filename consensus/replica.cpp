@@ -178,6 +178,7 @@ void replica::recover(recovered_state recovered) {
     view_head_ = op_;
   } else if (log_view_ == view_ && (primary_of_view(view_) != options_.replica || recovered.formatted)) {
     status_ = status::normal;
+    view_head_ = op_;  // (its view's primary prepared them all: they commit, unless a view change replaces them)
   } else {
     // Either a view change was under way, or this replica was the primary and lost its pipeline: it will vote for
     // the next view when its view-change timeout fires (or send its do_view_change for view_ once ticking).

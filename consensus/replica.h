@@ -269,8 +269,14 @@ class replica {
   // everything any earlier view committed (a new primary may still be committing its predecessors' ops, and until
   // then its state is behind what clients were told). False on a backup or during a view change. Reads of state that
   // must never go back (a named consumer's stored offset) wait for it.
-  [[nodiscard]] bool caught_up_in_view() const noexcept {
-    return status_ == status::normal && is_primary() && commit_min_ >= view_head_;
+  [[nodiscard]] bool caught_up_in_view() const noexcept { return is_primary() && applied_view_head(); }
+  // Normal, and it has applied every op its log held when it became normal in this view (at a restart, at a
+  // start_view, at the end of a view change): what it applied before a restart is among them (committed ops stay in
+  // every later view's log, and a view's primary commits its whole log), so its state machine is no longer behind
+  // what this replica showed before. What acts on the applied state and must not go back (a node's reconciler after
+  // a restart: issue 38) waits for it once.
+  [[nodiscard]] bool applied_view_head() const noexcept {
+    return status_ == status::normal && commit_min_ >= view_head_;
   }
   // The commit heartbeat a primary in a normal view sends its backups now; none from a backup, a solo replica, a
   // replica recovering its disk, a primary abdicating (its pipeline has not committed for abdicate_ticks), or one
@@ -415,7 +421,7 @@ class replica {
   std::uint64_t op_ = 0;
   std::uint64_t commit_min_ = 0;        // applied
   std::uint64_t commit_max_ = 0;        // known committed
-  std::uint64_t view_head_ = 0;         // primary: its log head when the view began (caught_up_in_view())
+  std::uint64_t view_head_ = 0;         // its log head when it became normal in this view (applied_view_head())
   std::uint64_t commit_persisted_ = 0;  // the commit lower bound last handed to persist
   std::pair<std::uint64_t, checksum_t> commit_checksum_{0, {}};  // the primary's header checksum at its commit
   std::vector<header> view_headers_;      // the suffix installed when log_view_ began (persisted with it)

@@ -462,8 +462,8 @@ void replica::become_normal(std::vector<effect>& out) {
   primary_seen_ = ticks_;
   dvcs_.clear();
   pipeline_.clear();
+  view_head_ = op_;  // (a backup's too: applied_view_head())
   if (is_primary()) {
-    view_head_ = op_;
     for (auto it = log_.upper_bound(commit_max_); it != log_.end(); ++it) {
       pipeline_.push_back(pipeline_entry{it->second.h, it->second.durable ? bit(options_.replica) : 0u});
     }

@@ -66,6 +66,12 @@ void node_checker::on_offset_stored(std::uint64_t tick, const std::string& consu
   floor = reset ? offset : std::max(floor, offset);
 }
 
+void node_checker::on_offset_reset_unknown(const std::string& consumer, const partition_key& p, std::int64_t offset) {
+  if (auto it = floor_.find({consumer, p}); it != floor_.end()) {
+    it->second = std::min(it->second, offset);
+  }
+}
+
 void node_checker::on_offset_read(std::uint64_t tick, const std::string& consumer, const partition_key& p,
                                   std::optional<std::int64_t> offset) {
   auto it = floor_.find({consumer, p});

@@ -2,7 +2,7 @@
 // node_checker: the safety properties of a whole-node run (node_cluster.h), checked as events happen and at the end.
 //
 // - A partition is named by its incarnation: stream and topic ids, the topic's creation time, the partition id, and
-//   how many times the workload created it (partition_key: a delete and an add back make another incarnation; the
+//   the metadata op that created it (partition_key: a delete and an add back make another incarnation; the
 //   workload holds its producers off a topic while it changes it, so a record's incarnation is never in doubt). Every
 //   record the workload writes says which incarnation it was written to: reading it from another one (a deleted
 //   partition's records read again, an old replica joining a new group) is a failure.
@@ -28,7 +28,7 @@ struct partition_key {
   std::uint32_t topic = 0;
   std::uint64_t topic_created_ms = 0;
   std::uint32_t partition = 0;
-  std::uint64_t incarnation = 0;  // the workload's count of the creations of this partition (a delete and an add: +1)
+  std::uint64_t incarnation = 0;  // topic_meta::partitions_created: the metadata op that created this partition
   friend auto operator<=>(const partition_key&, const partition_key&) = default;
   [[nodiscard]] std::string describe() const;
   // What a record written to this incarnation carries as its value's prefix.
@@ -54,6 +54,9 @@ class node_checker {
   // A named consumer's offset committed (auto-commit) or stored explicitly (`reset`), acknowledged.
   void on_offset_stored(std::uint64_t tick, const std::string& consumer, const partition_key& p, std::int64_t offset,
                         bool reset);
+  // An explicit store (a reset) whose outcome is unknown (it may still be made): until the consumer makes it again
+  // and it is acknowledged, the offset may be seen back there.
+  void on_offset_reset_unknown(const std::string& consumer, const partition_key& p, std::int64_t offset);
   // A named consumer's stored offset read back from a primary.
   void on_offset_read(std::uint64_t tick, const std::string& consumer, const partition_key& p,
                       std::optional<std::int64_t> offset);

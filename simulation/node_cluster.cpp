@@ -62,6 +62,10 @@ struct node_cluster::node {
   std::uint64_t carried_out = 0;  // the metadata op the inventory was last planned from
   bool reconciling = false;
   bool reconcile_again = false;
+  // Its metadata replica has applied its view's head once since the process started: before, its applied state may
+  // be older than what the node carried out before it crashed, and a pass on it would bring deleted partitions back
+  // (and take newer ones' directories for leftovers). As rilld's metadata actor waits.
+  bool meta_ready = false;
   std::uint64_t reconcile_due = 0;  // after a failed pass
   bool restart_now = false;         // its process exits at the next step (a failed start)
   // What its dead processes ran. A process's death frees nothing and resumes nothing: its objects stay where they
@@ -300,6 +304,7 @@ void node_cluster::start(node& n) {
   n.alive = std::make_shared<bool>(true);
   n.up = true;
   n.carried_out = 0;
+  n.meta_ready = false;
   n.reconciling = false;
   n.reconcile_again = false;
   n.reconcile_due = 0;
@@ -530,7 +535,10 @@ void node_cluster::tick_node(node& n) {
       it->second->tick();
     }
   }
-  if (n.meta && n.up) {
+  if (n.meta && n.up && !n.meta_ready && n.meta->replica().applied_view_head()) {
+    n.meta_ready = true;
+  }
+  if (n.meta && n.up && n.meta_ready) {
     const std::uint64_t applied = n.meta->replica().commit_min().value();
     if ((applied != n.carried_out && !n.reconciling && (n.reconcile_due == 0 || now_ >= n.reconcile_due)) ||
         (applied != n.carried_out && n.reconciling)) {

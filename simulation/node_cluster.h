@@ -102,6 +102,7 @@ class node_cluster {
   [[nodiscard]] const node_cluster_options& options() const noexcept { return options_; }
   [[nodiscard]] node_checker& checker() { return *checker_; }
   [[nodiscard]] bool liveness() const noexcept { return liveness_; }
+  [[nodiscard]] bool debug() const noexcept { return debug_; }  // RILL_SIM_DEBUG: print what happens
   // Node i is up, its metadata group open.
   [[nodiscard]] bool serving(std::size_t i) const;
   // Node i's replica of the partition with namespace `ns` (null when it runs none now).

@@ -91,6 +91,9 @@ struct node_workload::producer {
 struct node_workload::consumer {
   std::string name;
   std::optional<partition_key> on;
+  // A reset of `on` whose outcome is unknown: made again before anything else, until it is acknowledged (a request
+  // that failed may still commit, but never after a later one of the consumer's is acknowledged).
+  std::optional<std::int64_t> reset_pending;
   bool busy = false;
   std::uint64_t next_at = 0;
 };
@@ -159,9 +162,19 @@ std::optional<std::size_t> node_workload::any_node() {
   return serving[rng_.below(serving.size())];
 }
 
-std::optional<std::size_t> node_workload::primary_of(std::uint64_t ns) {
+std::uint64_t node_workload::group_of(const partition_key& k) const {
+  // (With partition_id_reused planted, the group every incarnation of the partition gets.)
+  return actors::partition_group_id(k.stream, k.topic, k.topic_created_ms, k.partition,
+                                    cluster_.options().bugs.partition_id_reused ? 0 : k.incarnation);
+}
+
+std::optional<std::size_t> node_workload::primary_of(const partition_key& k) {
+  // A client that knows the committed metadata asks the primary of the incarnation it knows: a node that has not yet
+  // carried out a delete and an add back still runs the old incarnation's replica, a partition no longer named.
+  const std::uint64_t ns = actors::partition_namespace(k.stream, k.topic, k.partition);
   for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-    if (auto* r = cluster_.replica_at(i, ns); r != nullptr && !r->refusal()) {
+    if (auto* r = cluster_.replica_at(i, ns);
+        r != nullptr && r->options().group.value() == group_of(k) && !r->refusal()) {
       return i;
     }
   }
@@ -181,20 +194,17 @@ void node_workload::learn(std::uint64_t tick) {
   if (!best) {
     return;
   }
-  std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>> live;
+  // A partition's incarnation is the metadata op that created it (topic_meta::partitions_created): a delete and an
+  // add back make another one even where the workload saw neither.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t> live;
   for (const auto& [sid, s] : best->streams) {
     for (const auto& [tid, t] : s.topics) {
       for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {
-        live.insert({sid, tid, t.created_ms, p});
+        live[{sid, tid, t.created_ms, p}] = t.partition_created(p);
       }
     }
   }
-  std::erase_if(incarnations_, [&](const auto& kv) { return !live.contains(kv.first); });
-  for (const auto& k : live) {
-    if (!incarnations_.contains(k)) {
-      incarnations_[k] = next_incarnation_++;
-    }
-  }
+  incarnations_ = std::move(live);
 }
 
 void node_workload::step() {
@@ -466,7 +476,7 @@ void node_workload::step_producer(producer& p) {
     p.produce = std::move(w);
     --p.left;
   }
-  const auto at = primary_of(p.produce->ns);
+  const auto at = primary_of(p.produce->key);
   if (!at) {
     p.retry_at = cluster_.now() + 10;
     return;
@@ -476,6 +486,11 @@ void node_workload::step_producer(producer& p) {
   RILL_ASSERT(batches.has_value(), "{}", batches ? "" : batches.error().message());
   p.in_flight = true;
   producer* pp = &p;
+  if (cluster_.debug()) {
+    fmt::print("{} produce {} p{}.{} x{} to node {} (group {:#x}, view {})\n", cluster_.now(),
+               p.produce->key.describe(), p.produce->first.producer, p.produce->first.sequence, p.produce->records,
+               *at + 1, r->options().group.value(), r->group()->replica().view().value());
+  }
   spawn(r->produce(std::make_shared<storage::validated_batches>(std::move(*batches))),
         [this, pp, alive = alive_](expected<actors::partition_replica::produced> got) {
           if (!*alive) {
@@ -488,6 +503,10 @@ void node_workload::step_producer(producer& p) {
             return;
           }
           RILL_ASSERT(got->base_offsets.size() == 1);
+          if (cluster_.debug()) {
+            fmt::print("{} acked p{}.{} at {}\n", cluster_.now(), pp->produce->first.producer,
+                       pp->produce->first.sequence, got->base_offsets.front());
+          }
           cluster_.checker().on_ack(cluster_.now(), pp->produce->key, pp->produce->first, got->base_offsets.front(),
                                     pp->produce->records);
           ++produced_;
@@ -500,16 +519,20 @@ void node_workload::step_consumer(consumer& c) {
     return;
   }
   c.next_at = cluster_.now() + 20 + rng_.below(40);
-  if (!c.on || !current(c.on->stream, c.on->topic, c.on->topic_created_ms, c.on->partition) ||
-      current(c.on->stream, c.on->topic, c.on->topic_created_ms, c.on->partition)->incarnation != c.on->incarnation ||
-      rng_.below(10) == 0) {
+  const bool gone =
+      !c.on || !current(c.on->stream, c.on->topic, c.on->topic_created_ms, c.on->partition) ||
+      current(c.on->stream, c.on->topic, c.on->topic_created_ms, c.on->partition)->incarnation != c.on->incarnation;
+  if (gone) {
+    c.reset_pending.reset();
+  }
+  if (gone || (!c.reset_pending && rng_.below(10) == 0)) {
     auto it = incarnations_.begin();
     std::advance(it, static_cast<std::ptrdiff_t>(rng_.below(incarnations_.size())));
     const auto& [sid, tid, created, part] = it->first;
     c.on = partition_key{sid, tid, created, part, it->second};
   }
   const std::uint64_t ns = actors::partition_namespace(c.on->stream, c.on->topic, c.on->partition);
-  const auto at = primary_of(ns);
+  const auto at = primary_of(*c.on);
   if (!at) {
     return;
   }
@@ -545,8 +568,9 @@ void node_workload::step_consumer(consumer& c) {
     }
     co_return std::pair{std::move(got), false};
   };
-  const bool rewind = rng_.below(12) == 0;
-  const std::int64_t back_to = std::max<std::int64_t>(log.log_start().value(), stored.value_or(0) / 2);
+  const bool rewind = c.reset_pending || rng_.below(12) == 0;
+  const std::int64_t back_to =
+      c.reset_pending ? *c.reset_pending : std::max<std::int64_t>(log.log_start().value(), stored.value_or(0) / 2);
   spawn(job(r, rq, c.name, rewind, back_to),
         [this, cp, key, node, rewind, back_to, alive = alive_](expected<std::pair<storage::read_result, bool>> got) {
           if (!*alive) {
@@ -557,6 +581,12 @@ void node_workload::step_consumer(consumer& c) {
             return;
           }
           const auto& [read, stored_ok] = *got;
+          if (rewind && !stored_ok) {
+            cp->reset_pending = back_to;
+            cluster_.checker().on_offset_reset_unknown(cp->name, key, back_to);
+          } else if (rewind) {
+            cp->reset_pending.reset();
+          }
           for (const auto& v : read.batch_views()) {
             std::int64_t offset = v.base_offset().value();
             for (const auto& [id, tag] : records_in(v.bytes())) {

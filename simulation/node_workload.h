@@ -64,7 +64,9 @@ class node_workload {
   // A serving node at random (nullopt: none).
   [[nodiscard]] std::optional<std::size_t> any_node();
   // The node whose replica of `ns` takes produces now (nullopt: none).
-  [[nodiscard]] std::optional<std::size_t> primary_of(std::uint64_t ns);
+  // The node whose replica of k's incarnation takes requests now, if any.
+  [[nodiscard]] std::optional<std::size_t> primary_of(const partition_key& k);
+  [[nodiscard]] std::uint64_t group_of(const partition_key& k) const;
   // Learns the partitions of the committed view (new incarnations for new partitions).
   void learn(std::uint64_t tick);
 
@@ -79,9 +81,9 @@ class node_workload {
   prng rng_;
   std::vector<std::unique_ptr<producer>> producers_;
   std::vector<std::unique_ptr<consumer>> consumers_;
-  // (stream, topic, created_ms, partition) -> the incarnation the workload writes to now.
+  // (stream, topic, created_ms, partition) -> the incarnation the workload writes to now (the metadata op that
+  // created the partition).
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t> incarnations_;
-  std::uint64_t next_incarnation_ = 1;
   std::unique_ptr<change> change_;  // the operator's change in flight
   // Topics held off: the one the change in flight touches, and those whose change's outcome never became known.
   std::set<std::pair<std::uint32_t, std::uint32_t>> frozen_forever_;
