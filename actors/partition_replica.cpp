@@ -57,6 +57,7 @@ partition_replica::partition_replica(partition_replica_options options, partitio
   RILL_ASSERT(options_.members.size() >= 2, "a replicated partition of {} members", options_.members.size());
   RILL_ASSERT(options_.reopen_ticks >= 1);
   idle_.set();
+  reads_idle_.set();
 }
 
 partition_replica::~partition_replica() {
@@ -236,7 +237,7 @@ void partition_replica::tick() {
       callbacks_.changed();
     }
   }
-  if (group_->fenced() && operations_ == 0 && group_->submits_in_flight() == 0 && !reopening_) {
+  if (group_->fenced() && operations_ == 0 && reads_ == 0 && group_->submits_in_flight() == 0 && !reopening_) {
     // Reopen from the files (the replica restarts: it rejoins and catches up from its peers). After a failed
     // fdatasync the page cache may hold bytes the disk does not: the reopen trusts no batch from the log's synced
     // end on (as the single node's partition does), beside recovery's own settling of what it reads.
@@ -452,11 +453,29 @@ task<expected<void>> partition_replica::commit_offset(std::string consumer, std:
   co_return expected<void>{};  // (stored, or behind: a later offset is there already)
 }
 
+task<expected<storage::read_result>> partition_replica::read(storage::read_request rq) {
+  if (!group_ || closing_ || group_->fenced()) {
+    co_return refused(net::status::unavailable, "the partition is closing or reopening");
+  }
+  auto alive = alive_;
+  ++reads_;
+  reads_idle_.reset();
+  auto got = co_await group_->log().read(rq);
+  if (*alive && --reads_ == 0) {
+    reads_idle_.set();
+  }
+  co_return got;
+}
+
 task<expected<void>> partition_replica::close(bool destroy) {
   RILL_ASSERT(!closing_, "partition {}: closed twice", options_.dir);
   closing_ = true;
   auto alive = alive_;
   co_await idle_.wait();  // an open or reopen in flight ends first (its group, if any, is closed below)
+  if (!*alive) {
+    co_return expected<void>{};
+  }
+  co_await reads_idle_.wait();  // (the log is never closed under a reader)
   if (!*alive) {
     co_return expected<void>{};
   }

@@ -123,8 +123,12 @@ class partition_replica {
   // A poll's auto-commit: stored only when not below the stored offset (consumer_offset). Errors: the group's.
   task<expected<void>> commit_offset(std::string consumer, std::int64_t offset);
 
-  // Closes the group once no open or reopen is in flight; `destroy` removes the partition's directory too. Parked
-  // work is the owner's to answer first. The replica takes nothing after.
+  // A read of the committed log (a consumer's). Refused (unavailable) while closed or closing; close() waits for
+  // the reads in flight (a log is never closed under a reader).
+  task<expected<storage::read_result>> read(storage::read_request rq);
+
+  // Closes the group once no open or reopen is in flight and no read is; `destroy` removes the partition's directory
+  // too. Parked work is the owner's to answer first. The replica takes nothing after.
   task<expected<void>> close(bool destroy);
 
   // The group while open (null otherwise).
@@ -168,6 +172,8 @@ class partition_replica {
   std::uint64_t transfers_seen_ = 0;
   std::uint64_t restarts_seen_ = 0;
   async_event idle_;  // set whenever no open or reopen is in flight
+  std::size_t reads_ = 0;
+  async_event reads_idle_;  // set whenever no read is in flight
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -59,6 +59,7 @@ struct node_cluster::node {
   actors::node_inventory running;
   std::map<std::uint64_t, std::unique_ptr<actors::partition_replica>> partitions;  // by namespace
   std::map<std::uint64_t, std::uint64_t> group_ns;                                 // partition group id -> namespace
+  std::vector<std::unique_ptr<actors::partition_replica>> closing;                 // closed by a reconcile step
   std::uint64_t carried_out = 0;  // the metadata op the inventory was last planned from
   bool reconciling = false;
   bool reconcile_again = false;
@@ -73,6 +74,7 @@ struct node_cluster::node {
   // runs each seed in a child process). Destroying them instead would free what suspended frames still point at.
   struct remains {
     std::map<std::uint64_t, std::unique_ptr<actors::partition_replica>> partitions;
+    std::vector<std::unique_ptr<actors::partition_replica>> closing;
     std::unique_ptr<consensus::cluster_group> meta;
     std::unique_ptr<actors::metadata_machine> sm;
     std::unique_ptr<consensus::group_host> host;
@@ -183,13 +185,16 @@ class node_cluster::executor final : public actors::reconcile_executor {
           co_return co_await storage::remove_tree(
               *node_.disk, actors::partition_dir(data_dir, step.stream_id, step.topic_id, step.id), 1 << 20);
         }
-        std::unique_ptr<actors::partition_replica> r = std::move(it->second);
+        // Kept by the node while it closes (a dead process's closing replicas stay with its remains).
+        actors::partition_replica* r = it->second.get();
+        node_.closing.push_back(std::move(it->second));
         node_.partitions.erase(it);
         std::erase_if(node_.group_ns, [&](const auto& kv) { return kv.second == step.ns; });
         auto closed = co_await r->close(destroy);
         if (!*alive) {
           co_return rill::unexpected(make_error_code(storage::errc::closed), "the node crashed");
         }
+        std::erase_if(node_.closing, [r](const auto& p) { return p.get() == r; });
         co_return closed;
       }
       case reconcile_kind::destroy_group:
@@ -244,6 +249,9 @@ node_cluster::~node_cluster() {
     }
     for (auto& r : n->dead) {
       for (auto& [ns, p] : r.partitions) {
+        (void)p.release();
+      }
+      for (auto& p : r.closing) {
         (void)p.release();
       }
       (void)r.meta.release();
@@ -368,6 +376,8 @@ void node_cluster::crash(node& n, bool power_loss) {
   }
   node::remains r;
   r.partitions = std::move(n.partitions);
+  r.closing = std::move(n.closing);
+  n.closing.clear();
   r.meta = std::move(n.meta);
   r.sm = std::move(n.sm);
   r.host = std::move(n.host);

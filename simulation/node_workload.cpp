@@ -551,13 +551,14 @@ void node_workload::step_consumer(consumer& c) {
   consumer* cp = &c;
   const partition_key key = *c.on;
   const auto node = static_cast<std::uint32_t>(*at + 1);
-  auto job = [](actors::partition_replica* rep, storage::read_request q, std::string name, bool rewind,
+  // The replica may close, even go, while the read is in flight: it is looked up again before the store.
+  auto job = [](node_cluster* cl, std::size_t node_index, std::uint64_t partition_ns, actors::partition_replica* rep,
+                storage::read_request q, std::string name, bool rewind,
                 std::int64_t back_to) -> task<expected<std::pair<storage::read_result, bool>>> {
-    consensus::partition_group* group = rep->group();
-    if (group == nullptr) {
-      co_return rill::unexpected(make_error_code(net::status::unavailable), "reopening");
+    RILL_CO_TRY(got, co_await rep->read(q));
+    if (cl->replica_at(node_index, partition_ns) != rep || rep->closing()) {
+      co_return rill::unexpected(make_error_code(net::status::unavailable), "the replica closed");
     }
-    RILL_CO_TRY(got, co_await group->log().read(q));
     if (rewind) {
       auto reset = co_await rep->store_offset(name, back_to);  // on purpose: may move back
       co_return std::pair{std::move(got), reset.has_value()};
@@ -571,7 +572,7 @@ void node_workload::step_consumer(consumer& c) {
   const bool rewind = c.reset_pending || rng_.below(12) == 0;
   const std::int64_t back_to =
       c.reset_pending ? *c.reset_pending : std::max<std::int64_t>(log.log_start().value(), stored.value_or(0) / 2);
-  spawn(job(r, rq, c.name, rewind, back_to),
+  spawn(job(&cluster_, *at, ns, r, rq, c.name, rewind, back_to),
         [this, cp, key, node, rewind, back_to, alive = alive_](expected<std::pair<storage::read_result, bool>> got) {
           if (!*alive) {
             return;
