@@ -453,6 +453,15 @@ task<expected<void>> partition_replica::commit_offset(std::string consumer, std:
   co_return expected<void>{};  // (stored, or behind: a later offset is there already)
 }
 
+std::string partition_replica::describe() const {
+  return fmt::format("{}: {}{}{}{}{} operations {}, reads {}{}", options_.dir, group_ ? "open" : "not open",
+                     opening_ ? ", opening" : "", reopening_ ? ", reopening" : "", closing_ ? ", closing" : "",
+                     retaining_ ? ", retaining" : "", operations_, reads_,
+                     group_ ? fmt::format(", submits {}, tasks {}, storage: {}", group_->submits_in_flight(),
+                                          group_->tasks(), group_->storage().describe())
+                            : std::string());
+}
+
 task<expected<storage::read_result>> partition_replica::read(storage::read_request rq) {
   if (!group_ || closing_ || group_->fenced()) {
     co_return refused(net::status::unavailable, "the partition is closing or reopening");

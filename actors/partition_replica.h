@@ -140,6 +140,8 @@ class partition_replica {
   [[nodiscard]] bool leading() const noexcept { return was_primary_; }
   [[nodiscard]] std::uint64_t retention_runs() const noexcept { return retention_runs_; }
   [[nodiscard]] std::uint64_t reopens() const noexcept { return reopens_; }
+  // What it is doing, for a line of a report: open, opening, reopening, closing, and what is in flight.
+  [[nodiscard]] std::string describe() const;
   // Storage operations of this replica in flight (opens, reopens, retention, submits).
   [[nodiscard]] std::size_t operations() const noexcept { return operations_; }
 

@@ -702,6 +702,9 @@ task<expected<void>> partition_group::close() {
   if (tasks_ > 0) {
     co_await tasks_idle_.wait();
   }
+  // Writes waiting in storage (for a gap below them that repair would have filled) are answered now: the driver's
+  // completions for them come only from here, and settle() waits for them.
+  storage_->stop_writes();
   co_await driver_->settle();
   RILL_ASSERT(driver_->in_flight() == 0);
   co_return co_await storage_->close();

@@ -134,6 +134,7 @@ class partition_group {
     return options_.storage.files.journal.message_size_max - header::encoded_size;
   }
   [[nodiscard]] std::size_t submits_in_flight() const noexcept { return in_flight_; }
+  [[nodiscard]] std::size_t tasks() const noexcept { return tasks_; }  // background work close() waits for
   // A state transfer of the log is running (this replica serves no reads meanwhile: its log is behind its state).
   [[nodiscard]] bool transferring() const noexcept { return transferring_; }
   // Controlled view changes this replica started to give the group back to its preferred replica.

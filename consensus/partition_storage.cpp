@@ -1094,10 +1094,14 @@ void partition_storage::sync_headers(std::function<void(expected<void>)> done) {
   });
 }
 
-task<expected<void>> partition_storage::close() {
+void partition_storage::stop_writes() {
   closing_ = true;
   fail_all(error(make_error_code(errc::closed), "the partition group's storage is closing"));
   pump();
+}
+
+task<expected<void>> partition_storage::close() {
+  stop_writes();
   while (own_in_flight_ > 0) {
     own_idle_.reset();
     co_await own_idle_.wait();

@@ -198,6 +198,9 @@ class partition_storage final : public group_storage {
   [[nodiscard]] bool headers_unsynced() const noexcept { return files_->headers_unsynced(); }
   void sync_headers(std::function<void(expected<void>)> done);
 
+  // Answers the waiting writes (errc::closed) and takes no more: the first half of close(), which the owner calls
+  // before it waits for its own completions (a write waiting for a gap below it completes only here).
+  void stop_writes();
   // Answers the waiting writes (errc::closed), waits for this storage's own operations, closes the log and files.
   task<expected<void>> close();
   // After the disk failed under it or was halted (a simulated power loss, every operation on it drained): drops the

@@ -173,6 +173,9 @@ class node_cluster::executor final : public actors::reconcile_executor {
       co_return rill::unexpected(make_error_code(storage::errc::closed), "the node crashed");
     }
     ++cluster_.result_.reconcile_steps;
+    if (cluster_.debug_) {
+      fmt::print("{} node {}: {}\n", cluster_.now_, node_.id.value(), step.describe());
+    }
     switch (step.kind) {
       case reconcile_kind::destroy_partition:
       case reconcile_kind::close_partition: {
@@ -623,8 +626,13 @@ bool node_cluster::converged(std::string* why) const {
   for (const auto& n : nodes_) {
     const auto& r = n->meta->replica();
     if (r.commit_min().value() != commit || n->reconciling || n->carried_out != commit) {
-      return no(fmt::format("node {}: metadata applied {} of {}, carried out {}{}", n->id.value(),
-                            r.commit_min().value(), commit, n->carried_out, n->reconciling ? " (reconciling)" : ""));
+      std::string closing;
+      for (const auto& c : n->closing) {
+        closing += "; closing " + c->describe();
+      }
+      return no(fmt::format("node {}: metadata applied {} of {}, carried out {}{}{}", n->id.value(),
+                            r.commit_min().value(), commit, n->carried_out, n->reconciling ? " (reconciling)" : "",
+                            closing));
     }
   }
   // Every partition of the view: its replicas open, a primary, one committed end.

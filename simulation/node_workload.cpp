@@ -19,7 +19,10 @@ namespace {
 
 constexpr std::uint64_t producer_id_base = 1000;
 constexpr std::uint32_t topics_max = 3;
-constexpr std::uint64_t freeze_wait_ticks_max = 1'500;  // a change whose outcome stays unknown freezes its topic
+constexpr std::uint64_t freeze_wait_ticks_max = 1'500;
+// A request unanswered this long is given up, as a client's timeout gives up on a node that died under it (a dead
+// process answers nothing): a produce is sent again (the same sequences), a consumer's step is dropped.
+constexpr std::uint64_t request_timeout_ticks = 500;  // a change whose outcome stays unknown freezes its topic
 
 // A record's key: "p<producer>.<sequence>"; its value: the incarnation's tag, then filler.
 std::string key_of(record_id id) {
@@ -85,6 +88,8 @@ struct node_workload::producer {
   };
   std::optional<pending> produce;
   bool in_flight = false;
+  std::uint64_t sent_at = 0;
+  std::uint64_t attempt = 0;  // an answer to an earlier attempt (one given up) is ignored
   std::uint64_t retry_at = 0;
 };
 
@@ -95,6 +100,9 @@ struct node_workload::consumer {
   // that failed may still commit, but never after a later one of the consumer's is acknowledged).
   std::optional<std::int64_t> reset_pending;
   bool busy = false;
+  std::uint64_t busy_since = 0;
+  std::optional<std::int64_t> resetting;  // the reset the step in flight makes, if it makes one
+  std::uint64_t attempt = 0;
   std::uint64_t next_at = 0;
 };
 
@@ -133,11 +141,21 @@ bool node_workload::done() const {
 
 std::string node_workload::pending() const {
   std::size_t producing = 0;
+  std::string first;  // what the first producer not done waits for
   for (const auto& p : producers_) {
-    producing += p->left > 0 || p->produce ? 1 : 0;
+    if (p->left > 0 || p->produce) {
+      ++producing;
+      if (first.empty()) {
+        first = p->produce ? fmt::format(" (producer {}: {} left, {} {} to {})", p->id, p->left,
+                                         p->in_flight ? "in flight" : "waiting", p->produce->first.sequence,
+                                         p->produce->key.describe())
+                           : fmt::format(" (producer {}: {} left, none open of {} partitions)", p->id, p->left,
+                                         incarnations_.size());
+      }
+    }
   }
-  return fmt::format("{} operator changes left{}, {} producers not done", changes_left_,
-                     changing_ ? " (one in flight)" : "", producing);
+  return fmt::format("{} operator changes left{}, {} producers not done{}", changes_left_,
+                     changing_ ? " (one in flight)" : "", producing, first);
 }
 
 std::optional<partition_key> node_workload::current(std::uint32_t stream, std::uint32_t topic, std::uint64_t created_ms,
@@ -432,6 +450,11 @@ void node_workload::step_operator() {
 }
 
 void node_workload::step_producer(producer& p) {
+  if (p.in_flight && cluster_.now() - p.sent_at > request_timeout_ticks) {
+    p.in_flight = false;  // given up: sent again below
+    ++p.attempt;
+    ++retries_;
+  }
   if (p.in_flight || cluster_.now() < p.retry_at) {
     return;
   }
@@ -485,6 +508,7 @@ void node_workload::step_producer(producer& p) {
   auto batches = storage::validated_batches::validate(p.produce->batch, 1 << 20);
   RILL_ASSERT(batches.has_value(), "{}", batches ? "" : batches.error().message());
   p.in_flight = true;
+  p.sent_at = cluster_.now();
   producer* pp = &p;
   if (cluster_.debug()) {
     fmt::print("{} produce {} p{}.{} x{} to node {} (group {:#x}, view {})\n", cluster_.now(),
@@ -492,8 +516,8 @@ void node_workload::step_producer(producer& p) {
                *at + 1, r->options().group.value(), r->group()->replica().view().value());
   }
   spawn(r->produce(std::make_shared<storage::validated_batches>(std::move(*batches))),
-        [this, pp, alive = alive_](expected<actors::partition_replica::produced> got) {
-          if (!*alive) {
+        [this, pp, attempt = p.attempt, alive = alive_](expected<actors::partition_replica::produced> got) {
+          if (!*alive || pp->attempt != attempt || !pp->in_flight) {
             return;
           }
           pp->in_flight = false;
@@ -515,6 +539,14 @@ void node_workload::step_producer(producer& p) {
 }
 
 void node_workload::step_consumer(consumer& c) {
+  if (c.busy && cluster_.now() - c.busy_since > request_timeout_ticks) {
+    c.busy = false;  // given up: a reset it was making may still be made
+    ++c.attempt;
+    if (c.resetting && c.on) {
+      c.reset_pending = c.resetting;
+      cluster_.checker().on_offset_reset_unknown(c.name, *c.on, *c.resetting);
+    }
+  }
   if (c.busy || cluster_.now() < c.next_at || incarnations_.empty()) {
     return;
   }
@@ -548,6 +580,7 @@ void node_workload::step_consumer(consumer& c) {
   rq.offset = offset_t(std::max<std::int64_t>(stored.value_or(0), log.log_start().value()));
   rq.max_bytes = 2048;
   c.busy = true;
+  c.busy_since = cluster_.now();
   consumer* cp = &c;
   const partition_key key = *c.on;
   const auto node = static_cast<std::uint32_t>(*at + 1);
@@ -572,9 +605,11 @@ void node_workload::step_consumer(consumer& c) {
   const bool rewind = c.reset_pending || rng_.below(12) == 0;
   const std::int64_t back_to =
       c.reset_pending ? *c.reset_pending : std::max<std::int64_t>(log.log_start().value(), stored.value_or(0) / 2);
+  c.resetting = rewind ? std::optional<std::int64_t>(back_to) : std::nullopt;
   spawn(job(&cluster_, *at, ns, r, rq, c.name, rewind, back_to),
-        [this, cp, key, node, rewind, back_to, alive = alive_](expected<std::pair<storage::read_result, bool>> got) {
-          if (!*alive) {
+        [this, cp, key, node, rewind, back_to, attempt = c.attempt,
+         alive = alive_](expected<std::pair<storage::read_result, bool>> got) {
+          if (!*alive || cp->attempt != attempt) {
             return;
           }
           cp->busy = false;
