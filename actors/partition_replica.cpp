@@ -151,14 +151,17 @@ task<void> partition_replica::open_group() {
   o.reachable = options_.reachable;
   o.seed = options_.seed ? options_.seed() : 0;
   const rill::clock* clk = &env_.clk;
-  auto r = co_await consensus::partition_group::open(
-      env_.engine, env_.pool, env_.clk, env_.reporter, storage::join_path(options_.dir, vsr_dir), options_.dir,
-      std::move(o), env_.net, [clk] { return clk->wall_ms().value(); },
-      [this, alive] {
-        if (*alive && !closing_ && callbacks_.committed) {
-          callbacks_.committed();
-        }
-      });
+  // (Named, not temporaries of the co_await expression: GCC 12 destroys a std::function temporary made among a
+  // co_await's arguments twice, which released `alive` once too often: docs/architecture.md, Coroutines.)
+  consensus::partition_machine::wall_clock now_ms = [clk] { return clk->wall_ms().value(); };
+  std::function<void()> committed = [this, alive] {
+    if (*alive && !closing_ && callbacks_.committed) {
+      callbacks_.committed();
+    }
+  };
+  auto r = co_await consensus::partition_group::open(env_.engine, env_.pool, env_.clk, env_.reporter,
+                                                     storage::join_path(options_.dir, vsr_dir), options_.dir,
+                                                     std::move(o), env_.net, std::move(now_ms), std::move(committed));
   if (!*alive) {
     if (r) {
       (void)co_await (*r)->close();  // (the replica went while its group opened)

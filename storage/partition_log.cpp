@@ -246,11 +246,13 @@ task<expected<void>> partition_log::truncate_after(offset_t last_kept) {
 
 task<expected<retention_result>> partition_log::enforce_retention(std::optional<offset_t> ceiling) {
   retention_result result;
-  RILL_CO_TRY_VOID(co_await run_exclusive([this, &result, ceiling]() -> task<expected<void>> {
+  // (A named std::function: GCC 12 destroys one made among a co_await's arguments twice; docs/architecture.md.)
+  std::function<task<expected<void>>()> body = [this, &result, ceiling]() -> task<expected<void>> {
     RILL_CO_TRY(r, co_await do_retention(ceiling));
     result = r;
     co_return expected<void>{};
-  }));
+  };
+  RILL_CO_TRY_VOID(co_await run_exclusive(std::move(body)));
   co_return result;
 }
 
