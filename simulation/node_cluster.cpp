@@ -414,6 +414,10 @@ void node_cluster::lose_disk(node& n) {
 void node_cluster::inject_faults() {
   const std::size_t count = nodes_.size();
   const std::size_t down_max = count - consensus::quorum_replication(count);
+  // Disks lost at once: what the smallest group tolerates (topics have 3 replicas: one), not the metadata group's
+  // bound; two lost disks among one partition's three replicas lose its data, which no protocol survives.
+  const std::size_t group_min = std::min<std::size_t>(3, count);
+  const std::size_t lost_max = group_min - consensus::quorum_replication(group_min);
   std::size_t down = 0;
   std::size_t lost = 0;
   for (const auto& n : nodes_) {
@@ -427,7 +431,7 @@ void node_cluster::inject_faults() {
     if (down < down_max && rng_.chance_ppm(options_.crash_ppm)) {
       crash(*n, !rng_.chance_ppm(options_.process_crash_ppm));
       ++down;
-    } else if (down < down_max && lost < down_max && options_.disk_lost_ppm > 0 &&
+    } else if (down < down_max && lost < lost_max && options_.disk_lost_ppm > 0 &&
                rng_.chance_ppm(options_.disk_lost_ppm)) {
       lose_disk(*n);
       ++down;
@@ -649,7 +653,13 @@ bool node_cluster::converged(std::string* why) const {
           auto it = n.partitions.find(ns);
           const consensus::partition_group* g = it == n.partitions.end() ? nullptr : it->second->group();
           if (g == nullptr || g->fenced() || g->transferring() || g->replica().recovering()) {
-            return no(fmt::format("partition {} of topic {}/{}: node {}'s replica is not serving", p, sid, tid, m));
+            return no(fmt::format(
+                "partition {} of topic {}/{}: node {}'s replica is not serving ({})", p, sid, tid, m,
+                it == n.partitions.end() ? std::string("none runs")
+                : g == nullptr
+                    ? it->second->describe()
+                    : fmt::format("{}{}{}: {}", g->fenced() ? "fenced " : "", g->transferring() ? "transferring " : "",
+                                  g->replica().recovering() ? "recovering" : "", it->second->describe())));
           }
           primary = primary || g->primary();
           const std::int64_t committed = const_cast<consensus::partition_group*>(g)->log().committed().value();
