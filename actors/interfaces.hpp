@@ -32,6 +32,9 @@ using partition_actor_hdl = caf::typed_actor<
     caf::replies_to<destroy_atom>::with<outcome>,
     // The server is stopping: parked polls are answered now and no poll parks any more. No reply.
     caf::reacts_to<drain_atom>,
+    // New retention and segment settings (config::changes_in_place of the running ones), taken in place: the log is
+    // not reopened, a replica keeps serving. No reply.
+    caf::reacts_to<settings_atom, config::log_config>,
     // Failure injection (debug.failure_injection): handles nothing else for the given milliseconds. No reply.
     caf::reacts_to<stall_atom, std::uint32_t>,
     // Failure injection: ends the stall now, if there is one (what waited is then handled in order). No reply.

@@ -35,6 +35,7 @@ using group_poll_atom = caf::atom_constant<caf::atom("gpoll")>;
 using coordinator_atom = caf::atom_constant<caf::atom("coord")>;  // a replicated topic's group request
 using disconnect_atom = caf::atom_constant<caf::atom("disconn")>;
 using resize_atom = caf::atom_constant<caf::atom("resize")>;
+using settings_atom = caf::atom_constant<caf::atom("settings")>;  // a partition's retention or segment settings
 using describe_atom = caf::atom_constant<caf::atom("describe")>;
 using stall_atom = caf::atom_constant<caf::atom("stall")>;           // failure injection: handle nothing for a while
 using unstall_atom = caf::atom_constant<caf::atom("unstall")>;       // ends a stall (its time is over, or asked to)
@@ -146,6 +147,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::poll_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::offset_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::offset_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::partition_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::config::log_config)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::metadata_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::metadata_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rill::actors::outcome)

@@ -419,6 +419,7 @@ task<expected<void>> metadata_actor::run_step(const reconcile_step& step) {
     }
     case reconcile_kind::spawn_partition:
     case reconcile_kind::spawn_group:
+    case reconcile_kind::update_partition:
     case reconcile_kind::resize_group:
       RILL_UNREACHABLE("{} runs at once (run_now)", step.describe());
   }
@@ -476,6 +477,11 @@ bool metadata_actor::run_now(const reconcile_step& step) {
     case reconcile_kind::resize_group:
       if (auto it = groups_.find(step.ns); it != groups_.end()) {
         anon_send(it->second, resize_atom::value, step.partitions);
+      }
+      return true;
+    case reconcile_kind::update_partition:
+      if (auto it = partitions_.find(step.ns); it != partitions_.end()) {
+        anon_send(it->second, settings_atom::value, step.config);  // (in its mailbox after what was sent before)
       }
       return true;
     default:

@@ -436,6 +436,12 @@ partition_actor::behavior_type partition_actor::serving() {
           state_->log().inject_sync_failures(n);
         }
       },
+      [this](settings_atom, const config::log_config& c) {
+        options_.config = c;  // (a later open or recovery opens with them)
+        if (state_) {
+          state_->update_config(c);
+        }
+      },
       [](unstall_atom) {
         // Nothing is stalled: nothing to end.
       },

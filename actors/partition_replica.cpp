@@ -456,6 +456,15 @@ task<expected<void>> partition_replica::commit_offset(std::string consumer, std:
   co_return expected<void>{};  // (stored, or behind: a later offset is there already)
 }
 
+void partition_replica::update_config(const config::log_config& c) {
+  RILL_ASSERT(config::changes_in_place(options_.log.config, c), "partition {}: a setting that needs a reopen",
+              options_.dir);
+  options_.log.config = c;
+  if (group_) {
+    group_->log().update_config(c);
+  }
+}
+
 std::string partition_replica::describe() const {
   return fmt::format("{}: {}{}{}{}{} operations {}, reads {}{}", options_.dir, group_ ? "open" : "not open",
                      opening_ ? ", opening" : "", reopening_ ? ", reopening" : "", closing_ ? ", closing" : "",

@@ -131,6 +131,10 @@ class partition_replica {
   // too. Parked work is the owner's to answer first. The replica takes nothing after.
   task<expected<void>> close(bool destroy);
 
+  // Retention and segment settings changed in place (config::changes_in_place, asserted): the open log takes them,
+  // and a reopen opens with them.
+  void update_config(const config::log_config& c);
+
   // The group while open (null otherwise).
   [[nodiscard]] consensus::partition_group* group() noexcept { return group_.get(); }
   [[nodiscard]] const consensus::partition_group* group() const noexcept { return group_.get(); }

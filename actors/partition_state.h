@@ -87,6 +87,13 @@ class partition_state {
   void set_consumers_max(std::uint64_t consumers_max) noexcept { consumers_max_ = consumers_max; }
 
   storage::partition_log& log() noexcept { return *log_; }
+  // Retention and segment settings changed in place (config::changes_in_place), kept for a recovery's reopen too.
+  void update_config(const config::log_config& c) {
+    options_.config = c;
+    if (log_) {
+      log_->update_config(c);
+    }
+  }
   // Requires log().fenced() and nothing of the log in flight. Errors: those of partition_log::open.
   task<expected<void>> recover_log();
   // The error that fenced the log, while it is fenced (also while a recovery is failing); recoveries that worked.

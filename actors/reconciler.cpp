@@ -46,6 +46,8 @@ const char* to_string(reconcile_kind k) noexcept {
       return "remove the data of stream";
     case reconcile_kind::close_partition:
       return "close partition";
+    case reconcile_kind::update_partition:
+      return "update the settings of partition";
     case reconcile_kind::spawn_partition:
       return "open partition";
     case reconcile_kind::spawn_group:
@@ -73,6 +75,7 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   std::vector<reconcile_step> destroys;
   std::vector<reconcile_step> removals;
   std::vector<reconcile_step> closes;
+  std::vector<reconcile_step> updates;
   std::vector<reconcile_step> spawns;
   std::vector<reconcile_step> groups;
   std::vector<reconcile_step> resizes;
@@ -84,8 +87,15 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
     if (t == nullptr || p.partition_id >= t->config.partitions() || t->partition_created(p.partition_id) != p.created ||
         !here.serves_partition(p.stream_id, p.topic_id, p.partition_id, t->config.replication_factor())) {
       destroys.push_back(step_of(reconcile_kind::destroy_partition, ns, p.stream_id, p.topic_id, p.partition_id));
-    } else if (!(p.config == log_config_for(t->config, defaults))) {
-      closes.push_back(step_of(reconcile_kind::close_partition, ns, p.stream_id, p.topic_id, p.partition_id));
+    } else if (const config::log_config wanted = log_config_for(t->config, defaults); !(p.config == wanted)) {
+      if (config::changes_in_place(p.config, wanted)) {
+        // Retention or segment rolling: taken by the running partition (a replica keeps serving: issue 38, 10).
+        auto u = step_of(reconcile_kind::update_partition, ns, p.stream_id, p.topic_id, p.partition_id);
+        u.config = wanted;
+        updates.push_back(std::move(u));
+      } else {
+        closes.push_back(step_of(reconcile_kind::close_partition, ns, p.stream_id, p.topic_id, p.partition_id));
+      }
     }
   }
   for (const auto& [ns, g] : running.groups) {
@@ -137,8 +147,9 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
         const std::uint64_t ns = partition_namespace(sid, tid, p);
         auto r = running.partitions.find(ns);
         if (r != running.partitions.end() && r->second.topic_created_ms == t.created_ms &&
-            r->second.created == t.partition_created(p) && r->second.config == config) {
-          continue;
+            r->second.created == t.partition_created(p) &&
+            (r->second.config == config || config::changes_in_place(r->second.config, config))) {
+          continue;  // (running as it should, or updated in place above)
         }
         auto step = step_of(reconcile_kind::spawn_partition, ns, sid, tid, p);
         step.stream_created_ms = s.created_ms;
@@ -171,8 +182,9 @@ std::vector<reconcile_step> plan_reconcile(const metadata_view& desired, const n
   }
 
   std::vector<reconcile_step> out;
-  out.reserve(destroys.size() + removals.size() + closes.size() + spawns.size() + groups.size() + resizes.size());
-  for (auto* part : {&destroys, &removals, &closes, &spawns, &groups, &resizes}) {
+  out.reserve(destroys.size() + removals.size() + closes.size() + updates.size() + spawns.size() + groups.size() +
+              resizes.size());
+  for (auto* part : {&destroys, &removals, &closes, &updates, &spawns, &groups, &resizes}) {
     for (auto& s : *part) {
       out.push_back(std::move(s));
     }
@@ -210,6 +222,12 @@ void record(node_inventory& running, const reconcile_step& step) {
       running.streams[step.stream_id] = step.stream_created_ms;
       running.topics[{step.stream_id, step.topic_id}] = step.topic_created_ms;
       return;
+    case reconcile_kind::update_partition: {
+      auto p = running.partitions.find(step.ns);
+      RILL_ASSERT(p != running.partitions.end(), "{} that does not run", step.describe());
+      p->second.config = step.config;
+      return;
+    }
     case reconcile_kind::resize_group: {
       auto g = running.groups.find(step.ns);
       RILL_ASSERT(g != running.groups.end(), "{} that does not run", step.describe());

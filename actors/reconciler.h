@@ -10,8 +10,12 @@
 // Invariants
 // - Applying a committed metadata command does no I/O (metadata_machine); everything that can fail is a step here.
 // - Steps run in this order: destroy partitions, destroy groups, remove the data of streams and topics, close
-//   partitions to reopen, spawn partitions, spawn groups, resize groups. So nothing is spawned in a directory whose
-//   old owner still runs, and a topic's data goes only after every actor that held it is gone.
+//   partitions to reopen, update partitions' settings in place, spawn partitions, spawn groups, resize groups. So
+//   nothing is spawned in a directory whose old owner still runs, and a topic's data goes only after every actor that
+//   held it is gone. A settings change is made in place when the log takes it so (retention and segment rolling:
+//   config::changes_in_place); any other reopens the partition.
+// - A partition's identity is its topic's incarnation and the op that created it (topic_meta::partitions_created):
+//   one deleted and added back is destroyed and spawned again, whatever the ids (issue 38, finding 1).
 // - An inventory entry is of one incarnation: a stream, topic or group deleted and created again with the same id
 //   (ids are reused, metadata_state.h) has another `created_ms`, and its old actors are destroyed before the new ones
 //   are spawned. (Two incarnations in one millisecond look alike; the metadata actor carries each change out before it
@@ -66,6 +70,7 @@ enum class reconcile_kind : std::uint8_t {
   remove_topic_data,   // `paths`: the topic's partition and group trees
   remove_stream_data,  // `paths`: the stream's trees
   close_partition,     // closed, not destroyed: its settings changed and a spawn step reopens it
+  update_partition,    // `config`: retention or segment settings changed, taken in place (config::changes_in_place)
   spawn_partition,     // opens (or creates) its log in its directory
   spawn_group,
   resize_group,  // tell it the topic's partition count, `partitions`
@@ -148,7 +153,8 @@ void record(node_inventory& running, const reconcile_step& step);
 class reconcile_executor {
  public:
   virtual ~reconcile_executor() = default;
-  // A step done at once, without I/O, that cannot fail (a spawn, a resize): true when it was; false when the step is
+  // A step done at once, without I/O, that cannot fail (a spawn, a settings update, a resize): true when it was; false
+  // when the step is
   // not one of those (it is run() instead).
   virtual bool run_now(const reconcile_step& step) = 0;
   // Any other step; an error stops the pass.

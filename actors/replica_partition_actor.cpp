@@ -367,6 +367,10 @@ replica_partition_actor::behavior_type replica_partition_actor::serving() {
           g->log().inject_sync_failures(n);
         }
       },
+      [this](settings_atom, const config::log_config& c) {
+        options_.config = c;
+        replica_->update_config(c);
+      },
       [this](close_atom) { return finish(false); },
       [this](destroy_atom) { return finish(true); },
   };

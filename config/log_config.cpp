@@ -50,4 +50,13 @@ expected<void> validate(const log_config& c) {
   return {};
 }
 
+bool changes_in_place(const log_config& from, const log_config& to) {
+  log_config same = to;
+  same.retention_ms = from.retention_ms;
+  same.retention_bytes = from.retention_bytes;
+  same.segment_ms = from.segment_ms;
+  same.segment_bytes = from.segment_bytes;
+  return same == from;
+}
+
 }  // namespace rill::config

@@ -62,4 +62,10 @@ struct log_config {
 // Checks every field against its range. The error names the key, the value and the allowed range.
 expected<void> validate(const log_config& c);
 
+// Whether a running log takes `to` in place of `from` (storage::partition_log::update_config): they differ at most
+// in retention (retention_ms, retention_bytes) and segment rolling (segment_ms, segment_bytes), which the log reads
+// each time it uses them. Any other change (durability, syncs, flush and read sizes, preallocation, the largest
+// batch) is made by reopening the log.
+[[nodiscard]] bool changes_in_place(const log_config& from, const log_config& to);
+
 }  // namespace rill::config

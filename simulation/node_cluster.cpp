@@ -121,6 +121,13 @@ class node_cluster::executor final : public actors::reconcile_executor {
     if (step.kind == reconcile_kind::spawn_group || step.kind == reconcile_kind::resize_group) {
       return true;  // groups of replicated topics are the coordinators' (no group actor runs)
     }
+    if (step.kind == reconcile_kind::update_partition) {
+      if (auto it = node_.partitions.find(step.ns); it != node_.partitions.end()) {
+        it->second->update_config(step.config);
+        ++cluster_.result_.settings_updates;
+      }
+      return true;
+    }
     if (step.kind != reconcile_kind::spawn_partition) {
       return false;
     }

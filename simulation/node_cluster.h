@@ -84,6 +84,7 @@ struct node_run_result {
   std::uint64_t disks_lost = 0;
   std::uint64_t partitions_hosted = 0;  // replicas created over the run (every node)
   std::uint64_t reconcile_steps = 0;
+  std::uint64_t settings_updates = 0;  // partitions whose retention changed in place
 };
 
 class node_cluster {

@@ -244,6 +244,12 @@ task<expected<void>> partition_log::truncate_after(offset_t last_kept) {
   });
 }
 
+void partition_log::update_config(const config::log_config& next) {
+  RILL_ASSERT(config::changes_in_place(options_.config, next), "{}: a log setting that needs a reopen changed in place",
+              dir_);
+  options_.config = next;
+}
+
 task<expected<retention_result>> partition_log::enforce_retention(std::optional<offset_t> ceiling) {
   retention_result result;
   // (A named std::function: GCC 12 destroys one made among a co_await's arguments twice; docs/architecture.md.)

@@ -222,6 +222,9 @@ class partition_log {
   // Failure injection (rilld's debug.failure_injection, tests): the next `n` fdatasyncs of the log's files report
   // EIO (after running: what a failing device does), which fences the log as a real failure would.
   void inject_sync_failures(std::uint32_t n) noexcept { injected_sync_failures_ += n; }
+  // New retention and segment-rolling settings, taken at once (config::changes_in_place must hold, asserted): the
+  // next retention run deletes by them, the active segment rolls by them. Nothing is reopened (issue 38, 10).
+  void update_config(const config::log_config& next);
   // Called (the same way) once, when the log becomes fenced: also by a sync nobody waits for (relaxed durability).
   void on_fenced(std::function<void()> callback) { on_fenced_ = std::move(callback); }
 

@@ -273,7 +273,7 @@ BOOST_AUTO_TEST_CASE(a_deleted_stream_goes_after_everything_that_held_its_data) 
   BOOST_TEST(running.partitions.size() == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(settings_reopen_only_their_topic_and_a_count_change_touches_only_what_it_adds) {
+BOOST_AUTO_TEST_CASE(settings_change_only_their_topic_retention_in_place_and_a_count_change_touches_only_what_it_adds) {
   cluster_view v;
   v.create_stream("a");
   v.create_topic(0, "x", 2);
@@ -282,13 +282,33 @@ BOOST_AUTO_TEST_CASE(settings_reopen_only_their_topic_and_a_count_change_touches
   node_inventory running;
   carry_out(v, running);
 
+  // Retention is taken in place: nothing closes, a replica keeps serving (issue 38, finding 10).
   v.set_retention(0, 1, 60'000);
   auto steps = plan(v, running);
+  BOOST_TEST(
+      described(steps) == (std::vector<std::string>{"update the settings of partition 0 of topic 1 of stream 0",
+                                                    "update the settings of partition 1 of topic 1 of stream 0"}),
+      boost::test_tools::per_element());
+  BOOST_TEST(steps[1].config.retention_ms == 60'000u);
+  carry_out(v, running);
+  BOOST_TEST(running.partitions.at(partition_namespace(0, 1, 1)).config.retention_ms == 60'000u);
+
+  // Another setting (the largest batch) reopens.
+  {
+    proto::MetadataCommand c;
+    auto* u = c.mutable_update_topic();
+    u->set_stream_id(0);
+    u->set_topic_id(1);
+    u->mutable_config()->set_max_message_bytes(64 * 1024);
+    v.run(c);
+  }
+  steps = plan(v, running);
   BOOST_TEST(
       described(steps) == (std::vector<std::string>{
                               "close partition 0 of topic 1 of stream 0", "close partition 1 of topic 1 of stream 0",
                               "open partition 0 of topic 1 of stream 0", "open partition 1 of topic 1 of stream 0"}),
       boost::test_tools::per_element());
+  BOOST_TEST(steps[2].config.max_message_bytes == 64 * 1024u);
   BOOST_TEST(steps[2].config.retention_ms == 60'000u);
   carry_out(v, running);
 

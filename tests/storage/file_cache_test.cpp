@@ -275,6 +275,37 @@ BOOST_AUTO_TEST_CASE(retention_deletes_segments_whose_files_were_closed) {
   BOOST_TEST(m.reporter.corruptions.empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_retention_change_is_taken_in_place_by_the_open_log) {
+  // Issue 38, finding 10: a topic's retention changes without a reopen (config::changes_in_place).
+  many_logs m(1, 16);
+  m.open(0);
+  for (int b = 0; b < 200; ++b) {
+    RILL_REQUIRE_OK(run(m.disk, m.logs[0]->append(batch_for(0, b))));
+  }
+  const auto bases = m.logs[0]->segment_bases();
+  BOOST_REQUIRE(bases.size() >= 4u);
+  auto none = run(m.disk, m.logs[0]->enforce_retention());
+  RILL_REQUIRE_OK(none);
+  BOOST_TEST(none->segments_removed == 0u, "no retention yet");
+  config::log_config next = m.options.config;
+  next.retention_bytes = 1;
+  BOOST_TEST(config::changes_in_place(m.options.config, next));
+  m.logs[0]->update_config(next);
+  auto removed = run(m.disk, m.logs[0]->enforce_retention());
+  RILL_REQUIRE_OK(removed);
+  BOOST_TEST(removed->segments_removed == bases.size() - 1);
+  m.logs[0]->check_invariants();
+  RILL_REQUIRE_OK(run(m.disk, m.logs[0]->append(batch_for(0, 200))));
+  // What a reopen is needed for is not a change in place.
+  config::log_config other = next;
+  other.max_message_bytes = next.max_message_bytes / 2;
+  BOOST_TEST(!config::changes_in_place(next, other));
+  other = next;
+  other.durability = config::durability_mode::every_ms;
+  BOOST_TEST(!config::changes_in_place(next, other));
+  m.check_quiet();
+}
+
 BOOST_AUTO_TEST_CASE(a_parked_cursor_finishes_a_segment_retention_removed_after_its_file_was_closed) {
   many_logs m(1, 16);
   m.options.config.retention_bytes = 1;
