@@ -639,6 +639,7 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->rt = std::make_unique<runtime>(ro);
 
   p->partition_svc.clk = &g_clock;
+  p->partition_svc.stamps_from = elapsed_clock::anchor_of(g_clock);
   p->partition_svc.reporter = reporter;
   p->partition_svc.long_poll_wait_ms_max = p->config.long_poll_wait_ms_max;
   p->partition_svc.retention_interval = std::chrono::milliseconds(p->config.retention_check_ms);

@@ -28,7 +28,12 @@ outcome group_outcome(const rill::error& e) {
 }  // namespace
 
 metadata_actor::metadata_actor(caf::actor_config& cfg, const metadata_services* services)
-    : metered<metadata_actor_impl::base>(cfg, "metadata", 0), homed(0), services_(services) {
+    : metered<metadata_actor_impl::base>(cfg, "metadata", 0),
+      homed(0),
+      services_(services),
+      stamps_(std::make_unique<elapsed_clock>(
+          *services->partitions->clk,
+          services->partitions->stamps_from.value_or(elapsed_clock::anchor_of(*services->partitions->clk)))) {
   set_metrics_name("metadata");
 }
 
@@ -324,8 +329,8 @@ task<expected<void>> metadata_actor::reconcile() {
     // it would start deleted partitions again and take newer ones' directories for leftovers. It waits until the
     // metadata replica has applied its view's head once (replica::applied_view_head(); issue 38).
     if (!cluster_->replica().applied_view_head()) {
-      schedule_reconcile();
-      co_return fail(net::status::unavailable, "this node is catching up with the committed metadata");
+      schedule_reconcile();  // (and every applied op asks again): nothing failed, nothing is carried out yet
+      co_return expected<void>{};
     }
     caught_up_once_ = true;
   }
@@ -609,7 +614,7 @@ task<void> metadata_actor::find_orphans(data_tree tree, std::string dir, std::ve
 }
 
 task<expected<void>> metadata_actor::commit(proto::MetadataCommand cmd) {
-  cmd.set_time_ms(static_cast<std::uint64_t>(services_->partitions->clk->wall_ms().value()));
+  cmd.set_time_ms(static_cast<std::uint64_t>(stamps_->now_ms()));
   RILL_CO_TRY_VOID(state_.check(cmd));
   const std::string bytes = cmd.SerializeAsString();
   const auto* p = reinterpret_cast<const std::byte*>(bytes.data());
@@ -879,8 +884,7 @@ task<expected<void>> metadata_actor::open_cluster(const std::string& dir) {
   co.incarnation = go.incarnation;
   co.count = coordinator_groups;
   co.journal_slots = coordinator_journal_slots;
-  const rill::clock* clk = services_->partitions->clk;
-  co.wall_ms = [clk] { return clk->wall_ms().value(); };
+  co.wall_ms = [stamps = stamps_.get()] { return stamps->now_ms(); };
   co.reconcile = [this](std::uint32_t index, const group_machine& m) {
     return reconcile_commands(*state_.view(), m, index, coordinator_groups, 64);
   };

@@ -34,6 +34,7 @@
 #include "actors/runtime/actor_io.hpp"
 #include "actors/runtime/homed.h"
 #include "actors/runtime/metered.hpp"
+#include "base/elapsed_clock.h"
 #include "config/server_config.h"
 #include "consensus/cluster_group.h"
 #include "consensus/group_host.h"
@@ -248,6 +249,9 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   std::chrono::milliseconds reconcile_retry_ = reconcile_retry_min;
   bool reconcile_scheduled_ = false;
   bool caught_up_once_ = false;  // the metadata replica applied its view's head since the start (reconcile())
+  // The time stamps this node puts into metadata commands and coordinator ops: the wall clock, but advanced by
+  // elapsed time across its jumps (a jump forward would expire every member's session at once: issue 38, 8).
+  std::unique_ptr<elapsed_clock> stamps_;
   std::deque<std::function<void()>> mutations_;  // queued while one runs
   bool mutating_ = false;
   bool ready_ = false;

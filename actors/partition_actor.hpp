@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "actors/interfaces.hpp"
 #include "actors/long_poll.h"
@@ -20,6 +21,7 @@
 #include "actors/runtime/homed.h"
 #include "actors/runtime/metered.hpp"
 #include "base/clock.h"
+#include "base/elapsed_clock.h"
 #include "config/limits.h"
 
 namespace rill::actors {
@@ -52,6 +54,8 @@ struct replica_links {
 // What every partition actor shares; owned by the broker, outliving its actors.
 struct partition_services {
   const clock* clk = nullptr;
+  // The process's start: where replicas' stamp clocks count from (elapsed_clock); unset: each from its creation.
+  std::optional<elapsed_clock::anchor> stamps_from;
   storage::log_reporter* reporter = nullptr;
   std::uint64_t long_poll_wait_ms_max = 30'000;
   std::chrono::milliseconds retention_interval{30'000};

@@ -53,7 +53,10 @@ struct counted {
 
 partition_replica::partition_replica(partition_replica_options options, partition_replica_env env,
                                      partition_replica_callbacks callbacks)
-    : options_(std::move(options)), env_(env), callbacks_(std::move(callbacks)) {
+    : options_(std::move(options)),
+      env_(env),
+      callbacks_(std::move(callbacks)),
+      stamps_(env_.clk, env_.stamps_from.value_or(elapsed_clock::anchor_of(env_.clk))) {
   RILL_ASSERT(options_.members.size() >= 2, "a replicated partition of {} members", options_.members.size());
   RILL_ASSERT(options_.reopen_ticks >= 1);
   idle_.set();
@@ -150,10 +153,14 @@ task<void> partition_replica::open_group() {
       options_.recovering ? static_cast<std::uint64_t>(std::max<std::int64_t>(0, env_.clk.wall_ms().value())) : 0;
   o.reachable = options_.reachable;
   o.seed = options_.seed ? options_.seed() : 0;
-  const rill::clock* clk = &env_.clk;
+  elapsed_clock* stamps = &stamps_;
   // (Named, not temporaries of the co_await expression: GCC 12 destroys a std::function temporary made among a
   // co_await's arguments twice, which released `alive` once too often: docs/architecture.md, Coroutines.)
-  consensus::partition_machine::wall_clock now_ms = [clk] { return clk->wall_ms().value(); };
+  const rill::clock* clk = &env_.clk;
+  consensus::partition_machine::wall_clock now_ms =
+      options_.bug_stamps_follow_wall
+          ? consensus::partition_machine::wall_clock([clk] { return clk->wall_ms().value(); })
+          : consensus::partition_machine::wall_clock([stamps] { return stamps->now_ms(); });
   std::function<void()> committed = [this, alive] {
     if (*alive && !closing_ && callbacks_.committed) {
       callbacks_.committed();

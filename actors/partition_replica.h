@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/elapsed_clock.h"
 #include "base/expected.h"
 #include "base/task.h"
 #include "consensus/partition_group.h"
@@ -58,6 +59,9 @@ struct partition_replica_options {
   std::uint64_t retention_ticks = 0;                 // ticks between retention runs (0: none)
   std::uint64_t reopen_ticks = 50;                   // after a failed open or a fence
   std::function<std::uint64_t()> seed;               // a fresh seed at each open (rilld: entropy)
+  // Test only (rill-sim --node --bug stamps_follow_wall): batches are stamped with the wall clock as it reads, its
+  // jumps included (issue 38, finding 8 as it was).
+  bool bug_stamps_follow_wall = false;
 };
 
 // What the replica runs on; every reference outlives it.
@@ -67,6 +71,8 @@ struct partition_replica_env {
   const clock& clk;
   storage::log_reporter& reporter;
   consensus::host_transport& net;
+  // The process's start (elapsed_clock): its batches' stamps count from there (unset: from the replica's creation).
+  std::optional<elapsed_clock::anchor> stamps_from;
 };
 
 struct partition_replica_callbacks {
@@ -177,7 +183,8 @@ class partition_replica {
   std::uint64_t reopens_ = 0;
   std::uint64_t transfers_seen_ = 0;
   std::uint64_t restarts_seen_ = 0;
-  async_event idle_;  // set whenever no open or reopen is in flight
+  elapsed_clock stamps_;  // the batches' time stamps while primary: wall time, not its jumps (issue 38, finding 8)
+  async_event idle_;      // set whenever no open or reopen is in flight
   std::size_t reads_ = 0;
   async_event reads_idle_;  // set whenever no read is in flight
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

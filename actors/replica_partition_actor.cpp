@@ -89,7 +89,8 @@ replica_partition_actor::behavior_type replica_partition_actor::make_behavior() 
   cb.changed = [this] { publish_gauges(); };
   replica_ = std::make_unique<partition_replica>(
       std::move(o),
-      partition_replica_env{*io_, current_shard()->pool(), *services_->clk, *services_->reporter, *transport_},
+      partition_replica_env{*io_, current_shard()->pool(), *services_->clk, *services_->reporter, *transport_,
+                            services_->stamps_from},
       std::move(cb));
   replica_->start();
   schedule_tick();

@@ -67,8 +67,10 @@ struct node_cluster::node {
   // be older than what the node carried out before it crashed, and a pass on it would bring deleted partitions back
   // (and take newer ones' directories for leftovers). As rilld's metadata actor waits.
   bool meta_ready = false;
-  std::uint64_t reconcile_due = 0;  // after a failed pass
-  bool restart_now = false;         // its process exits at the next step (a failed start)
+  std::uint64_t reconcile_due = 0;    // after a failed pass
+  bool restart_now = false;           // its process exits at the next step (a failed start)
+  std::int64_t skew_ms = 0;           // its wall clock's steps since its process started (NTP sets it right at a start)
+  elapsed_clock::anchor stamps_from;  // its process's start
   // What its dead processes ran. A process's death frees nothing and resumes nothing: its objects stay where they
   // were, never called again (coroutines suspended in them included), and are leaked at the end of the run (rill-sim
   // runs each seed in a child process). Destroying them instead would free what suspended frames still point at.
@@ -155,6 +157,7 @@ class node_cluster::executor final : public actors::reconcile_executor {
     o.consumers_max = 64;
     o.retention_ticks = 300;
     o.reopen_ticks = 20;
+    o.bug_stamps_follow_wall = cluster_.options_.bugs.stamps_follow_wall;
     o.seed = [&c = cluster_] { return c.rng_.next(); };
     actors::partition_replica_callbacks cb;
     if (cluster_.debug_) {
@@ -163,7 +166,9 @@ class node_cluster::executor final : public actors::reconcile_executor {
       };
     }
     auto r = std::make_unique<actors::partition_replica>(
-        std::move(o), actors::partition_replica_env{*node_.disk, *node_.pool, node_.clk, node_.reporter, *node_.net},
+        std::move(o),
+        actors::partition_replica_env{*node_.disk, *node_.pool, node_.clk, node_.reporter, *node_.net,
+                                      node_.stamps_from},
         std::move(cb));
     r->start();
     RILL_ASSERT(!node_.partitions.contains(step.ns), "{}: node {} runs a replica of it already", step.describe(),
@@ -327,6 +332,9 @@ void node_cluster::start(node& n) {
   n.reconcile_again = false;
   n.reconcile_due = 0;
   n.pool = std::make_unique<storage::buffer_pool>();
+  n.clk.skew_wall_ms(-n.skew_ms);  // (the machine boots with its clock set right)
+  n.skew_ms = 0;
+  n.stamps_from = elapsed_clock::anchor_of(n.clk);
   consensus::host_options ho;
   ho.cluster = cluster_id;
   ho.node = n.id;
@@ -443,6 +451,16 @@ void node_cluster::inject_faults() {
       lose_disk(*n);
       ++down;
       ++lost;
+    }
+  }
+  for (auto& n : nodes_) {
+    if (options_.clock_jump_ppm > 0 && rng_.chance_ppm(options_.clock_jump_ppm)) {
+      auto step = static_cast<std::int64_t>(1'000 + rng_.below(3'600'000));
+      step = rng_.below(2) == 0 ? step : -step;
+      n->clk.skew_wall_ms(step);  // (the machine's clock: what runs on it sees the step)
+      n->skew_ms += step;
+      ++result_.clock_jumps;
+      trace_.event(now_, "fault", {{"node", n->id.value()}, {"ms", step}}, "clock_jump");
     }
   }
   if (partition_until_ != 0 && now_ >= partition_until_) {
@@ -754,6 +772,14 @@ void node_cluster::final_check() {
               return;
             }
             for (const auto& v : (*got)->batch_views()) {
+              // A batch's stamp is the primary's time when it prepared it: never ahead of the true time by more than
+              // a clock's followed correction (elapsed_clock::jump_min), whatever its wall clock jumped to.
+              const std::int64_t true_ms = 1'700'000'000'000 + static_cast<std::int64_t>(now_) * 10;
+              if (v.max_timestamp().value() > true_ms + 3'000) {
+                fail(fmt::format("node {}: {} offset {}: stamped {} ms ahead of the true time", m, key->describe(),
+                                 v.base_offset().value(), v.max_timestamp().value() - true_ms));
+                return;
+              }
               std::int64_t offset = v.base_offset().value();
               for (const auto& [id, tag] : records_in(v.bytes())) {
                 checker_->on_read(now_, static_cast<std::uint32_t>(m), *key, offset, id, tag);
@@ -791,9 +817,12 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
   o.produces = static_cast<std::uint32_t>(r.between(20, 60));
   o.operator_changes = static_cast<std::uint32_t>(r.between(4, 12));
   o.consumers = static_cast<std::uint32_t>(r.between(1, 3));
+  o.clock_jump_ppm = r.below(2) == 0 ? 0 : static_cast<std::uint32_t>(r.between(50, 400));  // half the seeds
   for (const auto& b : bugs) {
     if (b == "partition_id_reused") {
       o.bugs.partition_id_reused = true;
+    } else if (b == "stamps_follow_wall") {
+      o.bugs.stamps_follow_wall = true;
     }
   }
   return o;

@@ -47,6 +47,8 @@ struct node_bugs {
   // VSR group id and the reconciler's identity: a node down across the delete and the add starts its old replica
   // (review finding 1 as it was).
   bool partition_id_reused = false;
+  // Batches are stamped with the node's wall clock as it reads, its jumps included (finding 8 as it was).
+  bool stamps_follow_wall = false;
 };
 
 struct node_cluster_options {
@@ -60,7 +62,8 @@ struct node_cluster_options {
   std::uint32_t restart_ticks_max = 300;
   std::uint32_t partition_ppm = 60;  // per tick: a network partition begins (one at a time)
   std::uint32_t partition_ticks_max = 1'500;
-  std::uint32_t disk_lost_ppm = 0;  // per node per tick (3 nodes or more; at most a minority lost at once)
+  std::uint32_t disk_lost_ppm = 0;   // per node per tick (3 nodes or more; at most a minority lost at once)
+  std::uint32_t clock_jump_ppm = 0;  // per node per tick: its wall clock steps up to an hour forward or back
   std::uint32_t producers = 3;
   std::uint32_t produces = 40;         // per producer
   std::uint32_t operator_changes = 8;  // metadata changes over the run
@@ -82,6 +85,7 @@ struct node_run_result {
   std::uint64_t crashes = 0;
   std::uint64_t process_crashes = 0;
   std::uint64_t disks_lost = 0;
+  std::uint64_t clock_jumps = 0;
   std::uint64_t partitions_hosted = 0;  // replicas created over the run (every node)
   std::uint64_t reconcile_steps = 0;
   std::uint64_t settings_updates = 0;  // partitions whose retention changed in place
@@ -152,6 +156,9 @@ inline const std::vector<std::pair<const char*, const char*>>& node_bug_list() {
       {"partition_id_reused",
        "a partition deleted and added back gets the old one's group id: a node down across it brings its old replica "
        "back"},
+      {"stamps_follow_wall",
+       "a primary stamps batches with its wall clock as it reads: a clock jump forward stamps records an hour ahead, "
+       "and a jump back stops stamped time"},
   };
   return bugs;
 }

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/elapsed_clock.h"
 #include "base/endian.h"
 #include "base/expected.h"
 #include "base/random.h"
@@ -144,4 +146,38 @@ BOOST_AUTO_TEST_CASE(big_endian_round_trip) {
   BOOST_TEST(load_be<std::int64_t>(buf) == -2);
   store_be<std::int16_t>(buf, -300);
   BOOST_TEST(load_be<std::int16_t>(buf) == -300);
+}
+
+BOOST_AUTO_TEST_CASE(elapsed_clock_follows_the_wall_clock_but_not_its_jumps) {
+  // Issue 38, finding 8: a wall-clock step must neither age every session at once nor stop stamped time.
+  manual_clock c;
+  elapsed_clock t(c);
+  const std::int64_t start = c.wall_ms().value();
+  BOOST_TEST(t.now_ms() == start);
+  c.advance(std::chrono::seconds(5));
+  BOOST_TEST(t.now_ms() == start + 5'000);
+  c.skew_wall_ms(500);  // a small correction (NTP): followed
+  BOOST_TEST(t.now_ms() == start + 5'500);
+  c.skew_wall_ms(3'600'000);  // the wall clock jumps an hour forward: only elapsed time counts
+  c.advance(std::chrono::seconds(1));
+  BOOST_TEST(t.now_ms() == start + 6'500);
+  BOOST_TEST(t.jumps() == 1u);
+  c.advance(std::chrono::seconds(1));
+  BOOST_TEST(t.now_ms() == start + 7'500, "time goes on at the monotonic rate");
+  BOOST_TEST(t.jumps() == 1u, "one step, counted once");
+  c.skew_wall_ms(-3'600'000 - 60'000);  // and a minute behind where it was: stamps go on, never back
+  c.advance(std::chrono::seconds(1));
+  BOOST_TEST(t.now_ms() == start + 8'500);
+  BOOST_TEST(t.jumps() == 1u, "still the same disagreement");
+  c.skew_wall_ms(60'000);  // back in agreement: followed again
+  c.advance(std::chrono::seconds(1));
+  BOOST_TEST(t.now_ms() == start + 9'500);
+  std::int64_t last = t.now_ms();
+  for (int i = 0; i < 100; ++i) {  // never back, whatever the wall clock does
+    c.skew_wall_ms((i % 2 == 0 ? -1 : 1) * 1'000 * (i % 7));
+    c.advance(std::chrono::milliseconds(10));
+    const std::int64_t now = t.now_ms();
+    BOOST_TEST(now >= last);
+    last = now;
+  }
 }
