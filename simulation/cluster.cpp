@@ -656,16 +656,7 @@ void cluster::inject_faults() {
         side[i] = rng_.below(2) == 1;
       }
     }
-    for (std::size_t a = 0; a < n; ++a) {
-      for (std::size_t b = 0; b < n; ++b) {
-        if (side[a] && !side[b]) {
-          network_.cut(static_cast<node_t>(a), static_cast<node_t>(b));
-          if (kind != 2) {
-            network_.cut(static_cast<node_t>(b), static_cast<node_t>(a));
-          }
-        }
-      }
-    }
+    network_.cut_sides(side, kind == 2);  // (kind 2: one way)
     partition_until_ = now_ + 1 + rng_.below(options_.partition_ticks_max);
     ++result_.partitions;
     std::int64_t mask = 0;

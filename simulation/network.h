@@ -56,6 +56,19 @@ class sim_network {
 
   // Partitions: a directed link from -> to is cut or not.
   void cut(node_t from, node_t to) { cut_.insert({from, to}); }
+  // Cuts every link from a node on one side (side[i]) to one off it, and back unless `one_way`.
+  void cut_sides(const std::vector<bool>& side, bool one_way = false) {
+    for (std::size_t a = 0; a < side.size(); ++a) {
+      for (std::size_t b = 0; b < side.size(); ++b) {
+        if (side[a] && !side[b]) {
+          cut(static_cast<node_t>(a), static_cast<node_t>(b));
+          if (!one_way) {
+            cut(static_cast<node_t>(b), static_cast<node_t>(a));
+          }
+        }
+      }
+    }
+  }
   void heal_all() { cut_.clear(); }
   [[nodiscard]] bool is_cut(node_t from, node_t to) const { return cut_.contains({from, to}); }
 

@@ -476,14 +476,7 @@ void node_cluster::inject_faults() {
         side[i] = rng_.below(2) == 1;
       }
     }
-    for (std::size_t a = 0; a < count; ++a) {
-      for (std::size_t b = 0; b < count; ++b) {
-        if (side[a] && !side[b]) {
-          network_.cut(static_cast<node_t>(a), static_cast<node_t>(b));
-          network_.cut(static_cast<node_t>(b), static_cast<node_t>(a));
-        }
-      }
-    }
+    network_.cut_sides(side);
     partition_until_ = now_ + 1 + rng_.below(options_.partition_ticks_max);
     trace_.event(now_, "fault", {{"until", static_cast<std::int64_t>(partition_until_)}}, "partition");
   }
