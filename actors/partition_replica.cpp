@@ -344,6 +344,17 @@ std::optional<replica_refusal> partition_replica::refusal() const {
 }
 
 std::optional<replica_refusal> partition_replica::stale_offset_refusal() const {
+  if (group_ && group_->primary() && group_->replica().view().value() == 0 &&
+      group_->replica().commit_max().value() == 0) {
+    // The primary of view 0 that has committed nothing with its peers yet: a new group's, or a replica formatted
+    // after its group moved on (its node carried the partition's creation out late) that leads only in its own eyes
+    // and holds none of the group's state. Until an op commits it cannot tell which (issue 38: rill-sim --node).
+    return replica_refusal{net::status::unavailable,
+                           fmt::format("partition {} of topic {}: its replica here has not yet committed anything with "
+                                       "its peers; retry shortly",
+                                       options_.partition_id, options_.topic_id),
+                           std::nullopt};
+  }
   if (group_ && group_->primary() && !group_->replica().caught_up_in_view()) {
     // A new primary still committing its predecessors' ops: its consumers' offsets may be behind what was stored. A
     // moment, not a failure: the client retries.

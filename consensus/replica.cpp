@@ -724,11 +724,24 @@ void replica::commit_pipeline(std::vector<effect>& out) {
   prepare_next(out);
 }
 
+void replica::answer_stale_primary(const message& m, std::vector<effect>& out) {
+  // The primary of an earlier view still leads it in its own eyes (it was cut off, or it was formatted late for a
+  // group that had moved on, and so never heard of the view change): this view's primary tells it, so that it stops
+  // leading and serving now rather than at its next timeout, which an idle group never reaches (issue 38).
+  if (status_ == status::normal && is_primary() && !silenced() && m.h.replica == primary_of_view(view_t(m.h.view))) {
+    send(m.h.replica, make_start_view(), out);
+  }
+}
+
 void replica::on_commit(const message& m, std::vector<effect>& out) {
   RILL_ASSERT(m.h.cmd == command::commit);
   RILL_ASSERT(m.h.replica != options_.replica);
   if (m.h.view > view_.value()) {
     ask_for_start_view(view_t(m.h.view), out);
+    return;
+  }
+  if (m.h.view < view_.value()) {
+    answer_stale_primary(m, out);
     return;
   }
   if (status_ != status::normal || m.h.view != view_.value() || is_primary() || m.h.replica != primary_of_view(view_)) {

@@ -354,6 +354,8 @@ class replica {
   void become_normal(std::vector<effect>& out);
   [[nodiscard]] std::vector<header> suffix_headers(bool verified_only) const;
   [[nodiscard]] message make_start_view() const;
+  // A commit heartbeat or prepare from an earlier view's primary: this view's primary sends it its start_view.
+  void answer_stale_primary(const message& m, std::vector<effect>& out);
 
   // Repair.
   void on_request_headers(const message& m, std::vector<effect>& out);
