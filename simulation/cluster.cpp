@@ -1008,13 +1008,8 @@ void cluster::check_partitions_at_end(const std::vector<const consensus::replica
 
 void cluster::enter_liveness() {
   liveness_ = true;
-  network_.heal_all();
+  network_.calm();
   partition_until_ = 0;
-  network_options quiet = network_.options();
-  quiet.loss_ppm = 0;
-  quiet.duplicate_ppm = 0;
-  quiet.delay_spike_ppm = 0;
-  network_.set_options(quiet);
   storage_options calm = options_.storage;
   calm.write_fault_ppm = 0;
   calm.read_fault_ppm = 0;

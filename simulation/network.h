@@ -70,6 +70,13 @@ class sim_network {
     }
   }
   void heal_all() { cut_.clear(); }
+  // The liveness phase's network: every cut healed, nothing lost, duplicated or held back any more (delays stay).
+  void calm() {
+    heal_all();
+    options_.loss_ppm = 0;
+    options_.duplicate_ppm = 0;
+    options_.delay_spike_ppm = 0;
+  }
   [[nodiscard]] bool is_cut(node_t from, node_t to) const { return cut_.contains({from, to}); }
 
   void set_options(const network_options& o) { options_ = o; }

@@ -307,6 +307,11 @@ std::shared_ptr<const actors::metadata_view> node_cluster::view_at(std::size_t i
   return n.sm->state().view();
 }
 
+std::uint64_t node_cluster::applied_at(std::size_t i) const {
+  const node& n = *nodes_.at(i);
+  return n.up && n.meta != nullptr ? n.meta->replica().commit_min().value() : 0;
+}
+
 void node_cluster::submit_metadata(std::size_t i, std::vector<std::byte> command,
                                    std::function<void(bool applied)> done) {
   node& n = *nodes_.at(i);
@@ -616,13 +621,8 @@ void node_cluster::step() {
 
 void node_cluster::enter_liveness() {
   liveness_ = true;
-  network_.heal_all();
+  network_.calm();
   partition_until_ = 0;
-  network_options quiet = network_.options();
-  quiet.loss_ppm = 0;
-  quiet.duplicate_ppm = 0;
-  quiet.delay_spike_ppm = 0;
-  network_.set_options(quiet);
   for (auto& n : nodes_) {
     if (!n->up) {
       n->restart_at = now_;

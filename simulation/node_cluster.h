@@ -112,8 +112,9 @@ class node_cluster {
   [[nodiscard]] bool serving(std::size_t i) const;
   // Node i's replica of the partition with namespace `ns` (null when it runs none now).
   [[nodiscard]] actors::partition_replica* replica_at(std::size_t i, std::uint64_t ns);
-  // Node i's committed metadata (null while its metadata group is not open).
+  // Node i's committed metadata (null while its metadata group is not open), and the metadata op it has applied.
   [[nodiscard]] std::shared_ptr<const actors::metadata_view> view_at(std::size_t i) const;
+  [[nodiscard]] std::uint64_t applied_at(std::size_t i) const;
   // Submits a metadata command through node i (its own session); `done` gets whether it was applied.
   void submit_metadata(std::size_t i, std::vector<std::byte> command, std::function<void(bool applied)> done);
 

@@ -81,7 +81,6 @@ struct node_workload::producer {
   struct pending {
     partition_key key;
     std::uint64_t ns = 0;
-    std::uint64_t group = 0;  // the group the incarnation was learned with
     std::vector<std::byte> batch;
     record_id first;
     std::uint32_t records = 0;
@@ -201,12 +200,15 @@ std::optional<std::size_t> node_workload::primary_of(const partition_key& k) {
 
 void node_workload::learn(std::uint64_t tick) {
   (void)tick;
-  // The most advanced view among the serving nodes: partitions gone are forgotten, new ones (or ones back) get a new
-  // incarnation. The operator waits for each of its changes to show here, so none is missed.
+  // The most advanced view among the serving nodes (by the op applied: a view's version counts commands only since
+  // its state was last restored): partitions gone are forgotten, new ones (or ones back) get a new incarnation. The
+  // operator waits for each of its changes to show here, so none is missed.
   std::shared_ptr<const actors::metadata_view> best;
+  std::uint64_t best_op = 0;
   for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-    if (auto v = cluster_.view_at(i); v && (!best || v->version > best->version)) {
+    if (auto v = cluster_.view_at(i); v && (!best || cluster_.applied_at(i) > best_op)) {
       best = v;
+      best_op = cluster_.applied_at(i);
     }
   }
   if (!best) {

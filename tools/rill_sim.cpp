@@ -173,14 +173,14 @@ int run_node_seed(std::uint64_t seed, const knobs& k, const std::string& trace_p
     std::printf(
         "seed %llu (node): %s nodes=%u crash=%u partition=%u lost_ppm=%u ticks=%llu changes=%llu produced=%llu "
         "retries=%llu read=%llu crashes=%llu process_crashes=%llu disks_lost=%llu replicas=%llu steps=%llu "
-        "hash=%016llx\n",
+        "settings_updates=%llu hash=%016llx\n",
         static_cast<unsigned long long>(seed), verdict, o.nodes, o.crash_ppm, o.partition_ppm, o.disk_lost_ppm,
         static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.metadata_changes),
         static_cast<unsigned long long>(r.produced), static_cast<unsigned long long>(r.produce_retries),
         static_cast<unsigned long long>(r.records_read), static_cast<unsigned long long>(r.crashes),
         static_cast<unsigned long long>(r.process_crashes), static_cast<unsigned long long>(r.disks_lost),
         static_cast<unsigned long long>(r.partitions_hosted), static_cast<unsigned long long>(r.reconcile_steps),
-        static_cast<unsigned long long>(r.hash));
+        static_cast<unsigned long long>(r.settings_updates), static_cast<unsigned long long>(r.hash));
   }
   if (r.result != node_outcome::passed) {
     std::printf("  %s\n", r.detail.c_str());
