@@ -644,6 +644,8 @@ expected<std::unique_ptr<broker>> broker::start(config::server_config cfg) {
   p->partition_svc.long_poll_wait_ms_max = p->config.long_poll_wait_ms_max;
   p->partition_svc.retention_interval = std::chrono::milliseconds(p->config.retention_check_ms);
   p->partition_svc.consumers_per_partition_max = p->config.limits.consumers_per_partition_max;
+  p->partition_svc.producers_per_partition_max = p->config.limits.producers_per_partition_max;
+  p->partition_svc.producer_expiry_ms = p->config.producer_expiry_ms;
   p->partition_svc.links = &p->links;
   p->metadata_svc.links = &p->links;
   std::promise<std::pair<bool, std::string>> ready;

@@ -67,6 +67,8 @@ void partition_actor::install(std::unique_ptr<partition_state> state) {
   state_ = std::move(state);
   open_error_.reset();
   state_->set_consumers_max(services_->consumers_per_partition_max);
+  state_->set_producer_limits(static_cast<std::int64_t>(services_->producer_expiry_ms),
+                              services_->producers_per_partition_max);
   watch_log();
   publish_gauges();
   schedule_tick();

@@ -60,8 +60,10 @@ struct partition_services {
   std::uint64_t long_poll_wait_ms_max = 30'000;
   std::chrono::milliseconds retention_interval{30'000};
   std::uint64_t default_max_bytes = 1 << 20;
-  std::uint64_t consumers_per_partition_max = 1'000;  // limits.consumers_per_partition_max
-  const replica_links* links = nullptr;               // a cluster member's
+  std::uint64_t consumers_per_partition_max = 1'000;    // limits.consumers_per_partition_max
+  std::uint64_t producers_per_partition_max = 100'000;  // limits.producers_per_partition_max
+  std::uint64_t producer_expiry_ms = 86'400'000;        // storage.producer_expiry_ms
+  const replica_links* links = nullptr;                 // a cluster member's
 };
 
 // Internal messages: sent by the actor's own timers and I/O, never by another actor.

@@ -12,6 +12,17 @@
 namespace rill::actors {
 namespace {
 
+// A region of the partition's snapshot.bin (the layout fixes it: region 1 starts here).
+constexpr std::uint64_t checkpoint_region_bytes = std::uint64_t{64} << 20;
+
+// A checkpoint's most bytes: its 16-byte head, the client table (each session: 36 bytes, a reply header and a reply
+// of at most a journal slot), and the machine's snapshot at most.
+std::uint64_t checkpoint_bytes_max(std::uint32_t clients_max) {
+  return 16 + 4 +
+         std::uint64_t{clients_max} * (36 + consensus::header::encoded_size + partition_replica::journal_slot_bytes) +
+         consensus::partition_snapshot_bytes_budget;
+}
+
 rill::unexpected refused(net::status s, std::string message) {
   return rill::unexpected(make_error_code(s), std::move(message));
 }
@@ -141,12 +152,15 @@ task<void> partition_replica::open_group() {
   o.members = options_.members;
   o.self = options_.self;
   o.storage.files.journal = consensus::journal_options{slots, journal_slot_bytes};
-  o.storage.files.snapshot_bytes_max = 64 * 1024 * 1024;
+  // A checkpoint is the client table, then the machine's snapshot: the machine keeps its snapshot within
+  // partition_snapshot_bytes_budget whatever its settings (issue 38, finding 4), and the client table within the rest.
+  o.storage.files.snapshot_bytes_max = checkpoint_region_bytes;
+  RILL_ASSERT(checkpoint_bytes_max(o.replica.clients_max) <= checkpoint_region_bytes);
   o.storage.files.snapshot_reserved_bytes = 64 * 1024;
   o.storage.files.files = options_.log.files;  // the shard's cache: the group's files count in its limit too
   o.storage.log = options_.log;
   o.storage.log.owner_entries.emplace_back(vsr_dir);  // the group's files, beside the log's
-  o.machine.consumers_max = options_.consumers_max;
+  o.settings = options_.settings;
   o.recovering = options_.recovering;
   // A recovering member's incarnation starts at the wall clock (a floor under the one it takes once caught up).
   o.incarnation =

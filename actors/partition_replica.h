@@ -54,7 +54,8 @@ struct partition_replica_options {
   consensus::node_t self;
   std::uint32_t journal_slots = 4096;  // a new journal's ring (prepare headers)
   bool recovering = false;             // this node lost its disk: a replica created now starts recovering
-  std::size_t consumers_max = 1'000;
+  // The partition's replicated bounds as this node's configuration wants them (the group's primary commits them).
+  consensus::partition_settings settings;
   std::function<bool(consensus::node_t)> reachable;  // unset: every member
   std::uint64_t retention_ticks = 0;                 // ticks between retention runs (0: none)
   std::uint64_t reopen_ticks = 50;                   // after a failed open or a fence

@@ -131,7 +131,8 @@ task<expected<void>> partition_state::rebuild_producers() {
         written_.record(
             v.producer_id(), v.producer_epoch(),
             storage::producer_batch{v.base_sequence(), storage::sequence_plus(v.base_sequence(), v.last_offset_delta()),
-                                    v.base_offset().value()});
+                                    v.base_offset().value()},
+            v.max_timestamp().value());
       }
     }
   }
@@ -194,7 +195,8 @@ task<expected<produce_result>> partition_state::produce(storage::validated_batch
       touched_before[h.producer_id] = accepted_.find(h.producer_id);
     }
     // The offset is known after the append.
-    accepted_.record(h.producer_id, h.producer_epoch, storage::producer_batch{h.base_sequence, last, -1});
+    // (The offset is known after the append, and so is the time: accepted_ is never trimmed by time itself.)
+    accepted_.record(h.producer_id, h.producer_epoch, storage::producer_batch{h.base_sequence, last, -1}, -1);
     fresh.push_back(i);
   }
   if (fresh.empty()) {
@@ -218,10 +220,19 @@ task<expected<produce_result>> partition_state::produce(storage::validated_batch
     result.base_offsets[i] = offset;
     if (h.producer_id >= 0) {
       const std::int32_t last = storage::last_sequence_of(h.base_sequence, static_cast<std::int32_t>(h.records));
-      written_.record(h.producer_id, h.producer_epoch, storage::producer_batch{h.base_sequence, last, offset});
+      written_.record(h.producer_id, h.producer_epoch, storage::producer_batch{h.base_sequence, last, offset},
+                      appended->timestamp.value());
       accepted_.set_offset(h.producer_id, h.base_sequence, last, offset);  // recorded before the append
     }
     offset += h.records;
+  }
+  // Idle producers go (issue 38, finding 4): from accepted_ too, unless a batch of theirs is still being written
+  // (then its append records the producer again, as new).
+  for (const auto& gone : written_.trim(appended->timestamp.value() - producer_expiry_ms_, producers_max_)) {
+    const auto held = accepted_.find(gone.producer_id);
+    if (held && held->epoch == gone.state.epoch && held->last_sequence == gone.state.last_sequence) {
+      accepted_.put(gone.producer_id, std::nullopt);
+    }
   }
   result.timestamp = appended->timestamp;
   co_return result;

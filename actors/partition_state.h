@@ -85,6 +85,13 @@ class partition_state {
   // Named consumers with offsets this partition keeps at most (limits.consumers_per_partition_max); those loaded at
   // open beyond it stay, only new ones are refused.
   void set_consumers_max(std::uint64_t consumers_max) noexcept { consumers_max_ = consumers_max; }
+  // Idempotent producers are forgotten once idle past expiry_ms (storage.producer_expiry_ms), and beyond
+  // producers_max (limits.producers_per_partition_max) the one idle longest (storage::producer_table::trim),
+  // as each append lands.
+  void set_producer_limits(std::int64_t expiry_ms, std::uint64_t producers_max) noexcept {
+    producer_expiry_ms_ = expiry_ms;
+    producers_max_ = producers_max;
+  }
 
   storage::partition_log& log() noexcept { return *log_; }
   // Retention and segment settings changed in place (config::changes_in_place), kept for a recovery's reopen too.
@@ -129,6 +136,8 @@ class partition_state {
   std::uint64_t consumer_file_next_ = 0;
   bool offsets_dir_exists_ = false;  // offsets/consumers/ is there (listed at open, or made by a store)
   std::uint64_t consumers_max_ = 1'000;
+  std::int64_t producer_expiry_ms_ = 86'400'000;
+  std::uint64_t producers_max_ = 100'000;
 };
 
 // Consumer names: the same rules as stream and topic names (1-255 bytes of [A-Za-z0-9._-], not '.' or '..').

@@ -8,8 +8,19 @@
 
 #include "actors/metadata_state.h"
 #include "actors/runtime/shard.h"
+#include "config/resource_limits.h"
 #include "consensus/partition_machine.h"
 #include "storage/errc.h"
+
+// The configuration keys' ranges are the replicated settings' (a value the machine would ignore is refused at load).
+static_assert(rill::config::consumers_per_partition_limit == rill::consensus::partition_consumers_limit);
+static_assert(rill::config::producers_per_partition_limit == rill::consensus::partition_producers_limit);
+static_assert(rill::config::producer_expiry_ms_min == rill::consensus::producer_expiry_ms_min);
+static_assert(rill::config::producer_expiry_ms_limit == rill::consensus::producer_expiry_ms_limit);
+static_assert(rill::config::partition_checkpoint_head_bytes >= rill::consensus::partition_snapshot_head_bytes);
+static_assert(rill::config::partition_checkpoint_producer_bytes == rill::consensus::partition_snapshot_producer_bytes);
+static_assert(rill::config::partition_checkpoint_consumer_bytes == rill::consensus::partition_snapshot_consumer_bytes);
+static_assert(rill::config::partition_checkpoint_budget_bytes == rill::consensus::partition_snapshot_bytes_budget);
 
 namespace rill::actors {
 
@@ -67,7 +78,9 @@ replica_partition_actor::behavior_type replica_partition_actor::make_behavior() 
   o.self = consensus::node_t(static_cast<std::uint32_t>(placement_.self));
   o.journal_slots = placement_.journal_slots;
   o.recovering = placement_.recovering;
-  o.consumers_max = services_->consumers_per_partition_max;
+  o.settings.consumers_max = services_->consumers_per_partition_max;
+  o.settings.producers_max = services_->producers_per_partition_max;
+  o.settings.producer_expiry_ms = services_->producer_expiry_ms;
   if (const replica_links* links = services_->links; links != nullptr) {
     o.reachable = [links](consensus::node_t n) { return links->reaches(n.value()); };
   }

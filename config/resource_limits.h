@@ -26,6 +26,9 @@ struct resource_limits {
   std::uint64_t groups_per_topic_max = 100;
   std::uint64_t groups_max = 10'000;  // consumer groups of every topic together
   std::uint64_t consumers_per_partition_max = 1'000;
+  // Idempotent producers one partition remembers (the least recently active are forgotten beyond it): what bounds a
+  // replicated partition's checkpoint, with storage.producer_expiry_ms (issue 38, finding 4).
+  std::uint64_t producers_per_partition_max = 100'000;
 };
 
 // The ranges each key may take.
@@ -36,6 +39,16 @@ inline constexpr std::uint64_t partitions_limit = 1'000'000;
 inline constexpr std::uint64_t groups_per_topic_limit = 1'024;
 inline constexpr std::uint64_t groups_limit = 1'000'000;
 inline constexpr std::uint64_t consumers_per_partition_limit = 1'000'000;
+inline constexpr std::uint64_t producers_per_partition_limit = 1'000'000;
+inline constexpr std::uint64_t producer_expiry_ms_min = 1'000;
+inline constexpr std::uint64_t producer_expiry_ms_limit = std::uint64_t{365} * 86'400'000;  // a year
+// A replicated partition's checkpoint holds its producers (146 bytes each at most) and named consumers (267 bytes
+// each at most) within 63 MiB (consensus::partition_snapshot_bytes_budget): a cluster member's configuration whose
+// producers_per_partition_max and consumers_per_partition_max together pass it is refused at load.
+inline constexpr std::uint64_t partition_checkpoint_head_bytes = 64;
+inline constexpr std::uint64_t partition_checkpoint_producer_bytes = 146;
+inline constexpr std::uint64_t partition_checkpoint_consumer_bytes = 267;
+inline constexpr std::uint64_t partition_checkpoint_budget_bytes = std::uint64_t{63} << 20;
 inline constexpr std::uint64_t open_files_min = 16;  // one shard's share must let a roll open its files
 inline constexpr std::uint64_t open_files_limit = 10'000'000;
 
@@ -45,6 +58,7 @@ static_assert(resource_limits{}.partitions_per_topic_max <= partitions_per_topic
 static_assert(resource_limits{}.partitions_per_topic_max <= resource_limits{}.partitions_max,
               "a topic of the most partitions a topic may have fits the node's default");
 static_assert(resource_limits{}.groups_per_topic_max <= groups_per_topic_limit);
+static_assert(resource_limits{}.producers_per_partition_max <= producers_per_partition_limit);
 static_assert(resource_limits{}.open_files_max >= open_files_min);
 static_assert(resource_limits{}.open_files_max <= open_files_limit);
 

@@ -289,6 +289,12 @@ const std::vector<key_spec>& registry() {
     k.push_back(integer("storage.retention_check_ms", 100, 86'400'000,
                         "How often each partition applies its retention (retention_ms, retention_bytes).",
                         &server_config::retention_check_ms));
+    k.push_back(integer("storage.producer_expiry_ms", producer_expiry_ms_min, producer_expiry_ms_limit,
+                        "An idempotent producer whose newest batch in a partition is older than this is forgotten "
+                        "there (as Kafka's producer.id.expiration.ms): its next batch must start a new sequence, "
+                        "and retries of its older batches are no longer recognised. Replicated partitions take "
+                        "the value of their primary's node.",
+                        &server_config::producer_expiry_ms));
     k.push_back(key_spec{"storage.blocking_writes",
                          kind::boolean,
                          "Write unsynced log data (relaxed durability) with pwritev on the shard's own thread rather "
@@ -411,6 +417,12 @@ const std::vector<key_spec>& registry() {
     k.push_back(limits_integer("limits.consumers_per_partition_max", 1, consumers_per_partition_limit,
                                "Named consumers that store offsets in one partition (one file each).",
                                &resource_limits::consumers_per_partition_max));
+    k.push_back(limits_integer("limits.producers_per_partition_max", 1, producers_per_partition_limit,
+                               "Idempotent producers one partition remembers; beyond it, the one idle longest is "
+                               "forgotten (its next batch must start a new sequence). Each takes at most 146 bytes "
+                               "of the partition's checkpoint. Replicated partitions take the value of their "
+                               "primary's node.",
+                               &resource_limits::producers_per_partition_max));
     // Environment names must be unique, and none may be one of the rill CLI's own variables.
     std::set<std::string> envs(client_environment_names.begin(), client_environment_names.end());
     for (const auto& key : k) {
@@ -719,6 +731,19 @@ expected<server_config> config_builder::build() const {
     return unexpected(make_error_code(errc::bad_value),
                       fmt::format("cluster.replication_factor = {}: allowed range is [1, {}] (the cluster's members)",
                                   config_.replication_factor_default, members));
+  }
+  if (const std::uint64_t bytes = partition_checkpoint_head_bytes +
+                                  config_.limits.producers_per_partition_max * partition_checkpoint_producer_bytes +
+                                  config_.limits.consumers_per_partition_max * partition_checkpoint_consumer_bytes;
+      !config_.members.empty() && bytes > partition_checkpoint_budget_bytes) {
+    return unexpected(
+        make_error_code(errc::bad_value),
+        fmt::format("limits.producers_per_partition_max = {} and limits.consumers_per_partition_max = {}: a "
+                    "replicated partition's checkpoint would hold up to {} bytes, past its {} (each producer takes "
+                    "up to {} bytes, each consumer {}): lower either",
+                    config_.limits.producers_per_partition_max, config_.limits.consumers_per_partition_max, bytes,
+                    partition_checkpoint_budget_bytes, partition_checkpoint_producer_bytes,
+                    partition_checkpoint_consumer_bytes));
   }
   if (config_.replication_factor_default == 2) {
     return unexpected(make_error_code(errc::bad_value),

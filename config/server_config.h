@@ -74,7 +74,8 @@ struct server_config {
   std::uint64_t max_throughput = 64;
   // [storage]: defaults for every topic's partitions
   log_config storage;
-  std::uint64_t retention_check_ms = 30'000;  // how often each partition applies its retention
+  std::uint64_t retention_check_ms = 30'000;      // how often each partition applies its retention
+  std::uint64_t producer_expiry_ms = 86'400'000;  // an idle idempotent producer is forgotten after this
   bool blocking_writes = true;  // unsynced log writes as pwritev on the shard's thread (storage::log_options)
   bool inline_syncs = true;     // a lone write + fdatasync runs on an otherwise idle shard's thread (runtime_options)
   // [logging]

@@ -246,6 +246,7 @@ void partition_group::tick() {
   }
   follow_view();
   maybe_probe();
+  maybe_settle_settings();
   maybe_hand_over();
   const auto waiters = waiters_;  // a failed waiter resumes at once and leaves the list
   for (waiter* w : waiters) {
@@ -320,6 +321,22 @@ void partition_group::maybe_probe() {
     probing_ = false;
     task_ended();
   });
+}
+
+void partition_group::maybe_settle_settings() {
+  if (!primary() || settling_ || machine_.settings() == options_.settings || ticks_ - led_since_ < lag_ticks ||
+      ticks_ - settled_at_ < lag_ticks || replica().commit_min() != replica().op() ||
+      !machine_.accepts(options_.settings)) {
+    return;
+  }
+  settled_at_ = ticks_;
+  settling_ = true;
+  task_started();
+  spawn(submit(operation_partition_settings, partition_machine::settings_request(options_.settings)),
+        [this](expected<partition_submitted>) {
+          settling_ = false;
+          task_ended();
+        });
 }
 
 void partition_group::maybe_hand_over() {

@@ -66,6 +66,10 @@ struct partition_group_options {
   node_t self;
   partition_storage_options storage;
   partition_machine_options machine;
+  // This node's wish for the partition's replicated bounds (limits.consumers_per_partition_max,
+  // limits.producers_per_partition_max, storage.producer_expiry_ms): while primary and idle, the group commits them
+  // (operation_partition_settings) when the machine's differ. Every replica then applies them at the same op.
+  partition_settings settings;
   replica_options replica;  // timeouts and pipeline; cluster, replica, replica_count and seed are set from the above
   std::uint64_t seed = 0;   // drawn at each start (the sessions' numbers, the replica's jitter)
   std::size_t sessions_max = 8;
@@ -208,6 +212,8 @@ class partition_group {
   void maybe_hand_over();
   // While primary and idle: a probe when a reachable backup has not acknowledged the newest op (options).
   void maybe_probe();
+  // While primary with everything applied: commits options_.settings when the machine's differ.
+  void maybe_settle_settings();
 
   partition_group_options options_;
   host_transport& net_;
@@ -235,6 +241,8 @@ class partition_group {
   std::uint64_t probed_at_ = 0;  // the tick of the last probe
   bool probing_ = false;
   std::uint64_t probes_ = 0;
+  bool settling_ = false;         // a settings op submitted, unanswered
+  std::uint64_t settled_at_ = 0;  // the tick of the last one
   std::optional<error> fenced_;
   bool closed_ = false;
   // State transfer.

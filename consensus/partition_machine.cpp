@@ -12,7 +12,14 @@
 namespace rill::consensus {
 namespace {
 
-constexpr std::uint64_t snapshot_magic = 0x3130'6d74'7261'70ULL;  // "partm01"
+constexpr std::uint64_t snapshot_magic_v1 = 0x3130'6d74'7261'70ULL;  // "partm01"
+constexpr std::uint64_t snapshot_magic = 0x3230'6d74'7261'70ULL;     // "partm02": producers' last timestamps
+static_assert(partition_snapshot_producer_bytes ==
+              8 + 2 + 4 + 8 + 4 + storage::producer_table::batches_kept * (4 + 4 + 8 + 8));
+static_assert(partition_machine_options{}.consumer_name_bytes_max + 4 + 8 == partition_snapshot_consumer_bytes);
+static_assert(partition_snapshot_head_bytes + partition_settings{}.producers_max * partition_snapshot_producer_bytes +
+                  partition_settings{}.consumers_max * partition_snapshot_consumer_bytes <=
+              partition_snapshot_bytes_budget);
 constexpr std::size_t answered_head_bytes = 1 + 8 + 2 + 4 + 4 + 8;
 constexpr std::size_t detail_bytes_max = 512;
 constexpr std::size_t produce_reply_head_bytes = 1 + 8 + 4 + 8 + 8;
@@ -69,7 +76,35 @@ std::vector<std::byte> encode_produce_reply(const partition_machine::produce_rep
 partition_machine::partition_machine(partition_machine_options options, wall_clock now_ms)
     : options_(options), now_ms_(std::move(now_ms)) {
   RILL_ASSERT(now_ms_ != nullptr);
-  RILL_ASSERT(options_.consumers_max >= 1 && options_.consumer_name_bytes_max >= 1);
+  RILL_ASSERT(options_.consumer_name_bytes_max >= 1);
+  RILL_ASSERT(options_.snapshot_bytes_budget <= partition_snapshot_bytes_budget);
+  RILL_ASSERT(within_limits(settings_));
+}
+
+bool within_limits(const partition_settings& s) noexcept {
+  return s.consumers_max >= 1 && s.consumers_max <= partition_consumers_limit && s.producers_max >= 1 &&
+         s.producers_max <= partition_producers_limit && s.producer_expiry_ms >= producer_expiry_ms_min &&
+         s.producer_expiry_ms <= producer_expiry_ms_limit;
+}
+
+std::uint64_t partition_machine::snapshot_bytes_max(std::uint64_t producers_max, std::uint64_t consumers,
+                                                    std::size_t consumer_name_bytes_max) noexcept {
+  return partition_snapshot_head_bytes + producers_max * partition_snapshot_producer_bytes +
+         consumers * (4 + 8 + consumer_name_bytes_max);
+}
+
+bool partition_machine::accepts(const partition_settings& s) const noexcept {
+  return within_limits(s) &&
+         snapshot_bytes_max(s.producers_max, std::max<std::uint64_t>(s.consumers_max, consumers_.size()),
+                            options_.consumer_name_bytes_max) <= options_.snapshot_bytes_budget;
+}
+
+std::vector<std::byte> partition_machine::settings_request(const partition_settings& s) {
+  std::vector<std::byte> out;
+  append_le<std::uint64_t>(out, s.consumers_max);
+  append_le<std::uint64_t>(out, s.producers_max);
+  append_le<std::uint64_t>(out, s.producer_expiry_ms);
+  return out;
 }
 
 std::vector<std::byte> partition_machine::produce_request(std::span<const std::byte> batch, std::uint32_t crc_tail) {
@@ -120,21 +155,36 @@ std::optional<partition_machine::offset_reply> partition_machine::decode_offset_
   return o;
 }
 
+std::int64_t partition_machine::expire_before(std::int64_t time) const noexcept {
+  return time - static_cast<std::int64_t>(settings_.producer_expiry_ms);
+}
+
 void partition_machine::absorb(const header& prepare, std::span<const std::byte> body) {
   const auto v = storage::batch_view::trusted(body);
   RILL_ASSERT(v.base_offset().value() == next_offset_, "op {}'s batch was stamped at offset {}; the log ends at {}",
               prepare.op, v.base_offset().value(), next_offset_);
   const std::int64_t records = records_of(v);
-  last_timestamp_ = std::max(last_timestamp_, v.max_timestamp().value());
+  const std::int64_t time = v.max_timestamp().value();  // its log-append time (prepare stamped it)
+  last_timestamp_ = std::max(last_timestamp_, time);
+  // Producers idle past their expiry, judged by this batch's time, are forgotten first (finding 4).
+  (void)producers_.trim(expire_before(time), settings_.producers_max);
   if (v.producer_id() >= 0) {
-    // Fresh when the primary prepared it, against this same history (prepare() answered anything else).
+    // Fresh when the primary prepared it, against this same history before the trims since (prepare() answered
+    // anything else): a producer still held has moved on only by the batches prepare() saw pending; one the trims
+    // forgot starts again at this batch.
     const auto c = producers_.check(v.producer_id(), v.producer_epoch(), v.base_sequence(), records);
-    RILL_ASSERT(c.verdict == storage::producer_verdict::fresh, "op {}: a batch of producer {} in the log was {}",
-                prepare.op, v.producer_id(), storage::to_string(c.verdict));
+    RILL_ASSERT(c.verdict == storage::producer_verdict::fresh ||
+                    (c.verdict == storage::producer_verdict::unknown_producer_id && !producers_.find(v.producer_id())),
+                "op {}: a batch of producer {} in the log was {}", prepare.op, v.producer_id(),
+                storage::to_string(c.verdict));
     producers_.record(v.producer_id(), v.producer_epoch(),
                       storage::producer_batch{v.base_sequence(), storage::last_sequence_of(v.base_sequence(), records),
-                                              next_offset_, prepare.op});
+                                              next_offset_, prepare.op},
+                      time);
+    // Beyond the bound, the producers idle longest go (never this one: it is the newest).
+    (void)producers_.trim(expire_before(time), settings_.producers_max, v.producer_id());
   }
+  RILL_ASSERT(producers_.size() <= settings_.producers_max);
   next_offset_ += records;
 }
 
@@ -179,7 +229,8 @@ state_machine::proposal partition_machine::prepare(const header& request, const 
       storage::producer_table::record(
           *producer, p.producer_epoch(),
           storage::producer_batch{p.base_sequence(), storage::last_sequence_of(p.base_sequence(), n),
-                                  p.base_offset().value(), m->h.op});
+                                  p.base_offset().value(), m->h.op},
+          p.max_timestamp().value());
     }
   }
   storage::producer_check c;
@@ -253,6 +304,18 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
   if (prepare.operation == operation_probe) {
     return reply;
   }
+  if (prepare.operation == operation_partition_settings) {
+    reader r{body};
+    partition_settings s;
+    s.consumers_max = r.get<std::uint64_t>();
+    s.producers_max = r.get<std::uint64_t>();
+    s.producer_expiry_ms = r.get<std::uint64_t>();
+    if (r.ok && r.in.empty() && accepts(s)) {
+      settings_ = s;
+      (void)producers_.trim(expire_before(last_timestamp_), settings_.producers_max);
+    }
+    return reply;
+  }
   if (prepare.operation == operation_consumer_offset || prepare.operation == operation_consumer_offset_reset) {
     const bool reset = prepare.operation == operation_consumer_offset_reset;
     reader r{body};
@@ -273,7 +336,7 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
       }
       RILL_ASSERT(reset || it->second >= previous, "consumer '{}' moved back from {} to {}", name, previous,
                   it->second);
-    } else if (consumers_.size() >= options_.consumers_max) {
+    } else if (consumers_.size() >= settings_.consumers_max) {
       status = offset_status::limit_exceeded;
     } else {
       consumers_.emplace(name, offset);
@@ -298,11 +361,15 @@ std::vector<std::byte> partition_machine::snapshot() const {
   append_le<std::uint64_t>(out, snapshot_magic);
   append_le<std::int64_t>(out, next_offset_);
   append_le<std::int64_t>(out, last_timestamp_);
+  append_le<std::uint64_t>(out, settings_.consumers_max);
+  append_le<std::uint64_t>(out, settings_.producers_max);
+  append_le<std::uint64_t>(out, settings_.producer_expiry_ms);
   append_le<std::uint64_t>(out, producers_.size());
   for (const auto& [id, p] : producers_.producers()) {
     append_le<std::int64_t>(out, id);
     append_le<std::int16_t>(out, p.epoch);
     append_le<std::int32_t>(out, p.last_sequence);
+    append_le<std::int64_t>(out, p.last_timestamp_ms);
     append_le<std::uint32_t>(out, static_cast<std::uint32_t>(p.recent.size()));
     for (const auto& b : p.recent) {
       append_le<std::int32_t>(out, b.first_sequence);
@@ -317,16 +384,29 @@ std::vector<std::byte> partition_machine::snapshot() const {
     append_bytes(out, name);
     append_le<std::int64_t>(out, offset);
   }
+  RILL_ASSERT(out.size() <= options_.snapshot_bytes_budget, "a partition snapshot of {} bytes, past its budget {}",
+              out.size(), options_.snapshot_bytes_budget);
   return out;
 }
 
 bool partition_machine::restore(std::span<const std::byte> bytes) {
   reader r{bytes};
-  if (r.get<std::uint64_t>() != snapshot_magic || !r.ok) {
+  const auto magic = r.get<std::uint64_t>();
+  if (!r.ok || (magic != snapshot_magic && magic != snapshot_magic_v1)) {
     return false;
   }
+  const bool timed = magic == snapshot_magic;
   const auto next = r.get<std::int64_t>();
   const auto last_time = r.get<std::int64_t>();
+  partition_settings settings;  // the first version's: the defaults
+  if (timed) {
+    settings.consumers_max = r.get<std::uint64_t>();
+    settings.producers_max = r.get<std::uint64_t>();
+    settings.producer_expiry_ms = r.get<std::uint64_t>();
+    if (!r.ok || !within_limits(settings)) {
+      return false;
+    }
+  }
   storage::producer_table producers;
   const auto producer_count = r.get<std::uint64_t>();
   for (std::uint64_t i = 0; r.ok && i < producer_count; ++i) {
@@ -334,6 +414,7 @@ bool partition_machine::restore(std::span<const std::byte> bytes) {
     storage::producer_state p;
     p.epoch = r.get<std::int16_t>();
     p.last_sequence = r.get<std::int32_t>();
+    p.last_timestamp_ms = timed ? r.get<std::int64_t>() : last_time;
     const auto kept = r.get<std::uint32_t>();
     if (kept == 0 || kept > storage::producer_table::batches_kept) {
       return false;
@@ -350,6 +431,9 @@ bool partition_machine::restore(std::span<const std::byte> bytes) {
       return false;
     }
     producers.put(id, p);
+    if (producers.size() > partition_producers_limit) {
+      return false;
+    }
   }
   std::map<std::string, std::int64_t> consumers;
   const auto consumer_count = r.get<std::uint64_t>();
@@ -364,13 +448,19 @@ bool partition_machine::restore(std::span<const std::byte> bytes) {
       return false;
     }
     consumers.emplace(std::move(name), offset);
+    if (consumers.size() > partition_consumers_limit) {
+      return false;
+    }
   }
   if (!r.ok || !r.in.empty() || next < 0) {
     return false;
   }
   next_offset_ = next;
   last_timestamp_ = last_time;
+  settings_ = settings;
   producers_ = std::move(producers);
+  // (A first-version snapshot may hold more producers than the defaults allow: trimmed as the op that made it was.)
+  (void)producers_.trim(expire_before(last_timestamp_), settings_.producers_max);
   consumers_ = std::move(consumers);
   return true;
 }

@@ -24,7 +24,14 @@
 // Invariants (asserted):
 // - A produce_batch op applied here was stamped at exactly the next offset: offsets are dense and never reused.
 // - next_offset() only grows; the log-append time of applied batches never goes back.
-// - A consumer offset is never stored beyond next_offset() (what exists) nor below 0; at most consumers_max names.
+// - A consumer offset is never stored beyond next_offset() (what exists) nor below 0; at most consumers_max names
+//   are added (a lower consumers_max set later refuses new names and removes none).
+// - At most settings().producers_max producers are held, none whose newest batch is older than producer_expiry_ms
+//   before the newest applied batch (trimmed as each batch is applied, by its log-append time, and as settings
+//   change: the same on every replica). With accepts(), snapshot() never exceeds partition_snapshot_bytes_budget
+//   (asserted). prepare() judges a batch against the producers before
+//   that trim (a producer idle past its expiry can still have its last batch recognised as a retry); a batch judged
+//   fresh whose producer the trim then forgot starts that producer again.
 // - A consumer's offset goes back only through consumer_offset_reset (an explicit store), never through
 //   consumer_offset (issue 38, finding 9: a new primary read an offset from state behind what was committed, and the
 //   auto-commit that followed stored it lower).
@@ -53,10 +60,39 @@ inline constexpr std::uint8_t operation_consumer_offset = operation_user_min + 2
 // acknowledges nothing) commits one to hear from them (partition_group). Replied to with nothing.
 inline constexpr std::uint8_t operation_probe = operation_user_min + 3;
 inline constexpr std::uint8_t operation_consumer_offset_reset = operation_user_min + 4;
+// Body: consumers_max, producers_max, producer_expiry_ms (u64 each). Applied at once (the producers trimmed to the
+// new bounds) when accepts() them; otherwise it changes nothing. Replied to with nothing.
+inline constexpr std::uint8_t operation_partition_settings = operation_user_min + 5;
+
+// The bounds a partition's state keeps: part of the replicated state (snapshotted), changed only by a committed
+// operation_partition_settings op, so every replica forgets the same producers and refuses the same consumers at
+// the same op whatever its node's configuration says. A group's primary submits its node's values when they
+// differ (partition_group).
+struct partition_settings {
+  std::uint64_t consumers_max = 1'000;            // limits.consumers_per_partition_max
+  std::uint64_t producers_max = 100'000;          // limits.producers_per_partition_max
+  std::uint64_t producer_expiry_ms = 86'400'000;  // storage.producer_expiry_ms (a day, as Kafka's)
+  friend bool operator==(const partition_settings&, const partition_settings&) = default;
+};
+// The ranges each may take (the configuration keys' ranges).
+inline constexpr std::uint64_t partition_consumers_limit = 1'000'000;
+inline constexpr std::uint64_t partition_producers_limit = 1'000'000;
+inline constexpr std::uint64_t producer_expiry_ms_min = 1'000;
+inline constexpr std::uint64_t producer_expiry_ms_limit = std::uint64_t{365} * 86'400'000;  // a year
+[[nodiscard]] bool within_limits(const partition_settings& s) noexcept;
+// What a snapshot may hold (its head, producers_max producers with every batch kept, consumers with 255-byte names):
+// the budget that keeps a checkpoint within a region of snapshot.bin (64 MiB; the client table takes the rest).
+// Settings whose bound is past it are ignored (partition_machine::accepts); a cluster node's configuration is
+// refused at load for the same reason (config::partition_checkpoint_budget_bytes).
+inline constexpr std::uint64_t partition_snapshot_head_bytes = 8 + 8 + 8 + 3 * 8 + 8 + 8;
+inline constexpr std::uint64_t partition_snapshot_producer_bytes = 8 + 2 + 4 + 8 + 4 + 5 * (4 + 4 + 8 + 8);
+inline constexpr std::uint64_t partition_snapshot_consumer_bytes = 4 + 8 + 255;
+inline constexpr std::uint64_t partition_snapshot_bytes_budget = std::uint64_t{63} << 20;
 
 struct partition_machine_options {
-  std::size_t consumers_max = 1'000;          // limits.consumers_per_partition_max
   std::size_t consumer_name_bytes_max = 255;  // as a single node's consumer offset files
+  // What a snapshot may hold (partition_snapshot_bytes_budget; smaller in tests, which fill a machine to it).
+  std::uint64_t snapshot_bytes_budget = partition_snapshot_bytes_budget;
 };
 
 class partition_machine final : public state_machine {
@@ -101,9 +137,19 @@ class partition_machine final : public state_machine {
   void skip(const header& prepare, std::span<const std::byte> body) override;
   proposal prepare(const header& request, const prepare_context& at, std::vector<std::byte> body,
                    std::span<const message* const> pending) override;
-  // Magic and version, then next offset, last timestamp, producers (id, epoch, last sequence, kept batches) and
-  // consumers (name, offset); all integers little-endian.
+  // Magic and version, then next offset, last timestamp, producers (id, epoch, last sequence, last timestamp, kept
+  // batches) and consumers (name, offset); all integers little-endian. restore() also reads the first version
+  // ("partm01", no producer times: each producer counts as last seen at the snapshot's last timestamp).
   [[nodiscard]] std::vector<std::byte> snapshot() const override;
+  // The most bytes snapshot() returns holding producers_max producers with every batch kept and `consumers`
+  // consumers with the longest names (issue 38, finding 4: past about 480,000 producers a checkpoint outgrew its
+  // region and the partition stopped on every replica at once).
+  [[nodiscard]] static std::uint64_t snapshot_bytes_max(std::uint64_t producers_max, std::uint64_t consumers,
+                                                        std::size_t consumer_name_bytes_max) noexcept;
+  // Whether an operation_partition_settings op of `s` would be applied: within the ranges, and its bound, with the
+  // consumers already held if more than s.consumers_max, within partition_snapshot_bytes_budget.
+  [[nodiscard]] bool accepts(const partition_settings& s) const noexcept;
+  [[nodiscard]] static std::vector<std::byte> settings_request(const partition_settings& s);
   [[nodiscard]] bool restore(std::span<const std::byte> bytes) override;
 
   [[nodiscard]] std::int64_t next_offset() const noexcept { return next_offset_; }
@@ -111,13 +157,17 @@ class partition_machine final : public state_machine {
   [[nodiscard]] std::optional<std::int64_t> consumer_offset(const std::string& name) const;
   [[nodiscard]] const std::map<std::string, std::int64_t>& consumers() const noexcept { return consumers_; }
   [[nodiscard]] const storage::producer_table& producers() const noexcept { return producers_; }
+  [[nodiscard]] const partition_settings& settings() const noexcept { return settings_; }
 
  private:
   // A batch in the log takes its offsets (apply and skip alike: its bytes are in the log whether executed or not).
   void absorb(const header& prepare, std::span<const std::byte> body);
+  // The time before which a producer's newest batch has expired, seen from a batch at `time`.
+  [[nodiscard]] std::int64_t expire_before(std::int64_t time) const noexcept;
 
   partition_machine_options options_;
   wall_clock now_ms_;
+  partition_settings settings_;  // replicated: changed by operation_partition_settings only
   std::int64_t next_offset_ = 0;
   std::int64_t last_timestamp_ = 0;
   storage::producer_table producers_;  // a kept batch's tag is its op

@@ -154,7 +154,7 @@ class node_cluster::executor final : public actors::reconcile_executor {
     o.self = node_.id;
     o.journal_slots = 128;
     o.recovering = node_.lost;
-    o.consumers_max = 64;
+    o.settings.consumers_max = 64;
     o.retention_ticks = 300;
     o.reopen_ticks = 20;
     o.bug_stamps_follow_wall = cluster_.options_.bugs.stamps_follow_wall;

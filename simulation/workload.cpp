@@ -182,7 +182,8 @@ std::pair<std::uint64_t, std::uint32_t> ledger::absorb(const consensus::header& 
     if (producers_.check(p->id, p->epoch, p->first_sequence, count).verdict == storage::producer_verdict::fresh) {
       producers_.record(
           p->id, p->epoch,
-          storage::producer_batch{p->first_sequence, p->last_sequence, static_cast<std::int64_t>(base), prepare.op});
+          storage::producer_batch{p->first_sequence, p->last_sequence, static_cast<std::int64_t>(base), prepare.op},
+          0);  // (the ledger has no time and never trims)
     }
   }
   return {base, count};
@@ -226,7 +227,7 @@ consensus::state_machine::proposal ledger::prepare(const consensus::header& requ
           state.emplace();
         }
         storage::producer_table::record(*state, f->epoch,
-                                        storage::producer_batch{f->first_sequence, f->last_sequence, -1, m->h.op});
+                                        storage::producer_batch{f->first_sequence, f->last_sequence, -1, m->h.op}, 0);
       }
     }
   }
@@ -447,7 +448,7 @@ bool ledger::restore(std::span<const std::byte> bytes) {
       if (b.first_sequence < 0 || b.last_sequence < 0) {
         return false;
       }
-      producers.record(id, epoch, b);
+      producers.record(id, epoch, b, 0);
     }
   }
   const std::uint64_t meta_bytes = u64();

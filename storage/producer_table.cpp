@@ -78,17 +78,49 @@ producer_check producer_table::check(const std::optional<producer_state>& p, std
   return {};
 }
 
-void producer_table::record(producer_state& p, std::int16_t epoch, const producer_batch& batch) {
+void producer_table::record(producer_state& p, std::int16_t epoch, const producer_batch& batch,
+                            std::int64_t timestamp_ms) {
   RILL_ASSERT(epoch >= 0 && batch.first_sequence >= 0 && batch.last_sequence >= 0);
   if (epoch != p.epoch) {
     p = producer_state{};
     p.epoch = epoch;
   }
   p.last_sequence = batch.last_sequence;
+  p.last_timestamp_ms = std::max(p.last_timestamp_ms, timestamp_ms);
   p.recent.push_back(batch);
   while (p.recent.size() > batches_kept) {
     p.recent.pop_front();
   }
+}
+
+void producer_table::record(std::int64_t producer_id, std::int16_t epoch, const producer_batch& batch,
+                            std::int64_t timestamp_ms) {
+  auto [it, added] = producers_.try_emplace(producer_id);
+  if (!added) {
+    by_time_.erase({it->second.last_timestamp_ms, producer_id});
+  }
+  record(it->second, epoch, batch, timestamp_ms);
+  by_time_.emplace(it->second.last_timestamp_ms, producer_id);
+}
+
+std::vector<producer_table::forgotten> producer_table::trim(std::int64_t expire_before_ms, std::size_t producers_max,
+                                                            std::int64_t keep) {
+  std::vector<forgotten> out;
+  auto forget = [&](std::set<std::pair<std::int64_t, std::int64_t>>::iterator at) {
+    auto it = producers_.find(at->second);
+    RILL_ASSERT(it != producers_.end(), "producer {} indexed by time but not held", at->second);
+    out.push_back({it->first, std::move(it->second)});
+    producers_.erase(it);
+    return by_time_.erase(at);
+  };
+  for (auto at = by_time_.begin(); at != by_time_.end() && at->first < expire_before_ms;) {
+    at = at->second == keep ? std::next(at) : forget(at);
+  }
+  for (auto at = by_time_.begin(); producers_.size() > producers_max && at != by_time_.end();) {
+    at = at->second == keep ? std::next(at) : forget(at);
+  }
+  RILL_ASSERT(by_time_.size() == producers_.size());
+  return out;
 }
 
 std::optional<producer_state> producer_table::find(std::int64_t producer_id) const {
@@ -110,10 +142,13 @@ void producer_table::set_offset(std::int64_t producer_id, std::int32_t first_seq
 }
 
 void producer_table::put(std::int64_t producer_id, const std::optional<producer_state>& p) {
+  if (auto it = producers_.find(producer_id); it != producers_.end()) {
+    by_time_.erase({it->second.last_timestamp_ms, producer_id});
+    producers_.erase(it);
+  }
   if (p) {
-    producers_[producer_id] = *p;
-  } else {
-    producers_.erase(producer_id);
+    producers_.emplace(producer_id, *p);
+    by_time_.emplace(p->last_timestamp_ms, producer_id);
   }
 }
 

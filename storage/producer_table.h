@@ -16,15 +16,28 @@
 //   gone; the client starts a new producer id).
 // Sequences wrap from INT32_MAX to 0 (storage/producer_sequence.h).
 //
+// Expiry and the bound (issue 38, finding 4): producer ids are chosen by clients, so the table would otherwise grow
+// with every producer a partition ever saw, and a replicated partition's checkpoint holds all of them. trim()
+// forgets producers whose newest batch is older than a cut-off time (the owner's producer expiry, a day by default
+// as Kafka's producer.id.expiration.ms) and, beyond a count, the producers idle longest (by the log-append time of
+// their newest batch, ties by id), as Redpanda bounds its producers. A forgotten producer is a new one: its next
+// batch must start at sequence 0 (unknown_producer_id otherwise), and a retry of a batch from before it was
+// forgotten is no longer recognised. Both depend only on the table and the arguments, so replicas that trim at the
+// same ops with the same times stay identical.
+//
 // Invariants
 // - A held producer has epoch >= 0, last_sequence >= 0, and 1..batches_kept recent batches, the newest last, whose
 //   last_sequence is the producer's.
 // - check() never changes anything; record() is the only way a producer moves on.
+// - by_time_ holds exactly one (last_timestamp_ms, id) pair per held producer.
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace rill::storage {
 
@@ -39,7 +52,8 @@ struct producer_batch {
 struct producer_state {
   std::int16_t epoch = -1;
   std::int32_t last_sequence = -1;
-  std::deque<producer_batch> recent;  // at most producer_table::batches_kept, oldest first
+  std::int64_t last_timestamp_ms = -1;  // the log-append time of its newest batch (what expiry is judged by)
+  std::deque<producer_batch> recent;    // at most producer_table::batches_kept, oldest first
   friend bool operator==(const producer_state&, const producer_state&) = default;
 };
 
@@ -68,23 +82,32 @@ class producer_table {
   // the producer's state (nullopt: not held).
   [[nodiscard]] static producer_check check(const std::optional<producer_state>& p, std::int64_t producer_id,
                                             std::int16_t epoch, std::int32_t base_sequence, std::int64_t records);
-  // Moves a producer on past a fresh batch (a new epoch starts it over).
-  static void record(producer_state& p, std::int16_t epoch, const producer_batch& batch);
+  // Moves a producer on past a fresh batch appended at timestamp_ms (a new epoch starts it over).
+  static void record(producer_state& p, std::int16_t epoch, const producer_batch& batch, std::int64_t timestamp_ms);
 
   [[nodiscard]] std::optional<producer_state> find(std::int64_t producer_id) const;
   [[nodiscard]] producer_check check(std::int64_t producer_id, std::int16_t epoch, std::int32_t base_sequence,
                                      std::int64_t records) const {
     return check(find(producer_id), producer_id, epoch, base_sequence, records);
   }
-  void record(std::int64_t producer_id, std::int16_t epoch, const producer_batch& batch) {
-    record(producers_[producer_id], epoch, batch);
-  }
+  void record(std::int64_t producer_id, std::int16_t epoch, const producer_batch& batch, std::int64_t timestamp_ms);
   // Sets the offset of a kept batch recorded without one (no effect when it is no longer kept).
   void set_offset(std::int64_t producer_id, std::int32_t first_sequence, std::int32_t last_sequence,
                   std::int64_t base_offset);
   // Puts a producer back as it was (nullopt: not held): undoing records.
   void put(std::int64_t producer_id, const std::optional<producer_state>& p);
-  void clear() noexcept { producers_.clear(); }
+  void clear() noexcept {
+    producers_.clear();
+    by_time_.clear();
+  }
+  // Forgets every producer whose newest batch is older than expire_before_ms, then, while more than producers_max
+  // remain, the one idle longest other than `keep` (the producer just recorded). Returns what it forgot, oldest
+  // first.
+  struct forgotten {
+    std::int64_t producer_id = -1;
+    producer_state state;
+  };
+  std::vector<forgotten> trim(std::int64_t expire_before_ms, std::size_t producers_max, std::int64_t keep = -1);
 
   [[nodiscard]] const std::map<std::int64_t, producer_state>& producers() const noexcept { return producers_; }
   [[nodiscard]] std::size_t size() const noexcept { return producers_.size(); }
@@ -92,6 +115,7 @@ class producer_table {
 
  private:
   std::map<std::int64_t, producer_state> producers_;
+  std::set<std::pair<std::int64_t, std::int64_t>> by_time_;  // (last_timestamp_ms, id) of every held producer
 };
 
 }  // namespace rill::storage

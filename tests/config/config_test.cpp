@@ -426,6 +426,28 @@ BOOST_AUTO_TEST_CASE(cluster_keys_from_a_file_the_environment_and_flags_and_what
                       "a cluster of two members is refused"));
   BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.members", three}, {"cluster.replication_factor", "2"}}),
                       "cluster.replication_factor = 2 is refused: a group of two needs both replicas"));
+  // A replicated partition's checkpoint holds its producers and consumers (issue 38, finding 4): limits that
+  // together would pass its budget are refused in a cluster, naming both keys; each alone is within its range.
+  BOOST_TEST(contains(refused({{"cluster.id", "9"},
+                               {"cluster.node_id", "1"},
+                               {"cluster.members", three},
+                               {"limits.producers_per_partition_max", "400000"},
+                               {"limits.consumers_per_partition_max", "100000"}}),
+                      "limits.producers_per_partition_max = 400000 and limits.consumers_per_partition_max = 100000: a "
+                      "replicated partition's checkpoint would hold up to"));
+  BOOST_TEST(
+      contains(refused({{"limits.producers_per_partition_max", "1000001"}}), "limits.producers_per_partition_max"));
+  BOOST_TEST(contains(refused({{"storage.producer_expiry_ms", "999"}}), "storage.producer_expiry_ms"));
+  {
+    config_builder alone;  // a node alone keeps no checkpoint of its partitions: only each key's range holds
+    RILL_REQUIRE_OK(alone.set("limits.producers_per_partition_max", "1000000", "--set"));
+    RILL_REQUIRE_OK(alone.set("limits.consumers_per_partition_max", "1000000", "--set"));
+    RILL_REQUIRE_OK(alone.set("storage.producer_expiry_ms", "3600000", "--set"));
+    auto built = alone.build();
+    RILL_REQUIRE_OK(built);
+    BOOST_TEST(built->producer_expiry_ms == 3'600'000u);
+    BOOST_TEST(built->limits.producers_per_partition_max == 1'000'000u);
+  }
   // This node listens where the list says it is (a wildcard host with the listed port is fine).
   BOOST_TEST(contains(refused({{"cluster.id", "9"}, {"cluster.node_id", "2"}, {"cluster.members", three}}),
                       "network.replica_address = 127.0.0.1:9422: cluster.members lists node 2 at"));

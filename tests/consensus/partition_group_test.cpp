@@ -100,6 +100,9 @@ struct nodes {
     o.storage.transfer_bytes_max = 2 * 1024;  // several chunks per transfer
     o.storage.log.config.retention_bytes = retention_bytes;
     o.storage.log.config.segment_bytes = 1024 * 1024;  // the least allowed
+    if (auto it = settings.find(i); it != settings.end()) {
+      o.settings = it->second;
+    }
     return o;
   }
   void start(std::size_t i) {
@@ -178,6 +181,7 @@ struct nodes {
   std::map<std::size_t, std::uint64_t> starts;
   std::uint64_t retention_bytes = 0;  // the topic's retention.bytes on every replica (0: none)
   std::uint64_t journal_slots = 64;
+  std::map<std::size_t, partition_settings> settings;  // a node's configured partition settings (else the defaults)
   // Bytes and messages sent to each node (by node id), and the most messages ever waiting in the queue.
   std::map<std::uint32_t, std::uint64_t> bytes_to;
   std::map<std::uint32_t, std::uint64_t> messages_to;
@@ -586,6 +590,46 @@ BOOST_AUTO_TEST_CASE(a_group_that_committed_nothing_goes_back_to_its_preferred_r
   BOOST_REQUIRE(n.rounds_until([&] { return n.primary() == std::optional<std::size_t>(0); }, 2'000));
   BOOST_TEST(n.all[q]->g->hand_overs() == 1u);
   BOOST_TEST(n.all[0]->g->machine().next_offset() == 0);  // probes commit nothing a consumer sees
+}
+
+// Issue 38, finding 4: the bounds on producers and consumers are replicated state. The primary commits its node's
+// settings; every replica applies them at the same op, whatever its own node's say; a new primary with other
+// settings commits its own.
+BOOST_AUTO_TEST_CASE(the_primary_commits_its_nodes_partition_settings_and_every_replica_applies_them) {
+  partition_settings small;
+  small.consumers_max = 5;
+  small.producers_max = 2;
+  small.producer_expiry_ms = 60'000;
+  nodes n(3);
+  n.settings[0] = small;
+  n.stop(0);
+  n.start(0);
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return n.primary() == std::optional<std::size_t>(0) &&
+           std::all_of(n.all.begin(), n.all.end(), [&](const auto& r) { return r->g->machine().settings() == small; });
+  }));
+  // Three producers: only the two newest are remembered, on every replica.
+  std::vector<outcome> outs(3);
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    submit(*n.all[0]->g, batch(static_cast<std::int64_t>(40 + i), 0, "p"), outs[i]);
+    BOOST_REQUIRE(n.rounds_until([&] { return outs[i].result.has_value(); }));
+    BOOST_REQUIRE_MESSAGE(outs[i].result->has_value(), why(*outs[i].result));
+  }
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return std::all_of(n.all.begin(), n.all.end(), [](const auto& r) {
+      return r->g->machine().next_offset() == 3 && r->g->machine().producers().size() == 2u;
+    });
+  }));
+  for (const auto& r : n.all) {
+    BOOST_TEST(!r->g->machine().producers().find(40).has_value());
+  }
+  // The primary goes; the next one's node has the defaults, and commits them.
+  n.stop(0);
+  BOOST_REQUIRE(n.rounds_until([&] {
+    return n.primary().has_value() && std::all_of(n.all.begin() + 1, n.all.end(), [](const auto& r) {
+             return r->g->machine().settings() == partition_settings{};
+           });
+  }));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -40,7 +40,7 @@ header request_of(std::uint8_t operation, std::uint64_t request) {
 // Runs the primary's part and the apply, as a group of one would: prepare against `pending`, then apply.
 struct primary {
   std::int64_t now = 1'000;
-  partition_machine m{{4, 16}, [this] { return now; }};
+  partition_machine m{{16}, [this] { return now; }};
   std::uint64_t op = 0;
   std::vector<message> pending;  // prepared, not yet applied
 
@@ -62,9 +62,30 @@ struct primary {
     BOOST_REQUIRE(!pending.empty());
     message front = pending.front();
     pending.erase(pending.begin());
+    applied.push_back(front);
     return m.apply(front.h, front.body);
   }
+  void apply_all() {
+    while (!pending.empty()) {
+      (void)apply_next();
+    }
+  }
+  // Commits settings (as a group's primary does when its node's differ).
+  void settle(const partition_settings& s) {
+    (void)prepare(operation_partition_settings, partition_machine::settings_request(s));
+    apply_all();
+    BOOST_TEST((m.settings() == s));
+  }
+  std::vector<message> applied;  // every op applied, in order (a backup replays them)
 };
+
+partition_settings settings_of(std::uint64_t consumers, std::uint64_t producers, std::uint64_t expiry_ms) {
+  partition_settings s;
+  s.consumers_max = consumers;
+  s.producers_max = producers;
+  s.producer_expiry_ms = expiry_ms;
+  return s;
+}
 
 }  // namespace
 
@@ -129,6 +150,7 @@ BOOST_AUTO_TEST_CASE(a_retry_of_a_pending_batch_is_answered_without_a_second_cop
 
 BOOST_AUTO_TEST_CASE(consumer_offsets_are_bounded_by_what_exists_and_by_the_name_limits) {
   primary p;
+  p.settle(settings_of(4, 100, 86'400'000));
   (void)p.prepare(operation_produce_batch, client_batch(4));
   (void)p.apply_next();
   auto store = [&](std::uint8_t operation, std::string_view name, std::int64_t offset) {
@@ -172,7 +194,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_restores_the_same_state_and_refuses_damage) {
     (void)p.apply_next();
   }
   const auto bytes = p.m.snapshot();
-  partition_machine copy{{4, 16}, [] { return std::int64_t{0}; }};
+  partition_machine copy{{16}, [] { return std::int64_t{0}; }};
   BOOST_REQUIRE(copy.restore(bytes));
   BOOST_TEST(copy.next_offset() == 5);
   BOOST_TEST(*copy.consumer_offset("reader") == 4);
@@ -186,6 +208,149 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_restores_the_same_state_and_refuses_damage) {
   longer.push_back(std::byte{0});
   BOOST_TEST(!copy.restore(longer));
   BOOST_TEST(copy.next_offset() == 5);
+}
+
+// Issue 38, finding 4: producer ids are the clients' and were never forgotten, so a checkpoint outgrew its region.
+BOOST_AUTO_TEST_CASE(a_producer_idle_past_its_expiry_is_forgotten_at_the_next_batch) {
+  primary p;
+  p.settle(settings_of(10, 100, 10'000));
+  p.now = 1'000;
+  (void)p.prepare(operation_produce_batch, client_batch(1, 5, 0));
+  (void)p.prepare(operation_produce_batch, client_batch(1, 6, 0));
+  p.apply_all();
+  BOOST_TEST(p.m.producers().size() == 2u);
+  // Nothing happens while no batch comes: expiry is judged by the applied batches' times, as on every replica.
+  p.now = 9'000;
+  (void)p.prepare(operation_produce_batch, client_batch(1, 6, 1));
+  p.apply_all();
+  BOOST_TEST(p.m.producers().size() == 2u);
+  // Past 10 s after producer 5's batch, the next batch forgets it; producer 6 (at 9 s) stays.
+  p.now = 11'001;
+  (void)p.prepare(operation_produce_batch, client_batch(1));
+  p.apply_all();
+  BOOST_TEST(!p.m.producers().find(5).has_value());
+  BOOST_TEST(p.m.producers().find(6).has_value());
+  // Its next sequence is refused as a producer unknown here; a new start at 0 is fresh.
+  auto refused = p.prepare(operation_produce_batch, client_batch(1, 5, 1));
+  BOOST_TEST(refused.h.operation == operation_produce_answered);
+  auto r = partition_machine::decode_produce_reply(p.apply_next());
+  BOOST_REQUIRE(r);
+  BOOST_TEST((r->verdict == storage::producer_verdict::unknown_producer_id));
+  BOOST_TEST(p.prepare(operation_produce_batch, client_batch(1, 5, 0)).h.operation == operation_produce_batch);
+  p.apply_all();
+  BOOST_TEST(p.m.producers().find(5)->last_timestamp_ms == 11'001);
+}
+
+BOOST_AUTO_TEST_CASE(beyond_the_bound_the_producer_idle_longest_goes_and_replicas_agree) {
+  primary p;
+  p.settle(settings_of(10, 3, 86'400'000));
+  for (std::int64_t id = 1; id <= 5; ++id) {
+    p.now = 1'000 * id;
+    (void)p.prepare(operation_produce_batch, client_batch(1, id, 0));
+  }
+  p.apply_all();
+  BOOST_TEST(p.m.producers().size() == 3u);
+  BOOST_TEST(!p.m.producers().find(1).has_value());
+  BOOST_TEST(!p.m.producers().find(2).has_value());
+  // A batch judged fresh against a producer that a batch applied before it then forgot: producer 3 is held when
+  // its second batch is prepared, but producer 6's batch, pending ahead of it, pushes it out at apply. The batch
+  // starts producer 3 again (no assertion fires, nothing is refused after the fact).
+  p.now = 10'000;
+  (void)p.prepare(operation_produce_batch, client_batch(1, 6, 0));
+  const auto again = p.prepare(operation_produce_batch, client_batch(1, 3, 1));
+  BOOST_TEST(again.h.operation == operation_produce_batch);
+  p.apply_all();
+  BOOST_TEST(p.m.producers().size() == 3u);
+  BOOST_TEST(p.m.producers().find(3)->last_sequence == 1);
+  BOOST_TEST(!p.m.producers().find(4).has_value());
+  // Lowering the bound trims at once. A backup applying the same ops holds the same state, byte for byte.
+  p.settle(settings_of(10, 1, 86'400'000));
+  BOOST_TEST(p.m.producers().size() == 1u);
+  partition_machine backup{{16}, [] { return std::int64_t{0}; }};
+  for (const auto& m : p.applied) {
+    (void)backup.apply(m.h, m.body);
+  }
+  BOOST_TEST((backup.snapshot() == p.m.snapshot()));
+  // Settings outside the ranges change nothing.
+  (void)p.prepare(operation_partition_settings, partition_machine::settings_request(settings_of(10, 0, 1'000)));
+  p.apply_all();
+  BOOST_TEST(p.m.settings().producers_max == 1u);
+}
+
+// The checkpoint at its bound: every producer with every batch kept and every consumer with the longest name make
+// a snapshot of exactly snapshot_bytes_max, which restores.
+BOOST_AUTO_TEST_CASE(a_snapshot_at_the_bounds_is_exactly_snapshot_bytes_max) {
+  primary p;
+  const auto s = settings_of(50, 2'000, 86'400'000);
+  p.settle(s);
+  for (std::int32_t seq = 0; seq < 6; ++seq) {
+    for (std::int64_t id = 0; id < 2'000; ++id) {
+      (void)p.prepare(operation_produce_batch, client_batch(1, id, seq));
+      p.apply_all();
+    }
+  }
+  for (int c = 0; c < 50; ++c) {
+    std::string name = std::to_string(c);
+    name.resize(16, 'n');
+    (void)p.prepare(operation_consumer_offset, partition_machine::offset_request(name, c));
+    p.apply_all();
+  }
+  BOOST_TEST(p.m.producers().size() == 2'000u);
+  BOOST_TEST(p.m.consumers().size() == 50u);
+  const auto bytes = p.m.snapshot();
+  BOOST_TEST(bytes.size() == partition_machine::snapshot_bytes_max(2'000, 50, 16));
+  // One more producer: the table stays at its bound, and so does the snapshot.
+  (void)p.prepare(operation_produce_batch, client_batch(1, 99'999, 0));
+  p.apply_all();
+  BOOST_TEST(p.m.producers().size() == 2'000u);
+  BOOST_TEST(p.m.snapshot().size() <= partition_machine::snapshot_bytes_max(2'000, 50, 16));
+  partition_machine copy{{16}, [] { return std::int64_t{0}; }};
+  BOOST_REQUIRE(copy.restore(bytes));
+  BOOST_TEST((copy.settings() == s));
+  BOOST_TEST((copy.snapshot() == bytes));
+  // Settings whose bound is past the budget (with the consumers held, when more than asked for) are not applied.
+  BOOST_TEST(p.m.accepts(settings_of(50, 400'000, 86'400'000)));
+  BOOST_TEST(!p.m.accepts(settings_of(50, 500'000, 86'400'000)));         // 500,000 producers: 73 MB
+  BOOST_TEST(!p.m.accepts(settings_of(1'000'000, 400'000, 86'400'000)));  // 28 MB of consumers, 58 of producers
+  (void)p.prepare(operation_partition_settings, partition_machine::settings_request(settings_of(50, 500'000, 1'000)));
+  p.apply_all();
+  BOOST_TEST((p.m.settings() == s));
+}
+
+// The budget at the largest bound accepted: a machine filled to it snapshots within the budget (1 MiB here, so
+// that the test fills it in a moment; rilld's is 63 MiB, which the settings rilld allows by default stay well
+// within: checked at compile time in partition_machine.cpp).
+BOOST_AUTO_TEST_CASE(the_largest_settings_accepted_keep_the_snapshot_within_its_budget) {
+  primary p;
+  const std::uint64_t budget = std::uint64_t{1} << 20;
+  p.m = partition_machine{{16, budget}, [&p] { return p.now; }};
+  const std::uint64_t producers =
+      (budget - partition_snapshot_head_bytes - 10 * (12 + 16)) / partition_snapshot_producer_bytes;
+  const auto s = settings_of(10, producers, 86'400'000);
+  BOOST_REQUIRE(p.m.accepts(s));
+  BOOST_TEST(!p.m.accepts(settings_of(10, producers + 1, 86'400'000)));
+  p.settle(s);
+  // Fill it: every producer with every batch kept (records and the apply, not the prepare, are what cost here).
+  for (std::int32_t seq = 0; seq < 5; ++seq) {
+    for (std::uint64_t id = 0; id < producers; ++id) {
+      (void)p.prepare(operation_produce_batch, client_batch(1, static_cast<std::int64_t>(id), seq));
+      (void)p.apply_next();
+      p.applied.clear();
+    }
+  }
+  for (int c = 0; c < 10; ++c) {
+    (void)p.prepare(operation_consumer_offset, partition_machine::offset_request(std::string(16, 'a' + c), 0));
+    p.apply_all();
+  }
+  const auto bytes = p.m.snapshot();
+  BOOST_TEST(bytes.size() == partition_machine::snapshot_bytes_max(producers, 10, 16));
+  BOOST_TEST(bytes.size() <= budget);
+  BOOST_TEST(bytes.size() > budget - partition_snapshot_producer_bytes);
+  // One producer more: the one idle longest goes, and the snapshot stays within the budget.
+  (void)p.prepare(operation_produce_batch, client_batch(1, 1'000'000, 0));
+  p.apply_all();
+  BOOST_TEST(p.m.producers().size() == producers);
+  BOOST_TEST(p.m.snapshot().size() <= budget);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
