@@ -161,6 +161,7 @@ task<void> partition_replica::open_group() {
   o.storage.log = options_.log;
   o.storage.log.owner_entries.emplace_back(vsr_dir);  // the group's files, beside the log's
   o.settings = options_.settings;
+  o.silence_ms = std::uint64_t{o.replica.primary_timeout_ticks} * options_.tick_ms;
   o.recovering = options_.recovering;
   // A recovering member's incarnation starts at the wall clock (a floor under the one it takes once caught up).
   o.incarnation =
@@ -339,6 +340,16 @@ std::optional<replica_refusal> partition_replica::refusal() const {
     return replica_refusal{net::status::unavailable,
                            "this node's replica of the partition stopped at a storage failure and is reopening; "
                            "retry (the other replicas go on)",
+                           std::nullopt};
+  }
+  if (const auto unheard = group_->silenced(); unheard && !options_.bug_primary_never_silenced) {
+    // Cut off (or paused) long enough for its backups to choose another primary: what it would serve may be stale,
+    // and a write it took would wait for a quorum it cannot reach. The client looks for the partition elsewhere;
+    // a read from any replica (from_replica) is still served, as by a backup, from what is committed.
+    return replica_refusal{net::status::not_primary,
+                           fmt::format("partition {} of topic {}: its primary here has not been heard by a quorum of "
+                                       "its replicas for {} ms (cut off?); another node may lead it now",
+                                       options_.partition_id, options_.topic_id, unheard->count()),
                            std::nullopt};
   }
   if (!group_->primary()) {

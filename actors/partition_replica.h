@@ -59,10 +59,16 @@ struct partition_replica_options {
   std::function<bool(consensus::node_t)> reachable;  // unset: every member
   std::uint64_t retention_ticks = 0;                 // ticks between retention runs (0: none)
   std::uint64_t reopen_ticks = 50;                   // after a failed open or a fence
-  std::function<std::uint64_t()> seed;               // a fresh seed at each open (rilld: entropy)
+  // How long a tick is (rilld: replica_partition_actor::tick_period): a primary unheard by a quorum of its group for
+  // the backups' primary timeout, in ticks of this length, serves nothing (partition_group_options::silence_ms).
+  std::uint64_t tick_ms = 10;
+  std::function<std::uint64_t()> seed;  // a fresh seed at each open (rilld: entropy)
   // Test only (rill-sim --node --bug stamps_follow_wall): batches are stamped with the wall clock as it reads, its
   // jumps included (issue 38, finding 8 as it was).
   bool bug_stamps_follow_wall = false;
+  // Test only (rill-sim --node --bug primary_never_silenced): a primary its quorum no longer hears serves on
+  // (issue 38, finding 5 as it was).
+  bool bug_primary_never_silenced = false;
 };
 
 // What the replica runs on; every reference outlives it.

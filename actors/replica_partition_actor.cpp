@@ -87,6 +87,7 @@ replica_partition_actor::behavior_type replica_partition_actor::make_behavior() 
   o.retention_ticks =
       std::max<std::uint64_t>(1, static_cast<std::uint64_t>(services_->retention_interval / tick_period));
   o.reopen_ticks = 50;  // 500 ms
+  o.tick_ms = static_cast<std::uint64_t>(tick_period.count());
   o.seed = [] { return std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32); };
   partition_replica_callbacks cb;
   cb.notice = [reporter = services_->reporter](const std::string& line) { reporter->notice(line); };

@@ -24,7 +24,7 @@ static_assert(domain_header != checkpoint_checksum_domain);
 static_assert(domain_body != checkpoint_checksum_domain);
 static_assert(header::encoded_size == 128, "the layout in message.h");
 static_assert(checksummed_from == sizeof(checksum_t), "the header checksum covers the bytes after itself");
-static_assert(command_max == static_cast<std::uint8_t>(command::segments), "command_max is the last command");
+static_assert(command_max == static_cast<std::uint8_t>(command::commit_ok), "command_max is the last command");
 static_assert(operation_root < operation_register);
 static_assert(operation_register < operation_user_min);
 
@@ -98,6 +98,8 @@ std::string_view to_string(command c) noexcept {
       return "request_segments";
     case command::segments:
       return "segments";
+    case command::commit_ok:
+      return "commit_ok";
   }
   return "unknown";
 }

@@ -67,8 +67,11 @@ enum class command : std::uint8_t {
   // A partition group's state transfer of its log (partition_group.h), between the hosts; the replica ignores them.
   request_segments = 17,  // committed batches from offset `commit` on, of ops <= `op` (timestamp: the nonce)
   segments = 18,          // the batches asked for (body: their .meta payloads, then the batches) or why not
+  // backup -> primary: a commit heartbeat heard (timestamp: its sequence), for the primary's reads (issue 38, finding
+  // 5: replica::quorum_heard_tick). Sent only by replicas that send their own heartbeats.
+  commit_ok = 19,
 };
-inline constexpr std::uint8_t command_max = 18;
+inline constexpr std::uint8_t command_max = 19;
 
 // Operations the replica itself interprets; the state machine's own start at operation_user_min.
 inline constexpr std::uint8_t operation_root = 0;      // op 0 only

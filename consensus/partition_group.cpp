@@ -90,8 +90,13 @@ class partition_group::replica_transport final : public transport {
   const std::vector<node_t>& members_;
 };
 
-partition_group::partition_group(partition_group_options o, host_transport& net, partition_machine::wall_clock now_ms)
-    : options_(std::move(o)), net_(net), machine_(options_.machine, std::move(now_ms)), rng_(options_.seed) {}
+partition_group::partition_group(partition_group_options o, host_transport& net, partition_machine::wall_clock now_ms,
+                                 const clock& clk)
+    : options_(std::move(o)),
+      net_(net),
+      clk_(clk),
+      machine_(options_.machine, std::move(now_ms)),
+      rng_(options_.seed) {}
 
 task<expected<std::unique_ptr<partition_group>>> partition_group::open(
     storage::io::engine& e, storage::buffer_pool& pool, const clock& clk, storage::log_reporter& reporter,
@@ -111,7 +116,7 @@ task<expected<std::unique_ptr<partition_group>>> partition_group::open(
                                           o.replica.clients_max));
   }
   const auto index = static_cast<replica_t>(self - o.members.begin());
-  std::unique_ptr<partition_group> g(new partition_group(o, net, std::move(now_ms)));
+  std::unique_ptr<partition_group> g(new partition_group(o, net, std::move(now_ms), clk));
   g->committed_ = std::move(committed);
   vsr_state initial;
   initial.cluster = o.group.value();
@@ -193,6 +198,27 @@ bool partition_group::primary() const {
   return r.is_primary() && r.status() == status::normal && !r.recovering() && !fenced_ && !closed_;
 }
 
+std::optional<std::chrono::milliseconds> partition_group::silenced() const {
+  if (options_.silence_ms == 0 || !primary()) {
+    return std::nullopt;
+  }
+  const auto heard = replica().quorum_heard_tick();
+  if (!heard || tick_times_.empty()) {
+    return std::nullopt;  // (a leadership not yet a tick old)
+  }
+  // When that tick was: the time of the first kept tick at or after it (a tick older than every kept one was at
+  // least as long ago as the oldest kept), so the silence is never overstated.
+  const auto now = clk_.monotonic();
+  const auto it = std::lower_bound(tick_times_.begin(), tick_times_.end(), *heard,
+                                   [](const auto& kept, std::uint64_t tick) { return kept.first < tick; });
+  const std::chrono::nanoseconds at = it == tick_times_.end() ? now : it->second;
+  const auto unheard = std::chrono::duration_cast<std::chrono::milliseconds>(now - at);
+  if (unheard.count() <= static_cast<std::int64_t>(options_.silence_ms)) {
+    return std::nullopt;
+  }
+  return unheard;
+}
+
 node_t partition_group::primary_node() const {
   return options_.members[primary_of(replica().view(), options_.members.size())];
 }
@@ -235,6 +261,13 @@ void partition_group::tick() {
   driver_->on_tick();
   if (fenced_ || closed_) {
     return;
+  }
+  if (options_.silence_ms > 0) {
+    tick_times_.emplace_back(replica().ticks(), clk_.monotonic());
+    const auto kept = std::max<std::uint64_t>(64, 2 * std::uint64_t{options_.replica.primary_timeout_ticks});
+    while (tick_times_.size() > kept) {
+      tick_times_.pop_front();
+    }
   }
   if (const rill::error* why = storage_->log().fencing_error(); why != nullptr) {
     // Fenced outside a write (a roll by age, retention) while none waited: the replica stops like at any storage

@@ -91,6 +91,11 @@ struct partition_group_options {
   std::function<bool(node_t)> reachable;
   std::uint32_t transfer_timeout_ticks = 200;
   std::size_t transfer_serves_max = 2;
+  // A primary whose quorum has heard nothing from it for longer than this (by the monotonic clock; the backups vote
+  // it out after replica.primary_timeout_ticks) is silenced(): its owner serves nothing from it (issue 38, finding
+  // 5: a primary cut off with an empty pipeline never stepped down, and its clients read no new data for as long
+  // as the cut lasted). 0: never (tests that drive no clock).
+  std::uint64_t silence_ms = 0;
 };
 
 // What a submit got: the state machine's reply and the op that holds it.
@@ -125,6 +130,9 @@ class partition_group {
 
   // This replica is primary in a normal view, and not recovering: submits are taken.
   [[nodiscard]] bool primary() const;
+  // Primary, but a quorum of its replicas has not heard from it within options.silence_ms (cut off, or paused): a
+  // new primary may be taking writes. How long it has been unheard, when so.
+  [[nodiscard]] std::optional<std::chrono::milliseconds> silenced() const;
   // The node of the primary of the view this replica is in (a hint while a view change runs).
   [[nodiscard]] node_t primary_node() const;
   [[nodiscard]] const class replica& replica() const noexcept { return driver_->replica(); }
@@ -186,7 +194,8 @@ class partition_group {
     async_event done;
   };
 
-  partition_group(partition_group_options o, host_transport& net, partition_machine::wall_clock now_ms);
+  partition_group(partition_group_options o, host_transport& net, partition_machine::wall_clock now_ms,
+                  const clock& clk);
   // State transfer of the log (see the header): started at a tick when the storage has a target.
   void start_transfer();
   task<expected<transfer_chunk>> ask_segments(offset_t from, std::uint64_t through_op);
@@ -217,6 +226,9 @@ class partition_group {
 
   partition_group_options options_;
   host_transport& net_;
+  const clock& clk_;
+  // The monotonic time of each recent replica tick (silenced()): (replica tick, time), oldest first.
+  std::deque<std::pair<std::uint64_t, std::chrono::nanoseconds>> tick_times_;
   partition_machine machine_;
   prng rng_;
   std::unique_ptr<replica_transport> transport_;

@@ -258,6 +258,9 @@ void replica::on_message(const message& m, std::vector<effect>& out) {
     case command::request_segments:
     case command::segments:
       break;  // for the host (a partition group's state transfer of its log)
+    case command::commit_ok:
+      on_commit_ok(m);
+      break;
   }
 }
 
@@ -267,6 +270,12 @@ void replica::on_tick(std::vector<effect>& out) {
   const bool solo = options_.replica_count == 1;
   if (status_ == status::normal) {
     if (is_primary()) {
+      if (heard_view_ != view_) {  // leading a new view: what was heard in another one counts for nothing
+        heard_view_ = view_;
+        heard_since_ = ticks_;
+        heartbeats_sent_.clear();
+        heartbeat_heard_tick_.assign(options_.replica_count, 0);
+      }
       if (pipeline_.empty()) {
         commit_progress_ = ticks_;
       }
@@ -283,6 +292,10 @@ void replica::on_tick(std::vector<effect>& out) {
           c.h.parent = it->second.h.checksum;
         }
         c.h.timestamp = ++heartbeat_sequence_;
+        heartbeats_sent_.emplace_back(heartbeat_sequence_, ticks_);
+        while (heartbeats_sent_.size() > heartbeats_kept) {
+          heartbeats_sent_.pop_front();
+        }
         seal(c);
         RILL_ASSERT(heartbeat_due_ > ticks_);
         broadcast(c, out);
@@ -748,6 +761,13 @@ void replica::on_commit(const message& m, std::vector<effect>& out) {
     return;
   }
   heard_from_primary();
+  if (!options_.heartbeats_by_host) {
+    // The primary learns that it is still heard (quorum_heard_tick). Late heartbeats too: an older one counts less.
+    message ok = make(command::commit_ok);
+    ok.h.timestamp = m.h.timestamp;
+    seal(ok);
+    send(m.h.replica, std::move(ok), out);
+  }
   // Sequences count per sender (a replica, or a host), so they are compared only within one view: one primary.
   if (commit_heartbeat_view_ == view_ && m.h.timestamp <= commit_heartbeat_seen_) {
     return;  // an old heartbeat, delivered late
@@ -763,6 +783,38 @@ void replica::on_commit(const message& m, std::vector<effect>& out) {
     commit_checksum_ = {m.h.commit, m.h.parent};
   }
   advance_commit_max(m.h.commit, out);
+}
+
+void replica::on_commit_ok(const message& m) {
+  RILL_ASSERT(m.h.cmd == command::commit_ok);
+  if (status_ != status::normal || !is_primary() || m.h.view != view_.value() || heard_view_ != view_ ||
+      m.h.replica >= options_.replica_count || m.h.replica == options_.replica) {
+    return;
+  }
+  const auto it = std::lower_bound(heartbeats_sent_.begin(), heartbeats_sent_.end(),
+                                   std::pair<std::uint64_t, std::uint64_t>{m.h.timestamp, 0});
+  if (it == heartbeats_sent_.end() || it->first != m.h.timestamp) {
+    return;  // older than those kept (or never sent in this view)
+  }
+  auto& heard = heartbeat_heard_tick_.at(m.h.replica);
+  heard = std::max(heard, it->second);
+}
+
+std::optional<std::uint64_t> replica::quorum_heard_tick() const {
+  if (options_.replica_count == 1) {
+    return ticks_;
+  }
+  if (status_ != status::normal || !is_primary() || options_.heartbeats_by_host || heard_view_ != view_) {
+    return std::nullopt;
+  }
+  std::vector<std::uint64_t> heard;
+  for (replica_t r = 0; r < options_.replica_count; ++r) {
+    heard.push_back(r == options_.replica ? ticks_ : heartbeat_heard_tick_.at(r));
+  }
+  std::sort(heard.begin(), heard.end(), std::greater<>());
+  const std::size_t quorum = quorum_replication(options_.replica_count);
+  RILL_ASSERT(quorum >= 1 && quorum <= heard.size());
+  return std::max(heard_since_, heard[quorum - 1]);
 }
 
 void replica::advance_commit_max(std::uint64_t commit, std::vector<effect>& out) {

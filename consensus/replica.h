@@ -255,6 +255,13 @@ class replica {
   [[nodiscard]] const client_table& clients() const noexcept { return clients_; }
   // The newest checkpoint written (durable_state().checkpoint: the one the superblock names).
   [[nodiscard]] const checkpoint_ref& checkpoint() const noexcept { return checkpoint_; }
+  // Primary, normal, with its own heartbeats: the newest tick t such that a quorum (itself included) has heard
+  // from it at t or later in this view: a commit heartbeat sent at t and acknowledged (commit_ok), or the view's
+  // start (a quorum's do_view_changes formed it). nullopt otherwise. A primary cut off from its quorum sees it
+  // fall behind: its owner stops serving once it is older than the backups' primary timeout (issue 38, finding 5).
+  // A group of one: always the current tick.
+  [[nodiscard]] std::optional<std::uint64_t> quorum_heard_tick() const;
+  [[nodiscard]] std::uint64_t ticks() const noexcept { return ticks_; }
   // One line of state for diagnostics: status, views, ops, pipeline head, the next op to apply.
   [[nodiscard]] std::string describe() const;
   // The header this replica holds at op, if any.
@@ -405,6 +412,7 @@ class replica {
   // The bit of replica r in a bitset of replicas (votes, acknowledgements).
   [[nodiscard]] static constexpr std::uint32_t bit(replica_t r) noexcept { return 1u << r; }
   void heard_from_primary();
+  void on_commit_ok(const message& m);
   [[nodiscard]] replica_t primary_of_view(view_t v) const noexcept;
   [[nodiscard]] std::uint32_t jitter(std::uint32_t ticks);
   [[nodiscard]] const message* cached(std::uint64_t op, const checksum_t& checksum) const;
@@ -503,6 +511,13 @@ class replica {
   std::uint64_t commit_progress_ = 0;        // primary: last tick its commit advanced or its pipeline was empty
   std::uint64_t commit_heartbeat_seen_ = 0;  // the newest heartbeat sequence taken in commit_heartbeat_view_
   view_t commit_heartbeat_view_{0};
+  // Primary (quorum_heard_tick): the view it tracks, the tick it began leading it, its last heartbeats (sequence,
+  // tick sent; at most heartbeats_kept) and, per replica, the send tick of the newest one it acknowledged.
+  static constexpr std::size_t heartbeats_kept = 64;
+  std::optional<view_t> heard_view_;
+  std::uint64_t heard_since_ = 0;
+  std::deque<std::pair<std::uint64_t, std::uint64_t>> heartbeats_sent_;
+  std::vector<std::uint64_t> heartbeat_heard_tick_;
 };
 
 }  // namespace rill::consensus

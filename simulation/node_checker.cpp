@@ -1,6 +1,10 @@
 #include "simulation/node_checker.h"
 
+#include <algorithm>
+
 #include <fmt/core.h>
+
+#include "base/assert.h"
 
 namespace rill::simulation {
 
@@ -23,6 +27,10 @@ void node_checker::fail(std::uint64_t tick, std::string what) {
 void node_checker::on_ack(std::uint64_t tick, const partition_key& p, record_id first, std::int64_t base_offset,
                           std::uint32_t records) {
   ++acks_;
+  auto& ends = ack_ends_[p];
+  const std::int64_t end = std::max(ends.empty() ? 0 : ends.back().second, base_offset + records);
+  RILL_ASSERT(ends.empty() || ends.back().first <= tick);
+  ends.emplace_back(tick, end);
   auto& offsets = offsets_[p];
   auto& acked = acked_[p];
   for (std::uint32_t i = 0; i < records; ++i) {
@@ -39,6 +47,27 @@ void node_checker::on_ack(std::uint64_t tick, const partition_key& p, record_id 
                              "sequence {}",
                              p.describe(), offset, id.producer, id.sequence, at->second.producer, at->second.sequence));
     }
+  }
+}
+
+void node_checker::on_poll(std::uint64_t tick, std::uint32_t node, const partition_key& p,
+                           std::int64_t high_watermark) {
+  const auto it = ack_ends_.find(p);
+  if (it == ack_ends_.end() || tick < stale_ticks_max) {
+    return;
+  }
+  const auto& ends = it->second;
+  const std::uint64_t before = tick - stale_ticks_max;
+  auto at =
+      std::upper_bound(ends.begin(), ends.end(), before, [](std::uint64_t t, const auto& e) { return t < e.first; });
+  if (at == ends.begin()) {
+    return;
+  }
+  --at;
+  if (at->second > high_watermark) {
+    fail(tick, fmt::format("node {}'s primary of {} served a poll issued at tick {} with high watermark {}, but offset "
+                           "{} was acknowledged by tick {}: a stale primary still serving",
+                           node, p.describe(), tick, high_watermark, at->second - 1, at->first));
   }
 }
 

@@ -12,6 +12,9 @@
 //   that incarnation, each once, at the acknowledged offsets, with no gap from the log's start on.
 // - A named consumer's stored offset never goes back, except by an explicit reset it asked for (an offset read
 //   back is at least the highest it committed since its last reset).
+// - Reads are not stale: a poll a primary serves, issued at tick t, shows (by its high watermark) every record
+//   acknowledged before t - stale_ticks_max. A primary cut off from its group stops serving once its quorum has not
+//   heard it for the backups' primary timeout, before a new primary can acknowledge anything (issue 38, finding 5).
 //
 // The first violation is kept, with its tick; later ones are counted.
 #include <cstdint>
@@ -57,6 +60,9 @@ class node_checker {
   // An explicit store (a reset) whose outcome is unknown (it may still be made): until the consumer makes it again
   // and it is acknowledged, the offset may be seen back there.
   void on_offset_reset_unknown(const std::string& consumer, const partition_key& p, std::int64_t offset);
+  // A poll issued at `tick` to node `node`'s primary of `p` (caught up in its view) saw this high watermark.
+  void on_poll(std::uint64_t tick, std::uint32_t node, const partition_key& p, std::int64_t high_watermark);
+  static constexpr std::uint64_t stale_ticks_max = 10;
   // A named consumer's stored offset read back from a primary.
   void on_offset_read(std::uint64_t tick, const std::string& consumer, const partition_key& p,
                       std::optional<std::int64_t> offset);
@@ -74,6 +80,8 @@ class node_checker {
   std::map<partition_key, std::map<std::int64_t, record_id>> offsets_;
   // Per incarnation: the acknowledged records and their offsets.
   std::map<partition_key, std::map<record_id, std::int64_t>> acked_;
+  // Per incarnation, in tick order: (tick of an acknowledgement, the highest end offset acknowledged by then).
+  std::map<partition_key, std::vector<std::pair<std::uint64_t, std::int64_t>>> ack_ends_;
   // Per (consumer, incarnation): the highest offset stored since the last reset.
   std::map<std::pair<std::string, partition_key>, std::int64_t> floor_;
   std::optional<std::string> violation_;

@@ -157,7 +157,9 @@ class node_cluster::executor final : public actors::reconcile_executor {
     o.settings.consumers_max = 64;
     o.retention_ticks = 300;
     o.reopen_ticks = 20;
+    o.tick_ms = tick_ns / 1'000'000;
     o.bug_stamps_follow_wall = cluster_.options_.bugs.stamps_follow_wall;
+    o.bug_primary_never_silenced = cluster_.options_.bugs.primary_never_silenced;
     o.seed = [&c = cluster_] { return c.rng_.next(); };
     actors::partition_replica_callbacks cb;
     if (cluster_.debug_) {
@@ -816,6 +818,8 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
       o.bugs.partition_id_reused = true;
     } else if (b == "stamps_follow_wall") {
       o.bugs.stamps_follow_wall = true;
+    } else if (b == "primary_never_silenced") {
+      o.bugs.primary_never_silenced = true;
     }
   }
   return o;

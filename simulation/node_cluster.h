@@ -49,6 +49,8 @@ struct node_bugs {
   bool partition_id_reused = false;
   // Batches are stamped with the node's wall clock as it reads, its jumps included (finding 8 as it was).
   bool stamps_follow_wall = false;
+  // A primary whose quorum no longer hears it serves on: stale reads for as long as a cut lasts (finding 5 as it was).
+  bool primary_never_silenced = false;
 };
 
 struct node_cluster_options {
@@ -160,6 +162,8 @@ inline const std::vector<std::pair<const char*, const char*>>& node_bug_list() {
       {"stamps_follow_wall",
        "a primary stamps batches with its wall clock as it reads: a clock jump forward stamps records an hour ahead, "
        "and a jump back stops stamped time"},
+      {"primary_never_silenced",
+       "a primary cut off from its group serves on: its consumers read stale data while a new primary takes writes"},
   };
   return bugs;
 }

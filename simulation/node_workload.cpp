@@ -105,7 +105,8 @@ struct node_workload::consumer {
   std::uint64_t next_at = 0;
 };
 
-node_workload::node_workload(node_cluster& c, std::uint64_t seed) : cluster_(c), rng_(seed) {
+node_workload::node_workload(node_cluster& c, std::uint64_t seed)
+    : cluster_(c), rng_(seed), pick_rng_(seed ^ 0x9e37'79b9'7f4a'7c15ULL) {
   const auto& o = cluster_.options();
   for (std::uint32_t i = 0; i < o.producers; ++i) {
     auto p = std::make_unique<producer>();
@@ -196,6 +197,21 @@ std::optional<std::size_t> node_workload::primary_of(const partition_key& k) {
     }
   }
   return std::nullopt;
+}
+
+std::optional<std::size_t> node_workload::any_primary_of(const partition_key& k) {
+  const std::uint64_t ns = actors::partition_namespace(k.stream, k.topic, k.partition);
+  std::vector<std::size_t> serving;
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    if (auto* r = cluster_.replica_at(i, ns);
+        r != nullptr && r->options().group.value() == group_of(k) && !r->refusal()) {
+      serving.push_back(i);
+    }
+  }
+  if (serving.empty()) {
+    return std::nullopt;
+  }
+  return serving[pick_rng_.below(serving.size())];
 }
 
 void node_workload::learn(std::uint64_t tick) {
@@ -566,7 +582,7 @@ void node_workload::step_consumer(consumer& c) {
     c.on = partition_key{sid, tid, created, part, it->second};
   }
   const std::uint64_t ns = actors::partition_namespace(c.on->stream, c.on->topic, c.on->partition);
-  const auto at = primary_of(*c.on);
+  const auto at = any_primary_of(*c.on);
   if (!at) {
     return;
   }
@@ -587,6 +603,7 @@ void node_workload::step_consumer(consumer& c) {
   const partition_key key = *c.on;
   const auto node = static_cast<std::uint32_t>(*at + 1);
   // The replica may close, even go, while the read is in flight: it is looked up again before the store.
+  const std::uint64_t issued = cluster_.now();
   auto job = [](node_cluster* cl, std::size_t node_index, std::uint64_t partition_ns, actors::partition_replica* rep,
                 storage::read_request q, std::string name, bool rewind,
                 std::int64_t back_to) -> task<expected<std::pair<storage::read_result, bool>>> {
@@ -609,7 +626,7 @@ void node_workload::step_consumer(consumer& c) {
       c.reset_pending ? *c.reset_pending : std::max<std::int64_t>(log.log_start().value(), stored.value_or(0) / 2);
   c.resetting = rewind ? std::optional<std::int64_t>(back_to) : std::nullopt;
   spawn(job(&cluster_, *at, ns, r, rq, c.name, rewind, back_to),
-        [this, cp, key, node, rewind, back_to, attempt = c.attempt,
+        [this, cp, key, node, rewind, back_to, issued, attempt = c.attempt,
          alive = alive_](expected<std::pair<storage::read_result, bool>> got) {
           if (!*alive || cp->attempt != attempt) {
             return;
@@ -619,6 +636,7 @@ void node_workload::step_consumer(consumer& c) {
             return;
           }
           const auto& [read, stored_ok] = *got;
+          cluster_.checker().on_poll(issued, node, key, read.high_watermark.value());
           if (rewind && !stored_ok) {
             cp->reset_pending = back_to;
             cluster_.checker().on_offset_reset_unknown(cp->name, key, back_to);

@@ -66,6 +66,9 @@ class node_workload {
   // The node whose replica of `ns` takes produces now (nullopt: none).
   // The node whose replica of k's incarnation takes requests now, if any.
   [[nodiscard]] std::optional<std::size_t> primary_of(const partition_key& k);
+  // Any node whose replica of k's incarnation serves as primary now, at random (a consumer is connected to some
+  // node: during a cut, the old primary's side or the new one's).
+  [[nodiscard]] std::optional<std::size_t> any_primary_of(const partition_key& k);
   [[nodiscard]] std::uint64_t group_of(const partition_key& k) const;
   // Learns the partitions of the committed view (new incarnations for new partitions).
   void learn(std::uint64_t tick);
@@ -79,6 +82,7 @@ class node_workload {
 
   node_cluster& cluster_;
   prng rng_;
+  prng pick_rng_;  // any_primary_of's (apart, so that rng_'s draws stay what they were)
   std::vector<std::unique_ptr<producer>> producers_;
   std::vector<std::unique_ptr<consumer>> consumers_;
   // (stream, topic, created_ms, partition) -> the incarnation the workload writes to now (the metadata op that

@@ -100,6 +100,7 @@ struct nodes {
     o.storage.transfer_bytes_max = 2 * 1024;  // several chunks per transfer
     o.storage.log.config.retention_bytes = retention_bytes;
     o.storage.log.config.segment_bytes = 1024 * 1024;  // the least allowed
+    o.silence_ms = silence_ms;
     if (auto it = settings.find(i); it != settings.end()) {
       o.settings = it->second;
     }
@@ -136,6 +137,9 @@ struct nodes {
     for (auto& r : all) {
       if (r->g) {
         r->disk->advance_time(1'000'000);
+        if (silence_ms > 0) {
+          r->clk.advance(std::chrono::milliseconds(10));  // a round is a 10 ms tick
+        }
         while (r->disk->poll(false) > 0) {
         }
       }
@@ -182,6 +186,7 @@ struct nodes {
   std::uint64_t retention_bytes = 0;  // the topic's retention.bytes on every replica (0: none)
   std::uint64_t journal_slots = 64;
   std::map<std::size_t, partition_settings> settings;  // a node's configured partition settings (else the defaults)
+  std::uint64_t silence_ms = 0;                        // partition_group_options::silence_ms (and the clocks move)
   // Bytes and messages sent to each node (by node id), and the most messages ever waiting in the queue.
   std::map<std::uint32_t, std::uint64_t> bytes_to;
   std::map<std::uint32_t, std::uint64_t> messages_to;
@@ -630,6 +635,45 @@ BOOST_AUTO_TEST_CASE(the_primary_commits_its_nodes_partition_settings_and_every_
              return r->g->machine().settings() == partition_settings{};
            });
   }));
+}
+
+// Issue 38, finding 5: a primary cut off with an empty pipeline never stepped down, and served its clients stale data
+// for as long as the cut lasted. Now its backups answer its heartbeats (commit_ok), and a primary that a quorum has
+// not heard within the backups' primary timeout is silenced (its owner serves nothing from it) until heard again.
+BOOST_AUTO_TEST_CASE(a_primary_unheard_by_its_quorum_is_silenced_until_heard_again) {
+  nodes n(3);
+  n.silence_ms = 400;  // the backups' primary timeout: 40 ticks of 10 ms
+  for (std::size_t i = 0; i < 3; ++i) {
+    n.stop(i);
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    n.start(i);
+  }
+  BOOST_REQUIRE(n.rounds_until([&] { return n.primary() == std::optional<std::size_t>(0); }));
+  // Idle and heard: never silenced.
+  for (int i = 0; i < 200; ++i) {
+    n.round();
+    BOOST_REQUIRE(n.all[0]->g->primary());
+    BOOST_REQUIRE(!n.all[0]->g->silenced().has_value());
+  }
+  // Cut off: still primary in its own eyes (nothing in its pipeline to time out), but silenced once a quorum has not
+  // heard it for 400 ms, and not before.
+  n.cut.insert(1);
+  int rounds = 0;
+  while (!n.all[0]->g->silenced() && rounds < 200) {
+    n.round();
+    ++rounds;
+  }
+  BOOST_TEST(n.all[0]->g->primary());
+  BOOST_REQUIRE(n.all[0]->g->silenced().has_value());
+  BOOST_TEST(n.all[0]->g->silenced()->count() > 400);
+  BOOST_TEST(rounds >= 35);  // the last heartbeat heard went out up to 5 ticks before the cut
+  BOOST_TEST(rounds <= 50);
+  // The others have chosen a primary meanwhile (or do so now).
+  BOOST_REQUIRE(n.rounds_until([&] { return n.all[1]->g->primary() || n.all[2]->g->primary(); }));
+  // Heard again: it learns of the new view and steps down.
+  n.cut.clear();
+  BOOST_REQUIRE(n.rounds_until([&] { return !n.all[0]->g->primary() || !n.all[0]->g->silenced(); }));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
