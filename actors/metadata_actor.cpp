@@ -1265,17 +1265,16 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
   if (!r->result.ok()) {
     co_return std::move(*r);
   }
-  // The partition may have changed hands while the poll waited.
-  const group_state* now = coordinated_state(m, *g);
-  if (now == nullptr) {
-    co_return poll_reply{outcome{net::status::group_not_found, "the group was deleted while the poll waited"}, nullptr};
-  }
-  if (auto owned = check_delivery(*now, *planned); !owned) {
-    co_return poll_reply{group_outcome(owned.error()), nullptr};
-  }
-  if (planned->auto_commit && r->data && r->data->batches > 0) {
+  // The partition may have changed hands while the poll waited, or before it through another node, in commits this
+  // node's replica of the coordinator has not applied yet (issue 38, finding 5: a member whose partitions had moved
+  // read on from a stale replica: two readers of one partition). Data goes out only once the member's ownership is
+  // confirmed against the committed state: by its auto-commit (checked against member and generation as it
+  // applies) or else by a read barrier, after which this replica has applied everything committed before it.
+  const bool data = r->data && r->data->batches > 0;
+  bool confirmed = false;
+  if (const group_state* before = coordinated_state(m, *g); before != nullptr && planned->auto_commit && data) {
     const auto next = static_cast<std::uint64_t>(r->data->next_offset.value());
-    if (const auto c = now->committed(planned->partition); !c || *c < next) {
+    if (const auto c = before->committed(planned->partition); !c || *c < next) {
       auto commit = commit_command(*g, planned->member, planned->generation, planned->partition, next);
       auto committed = co_await coordinators_->submit(index, std::move(commit));
       if (!committed) {
@@ -1284,7 +1283,20 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
       if (auto ok = coordinator_status(*committed); !ok) {
         co_return poll_reply{group_outcome(ok.error()), nullptr};
       }
+      confirmed = true;
     }
+  }
+  if (data && !confirmed) {
+    if (auto barrier = co_await coordinators_->read_barrier(index); !barrier) {
+      co_return poll_reply{group_outcome(barrier.error()), nullptr};
+    }
+  }
+  const group_state* now = coordinated_state(m, *g);
+  if (now == nullptr) {
+    co_return poll_reply{outcome{net::status::group_not_found, "the group was deleted while the poll waited"}, nullptr};
+  }
+  if (auto owned = check_delivery(*now, *planned); !owned) {
+    co_return poll_reply{group_outcome(owned.error()), nullptr};
   }
   co_return std::move(*r);
 }

@@ -512,11 +512,126 @@ BOOST_AUTO_TEST_CASE(a_paused_primary_and_a_cut_off_primary_are_replaced) {
   const std::size_t cut = primary_of(c, 1);
   set_cut_off(c, cut, true);
   BOOST_REQUIRE_MESSAGE(prod.send(1), "partition 1: " << prod.last_error());
+  // A client of the cut-off node alone reads no stale data there (issue 38, finding 5: with nothing in its pipeline
+  // the old primary never timed out and served its clients what it had for as long as the cut lasted). Unheard by
+  // its quorum for the primary timeout, it serves nothing as primary; a read from any replica gets only what it
+  // knows committed, a prefix of what was acknowledged.
+  {
+    net::client_options o;
+    o.server = c.node(cut).address();
+    o.retries = 2;
+    o.request_timeout = std::chrono::seconds(2);
+    auto alone = net::client::connect(o);
+    BOOST_REQUIRE(alone.has_value());
+    for (const bool any_replica : {false, true}) {
+      proto::PollRequest q;
+      *q.mutable_stream() = net::by_name("s");
+      *q.mutable_topic() = net::by_name("t");
+      q.set_partition_id(1);
+      q.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
+      q.mutable_strategy()->set_value(0);
+      q.set_from_replica(any_replica);
+      auto got = (*alone)->poll(q);
+      if (!any_replica) {
+        BOOST_TEST(!got.has_value(), "the cut-off primary served a poll (high watermark "
+                                         << (got ? got->header.high_watermark() : 0) << ", " << prod.sent(1)
+                                         << " acknowledged)");
+        if (!got) {
+          BOOST_TEST_MESSAGE("poll of the cut-off primary: " << got.error().message());
+        }
+        continue;
+      }
+      BOOST_REQUIRE_MESSAGE(got.has_value(), "a read from any replica: " << (got ? "" : got.error().message()));
+      auto records = net::decode_records(0, got->batches);
+      BOOST_REQUIRE(records.has_value());
+      BOOST_TEST(records->size() < static_cast<std::size_t>(prod.sent(1)));  // (it missed the last one)
+      for (std::size_t k = 0; k < records->size(); ++k) {
+        BOOST_TEST((*records)[k].value.value_or("") == fmt::format("1/{}", k));
+      }
+    }
+  }
   set_cut_off(c, cut, false);
   prod.send_all(5);
   BOOST_REQUIRE(converged(c));
   check_partitions(*c.client_of_all(), prod);
   check_replicas_identical(c);
+}
+
+// Issue 38, finding 5: a group member whose partitions moved read on, because its polls were checked against its
+// node's replica of the coordinator, which a cut leaves behind. Member A's node is cut off; B joins through another
+// node and takes A's partitions once A's session ends; A, still polling through its own node (from any replica, so
+// that its node's replica of the partition can answer), must get nothing: data goes out only once ownership is
+// confirmed against the committed coordinator state (an auto-commit, or a read barrier).
+BOOST_AUTO_TEST_CASE(a_member_whose_partitions_moved_reads_nothing_through_a_stale_coordinator_replica) {
+  cluster c(3, 43, {"--set", "debug.failure_injection=true"});
+  c.start_all();
+  make_topic(c);
+  auto all = c.client_of_all(std::chrono::seconds(5));
+  producer prod(*all);
+  prod.send_all(3);
+  proto::GroupConfig gc;
+  gc.set_session_timeout_ms(1'000);
+  RILL_REQUIRE_OK(all->create_group(net::by_name("s"), net::by_name("t"), "g", gc));
+  const auto connect_to = [&](std::size_t i) {
+    net::client_options o;
+    o.server = c.node(i).address();
+    o.retries = 2;
+    o.request_timeout = std::chrono::seconds(3);
+    auto cl = net::client::connect(o);
+    BOOST_REQUIRE(cl.has_value());
+    return std::move(*cl);
+  };
+  auto a = connect_to(0);
+  auto joined = a->join_group(net::by_name("s"), net::by_name("t"), net::by_name("g"));
+  RILL_REQUIRE_OK(joined);
+  auto a_owns = a->heartbeat_group(net::by_name("s"), net::by_name("t"), net::by_name("g"), joined->member_id());
+  RILL_REQUIRE_OK(a_owns);
+  BOOST_REQUIRE(a_owns->owned_size() == static_cast<int>(partitions));
+  const auto poll_as_a = [&](std::uint64_t generation) {
+    proto::PollRequest q;
+    *q.mutable_stream() = net::by_name("s");
+    *q.mutable_topic() = net::by_name("t");
+    q.set_partition_id(0);
+    q.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
+    q.mutable_strategy()->set_value(0);
+    q.set_from_replica(true);
+    q.mutable_consumer()->set_group("g");
+    q.mutable_member()->set_member_id(joined->member_id());
+    q.mutable_member()->set_generation(generation);
+    return a->poll(q);
+  };
+  {
+    auto got = poll_as_a(a_owns->generation());
+    BOOST_REQUIRE_MESSAGE(got.has_value(), "A's poll before the cut: " << (got ? "" : got.error().message()));
+    BOOST_TEST(got->header.records() > 0u);
+  }
+  set_cut_off(c, 0, true);
+  // B joins through node 2 and, once A's session has ended, owns every partition.
+  auto b = connect_to(1);
+  std::optional<proto::GroupJoinReply> b_joined;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool b_owns_all = false;
+  while (!b_owns_all && std::chrono::steady_clock::now() < deadline) {
+    if (!b_joined) {
+      if (auto j = b->join_group(net::by_name("s"), net::by_name("t"), net::by_name("g")); j) {
+        b_joined = *j;
+      }
+    } else if (auto h =
+                   b->heartbeat_group(net::by_name("s"), net::by_name("t"), net::by_name("g"), b_joined->member_id());
+               h) {
+      b_owns_all = h->owned_size() == static_cast<int>(partitions) && h->revoking_size() == 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_REQUIRE_MESSAGE(b_owns_all, "member B never owned every partition");
+  // A's node still has A owning partition 0 in its replica of the coordinator; A must read nothing there.
+  auto got = poll_as_a(a_owns->generation());
+  BOOST_TEST(!got.has_value(),
+             "member A read " << (got ? got->header.records() : 0) << " records of a partition member B owns");
+  if (!got) {
+    BOOST_TEST_MESSAGE("A's poll through its cut-off node: " << got.error().message());
+  }
+  set_cut_off(c, 0, false);
 }
 
 BOOST_AUTO_TEST_CASE(a_wiped_node_recovers_its_replicas_and_copies_their_logs) {
