@@ -412,6 +412,40 @@ BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain
   BOOST_TEST(n.s->log().log_end().value() == 2);
   BOOST_TEST(n.s->log().committed().value() == 2);
   BOOST_TEST(n.s->durable_through() == 3u);
+  // The cut batch's write had completed, so the replica counted op 3 durable here: the cut is reported to it
+  // (take_cut, which the driver turns into a failed write), or it would wait for good for a batch the log no longer
+  // holds (issue 38, finding 6; bug_cuts_unreported plants that, below).
+  const auto cut = n.s->take_cut();
+  BOOST_REQUIRE_EQUAL(cut.size(), 1u);
+  BOOST_TEST(cut[0].first == 3u);
+  BOOST_TEST((cut[0].second == a.ops.at(3).h.checksum));
+  BOOST_TEST(n.s->take_cut().empty());  // reported once
+  n.crash();
+}
+
+BOOST_AUTO_TEST_CASE(with_bug_cuts_unreported_a_cut_of_a_written_batch_goes_unreported) {
+  node n(15);
+  n.opts.bug_cuts_unreported = true;
+  n.open();
+  chain a;
+  a.other(1, 1);
+  a.batch(2, 0, 2, 2);
+  a.batch(3, 2, 2, 3);
+  for (const auto& [op, m] : a.ops) {
+    n.write(m);
+  }
+  n.run();
+  n.s->applied(a.ops.at(1).h);
+  n.s->applied(a.ops.at(2).h);
+  chain b;
+  b.ops[1] = a.ops.at(1);
+  b.ops[2] = a.ops.at(2);
+  b.other(3, 33);
+  n.s->applied(b.ops.at(3).h);
+  n.s->poke();
+  n.run();
+  BOOST_TEST(n.s->truncations() == 1u);
+  BOOST_TEST(n.s->take_cut().empty());  // the planted bug: the replica still counts the cut batch durable
   n.crash();
 }
 
