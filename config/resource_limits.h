@@ -45,7 +45,7 @@ inline constexpr std::uint64_t producer_expiry_ms_limit = std::uint64_t{365} * 8
 // A replicated partition's checkpoint holds its producers (146 bytes each at most) and named consumers (267 bytes
 // each at most) within 63 MiB (consensus::partition_snapshot_bytes_budget): a cluster member's configuration whose
 // producers_per_partition_max and consumers_per_partition_max together pass it is refused at load.
-inline constexpr std::uint64_t partition_checkpoint_head_bytes = 64;
+inline constexpr std::uint64_t partition_checkpoint_head_bytes = 65;
 inline constexpr std::uint64_t partition_checkpoint_producer_bytes = 146;
 inline constexpr std::uint64_t partition_checkpoint_consumer_bytes = 267;
 inline constexpr std::uint64_t partition_checkpoint_budget_bytes = std::uint64_t{63} << 20;

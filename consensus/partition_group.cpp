@@ -206,6 +206,11 @@ std::optional<std::chrono::milliseconds> partition_group::silenced() const {
   if (!heard || tick_times_.empty()) {
     return std::nullopt;  // (a leadership not yet a tick old)
   }
+  if (*heard == 0) {
+    // Nothing heard from a quorum in this view yet (a new primary, for the first heartbeat's round trip), or it
+    // voted to leave the view: serves nothing. How long it has led unheard, at most as far back as the ticks kept.
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clk_.monotonic() - tick_times_.front().second);
+  }
   // When that tick was: the time of the first kept tick at or after it (a tick older than every kept one was at
   // least as long ago as the oldest kept), so the silence is never overstated.
   const auto now = clk_.monotonic();
@@ -357,9 +362,9 @@ void partition_group::maybe_probe() {
 }
 
 void partition_group::maybe_settle_settings() {
-  if (!primary() || settling_ || machine_.settings() == options_.settings || ticks_ - led_since_ < lag_ticks ||
-      ticks_ - settled_at_ < lag_ticks || replica().commit_min() != replica().op() ||
-      !machine_.accepts(options_.settings)) {
+  const bool settled = machine_.settled() && machine_.settings() == options_.settings;
+  if (!primary() || settling_ || settled || ticks_ - led_since_ < lag_ticks || ticks_ - settled_at_ < lag_ticks ||
+      replica().commit_min() != replica().op() || !machine_.accepts(options_.settings)) {
     return;
   }
   settled_at_ = ticks_;

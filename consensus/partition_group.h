@@ -130,8 +130,9 @@ class partition_group {
 
   // This replica is primary in a normal view, and not recovering: submits are taken.
   [[nodiscard]] bool primary() const;
-  // Primary, but a quorum of its replicas has not heard from it within options.silence_ms (cut off, or paused): a
-  // new primary may be taking writes. How long it has been unheard, when so.
+  // Primary, but a quorum of its replicas has not heard from it within options.silence_ms (cut off, or paused: a
+  // new primary may be taking writes), or not at all yet in this view (for the round trip of its first heartbeat),
+  // or it voted to leave its view. How long it has been unheard, when so.
   [[nodiscard]] std::optional<std::chrono::milliseconds> silenced() const;
   // The node of the primary of the view this replica is in (a hint while a view change runs).
   [[nodiscard]] node_t primary_node() const;
@@ -221,7 +222,8 @@ class partition_group {
   void maybe_hand_over();
   // While primary and idle: a probe when a reachable backup has not acknowledged the newest op (options).
   void maybe_probe();
-  // While primary with everything applied: commits options_.settings when the machine's differ.
+  // While primary with everything applied: commits options_.settings when the machine's differ, or were never
+  // settled (a group from before producers expired, or a new one: its first leader settles it).
   void maybe_settle_settings();
 
   partition_group_options options_;

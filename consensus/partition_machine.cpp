@@ -167,7 +167,9 @@ void partition_machine::absorb(const header& prepare, std::span<const std::byte>
   const std::int64_t time = v.max_timestamp().value();  // its log-append time (prepare stamped it)
   last_timestamp_ = std::max(last_timestamp_, time);
   // Producers idle past their expiry, judged by this batch's time, are forgotten first (finding 4).
-  (void)producers_.trim(expire_before(time), settings_.producers_max);
+  if (settled_) {
+    (void)producers_.trim(expire_before(time), settings_.producers_max);
+  }
   if (v.producer_id() >= 0) {
     // Fresh when the primary prepared it, against this same history before the trims since (prepare() answered
     // anything else): a producer still held has moved on only by the batches prepare() saw pending; one the trims
@@ -182,9 +184,11 @@ void partition_machine::absorb(const header& prepare, std::span<const std::byte>
                                               next_offset_, prepare.op},
                       time);
     // Beyond the bound, the producers idle longest go (never this one: it is the newest).
-    (void)producers_.trim(expire_before(time), settings_.producers_max, v.producer_id());
+    if (settled_) {
+      (void)producers_.trim(expire_before(time), settings_.producers_max, v.producer_id());
+    }
   }
-  RILL_ASSERT(producers_.size() <= settings_.producers_max);
+  RILL_ASSERT(!settled_ || producers_.size() <= settings_.producers_max);
   next_offset_ += records;
 }
 
@@ -312,6 +316,10 @@ std::vector<std::byte> partition_machine::apply(const header& prepare, std::span
     s.producer_expiry_ms = r.get<std::uint64_t>();
     if (r.ok && r.in.empty() && accepts(s)) {
       settings_ = s;
+      if (!settled_) {
+        settled_ = true;
+        producers_.stamp_all(last_timestamp_);  // (times recorded before may differ between replicas)
+      }
       (void)producers_.trim(expire_before(last_timestamp_), settings_.producers_max);
     }
     return reply;
@@ -364,6 +372,7 @@ std::vector<std::byte> partition_machine::snapshot() const {
   append_le<std::uint64_t>(out, settings_.consumers_max);
   append_le<std::uint64_t>(out, settings_.producers_max);
   append_le<std::uint64_t>(out, settings_.producer_expiry_ms);
+  append_le<std::uint8_t>(out, settled_ ? 1 : 0);
   append_le<std::uint64_t>(out, producers_.size());
   for (const auto& [id, p] : producers_.producers()) {
     append_le<std::int64_t>(out, id);
@@ -384,8 +393,8 @@ std::vector<std::byte> partition_machine::snapshot() const {
     append_bytes(out, name);
     append_le<std::int64_t>(out, offset);
   }
-  RILL_ASSERT(out.size() <= options_.snapshot_bytes_budget, "a partition snapshot of {} bytes, past its budget {}",
-              out.size(), options_.snapshot_bytes_budget);
+  RILL_ASSERT(!settled_ || out.size() <= options_.snapshot_bytes_budget,
+              "a partition snapshot of {} bytes, past its budget {}", out.size(), options_.snapshot_bytes_budget);
   return out;
 }
 
@@ -398,14 +407,17 @@ bool partition_machine::restore(std::span<const std::byte> bytes) {
   const bool timed = magic == snapshot_magic;
   const auto next = r.get<std::int64_t>();
   const auto last_time = r.get<std::int64_t>();
-  partition_settings settings;  // the first version's: the defaults
+  partition_settings settings;  // the first version's: the defaults, not settled
+  bool settled = false;
   if (timed) {
     settings.consumers_max = r.get<std::uint64_t>();
     settings.producers_max = r.get<std::uint64_t>();
     settings.producer_expiry_ms = r.get<std::uint64_t>();
-    if (!r.ok || !within_limits(settings)) {
+    const auto flag = r.get<std::uint8_t>();
+    if (!r.ok || !within_limits(settings) || flag > 1) {
       return false;
     }
+    settled = flag == 1;
   }
   storage::producer_table producers;
   const auto producer_count = r.get<std::uint64_t>();
@@ -414,7 +426,7 @@ bool partition_machine::restore(std::span<const std::byte> bytes) {
     storage::producer_state p;
     p.epoch = r.get<std::int16_t>();
     p.last_sequence = r.get<std::int32_t>();
-    p.last_timestamp_ms = timed ? r.get<std::int64_t>() : last_time;
+    p.last_timestamp_ms = timed ? r.get<std::int64_t>() : last_time;  // (unsettled: unused until stamped)
     const auto kept = r.get<std::uint32_t>();
     if (kept == 0 || kept > storage::producer_table::batches_kept) {
       return false;
@@ -458,9 +470,8 @@ bool partition_machine::restore(std::span<const std::byte> bytes) {
   next_offset_ = next;
   last_timestamp_ = last_time;
   settings_ = settings;
+  settled_ = settled;
   producers_ = std::move(producers);
-  // (A first-version snapshot may hold more producers than the defaults allow: trimmed as the op that made it was.)
-  (void)producers_.trim(expire_before(last_timestamp_), settings_.producers_max);
   consumers_ = std::move(consumers);
   return true;
 }

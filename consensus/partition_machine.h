@@ -26,10 +26,12 @@
 // - next_offset() only grows; the log-append time of applied batches never goes back.
 // - A consumer offset is never stored beyond next_offset() (what exists) nor below 0; at most consumers_max names
 //   are added (a lower consumers_max set later refuses new names and removes none).
-// - At most settings().producers_max producers are held, none whose newest batch is older than producer_expiry_ms
-//   before the newest applied batch (trimmed as each batch is applied, by its log-append time, and as settings
-//   change: the same on every replica). With accepts(), snapshot() never exceeds partition_snapshot_bytes_budget
-//   (asserted). prepare() judges a batch against the producers before
+// - Once settled() (a settings op applied: a group's primary commits one at the start of its leadership), at most
+//   settings().producers_max producers are held, none whose newest batch is older than producer_expiry_ms before
+//   the newest applied batch (trimmed as each batch is applied, by its log-append time, and as settings change: the
+//   same on every replica), and with accepts() snapshot() never exceeds partition_snapshot_bytes_budget (asserted).
+//   Before it (a group of a version without expiry, or one whose primary has not settled it yet), nothing is
+//   trimmed and nothing is bounded, as then. prepare() judges a batch against the producers before
 //   that trim (a producer idle past its expiry can still have its last batch recognised as a retry); a batch judged
 //   fresh whose producer the trim then forgot starts that producer again.
 // - A consumer's offset goes back only through consumer_offset_reset (an explicit store), never through
@@ -84,7 +86,7 @@ inline constexpr std::uint64_t producer_expiry_ms_limit = std::uint64_t{365} * 8
 // the budget that keeps a checkpoint within a region of snapshot.bin (64 MiB; the client table takes the rest).
 // Settings whose bound is past it are ignored (partition_machine::accepts); a cluster node's configuration is
 // refused at load for the same reason (config::partition_checkpoint_budget_bytes).
-inline constexpr std::uint64_t partition_snapshot_head_bytes = 8 + 8 + 8 + 3 * 8 + 8 + 8;
+inline constexpr std::uint64_t partition_snapshot_head_bytes = 8 + 8 + 8 + 3 * 8 + 1 + 8 + 8;
 inline constexpr std::uint64_t partition_snapshot_producer_bytes = 8 + 2 + 4 + 8 + 4 + 5 * (4 + 4 + 8 + 8);
 inline constexpr std::uint64_t partition_snapshot_consumer_bytes = 4 + 8 + 255;
 inline constexpr std::uint64_t partition_snapshot_bytes_budget = std::uint64_t{63} << 20;
@@ -137,8 +139,9 @@ class partition_machine final : public state_machine {
   void skip(const header& prepare, std::span<const std::byte> body) override;
   proposal prepare(const header& request, const prepare_context& at, std::vector<std::byte> body,
                    std::span<const message* const> pending) override;
-  // Magic and version, then next offset, last timestamp, producers (id, epoch, last sequence, last timestamp, kept
-  // batches) and consumers (name, offset); all integers little-endian. restore() also reads the first version
+  // Magic and version, then next offset, last timestamp, settings (consumers_max, producers_max, producer_expiry_ms),
+  // whether settled (u8), producers (id, epoch, last sequence, last timestamp, kept batches) and consumers (name,
+  // offset); all integers little-endian. restore() also reads the first version
   // ("partm01", no producer times: each producer counts as last seen at the snapshot's last timestamp).
   [[nodiscard]] std::vector<std::byte> snapshot() const override;
   // The most bytes snapshot() returns holding producers_max producers with every batch kept and `consumers`
@@ -158,6 +161,7 @@ class partition_machine final : public state_machine {
   [[nodiscard]] const std::map<std::string, std::int64_t>& consumers() const noexcept { return consumers_; }
   [[nodiscard]] const storage::producer_table& producers() const noexcept { return producers_; }
   [[nodiscard]] const partition_settings& settings() const noexcept { return settings_; }
+  [[nodiscard]] bool settled() const noexcept { return settled_; }
 
  private:
   // A batch in the log takes its offsets (apply and skip alike: its bytes are in the log whether executed or not).
@@ -168,6 +172,10 @@ class partition_machine final : public state_machine {
   partition_machine_options options_;
   wall_clock now_ms_;
   partition_settings settings_;  // replicated: changed by operation_partition_settings only
+  // Whether an operation_partition_settings op has been applied. Until then nothing is trimmed, as before producers
+  // expired: a replica that restored a checkpoint of that time and one that replayed the same ops hold the same
+  // producers, whatever times each recorded. The first such op stamps every producer with the op's time.
+  bool settled_ = false;
   std::int64_t next_offset_ = 0;
   std::int64_t last_timestamp_ = 0;
   storage::producer_table producers_;  // a kept batch's tag is its op

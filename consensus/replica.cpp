@@ -272,7 +272,6 @@ void replica::on_tick(std::vector<effect>& out) {
     if (is_primary()) {
       if (heard_view_ != view_) {  // leading a new view: what was heard in another one counts for nothing
         heard_view_ = view_;
-        heard_since_ = ticks_;
         heartbeats_sent_.clear();
         heartbeat_heard_tick_.assign(options_.replica_count, 0);
       }
@@ -811,10 +810,13 @@ std::optional<std::uint64_t> replica::quorum_heard_tick() const {
   for (replica_t r = 0; r < options_.replica_count; ++r) {
     heard.push_back(r == options_.replica ? ticks_ : heartbeat_heard_tick_.at(r));
   }
+  if (voted_) {
+    return 0;  // it voted to leave its view (abdicating, handing over): a minority of backups may complete the change
+  }
   std::sort(heard.begin(), heard.end(), std::greater<>());
   const std::size_t quorum = quorum_replication(options_.replica_count);
   RILL_ASSERT(quorum >= 1 && quorum <= heard.size());
-  return std::max(heard_since_, heard[quorum - 1]);
+  return heard[quorum - 1];
 }
 
 void replica::advance_commit_max(std::uint64_t commit, std::vector<effect>& out) {

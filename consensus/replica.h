@@ -256,10 +256,11 @@ class replica {
   // The newest checkpoint written (durable_state().checkpoint: the one the superblock names).
   [[nodiscard]] const checkpoint_ref& checkpoint() const noexcept { return checkpoint_; }
   // Primary, normal, with its own heartbeats: the newest tick t such that a quorum (itself included) has heard
-  // from it at t or later in this view: a commit heartbeat sent at t and acknowledged (commit_ok), or the view's
-  // start (a quorum's do_view_changes formed it). nullopt otherwise. A primary cut off from its quorum sees it
-  // fall behind: its owner stops serving once it is older than the backups' primary timeout (issue 38, finding 5).
-  // A group of one: always the current tick.
+  // from it at t or later in this view: a commit heartbeat sent at t and acknowledged (commit_ok). 0: none yet in
+  // this view (the view's start earns nothing: backups that missed its start_view count their timeout from their
+  // own view change), or it has voted to leave the view. nullopt: not such a primary. A primary cut off from its
+  // quorum sees it fall behind: its owner stops serving once it is older than the backups' primary timeout (issue
+  // 38, finding 5). A group of one: always the current tick.
   [[nodiscard]] std::optional<std::uint64_t> quorum_heard_tick() const;
   [[nodiscard]] std::uint64_t ticks() const noexcept { return ticks_; }
   // One line of state for diagnostics: status, views, ops, pipeline head, the next op to apply.
@@ -511,11 +512,10 @@ class replica {
   std::uint64_t commit_progress_ = 0;        // primary: last tick its commit advanced or its pipeline was empty
   std::uint64_t commit_heartbeat_seen_ = 0;  // the newest heartbeat sequence taken in commit_heartbeat_view_
   view_t commit_heartbeat_view_{0};
-  // Primary (quorum_heard_tick): the view it tracks, the tick it began leading it, its last heartbeats (sequence,
-  // tick sent; at most heartbeats_kept) and, per replica, the send tick of the newest one it acknowledged.
+  // Primary (quorum_heard_tick): the view it tracks, its last heartbeats (sequence, tick sent; at most
+  // heartbeats_kept) and, per replica, the send tick of the newest one it acknowledged (0: none in this view).
   static constexpr std::size_t heartbeats_kept = 64;
   std::optional<view_t> heard_view_;
-  std::uint64_t heard_since_ = 0;
   std::deque<std::pair<std::uint64_t, std::uint64_t>> heartbeats_sent_;
   std::vector<std::uint64_t> heartbeat_heard_tick_;
 };

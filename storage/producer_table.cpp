@@ -123,6 +123,14 @@ std::vector<producer_table::forgotten> producer_table::trim(std::int64_t expire_
   return out;
 }
 
+void producer_table::stamp_all(std::int64_t timestamp_ms) {
+  by_time_.clear();
+  for (auto& [id, p] : producers_) {
+    p.last_timestamp_ms = timestamp_ms;
+    by_time_.emplace(timestamp_ms, id);
+  }
+}
+
 std::optional<producer_state> producer_table::find(std::int64_t producer_id) const {
   auto it = producers_.find(producer_id);
   return it == producers_.end() ? std::nullopt : std::optional<producer_state>(it->second);

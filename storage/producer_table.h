@@ -108,6 +108,9 @@ class producer_table {
     producer_state state;
   };
   std::vector<forgotten> trim(std::int64_t expire_before_ms, std::size_t producers_max, std::int64_t keep = -1);
+  // Sets every producer's last time to `timestamp_ms` (a replicated partition starting to trim: times recorded
+  // before may differ between its replicas, this one does not).
+  void stamp_all(std::int64_t timestamp_ms);
 
   [[nodiscard]] const std::map<std::int64_t, producer_state>& producers() const noexcept { return producers_; }
   [[nodiscard]] std::size_t size() const noexcept { return producers_.size(); }

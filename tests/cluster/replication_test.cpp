@@ -294,6 +294,29 @@ bool under_replicated_gauge(cluster& c, std::size_t i, std::uint32_t p, char val
   return false;
 }
 
+// A client of node i alone, with few retries: what a client connected to that node sees.
+std::unique_ptr<net::client> client_of_node(cluster& c, std::size_t i) {
+  net::client_options o;
+  o.server = c.node(i).address();
+  o.retries = 2;
+  o.request_timeout = std::chrono::seconds(3);
+  auto cl = net::client::connect(o);
+  BOOST_REQUIRE(cl.has_value());
+  return std::move(*cl);
+}
+
+// A poll of s/t's partition p from offset 0.
+proto::PollRequest poll_from_start(std::uint32_t p, bool from_replica) {
+  proto::PollRequest q;
+  *q.mutable_stream() = net::by_name("s");
+  *q.mutable_topic() = net::by_name("t");
+  q.set_partition_id(p);
+  q.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
+  q.mutable_strategy()->set_value(0);
+  q.set_from_replica(from_replica);
+  return q;
+}
+
 void make_topic(cluster& c) {
   auto admin = c.client(0);
   RILL_REQUIRE_OK(admin->create_stream("s"));
@@ -517,21 +540,9 @@ BOOST_AUTO_TEST_CASE(a_paused_primary_and_a_cut_off_primary_are_replaced) {
   // its quorum for the primary timeout, it serves nothing as primary; a read from any replica gets only what it
   // knows committed, a prefix of what was acknowledged.
   {
-    net::client_options o;
-    o.server = c.node(cut).address();
-    o.retries = 2;
-    o.request_timeout = std::chrono::seconds(2);
-    auto alone = net::client::connect(o);
-    BOOST_REQUIRE(alone.has_value());
+    auto alone = client_of_node(c, cut);
     for (const bool any_replica : {false, true}) {
-      proto::PollRequest q;
-      *q.mutable_stream() = net::by_name("s");
-      *q.mutable_topic() = net::by_name("t");
-      q.set_partition_id(1);
-      q.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
-      q.mutable_strategy()->set_value(0);
-      q.set_from_replica(any_replica);
-      auto got = (*alone)->poll(q);
+      auto got = alone->poll(poll_from_start(1, any_replica));
       if (!any_replica) {
         BOOST_TEST(!got.has_value(), "the cut-off primary served a poll (high watermark "
                                          << (got ? got->header.high_watermark() : 0) << ", " << prod.sent(1)
@@ -572,29 +583,14 @@ BOOST_AUTO_TEST_CASE(a_member_whose_partitions_moved_reads_nothing_through_a_sta
   proto::GroupConfig gc;
   gc.set_session_timeout_ms(1'000);
   RILL_REQUIRE_OK(all->create_group(net::by_name("s"), net::by_name("t"), "g", gc));
-  const auto connect_to = [&](std::size_t i) {
-    net::client_options o;
-    o.server = c.node(i).address();
-    o.retries = 2;
-    o.request_timeout = std::chrono::seconds(3);
-    auto cl = net::client::connect(o);
-    BOOST_REQUIRE(cl.has_value());
-    return std::move(*cl);
-  };
-  auto a = connect_to(0);
+  auto a = client_of_node(c, 0);
   auto joined = a->join_group(net::by_name("s"), net::by_name("t"), net::by_name("g"));
   RILL_REQUIRE_OK(joined);
   auto a_owns = a->heartbeat_group(net::by_name("s"), net::by_name("t"), net::by_name("g"), joined->member_id());
   RILL_REQUIRE_OK(a_owns);
   BOOST_REQUIRE(a_owns->owned_size() == static_cast<int>(partitions));
   const auto poll_as_a = [&](std::uint64_t generation) {
-    proto::PollRequest q;
-    *q.mutable_stream() = net::by_name("s");
-    *q.mutable_topic() = net::by_name("t");
-    q.set_partition_id(0);
-    q.mutable_strategy()->set_kind(proto::PollStrategy::OFFSET);
-    q.mutable_strategy()->set_value(0);
-    q.set_from_replica(true);
+    proto::PollRequest q = poll_from_start(0, true);
     q.mutable_consumer()->set_group("g");
     q.mutable_member()->set_member_id(joined->member_id());
     q.mutable_member()->set_generation(generation);
@@ -607,7 +603,7 @@ BOOST_AUTO_TEST_CASE(a_member_whose_partitions_moved_reads_nothing_through_a_sta
   }
   set_cut_off(c, 0, true);
   // B joins through node 2 and, once A's session has ended, owns every partition.
-  auto b = connect_to(1);
+  auto b = client_of_node(c, 1);
   std::optional<proto::GroupJoinReply> b_joined;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   bool b_owns_all = false;

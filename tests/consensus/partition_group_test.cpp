@@ -650,6 +650,10 @@ BOOST_AUTO_TEST_CASE(a_primary_unheard_by_its_quorum_is_silenced_until_heard_aga
     n.start(i);
   }
   BOOST_REQUIRE(n.rounds_until([&] { return n.primary() == std::optional<std::size_t>(0); }));
+  // A new primary serves nothing until a quorum has answered a heartbeat of its view (the view's start earns
+  // nothing): one heartbeat's round trip.
+  BOOST_TEST(n.all[0]->g->silenced().has_value());
+  BOOST_REQUIRE(n.rounds_until([&] { return !n.all[0]->g->silenced(); }, 10));
   // Idle and heard: never silenced.
   for (int i = 0; i < 200; ++i) {
     n.round();

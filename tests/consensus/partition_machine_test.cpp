@@ -353,4 +353,46 @@ BOOST_AUTO_TEST_CASE(the_largest_settings_accepted_keep_the_snapshot_within_its_
   BOOST_TEST(p.m.snapshot().size() <= budget);
 }
 
+// A checkpoint from before producers expired ("partm01": no settings, no producer times) restores unsettled:
+// nothing is trimmed until a settings op is applied, which stamps every producer with that op's time, so replicas
+// that restored it at different ops, or replayed those ops, hold the same producers.
+BOOST_AUTO_TEST_CASE(a_checkpoint_from_before_expiry_restores_unsettled_until_a_settings_op) {
+  std::vector<std::byte> v1;
+  const auto put64 = [&](std::uint64_t x) {
+    for (int i = 0; i < 8; ++i) {
+      v1.push_back(static_cast<std::byte>(x >> (8 * i)));
+    }
+  };
+  put64(0x3130'6d74'7261'70ULL);  // "partm01"
+  put64(3);                       // next offset
+  put64(5'000);                   // last timestamp
+  put64(1);  // one producer: id 9, epoch 0, last sequence 2, one kept batch (0..2 at offset 0, op 1)
+  put64(9);
+  v1.insert(v1.end(), {std::byte{0}, std::byte{0}});
+  v1.insert(v1.end(), {std::byte{2}, std::byte{0}, std::byte{0}, std::byte{0}});
+  v1.insert(v1.end(), {std::byte{1}, std::byte{0}, std::byte{0}, std::byte{0}});
+  v1.insert(v1.end(), {std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}});
+  v1.insert(v1.end(), {std::byte{2}, std::byte{0}, std::byte{0}, std::byte{0}});
+  put64(0);
+  put64(1);
+  put64(0);  // no consumers
+  primary p;
+  BOOST_REQUIRE(p.m.restore(v1));
+  BOOST_TEST(!p.m.settled());
+  BOOST_TEST(p.m.producers().size() == 1u);
+  // Unsettled: a batch far past any expiry forgets nothing.
+  p.now = 5'000 + 365LL * 86'400'000;
+  (void)p.prepare(operation_produce_batch, client_batch(1));
+  p.apply_all();
+  BOOST_TEST(p.m.producers().find(9).has_value());
+  // Settled: every producer is stamped with the settings op's time (the newest batch's), then trimmed from there on.
+  p.settle(settings_of(10, 100, 10'000));
+  BOOST_TEST(p.m.settled());
+  BOOST_TEST(p.m.producers().find(9)->last_timestamp_ms == p.now);
+  p.now += 10'001;
+  (void)p.prepare(operation_produce_batch, client_batch(1));
+  p.apply_all();
+  BOOST_TEST(!p.m.producers().find(9).has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -384,8 +384,10 @@ BOOST_AUTO_TEST_CASE(a_batch_above_where_the_chain_attaches_is_cut) {
   n.crash();
 }
 
-BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain_does_not_hold_is_cut) {
-  node n(5);
+// Ops 1 (no batch), 2 and 3 (batches) written and durable, 1 and 2 applied; then the committed op 3 turns out to be
+// another one, without a batch (this replica's op 3 was stale), and is applied: its batch is cut. Returns the first
+// chain.
+chain cut_a_written_batch(node& n) {
   n.open();
   chain a;
   a.other(1, 1);
@@ -400,7 +402,6 @@ BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain
   n.s->poke();
   BOOST_TEST(n.s->log().committed().value() == 2);
   BOOST_TEST(n.s->durable_through() == 2u);
-  // The committed op 3 is another one, without a batch (this replica's op 3 was stale): its batch is cut.
   chain b;
   b.ops[1] = a.ops.at(1);
   b.ops[2] = a.ops.at(2);
@@ -408,6 +409,12 @@ BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain
   n.s->applied(b.ops.at(3).h);
   n.s->poke();
   n.run();
+  return a;
+}
+
+BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain_does_not_hold_is_cut) {
+  node n(5);
+  const chain a = cut_a_written_batch(n);
   BOOST_TEST(n.s->truncations() == 1u);
   BOOST_TEST(n.s->log().log_end().value() == 2);
   BOOST_TEST(n.s->log().committed().value() == 2);
@@ -426,24 +433,7 @@ BOOST_AUTO_TEST_CASE(an_applied_op_commits_its_batch_and_one_the_committed_chain
 BOOST_AUTO_TEST_CASE(with_bug_cuts_unreported_a_cut_of_a_written_batch_goes_unreported) {
   node n(15);
   n.opts.bug_cuts_unreported = true;
-  n.open();
-  chain a;
-  a.other(1, 1);
-  a.batch(2, 0, 2, 2);
-  a.batch(3, 2, 2, 3);
-  for (const auto& [op, m] : a.ops) {
-    n.write(m);
-  }
-  n.run();
-  n.s->applied(a.ops.at(1).h);
-  n.s->applied(a.ops.at(2).h);
-  chain b;
-  b.ops[1] = a.ops.at(1);
-  b.ops[2] = a.ops.at(2);
-  b.other(3, 33);
-  n.s->applied(b.ops.at(3).h);
-  n.s->poke();
-  n.run();
+  (void)cut_a_written_batch(n);
   BOOST_TEST(n.s->truncations() == 1u);
   BOOST_TEST(n.s->take_cut().empty());  // the planted bug: the replica still counts the cut batch durable
   n.crash();
