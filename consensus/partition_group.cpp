@@ -207,8 +207,8 @@ std::optional<std::chrono::milliseconds> partition_group::silenced() const {
     return std::nullopt;  // (a leadership not yet a tick old)
   }
   if (*heard == 0) {
-    // Nothing heard from a quorum in this view yet (a new primary, for the first heartbeat's round trip), or it
-    // voted to leave the view: serves nothing. How long it has led unheard, at most as far back as the ticks kept.
+    // Nothing heard from a quorum in this view yet (a new primary, for the first heartbeat's round trip): serves
+    // nothing. How long it has led unheard, at most as far back as the ticks kept.
     return std::chrono::duration_cast<std::chrono::milliseconds>(clk_.monotonic() - tick_times_.front().second);
   }
   // When that tick was: the time of the first kept tick at or after it (a tick older than every kept one was at

@@ -131,8 +131,8 @@ class partition_group {
   // This replica is primary in a normal view, and not recovering: submits are taken.
   [[nodiscard]] bool primary() const;
   // Primary, but a quorum of its replicas has not heard from it within options.silence_ms (cut off, or paused: a
-  // new primary may be taking writes), or not at all yet in this view (for the round trip of its first heartbeat),
-  // or it voted to leave its view. How long it has been unheard, when so.
+  // new primary may be taking writes), or not at all yet in this view (for the round trip of its first heartbeat).
+  // How long it has been unheard, when so.
   [[nodiscard]] std::optional<std::chrono::milliseconds> silenced() const;
   // The node of the primary of the view this replica is in (a hint while a view change runs).
   [[nodiscard]] node_t primary_node() const;

@@ -810,9 +810,6 @@ std::optional<std::uint64_t> replica::quorum_heard_tick() const {
   for (replica_t r = 0; r < options_.replica_count; ++r) {
     heard.push_back(r == options_.replica ? ticks_ : heartbeat_heard_tick_.at(r));
   }
-  if (voted_) {
-    return 0;  // it voted to leave its view (abdicating, handing over): a minority of backups may complete the change
-  }
   std::sort(heard.begin(), heard.end(), std::greater<>());
   const std::size_t quorum = quorum_replication(options_.replica_count);
   RILL_ASSERT(quorum >= 1 && quorum <= heard.size());

@@ -258,7 +258,9 @@ class replica {
   // Primary, normal, with its own heartbeats: the newest tick t such that a quorum (itself included) has heard
   // from it at t or later in this view: a commit heartbeat sent at t and acknowledged (commit_ok). 0: none yet in
   // this view (the view's start earns nothing: backups that missed its start_view count their timeout from their
-  // own view change), or it has voted to leave the view. nullopt: not such a primary. A primary cut off from its
+  // own view change). nullopt: not such a primary. (A primary that voted to leave its view still counts what it
+  // hears: its vote is never withdrawn, and a primary that abdicated and then committed again would be silenced for
+  // good: seen in rill-sim --node as producers that never finished.) A primary cut off from its
   // quorum sees it fall behind: its owner stops serving once it is older than the backups' primary timeout (issue
   // 38, finding 5). A group of one: always the current tick.
   [[nodiscard]] std::optional<std::uint64_t> quorum_heard_tick() const;
