@@ -68,7 +68,8 @@ struct node_cluster::node {
   // (and take newer ones' directories for leftovers). As rilld's metadata actor waits.
   bool meta_ready = false;
   std::uint64_t reconcile_due = 0;    // after a failed pass
-  bool restart_now = false;           // its process exits at the next step (a failed start)
+  bool restart_now = false;           // its process exits at the next step (a failed start, a fence)
+  bool fence_restart = false;         // ... because its metadata group fenced
   std::int64_t skew_ms = 0;           // its wall clock's steps since its process started (NTP sets it right at a start)
   elapsed_clock::anchor stamps_from;  // its process's start
   // What its dead processes ran. A process's death frees nothing and resumes nothing: its objects stay where they
@@ -211,6 +212,7 @@ class node_cluster::executor final : public actors::reconcile_executor {
         if (!*alive) {
           co_return rill::unexpected(make_error_code(storage::errc::closed), "the node crashed");
         }
+        cluster_.count_reopens(*r);
         std::erase_if(node_.closing, [r](const auto& p) { return p.get() == r; });
         co_return closed;
       }
@@ -249,6 +251,7 @@ node_cluster::node_cluster(const node_cluster_options& options, trace& t)
     sim_disk_faults f;
     f.latency_ns_min = 20'000;
     f.latency_ns_max = 2'000'000;
+    f.sync_error_ppm = options_.sync_error_ppm;
     n->disk = std::make_unique<sim_disk>(rng_.next(), f, &n->clk);
     n->net = std::make_unique<node_net>(*this, *n);
     nodes_.push_back(std::move(n));
@@ -365,6 +368,16 @@ void node_cluster::start(node& n) {
   consensus::driver_hooks hooks;  // (reconciling follows the applied op: tick_node)
   auto alive = n.alive;
   node* np = &n;
+  hooks.fenced = [this, np, alive](const error& e) {
+    // rilld's metadata actor stops the group and tells the operator to restart the node: the supervisor does.
+    if (*alive) {
+      if (debug_) {
+        fmt::print("{} node {}: metadata fenced: {}\n", now_, np->id.value(), e.message());
+      }
+      np->restart_now = true;  // (not here: inside the disk's poll)
+      np->fence_restart = true;
+    }
+  };
   spawn(consensus::cluster_group::open(*n.disk, storage::join_path(data_dir, "metadata"), *n.sm, std::move(go), *n.host,
                                        *n.net, std::move(hooks)),
         [this, np, alive](expected<std::unique_ptr<consensus::cluster_group>> r) {
@@ -398,6 +411,12 @@ void node_cluster::crash(node& n, bool power_loss) {
   n.disk->halt();
   while (n.disk->in_flight() > 0) {
     n.disk->poll(true);
+  }
+  for (const auto& [ns, p] : n.partitions) {
+    count_reopens(*p);
+  }
+  for (const auto& p : n.closing) {
+    count_reopens(*p);
   }
   node::remains r;
   r.partitions = std::move(n.partitions);
@@ -608,6 +627,8 @@ void node_cluster::step() {
   for (auto& n : nodes_) {
     if (n->up && n->restart_now) {
       n->restart_now = false;
+      result_.fence_restarts += n->fence_restart ? 1 : 0;
+      n->fence_restart = false;
       crash(*n, false);
     }
     if (!n->up && now_ >= n->restart_at) {
@@ -621,8 +642,15 @@ void node_cluster::step() {
   workload_->step();
 }
 
+void node_cluster::count_reopens(const actors::partition_replica& r) {
+  result_.partition_reopens += r.reopens();
+}
+
 void node_cluster::enter_liveness() {
   liveness_ = true;
+  for (auto& n : nodes_) {
+    n->disk->faults().sync_error_ppm = 0;
+  }
   network_.calm();
   partition_until_ = 0;
   for (auto& n : nodes_) {
@@ -727,6 +755,12 @@ node_run_result node_cluster::run() {
     result_.result = node_outcome::safety_failure;
     result_.detail = checker_->violation();
   }
+  for (const auto& n : nodes_) {
+    result_.sync_errors += n->disk->sync_errors();
+    for (const auto& [ns, p] : n->partitions) {
+      count_reopens(*p);  // (those still running)
+    }
+  }
   result_.ticks = now_;
   result_.hash = trace_.hash();
   result_.metadata_changes = workload_->changes();
@@ -813,6 +847,9 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
   o.operator_changes = static_cast<std::uint32_t>(r.between(4, 12));
   o.consumers = static_cast<std::uint32_t>(r.between(1, 3));
   o.clock_jump_ppm = r.below(2) == 0 ? 0 : static_cast<std::uint32_t>(r.between(50, 400));  // half the seeds
+  // Drawn from a stream of their own, so that the draws above (and the seeds kept for CI) stay what they were.
+  prng later(seed ^ 0x4e4f'4445'5357'0002ULL);
+  o.sync_error_ppm = later.below(3) == 0 ? static_cast<std::uint32_t>(later.between(500, 20'000)) : 0;  // a third
   for (const auto& b : bugs) {
     if (b == "partition_id_reused") {
       o.bugs.partition_id_reused = true;

@@ -10,7 +10,8 @@
 // The workload (node_workload.h) drives it from the seed: an operator making metadata changes (topics created and
 // deleted, partitions deleted and added back, retention changed), idempotent producers that retry through other
 // nodes, and named consumers. Faults: crashes (a power loss, or a process crash that keeps the page cache), network
-// partitions, loss and duplication, lost disks.
+// partitions, loss and duplication, lost disks, wall-clock jumps, and fdatasyncs failing with EIO (a partition
+// replica fences and reopens in its process; a node whose metadata group fences restarts).
 //
 // A run: the safety phase (faults; the checkers after every step) then the liveness phase (faults stop, every node
 // restarts, partitions heal): within the bound every node must have applied the same metadata and carried it out,
@@ -66,6 +67,10 @@ struct node_cluster_options {
   std::uint32_t partition_ticks_max = 1'500;
   std::uint32_t disk_lost_ppm = 0;   // per node per tick (3 nodes or more; at most a minority lost at once)
   std::uint32_t clock_jump_ppm = 0;  // per node per tick: its wall clock steps up to an hour forward or back
+  // Per fdatasync/fsync of any node: it fails with EIO (what it covered is never durable, though still readable in
+  // the page cache). A partition replica fences and reopens in its process; a node whose metadata group fences is
+  // restarted (as its operator or supervisor would, rilld telling them to).
+  std::uint32_t sync_error_ppm = 0;
   std::uint32_t producers = 3;
   std::uint32_t produces = 40;         // per producer
   std::uint32_t operator_changes = 8;  // metadata changes over the run
@@ -88,6 +93,9 @@ struct node_run_result {
   std::uint64_t process_crashes = 0;
   std::uint64_t disks_lost = 0;
   std::uint64_t clock_jumps = 0;
+  std::uint64_t sync_errors = 0;        // fdatasyncs failed with EIO (every node's disk)
+  std::uint64_t fence_restarts = 0;     // processes restarted because their metadata group fenced
+  std::uint64_t partition_reopens = 0;  // partition replicas reopened in their process after a fence
   std::uint64_t partitions_hosted = 0;  // replicas created over the run (every node)
   std::uint64_t reconcile_steps = 0;
   std::uint64_t settings_updates = 0;  // partitions whose retention changed in place
@@ -136,6 +144,8 @@ class node_cluster {
   [[nodiscard]] std::vector<std::uint64_t> member_ids() const;  // every node's id, ascending
   void final_check();
   void fail(std::string what);
+  // Adds the reopens of replicas leaving the node (closed, or their process dead) to the result.
+  void count_reopens(const actors::partition_replica& r);
 
   node_cluster_options options_;
   trace& trace_;

@@ -504,6 +504,7 @@ std::int64_t sim_disk::do_sync(int fd) {
     return -EBADF;
   }
   if (rng_.chance_ppm(faults_.sync_error_ppm)) {
+    ++sync_errors_;
     // Nothing became durable; the unsynced changes may still be lost at a crash, and with failed_sync_loses_writes
     // those the sync covered never become durable (their pages are clean now).
     if (!n->is_dir && faults_.failed_sync_loses_writes) {

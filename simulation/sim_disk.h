@@ -90,6 +90,8 @@ class sim_disk final : public io::engine {
   [[nodiscard]] std::uint64_t mutating_ops() const noexcept { return mutating_ops_; }
   // Operations of one kind applied so far (successful or not).
   [[nodiscard]] std::uint64_t ops_of(io::opcode op) const noexcept { return op_counts_[static_cast<std::size_t>(op)]; }
+  // fdatasync/fsync calls failed with EIO by sync_error_ppm so far.
+  [[nodiscard]] std::uint64_t sync_errors() const noexcept { return sync_errors_; }
   void crash();
   // Moves simulated time forward by `ns` (and the attached clock); operations due by then complete at the next
   // poll(false). For drivers with their own notion of time (the VSR simulator's ticks).
@@ -192,6 +194,7 @@ class sim_disk final : public io::engine {
   std::uint64_t delayed_bytes_ = 0;
   bool polling_ = false;
   std::array<std::uint64_t, static_cast<std::size_t>(io::opcode::cancel) + 1> op_counts_{};
+  std::uint64_t sync_errors_ = 0;
   // sync_covers_only_submitted: each file sync in flight -> its file's change count when it was submitted.
   std::map<const io::request*, std::uint64_t> sync_snapshots_;
   std::optional<std::uint64_t> sync_snapshot_;  // the one of the sync being applied

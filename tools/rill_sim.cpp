@@ -159,6 +159,15 @@ int run_node_seed(std::uint64_t seed, const knobs& k, const std::string& trace_p
   if (k.given.contains("replicas")) {
     o.nodes = static_cast<std::uint8_t>(k.given.at("replicas"));
   }
+  if (k.given.contains("sync-fault-ppm")) {
+    o.sync_error_ppm = static_cast<std::uint32_t>(k.given.at("sync-fault-ppm"));
+  }
+  if (k.given.contains("disk-lost-ppm")) {
+    o.disk_lost_ppm = static_cast<std::uint32_t>(k.given.at("disk-lost-ppm"));
+  }
+  if (k.given.contains("process-crash-ppm")) {
+    o.process_crash_ppm = static_cast<std::uint32_t>(k.given.at("process-crash-ppm"));
+  }
   trace t;
   if (!trace_path.empty() && !t.open(trace_path)) {
     std::fprintf(stderr, "rill-sim: cannot write trace to %s\n", trace_path.c_str());
@@ -173,14 +182,16 @@ int run_node_seed(std::uint64_t seed, const knobs& k, const std::string& trace_p
     std::printf(
         "seed %llu (node): %s nodes=%u crash=%u partition=%u lost_ppm=%u ticks=%llu changes=%llu produced=%llu "
         "retries=%llu read=%llu crashes=%llu process_crashes=%llu disks_lost=%llu replicas=%llu steps=%llu "
-        "settings_updates=%llu hash=%016llx\n",
+        "settings_updates=%llu sync_errors=%llu fence_restarts=%llu reopens=%llu hash=%016llx\n",
         static_cast<unsigned long long>(seed), verdict, o.nodes, o.crash_ppm, o.partition_ppm, o.disk_lost_ppm,
         static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.metadata_changes),
         static_cast<unsigned long long>(r.produced), static_cast<unsigned long long>(r.produce_retries),
         static_cast<unsigned long long>(r.records_read), static_cast<unsigned long long>(r.crashes),
         static_cast<unsigned long long>(r.process_crashes), static_cast<unsigned long long>(r.disks_lost),
         static_cast<unsigned long long>(r.partitions_hosted), static_cast<unsigned long long>(r.reconcile_steps),
-        static_cast<unsigned long long>(r.settings_updates), static_cast<unsigned long long>(r.hash));
+        static_cast<unsigned long long>(r.settings_updates), static_cast<unsigned long long>(r.sync_errors),
+        static_cast<unsigned long long>(r.fence_restarts), static_cast<unsigned long long>(r.partition_reopens),
+        static_cast<unsigned long long>(r.hash));
   }
   if (r.result != node_outcome::passed) {
     std::printf("  %s\n", r.detail.c_str());
