@@ -49,18 +49,29 @@ task<expected<std::unique_ptr<coordinators>>> coordinators::open(storage::io::en
     go.recovering = o.recovering;
     go.incarnation = o.incarnation;
     go.journal.slot_count = o.journal_slots;
-    go.seed = drawn_seed();
+    go.seed = o.seed ? o.seed() : drawn_seed();
     const std::string at = fmt::format("{}/{}", dir, i);
-    RILL_CO_TRY_VOID(co_await storage::make_dirs(e, at));
+    // A failure leaves nothing behind: the lanes opened so far leave the host (closed) before the error returns.
+    if (auto made = co_await storage::make_dirs(e, at); !made) {
+      (void)co_await c->close();
+      co_return rill::unexpected(made.error());
+    }
     consensus::driver_hooks hooks;
-    hooks.fenced = [notice = o.notice, i](const error& cause) {
+    hooks.fenced = [notice = o.notice, fenced = o.fenced, i](const error& cause) {
       if (notice) {
         notice(fmt::format("coordinator {}: this node's replica stopped at a storage failure (restart the node): {}", i,
                            cause.message()));
       }
+      if (fenced) {
+        fenced(i, cause);
+      }
     };
-    RILL_CO_TRY(group, co_await consensus::cluster_group::open(e, at, *l.machine, go, host, net, std::move(hooks)));
-    l.group = std::move(group);
+    auto group = co_await consensus::cluster_group::open(e, at, *l.machine, go, host, net, std::move(hooks));
+    if (!group) {
+      (void)co_await c->close();
+      co_return rill::unexpected(group.error());
+    }
+    l.group = std::move(*group);
   }
   co_return c;
 }

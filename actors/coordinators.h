@@ -27,7 +27,8 @@
 // - A lane's barrier_waiting is a read barrier that has not had its turn yet (a read that joins it began before
 //   the barrier was sent); it is cleared when its turn comes or when it is refused.
 //
-// Contract: single-threaded, on the engine's thread (the metadata actor's). close() before destroying it.
+// Contract: single-threaded, on the engine's thread (the metadata actor's). close() before destroying it. A failed
+// open() leaves nothing joined to the host.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -65,6 +66,12 @@ struct coordinators_options {
   // The primary's reconcile duty: the commands that make coordinator `index`'s groups match the metadata.
   std::function<std::vector<proto::CoordinatorCommand>(std::uint32_t index, const group_machine&)> reconcile;
   std::function<void(const std::string&)> notice;
+  // Each replica's seed (its session numbers, its jitter): drawn from the system's randomness when unset (the
+  // simulator sets it, so that a seed replays).
+  std::function<std::uint64_t()> seed;
+  // Coordinator `index`'s replica stopped at a storage failure (after notice): it serves nothing until the process
+  // restarts (rilld asks its operator to; the simulator restarts the node).
+  std::function<void(std::uint32_t index, const error&)> fenced;
 };
 
 struct coordinator_counters {

@@ -8,6 +8,7 @@
 #include <random>
 #include <variant>
 
+#include "actors/coordinated_flows.h"
 #include "actors/group_handlers.h"
 #include "actors/replica_partition_actor.hpp"
 #include "actors/runtime/shard.h"
@@ -1186,56 +1187,18 @@ task<expected<coordinated_group>> metadata_actor::find_coordinated(std::uint32_t
   co_return std::move(*g);
 }
 
-task<expected<void>> metadata_actor::ensure_coordinated(const coordinated_group& g, std::uint32_t index) {
-  const group_machine& m = coordinators_->machine(index);
-  if (const group_state* old = m.find(g.key()); old != nullptr && old->incarnation() != g.id.group_id) {
-    // The name's earlier incarnation (deleted, then created again before the primary's reconcile removed it): it
-    // goes first, members and offsets with it. Already gone (another node, the reconcile): as good.
-    proto::CoordinatorCommand remove =
-        remove_command(g.key(), old->incarnation());  // (named: GCC 12 destroys a temporary in a co_await twice)
-    RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(remove)));
-    if (r.status() != static_cast<std::uint32_t>(net::status::group_not_found)) {
-      RILL_CO_TRY_VOID(coordinator_status(r));
-    }
-  }
-  const group_state* state = coordinated_state(m, g);
-  if (state != nullptr && state->partitions() == g.id.partitions) {
-    co_return expected<void>{};
-  }
-  proto::CoordinatorCommand needed = state == nullptr ? create_command(g) : resize_command(g);
-  RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(needed)));
-  // Created meanwhile by another node (or by the primary's reconcile duty): as good.
-  if (r.status() != static_cast<std::uint32_t>(net::status::already_exists)) {
-    RILL_CO_TRY_VOID(coordinator_status(r));
-  }
-  co_return expected<void>{};
-}
-
 task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
   RILL_CO_TRY(g, co_await find_coordinated(msg.stream_id, msg.topic_id, msg.group_id));
   const std::uint32_t index = coordinators_->index_for(g.key());
   const std::uint64_t conn = connection_key(services_->cluster->node_id, msg.connection);
-  if (is_coordinator_read(msg.api)) {
-    // A group the metadata created is described as its coordinator has it, created there first if need be (not as
-    // "0 partitions" until the primary's reconcile); then the barrier makes the read linearizable
-    // (coordinator_requests.h).
-    RILL_CO_TRY_VOID(co_await ensure_coordinated(g, index));
-    RILL_CO_TRY_VOID(co_await coordinators_->read_barrier(index));
+  RILL_CO_TRY(answer, co_await actors::coordinate(*coordinators_, g, msg.api, std::move(msg.header), conn));
+  if (answer.describe) {
+    co_return co_await describe_coordinated_with_offsets(std::move(g), index, answer.offsets_only);
   }
-  RILL_CO_TRY(plan, plan_coordinator_request(g, coordinated_state(coordinators_->machine(index), g), msg.api,
-                                             msg.header, conn));
-  if (plan.describe) {
-    co_return co_await describe_coordinated_with_offsets(std::move(g), index, plan.offsets_only);
-  }
-  if (!plan.command) {
-    co_return std::move(plan.header);
-  }
-  RILL_CO_TRY_VOID(co_await ensure_coordinated(g, index));
-  if (plan.command->has_join() || plan.command->has_heartbeat()) {
+  if (answer.session) {
     coordinated_connections_[msg.connection].insert(index);  // told when the connection closes
   }
-  RILL_CO_TRY(r, co_await coordinators_->submit(index, std::move(*plan.command)));
-  co_return coordinator_reply(g, msg.api, r);
+  co_return std::move(answer.header);
 }
 
 task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
@@ -1243,17 +1206,9 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
   if (!g) {
     co_return poll_reply{group_outcome(g.error()), nullptr};
   }
-  const std::uint32_t index = coordinators_->index_for(g->key());
-  const group_machine& m = coordinators_->machine(index);
-  auto planned = plan_coordinated_poll(coordinated_state(m, *g), msg.request);
+  auto planned = co_await plan_member_poll(*coordinators_, *g, std::move(msg.request), coordinated_poll_catch_up_ticks);
   if (!planned) {
-    // The join or heartbeat that gave the member this partition may have committed through another node, and this
-    // node's replica not have applied it yet: it catches up, then checks again.
-    (void)co_await coordinators_->caught_up(index, coordinated_poll_catch_up_ticks);
-    planned = plan_coordinated_poll(coordinated_state(m, *g), std::move(msg.request));
-    if (!planned) {
-      co_return poll_reply{group_outcome(planned.error()), nullptr};
-    }
+    co_return poll_reply{group_outcome(planned.error()), nullptr};
   }
   // (Named, not a temporary in the co_await: GCC 12 destroys such a temporary twice.)
   poll_msg ask{planned->request, planned->resume_at};
@@ -1265,38 +1220,12 @@ task<poll_reply> metadata_actor::coordinated_poll(coordinated_poll_msg msg) {
   if (!r->result.ok()) {
     co_return std::move(*r);
   }
-  // The partition may have changed hands while the poll waited, or before it through another node, in commits this
-  // node's replica of the coordinator has not applied yet (issue 38, finding 5: a member whose partitions had moved
-  // read on from a stale replica: two readers of one partition). Data goes out only once the member's ownership is
-  // confirmed against the committed state: by its auto-commit (checked against member and generation as it
-  // applies) or else by a read barrier, after which this replica has applied everything committed before it.
+  // Nothing goes out before the member's ownership is confirmed against the committed state (coordinated_flows.h).
   const bool data = r->data && r->data->batches > 0;
-  bool confirmed = false;
-  if (const group_state* before = coordinated_state(m, *g); before != nullptr && planned->auto_commit && data) {
-    const auto next = static_cast<std::uint64_t>(r->data->next_offset.value());
-    if (const auto c = before->committed(planned->partition); !c || *c < next) {
-      auto commit = commit_command(*g, planned->member, planned->generation, planned->partition, next);
-      auto committed = co_await coordinators_->submit(index, std::move(commit));
-      if (!committed) {
-        co_return poll_reply{group_outcome(committed.error()), nullptr};
-      }
-      if (auto ok = coordinator_status(*committed); !ok) {
-        co_return poll_reply{group_outcome(ok.error()), nullptr};
-      }
-      confirmed = true;
-    }
-  }
-  if (data && !confirmed) {
-    if (auto barrier = co_await coordinators_->read_barrier(index); !barrier) {
-      co_return poll_reply{group_outcome(barrier.error()), nullptr};
-    }
-  }
-  const group_state* now = coordinated_state(m, *g);
-  if (now == nullptr) {
-    co_return poll_reply{outcome{net::status::group_not_found, "the group was deleted while the poll waited"}, nullptr};
-  }
-  if (auto owned = check_delivery(*now, *planned); !owned) {
-    co_return poll_reply{group_outcome(owned.error()), nullptr};
+  auto confirmed = co_await confirm_member_poll(
+      *coordinators_, *g, *planned, data ? std::optional<std::int64_t>(r->data->next_offset.value()) : std::nullopt);
+  if (!confirmed) {
+    co_return poll_reply{group_outcome(confirmed.error()), nullptr};
   }
   co_return std::move(*r);
 }

@@ -191,9 +191,6 @@ class metadata_actor final : public metered<metadata_actor_impl::base>, public h
   // The group as the metadata names it (after catching up with the committed metadata when it is not found here).
   task<expected<coordinated_group>> find_coordinated(std::uint32_t stream_id, std::uint32_t topic_id,
                                                      std::uint32_t group_id);
-  // Creates or resizes the group in its coordinator when this node's replica shows it missing or of another
-  // partition count (the primary's reconcile duty would, within a second).
-  task<expected<void>> ensure_coordinated(const coordinated_group& g, std::uint32_t index);
   // The group as this node's replica of its coordinator has it, every partition's line included (with the offsets of
   // `offsets[p]` where given); a group the coordinator has not created yet is described as it will be: stable,
   // without members or committed offsets.

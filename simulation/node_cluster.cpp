@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "actors/coordinator_requests.h"
+#include "actors/coordinators.h"
 #include "actors/group_handlers.h"
 #include "actors/metadata_handlers.h"
 #include "actors/metadata_machine.h"
@@ -12,6 +14,7 @@
 #include "actors/reconciler.h"
 #include "base/assert.h"
 #include "base/clock.h"
+#include "base/elapsed_clock.h"
 #include "consensus/cluster_group.h"
 #include "consensus/group_host.h"
 #include "simulation/node_checker.h"
@@ -56,6 +59,9 @@ struct node_cluster::node {
   std::unique_ptr<consensus::group_host> host;
   std::unique_ptr<actors::metadata_machine> sm;
   std::unique_ptr<consensus::cluster_group> meta;  // null until open
+  std::unique_ptr<elapsed_clock> stamps;           // the coordinators' time stamps (rilld's metadata actor's)
+  std::unique_ptr<actors::coordinators> coords;    // null until open (after meta)
+  std::uint64_t group_incarnation = 0;             // the metadata group's and coordinators' options.incarnation
   actors::node_inventory running;
   std::map<std::uint64_t, std::unique_ptr<actors::partition_replica>> partitions;  // by namespace
   std::map<std::uint64_t, std::uint64_t> group_ns;                                 // partition group id -> namespace
@@ -79,6 +85,8 @@ struct node_cluster::node {
     std::map<std::uint64_t, std::unique_ptr<actors::partition_replica>> partitions;
     std::vector<std::unique_ptr<actors::partition_replica>> closing;
     std::unique_ptr<consensus::cluster_group> meta;
+    std::unique_ptr<actors::coordinators> coords;
+    std::unique_ptr<elapsed_clock> stamps;
     std::unique_ptr<actors::metadata_machine> sm;
     std::unique_ptr<consensus::group_host> host;
     std::unique_ptr<storage::buffer_pool> pool;
@@ -275,6 +283,8 @@ node_cluster::~node_cluster() {
         (void)p.release();
       }
       (void)r.meta.release();
+      (void)r.coords.release();
+      (void)r.stamps.release();
       (void)r.sm.release();
       (void)r.host.release();
       (void)r.pool.release();
@@ -302,6 +312,11 @@ actors::partition_replica* node_cluster::replica_at(std::size_t i, std::uint64_t
   }
   auto it = n.partitions.find(ns);
   return it == n.partitions.end() ? nullptr : it->second.get();
+}
+
+actors::coordinators* node_cluster::coordinators_at(std::size_t i) {
+  node& n = *nodes_.at(i);
+  return n.up ? n.coords.get() : nullptr;
 }
 
 std::shared_ptr<const actors::metadata_view> node_cluster::view_at(std::size_t i) const {
@@ -361,6 +376,7 @@ void node_cluster::start(node& n) {
   go.self = n.id;
   go.recovering = n.lost;
   go.incarnation = n.lost ? now_ + 1 : 0;
+  n.group_incarnation = go.incarnation;
   go.journal = consensus::journal_options{256, 8 * 1024};
   go.snapshot_bytes_max = 4 * 1024 * 1024;
   go.snapshot_reserved_bytes = 0;
@@ -396,10 +412,62 @@ void node_cluster::start(node& n) {
             return;
           }
           np->meta = std::move(*r);
+          open_coordinators(*np);
         });
   if (n.incarnation > 1) {
     trace_.event(now_, "fault", {{"node", n.id.value()}}, "restart");
   }
+}
+
+void node_cluster::open_coordinators(node& n) {
+  // As rilld's metadata actor: its coordinators' replicas beside the metadata group's, on the same host and plane.
+  n.stamps = std::make_unique<elapsed_clock>(n.clk, n.stamps_from);
+  actors::coordinators_options co;
+  co.cluster = cluster_id;
+  co.members.clear();
+  for (const auto& m : nodes_) {
+    co.members.push_back(m->id);
+  }
+  co.self = n.id;
+  co.recovering = n.lost;
+  co.incarnation = n.group_incarnation;
+  co.count = coordinator_count;
+  co.journal_slots = 128;
+  co.seed = [this] { return rng_.next(); };
+  co.wall_ms = [stamps = n.stamps.get()] { return static_cast<std::uint64_t>(stamps->now_ms()); };
+  node* np = &n;
+  co.reconcile = [np](std::uint32_t index, const actors::group_machine& m) {
+    return actors::reconcile_commands(*np->sm->state().view(), m, index, coordinator_count, 64);
+  };
+  if (debug_) {
+    co.notice = [this, id = n.id](const std::string& line) { fmt::print("{} node {}: {}\n", now_, id.value(), line); };
+  }
+  auto alive = n.alive;
+  co.fenced = [np, alive](std::uint32_t, const error&) {
+    if (*alive) {
+      np->restart_now = true;  // (rilld asks its operator to restart the node; the supervisor does)
+      np->fence_restart = true;
+    }
+  };
+  spawn(
+      actors::coordinators::open(*n.disk, storage::join_path(data_dir, "coordinators"), std::move(co), *n.host, *n.net),
+      [this, np, alive](expected<std::unique_ptr<actors::coordinators>> r) {
+        if (!*alive) {
+          if (r) {
+            np->dead.push_back({});
+            np->dead.back().coords = std::move(*r);  // (its process died: kept, never called again)
+          }
+          return;
+        }
+        if (!r) {
+          if (debug_) {
+            fmt::print("{} node {}: coordinators open failed: {}\n", now_, np->id.value(), r.error().message());
+          }
+          np->restart_now = true;
+          return;
+        }
+        np->coords = std::move(*r);
+      });
 }
 
 void node_cluster::crash(node& n, bool power_loss) {
@@ -423,6 +491,8 @@ void node_cluster::crash(node& n, bool power_loss) {
   r.closing = std::move(n.closing);
   n.closing.clear();
   r.meta = std::move(n.meta);
+  r.coords = std::move(n.coords);
+  r.stamps = std::move(n.stamps);
   r.sm = std::move(n.sm);
   r.host = std::move(n.host);
   r.pool = std::move(n.pool);
@@ -535,6 +605,10 @@ void node_cluster::deliver() {
       }
       continue;
     }
+    if (n.coords && n.coords->index_of(g)) {
+      n.coords->on_message(consensus::node_t(static_cast<std::uint32_t>(p.from + 1)), g, p.m);
+      continue;
+    }
     auto ns = n.group_ns.find(p.group);
     if (ns != n.group_ns.end()) {
       if (auto r = n.partitions.find(ns->second); r != n.partitions.end()) {
@@ -586,6 +660,9 @@ void node_cluster::tick_node(node& n) {
   if (n.meta) {
     n.meta->tick();
   }
+  if (n.coords) {
+    n.coords->tick();
+  }
   // (Replicas may be created or destroyed by what a tick starts: iterate over a copy of the namespaces.)
   std::vector<std::uint64_t> ns;
   for (const auto& [k, r] : n.partitions) {
@@ -606,8 +683,11 @@ void node_cluster::tick_node(node& n) {
       n.reconcile_due = 0;
       reconcile(n);
     }
-    if (n.lost && !n.meta->replica().recovering() && n.carried_out == applied && !n.reconciling) {
+    if (n.lost && !n.meta->replica().recovering() && n.coords && n.carried_out == applied && !n.reconciling) {
       bool caught_up = true;
+      for (std::uint32_t i = 0; i < n.coords->count(); ++i) {
+        caught_up = caught_up && !n.coords->replica(i).recovering();
+      }
       for (const auto& [k, r] : n.partitions) {
         const auto* g = r->group();
         caught_up = caught_up && g != nullptr && !g->replica().recovering();
@@ -685,6 +765,21 @@ bool node_cluster::converged(std::string* why) const {
       return no(fmt::format("node {}: metadata applied {} of {}, carried out {}{}{}", n->id.value(),
                             r.commit_min().value(), commit, n->carried_out, n->reconciling ? " (reconciling)" : "",
                             closing));
+    }
+  }
+  // Every coordinator: open on every node, none recovering, one commit.
+  for (std::uint32_t i = 0; i < coordinator_count; ++i) {
+    std::optional<std::uint64_t> at;
+    for (const auto& n : nodes_) {
+      if (!n->coords) {
+        return no(fmt::format("node {}: its coordinators are not open", n->id.value()));
+      }
+      const auto& r = n->coords->replica(i);
+      if (r.recovering() || (at && *at != r.commit_min().value())) {
+        return no(fmt::format("coordinator {}: node {}'s replica {} (applied {})", i, n->id.value(),
+                              r.recovering() ? "is recovering" : "lags", r.commit_min().value()));
+      }
+      at = r.commit_min().value();
     }
   }
   // Every partition of the view: its replicas open, a primary, one committed end.

@@ -35,12 +35,16 @@
 
 namespace rill::actors {
 class partition_replica;
-}
+class coordinators;
+}  // namespace rill::actors
 
 namespace rill::simulation {
 
 class node_workload;
 class node_checker;
+
+// The consumer-group coordinators a simulated cluster runs (rilld: actors::coordinator_groups).
+inline constexpr std::uint32_t coordinator_count = 2;
 
 // Deliberate bugs of the code above the replica (test only): the simulator's tests prove the checkers find them.
 struct node_bugs {
@@ -122,6 +126,8 @@ class node_cluster {
   [[nodiscard]] bool serving(std::size_t i) const;
   // Node i's replica of the partition with namespace `ns` (null when it runs none now).
   [[nodiscard]] actors::partition_replica* replica_at(std::size_t i, std::uint64_t ns);
+  // Node i's consumer-group coordinators (null while the node is down or they are not open).
+  [[nodiscard]] actors::coordinators* coordinators_at(std::size_t i);
   // Node i's committed metadata (null while its metadata group is not open), and the metadata op it has applied.
   [[nodiscard]] std::shared_ptr<const actors::metadata_view> view_at(std::size_t i) const;
   [[nodiscard]] std::uint64_t applied_at(std::size_t i) const;
@@ -133,6 +139,7 @@ class node_cluster {
   class executor;
   void step();
   void start(node& n);
+  void open_coordinators(node& n);
   void crash(node& n, bool power_loss);
   void lose_disk(node& n);
   void inject_faults();
