@@ -22,7 +22,7 @@ task<expected<void>> ensure_coordinated(coordinators& c, const coordinated_group
     }
   }
   const group_state* state = coordinated_state(m, g);
-  if (state != nullptr && state->partitions() == g.id.partitions) {
+  if (state != nullptr && partitions_match(*state, g)) {
     co_return expected<void>{};
   }
   proto::CoordinatorCommand needed = state == nullptr ? create_command(g) : resize_command(g);
@@ -77,22 +77,40 @@ task<expected<void>> confirm_member_poll(coordinators& c, const coordinated_grou
                                          std::optional<std::int64_t> next_offset, bool bug_unconfirmed) {
   const std::uint32_t index = c.index_for(g.key());
   const group_machine& m = c.machine(index);
+  if (bug_unconfirmed) {
+    // As it was: this node's replica, as it is, then the auto-commit when it moves the offset.
+    const group_state* local = coordinated_state(m, g);
+    if (local == nullptr) {
+      co_return rill::unexpected(make_error_code(net::status::group_not_found),
+                                 "the group was deleted while the poll waited");
+    }
+    RILL_CO_TRY_VOID(check_delivery(*local, planned));
+    if (const auto committed = local->committed(planned.partition);
+        planned.auto_commit && next_offset && (!committed || *committed < static_cast<std::uint64_t>(*next_offset))) {
+      auto commit = commit_command(g, planned.member, planned.generation, planned.partition,
+                                   static_cast<std::uint64_t>(*next_offset));
+      RILL_CO_TRY(r, co_await c.submit(index, std::move(commit)));
+      RILL_CO_TRY_VOID(coordinator_status(r));
+    }
+    co_return expected<void>{};
+  }
   // The partition may have changed hands while the poll waited, or before it through another node, in commits this
   // node's replica has not applied yet. Data goes out only once the member's ownership is confirmed against the
-  // committed state: by its auto-commit (checked against member and generation as it applies), or else by a read
-  // barrier, after which this replica has applied everything committed before it.
-  bool confirmed = bug_unconfirmed;
-  if (const group_state* before = coordinated_state(m, g);
-      !confirmed && before != nullptr && planned.auto_commit && next_offset) {
+  // committed state: by its auto-commit, or else by a read barrier, after which this replica has applied everything
+  // committed before it.
+  if (const group_state* before = coordinated_state(m, g); before != nullptr && planned.auto_commit && next_offset) {
     const auto next = static_cast<std::uint64_t>(*next_offset);
     if (const auto committed = before->committed(planned.partition); !committed || *committed < next) {
+      // The commit applies only if the member owns the partition in its generation at that op: the read is
+      // linearized there, and the data goes out whatever changed after it. (A check of a later state here would
+      // refuse data whose offset is already committed: the group would skip it.)
       auto commit = commit_command(g, planned.member, planned.generation, planned.partition, next);
       RILL_CO_TRY(r, co_await c.submit(index, std::move(commit)));
       RILL_CO_TRY_VOID(coordinator_status(r));
-      confirmed = true;
+      co_return expected<void>{};
     }
   }
-  if (next_offset && !confirmed) {
+  if (next_offset) {
     RILL_CO_TRY_VOID(co_await c.read_barrier(index));
   }
   const group_state* now = coordinated_state(m, g);

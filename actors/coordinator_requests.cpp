@@ -205,6 +205,9 @@ proto::CoordinatorCommand create_command(const coordinated_group& g) {
   k->set_strategy(strategy_number(g.id.config));
   k->set_session_timeout_ms(g.id.config.session_timeout_ms());
   k->set_incarnation(g.id.group_id);
+  for (const std::uint64_t created : g.partitions_created) {
+    k->add_partitions_created(created);
+  }
   return c;
 }
 
@@ -222,7 +225,14 @@ const group_state* coordinated_state(const group_machine& machine, const coordin
 proto::CoordinatorCommand resize_command(const coordinated_group& g) {
   auto c = command_for(g.key());
   c.mutable_resize()->set_partitions(g.id.partitions);
+  for (const std::uint64_t created : g.partitions_created) {
+    c.mutable_resize()->add_partitions_created(created);
+  }
   return c;
+}
+
+bool partitions_match(const group_state& state, const coordinated_group& g) {
+  return state.partitions() == g.id.partitions && state.partitions_created() == g.partitions_created;
 }
 
 proto::CoordinatorCommand commit_command(const coordinated_group& g, const std::string& member,
@@ -259,6 +269,9 @@ std::optional<coordinated_group> find_coordinated_group(const metadata_view& vie
   out.id.created_ms = gi->second.created_ms;
   out.id.config = gi->second.config;
   out.id.partitions = t->second.config.partitions();
+  for (std::uint32_t p = 0; p < out.id.partitions; ++p) {
+    out.partitions_created.push_back(t->second.partition_created(p));
+  }
   return out;
 }
 
@@ -291,7 +304,7 @@ std::vector<proto::CoordinatorCommand> reconcile_commands(const metadata_view& v
     } else if (state.incarnation() != n->second.id.group_id) {
       out.push_back(remove_command(key, state.incarnation()));  // deleted and created again: a new incarnation
       out.push_back(create_command(n->second));
-    } else if (state.partitions() != n->second.id.partitions) {
+    } else if (!partitions_match(state, n->second)) {
       out.push_back(resize_command(n->second));
     }
   }

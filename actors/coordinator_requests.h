@@ -37,8 +37,13 @@ namespace rill::actors {
 // A group of a replicated topic, as the committed metadata names it.
 struct coordinated_group {
   group_identity id;  // stream, topic, group id, name, created, config, the topic's partition count (no dir)
+  // Per partition, the metadata op that created it (topic_meta::partition_created; 0: unknown): a partition deleted
+  // and added back is another one, whose offsets the group must not carry over (issue 38).
+  std::vector<std::uint64_t> partitions_created;
   [[nodiscard]] group_key key() const { return group_key{id.stream_id, id.topic_id, id.name}; }
 };
+// Whether the coordinator's `state` of g has g's partitions: their count and incarnations (else a resize is due).
+[[nodiscard]] bool partitions_match(const group_state& state, const coordinated_group& g);
 
 struct coordinator_plan {
   std::optional<proto::CoordinatorCommand> command;  // commit it, then coordinator_reply()

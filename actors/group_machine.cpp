@@ -167,6 +167,9 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
       refuse(reply, net::status::invalid_config,
              fmt::format("session_timeout_ms = {}: allowed range is [{}, {}]", k.session_timeout_ms(),
                          options_.session_timeout_ms_min, options_.session_timeout_ms_max));
+    } else if (k.partitions_created_size() != 0 && k.partitions_created_size() != static_cast<int>(k.partitions())) {
+      refuse(reply, net::status::invalid_config,
+             fmt::format("{} partition incarnations for {} partitions", k.partitions_created_size(), k.partitions()));
     } else if (k.strategy() > 1) {
       refuse(reply, net::status::invalid_config,
              fmt::format("strategy = {}: 0 (range) or 1 (round robin)", k.strategy()));
@@ -175,6 +178,9 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
                     std::chrono::milliseconds(k.session_timeout_ms()));
       g.advance(now);
       g.set_incarnation(k.incarnation());
+      if (k.partitions_created_size() != 0) {
+        g.set_partitions_created(std::span(k.partitions_created().data(), k.partitions_created().size()));
+      }
       groups_.emplace(key, std::move(g));
     }
     return;
@@ -303,7 +309,16 @@ void group_machine::run(const proto::CoordinatorCommand& c, proto::CoordinatorRe
             fmt::format("partitions = {}: allowed range is [1, {}]", c.resize().partitions(), options_.partitions_max));
         return;
       }
-      g.resize(c.resize().partitions());
+      if (c.resize().partitions_created_size() != 0 &&
+          c.resize().partitions_created_size() != static_cast<int>(c.resize().partitions())) {
+        refuse(reply, net::status::invalid_config,
+               fmt::format("{} partition incarnations for {} partitions", c.resize().partitions_created_size(),
+                           c.resize().partitions()));
+        return;
+      }
+      g.resize(c.resize().partitions(),
+               std::span(c.resize().partitions_created().data(), c.resize().partitions_created().size()),
+               options_.bug_offsets_survive_partition);
       reply.set_generation(g.generation());
       return;
     default:

@@ -68,6 +68,9 @@ struct group_machine_options {
   // Test only, a deliberate bug the simulator must find: a commit of a partition its member does not own is stored
   // anyway (a zombie commits over the new owner).
   bool bug_commit_unowned = false;
+  // Test only: a partition deleted and added back (another incarnation under its id) keeps the group's owner and
+  // committed offset of the old one (the group skips the new one's records up to the old offset).
+  bool bug_offsets_survive_partition = false;
 };
 
 class group_machine final : public consensus::state_machine {

@@ -55,7 +55,8 @@ group_state::group_state(std::uint32_t partitions, assignment_strategy strategy,
       owner_(partitions),
       target_(partitions),
       revoke_deadline_(partitions),
-      acquired_(partitions, 0) {
+      acquired_(partitions, 0),
+      created_(partitions, 0) {
   RILL_ASSERT(session_timeout.count() > 0);
 }
 
@@ -288,7 +289,28 @@ expected<void> group_state::reset(std::uint32_t p, std::uint64_t offset) {
   return {};
 }
 
-void group_state::resize(std::uint32_t partitions) {
+void group_state::set_partitions_created(std::span<const std::uint64_t> created) {
+  RILL_ASSERT(created.size() == created_.size(), "{} incarnations for {} partitions", created.size(), created_.size());
+  created_.assign(created.begin(), created.end());
+}
+
+void group_state::resize(std::uint32_t partitions, std::span<const std::uint64_t> created, bool keep_replaced) {
+  RILL_ASSERT(created.empty() || created.size() == partitions, "{} incarnations for {} partitions", created.size(),
+              partitions);
+  for (std::uint32_t p = 0; p < std::min<std::size_t>(partitions, owner_.size()) && !created.empty(); ++p) {
+    if (created_[p] != 0 && created[p] != 0 && created_[p] != created[p] && !keep_replaced) {
+      // Another partition under the same id: what the group had of the old one is not its.
+      owner_[p].reset();
+      target_[p].reset();
+      revoke_deadline_[p].reset();
+      acquired_[p] = 0;
+      committed_.erase(p);
+    }
+  }
+  created_.resize(partitions, 0);
+  if (!created.empty()) {
+    created_.assign(created.begin(), created.end());
+  }
   owner_.resize(partitions);
   target_.resize(partitions);
   revoke_deadline_.resize(partitions);
@@ -412,6 +434,11 @@ void group_state::save_whole(proto::GroupStateWhole& out) const {
     }
     slot->set_acquired(acquired_[p]);
   }
+  if (std::any_of(created_.begin(), created_.end(), [](std::uint64_t c) { return c != 0; })) {
+    for (const std::uint64_t c : created_) {
+      out.add_partitions_created(c);
+    }
+  }
 }
 
 expected<group_state> group_state::load_whole(const proto::GroupStateWhole& in) {
@@ -454,6 +481,13 @@ expected<group_state> group_state::load_whole(const proto::GroupStateWhole& in) 
       g.revoke_deadline_[p] = time_point(slot.revoke_deadline_ns());
     }
     g.acquired_[p] = slot.acquired();
+  }
+  if (in.partitions_created_size() != 0) {
+    if (in.partitions_created_size() != in.slots_size()) {
+      return bad(fmt::format("{} partition incarnations for {} partitions", in.partitions_created_size(),
+                             in.slots_size()));
+    }
+    g.created_.assign(in.partitions_created().begin(), in.partitions_created().end());
   }
   return g;
 }
@@ -600,6 +634,7 @@ std::vector<std::optional<std::string>> group_state::compute_target() const {
 
 void group_state::check_invariants() const {
   RILL_ASSERT(owner_.size() == target_.size());
+  RILL_ASSERT(created_.size() == owner_.size(), "{} incarnations for {} partitions", created_.size(), owner_.size());
   std::map<std::string, std::uint32_t> counts;
   for (std::uint32_t p = 0; p < owner_.size(); ++p) {
     if (owner_[p]) {

@@ -117,7 +117,14 @@ class group_state {
   // An administrator's reset of a committed offset (backwards too): only while the group has no members.
   expected<void> reset(std::uint32_t partition, std::uint64_t offset);
   // The topic's partition count changed: a new generation; partitions gone lose their owners and offsets.
-  void resize(std::uint32_t partitions);
+  // `created` (empty, or one per partition): the metadata op that made each partition (0: unknown). A partition whose
+  // known incarnation changes is another partition (deleted and added back): it loses its owner and its committed
+  // offset, as a partition removed and added would. `keep_replaced` (test only, a deliberate bug): it keeps them.
+  void resize(std::uint32_t partitions, std::span<const std::uint64_t> created = {}, bool keep_replaced = false);
+  // Per partition, the metadata op that created it (0: unknown).
+  [[nodiscard]] const std::vector<std::uint64_t>& partitions_created() const noexcept { return created_; }
+  // A new group's: one per partition.
+  void set_partitions_created(std::span<const std::uint64_t> created);
 
   // Persistence: everything but the sessions, which restart at `now` on restore (members that are gone then end
   // their sessions and are removed; the others keep their partitions without a rebalance).
@@ -187,6 +194,7 @@ class group_state {
   // revocation began).
   std::vector<std::optional<time_point>> revoke_deadline_;
   std::vector<std::uint64_t> acquired_;  // per partition: the generation its owner got it
+  std::vector<std::uint64_t> created_;   // per partition: the metadata op that made it (0: unknown)
   time_point now_{0};                    // the latest time any call brought (revocations started without one use it)
 };
 

@@ -101,6 +101,50 @@ void node_checker::on_offset_reset_unknown(const std::string& consumer, const pa
   }
 }
 
+void node_checker::on_group_delivery(std::uint64_t issued, std::uint64_t tick, const std::string& group,
+                                     const std::string& member, std::uint64_t generation, const partition_key& p,
+                                     bool owned, std::int64_t start, std::int64_t end, std::int64_t log_start) {
+  if (!owned) {
+    fail(tick, fmt::format("group {}: member {} (generation {}) was delivered offsets [{}, {}) of {} by a poll issued "
+                           "at tick {}, when the committed state had already taken that partition from it: two "
+                           "readers of one partition",
+                           group, member, generation, start, end, p.describe(), issued));
+  }
+  auto& done = delivered_end_[{group, p}];
+  if (start > std::max(done, log_start)) {
+    fail(tick, fmt::format("group {}: member {} was delivered {} from offset {}, though the group had been delivered "
+                           "only up to {} (the log starts at {}): offsets [{}, {}) skipped",
+                           group, member, p.describe(), start, done, log_start, std::max(done, log_start), start));
+  }
+  done = std::max(done, end);
+}
+
+void node_checker::on_group_uncertain(const std::string& group, const partition_key& p, std::int64_t end) {
+  auto& done = delivered_end_[{group, p}];
+  done = std::max(done, end);
+}
+
+void node_checker::on_group_offsets(std::uint64_t tick, const std::string& group,
+                                    const std::vector<std::optional<std::uint64_t>>& offsets) {
+  auto& floor = group_floor_[group];
+  floor.resize(std::min(floor.size(), offsets.size()));  // partitions removed: their offsets go with them
+  for (std::size_t p = 0; p < offsets.size(); ++p) {
+    if (p >= floor.size()) {
+      floor.push_back(offsets[p]);
+      continue;
+    }
+    if (!offsets[p]) {
+      floor[p].reset();  // (removed, and added back, by resizes this observation skipped)
+      continue;
+    }
+    if (floor[p] && *offsets[p] < *floor[p]) {
+      fail(tick, fmt::format("group {}: partition {}'s committed offset went back from {} to {}", group, p, *floor[p],
+                             *offsets[p]));
+    }
+    floor[p] = std::max(floor[p].value_or(0), *offsets[p]);
+  }
+}
+
 void node_checker::on_offset_read(std::uint64_t tick, const std::string& consumer, const partition_key& p,
                                   std::optional<std::int64_t> offset) {
   auto it = floor_.find({consumer, p});

@@ -16,6 +16,13 @@
 //   acknowledged before t - stale_ticks_max. A primary cut off from its group stops serving once its quorum has not
 //   heard it for the backups' primary timeout, before a new primary can acknowledge anything (issue 38, finding 5).
 //
+// - Consumer groups (of replicated topics, served by the coordinators): one reader per partition at any instant: a
+//   member's poll delivers data only if, when the poll was issued, the committed state of the group's coordinator
+//   (the most advanced replica's) still let that member read that partition in that generation: a zombie (a member
+//   whose session ended, whose partition moved) reads nothing, whichever node it asks. A group never skips records:
+//   a delivery of a partition's incarnation starts at or below what the group was delivered before (or the log's
+//   start). Committed group offsets never go back, except where the group's partitions were removed (a resize).
+//
 // The first violation is kept, with its tick; later ones are counted.
 #include <cstdint>
 #include <map>
@@ -66,6 +73,18 @@ class node_checker {
   // A named consumer's stored offset read back from a primary.
   void on_offset_read(std::uint64_t tick, const std::string& consumer, const partition_key& p,
                       std::optional<std::int64_t> offset);
+  // A group member's poll of `p`, issued at `issued` (`owned`: the committed coordinator state then let the member
+  // read it), delivered records [start, end) at `tick`; the replica's log started at `log_start` as it read.
+  void on_group_delivery(std::uint64_t issued, std::uint64_t tick, const std::string& group, const std::string& member,
+                         std::uint64_t generation, const partition_key& p, bool owned, std::int64_t start,
+                         std::int64_t end, std::int64_t log_start);
+  // A member's poll read up to `end` of `p` and was refused, but its auto-commit may have applied (a submit that
+  // failed): the group may skip to `end`, as a client whose reply was lost would.
+  void on_group_uncertain(const std::string& group, const partition_key& p, std::int64_t end);
+  // The committed offsets of `group` (a name and its incarnation) in the most advanced replica of its coordinator, by
+  // partition, as the coordinator's commit advanced.
+  void on_group_offsets(std::uint64_t tick, const std::string& group,
+                        const std::vector<std::optional<std::uint64_t>>& offsets);
   // At the end: node `node`'s replica of `p` holds these records, committed, from its log start (`start`) on.
   void check_log(std::uint64_t tick, std::uint32_t node, const partition_key& p, std::int64_t start,
                  const std::vector<std::pair<std::int64_t, record_id>>& records);
@@ -84,6 +103,10 @@ class node_checker {
   std::map<partition_key, std::vector<std::pair<std::uint64_t, std::int64_t>>> ack_ends_;
   // Per (consumer, incarnation): the highest offset stored since the last reset.
   std::map<std::pair<std::string, partition_key>, std::int64_t> floor_;
+  // Per (group, incarnation of a partition): the end of what the group was delivered.
+  std::map<std::pair<std::string, partition_key>, std::int64_t> delivered_end_;
+  // Per group: the highest committed offset seen, by partition.
+  std::map<std::string, std::vector<std::optional<std::uint64_t>>> group_floor_;
   std::optional<std::string> violation_;
   std::uint64_t violations_ = 0;
   std::uint64_t acks_ = 0;

@@ -314,6 +314,11 @@ actors::partition_replica* node_cluster::replica_at(std::size_t i, std::uint64_t
   return it == n.partitions.end() ? nullptr : it->second.get();
 }
 
+std::uint64_t node_cluster::process_at(std::size_t i) const {
+  const node& n = *nodes_.at(i);
+  return n.up ? n.incarnation : 0;
+}
+
 actors::coordinators* node_cluster::coordinators_at(std::size_t i) {
   node& n = *nodes_.at(i);
   return n.up ? n.coords.get() : nullptr;
@@ -434,6 +439,7 @@ void node_cluster::open_coordinators(node& n) {
   co.count = coordinator_count;
   co.journal_slots = 128;
   co.seed = [this] { return rng_.next(); };
+  co.machine.bug_offsets_survive_partition = options_.bugs.group_offsets_survive;
   co.wall_ms = [stamps = n.stamps.get()] { return static_cast<std::uint64_t>(stamps->now_ms()); };
   node* np = &n;
   co.reconcile = [np](std::uint32_t index, const actors::group_machine& m) {
@@ -821,6 +827,9 @@ bool node_cluster::converged(std::string* why) const {
   if (!workload_->done()) {
     return no("the workload is not done: " + workload_->pending());
   }
+  if (std::string lag; !workload_->groups_caught_up(&lag)) {
+    return no(lag);
+  }
   return true;
 }
 
@@ -862,6 +871,9 @@ node_run_result node_cluster::run() {
   result_.produced = workload_->produced();
   result_.produce_retries = workload_->retries();
   result_.records_read = workload_->records_read();
+  result_.group_records = workload_->group_records();
+  result_.zombie_refusals = workload_->zombie_refusals();
+  result_.pauses = workload_->pauses();
   trace_.event(now_, "result", {{"outcome", static_cast<std::int64_t>(result_.result)}});
   return result_;
 }
@@ -945,6 +957,8 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
   // Drawn from a stream of their own, so that the draws above (and the seeds kept for CI) stay what they were.
   prng later(seed ^ 0x4e4f'4445'5357'0002ULL);
   o.sync_error_ppm = later.below(3) == 0 ? static_cast<std::uint32_t>(later.between(500, 20'000)) : 0;  // a third
+  o.members = static_cast<std::uint32_t>(later.between(1, 3));
+  o.member_pause_ppm = static_cast<std::uint32_t>(later.between(100, 2'000));
   for (const auto& b : bugs) {
     if (b == "partition_id_reused") {
       o.bugs.partition_id_reused = true;
@@ -952,6 +966,10 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
       o.bugs.stamps_follow_wall = true;
     } else if (b == "primary_never_silenced") {
       o.bugs.primary_never_silenced = true;
+    } else if (b == "poll_unconfirmed") {
+      o.bugs.poll_unconfirmed = true;
+    } else if (b == "group_offsets_survive") {
+      o.bugs.group_offsets_survive = true;
     }
   }
   return o;

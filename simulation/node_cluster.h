@@ -56,6 +56,12 @@ struct node_bugs {
   bool stamps_follow_wall = false;
   // A primary whose quorum no longer hears it serves on: stale reads for as long as a cut lasts (finding 5 as it was).
   bool primary_never_silenced = false;
+  // A member's poll delivers once this node's replica of the coordinator says it owns the partition, with no
+  // auto-commit nor read barrier to confirm it against the committed state (finding 5's zombie reads as they were).
+  bool poll_unconfirmed = false;
+  // A partition deleted and added back keeps its consumer groups' committed offsets and owner (the coordinators knew
+  // partitions by count only): the group skips the new partition's records up to the old offset.
+  bool group_offsets_survive = false;
 };
 
 struct node_cluster_options {
@@ -79,6 +85,8 @@ struct node_cluster_options {
   std::uint32_t produces = 40;         // per producer
   std::uint32_t operator_changes = 8;  // metadata changes over the run
   std::uint32_t consumers = 2;         // named consumers
+  std::uint32_t members = 2;           // consumer-group members (each topic has a group)
+  std::uint32_t member_pause_ppm = 0;  // per member per tick: it pauses (no heartbeats) up to 3 session timeouts
   node_bugs bugs;
 };
 
@@ -93,6 +101,9 @@ struct node_run_result {
   std::uint64_t produced = 0;          // produces acknowledged
   std::uint64_t produce_retries = 0;   // produces sent again (a timeout, a node lost)
   std::uint64_t records_read = 0;      // by consumers and the final check
+  std::uint64_t group_records = 0;     // delivered to consumer-group members
+  std::uint64_t zombie_refusals = 0;   // members' polls refused (not the owner, a stale generation)
+  std::uint64_t pauses = 0;            // members paused
   std::uint64_t crashes = 0;
   std::uint64_t process_crashes = 0;
   std::uint64_t disks_lost = 0;
@@ -126,6 +137,8 @@ class node_cluster {
   [[nodiscard]] bool serving(std::size_t i) const;
   // Node i's replica of the partition with namespace `ns` (null when it runs none now).
   [[nodiscard]] actors::partition_replica* replica_at(std::size_t i, std::uint64_t ns);
+  // Node i's process (its starts so far; 0 while it is down): a request in flight to another one is lost.
+  [[nodiscard]] std::uint64_t process_at(std::size_t i) const;
   // Node i's consumer-group coordinators (null while the node is down or they are not open).
   [[nodiscard]] actors::coordinators* coordinators_at(std::size_t i);
   // Node i's committed metadata (null while its metadata group is not open), and the metadata op it has applied.
@@ -181,6 +194,12 @@ inline const std::vector<std::pair<const char*, const char*>>& node_bug_list() {
        "and a jump back stops stamped time"},
       {"primary_never_silenced",
        "a primary cut off from its group serves on: its consumers read stale data while a new primary takes writes"},
+      {"group_offsets_survive",
+       "a partition deleted and added back keeps its groups' committed offsets: the groups skip its new records up "
+       "to the old offset"},
+      {"poll_unconfirmed",
+       "a group member's poll is checked against its node's replica of the coordinator only: a zombie whose "
+       "partition moved reads on through a node whose replica lags"},
   };
   return bugs;
 }

@@ -4,11 +4,15 @@
 
 #include <charconv>
 
+#include "actors/coordinated_flows.h"
+#include "actors/coordinators.h"
 #include "actors/metadata_state.h"
 #include "actors/partition_replica.h"
 #include "base/assert.h"
 #include "base/task.h"
+#include "net/frame.h"
 #include "net/proto/metadata.pb.h"
+#include "net/proto/rill.pb.h"
 #include "simulation/node_cluster.h"
 #include "storage/record_batch.h"
 #include "storage/record_batch_builder.h"
@@ -43,6 +47,13 @@ std::optional<record_id> parse_key(std::string_view k) {
     return std::nullopt;
   }
   return id;
+}
+
+// A coordinator's answer that says the command did not apply (unlike a submit that failed: it may still commit).
+bool refused_for_sure(net::status s) {
+  return s == net::status::not_owner || s == net::status::stale_generation || s == net::status::unknown_member ||
+         s == net::status::offset_regression || s == net::status::group_not_found ||
+         s == net::status::partition_not_found;
 }
 
 }  // namespace
@@ -105,8 +116,38 @@ struct node_workload::consumer {
   std::uint64_t next_at = 0;
 };
 
+struct node_workload::member {
+  std::string id;  // stable: it joins, and joins again, as itself
+  std::uint64_t conn = 0;
+  std::optional<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> group;  // stream, topic, group id
+  bool joined = false;
+  std::uint64_t generation = 0;
+  std::vector<std::uint32_t> owned;     // not being revoked: read these
+  std::vector<std::uint32_t> revoking;  // stopped reading: given back at the next heartbeat
+  std::uint64_t session_ticks = 100;
+  std::uint64_t beat_at = 0;
+  std::uint64_t poll_at = 0;
+  std::uint64_t paused_until = 0;
+  bool zombie = false;  // back from a pause: polls with what it had before it heartbeats
+  bool busy = false;
+  std::uint64_t busy_since = 0;
+  std::size_t busy_node = 0;       // the node the request in flight went to
+  std::uint64_t busy_process = 0;  // ... and its process then (node_cluster::process_at)
+  std::uint64_t attempt = 0;
+  // The auto-commit poll in flight, if any: given up, it may have committed what it read (its node died under it,
+  // after the commit applied): the group may skip that far.
+  struct in_flight {
+    std::string group;
+    partition_key key;
+  };
+  std::optional<in_flight> auto_poll;
+};
+
 node_workload::node_workload(node_cluster& c, std::uint64_t seed)
-    : cluster_(c), rng_(seed), pick_rng_(seed ^ 0x9e37'79b9'7f4a'7c15ULL) {
+    : cluster_(c),
+      rng_(seed),
+      pick_rng_(seed ^ 0x9e37'79b9'7f4a'7c15ULL),
+      member_rng_(seed ^ 0x6d65'6d62'6572'7301ULL) {
   const auto& o = cluster_.options();
   for (std::uint32_t i = 0; i < o.producers; ++i) {
     auto p = std::make_unique<producer>();
@@ -119,6 +160,13 @@ node_workload::node_workload(node_cluster& c, std::uint64_t seed)
     c2->name = fmt::format("reader{}", i);
     consumers_.push_back(std::move(c2));
   }
+  for (std::uint32_t i = 0; i < o.members; ++i) {
+    auto m = std::make_unique<member>();
+    m->id = fmt::format("member{}", i);
+    m->conn = i + 1;
+    members_.push_back(std::move(m));
+  }
+  observed_.assign(coordinator_count, 0);
   changes_left_ = o.operator_changes;
   next_change_at_ = 10;
 }
@@ -152,6 +200,19 @@ std::string node_workload::pending() const {
                            : fmt::format(" (producer {}: {} left, none open of {} partitions)", p->id, p->left,
                                          incarnations_.size());
       }
+    }
+  }
+  // Why no node takes the first waiting producer's partition (each replica's refusal).
+  for (const auto& p : producers_) {
+    if (p->produce && !p->in_flight) {
+      for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+        auto* r = const_cast<node_cluster&>(cluster_).replica_at(i, p->produce->ns);
+        if (r != nullptr) {
+          const auto why = r->refusal();
+          first += fmt::format("; node {}: {}", i + 1, why ? why->message : std::string("serving"));
+        }
+      }
+      break;
     }
   }
   return fmt::format("{} operator changes left{}, {} producers not done{}", changes_left_,
@@ -227,14 +288,21 @@ void node_workload::learn(std::uint64_t tick) {
       best_op = cluster_.applied_at(i);
     }
   }
-  if (!best) {
+  if (!best || best_op < learned_op_) {
+    // (The node that had applied the most may be down now: what the others show is older. Learning it would forget
+    // partitions that exist, and drop produces whose sequences the producer has already used: a gap.)
     return;
   }
+  learned_op_ = best_op;
   // A partition's incarnation is the metadata op that created it (topic_meta::partitions_created): a delete and an
   // add back make another one even where the workload saw neither.
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t> live;
+  groups_.clear();
   for (const auto& [sid, s] : best->streams) {
     for (const auto& [tid, t] : s.topics) {
+      for (const auto& [gid, g] : t.groups) {
+        groups_[{sid, tid, gid}] = t.created_ms;
+      }
       for (std::uint32_t p = 0; p < t.config.partitions(); ++p) {
         live[{sid, tid, t.created_ms, p}] = t.partition_created(p);
       }
@@ -252,6 +320,10 @@ void node_workload::step() {
   for (auto& c : consumers_) {
     step_consumer(*c);
   }
+  for (auto& m : members_) {
+    step_member(*m);
+  }
+  observe_groups();
 }
 
 // An operator's change: one metadata command, and how to tell from a view that it took effect.
@@ -260,6 +332,7 @@ struct node_workload::change {
   std::function<bool(const actors::metadata_view&)> shows;
   std::optional<std::pair<std::uint32_t, std::uint32_t>> topic;  // the topic it touches (held off meanwhile)
   std::optional<std::uint32_t> add_back;  // a partition delete: the partition count to add back to afterwards
+  std::optional<std::string> topic_made;  // a topic created (by this name): its group is created afterwards
   std::uint64_t started = 0;
   bool sent = false;
   bool answered = false;
@@ -318,6 +391,7 @@ std::optional<node_workload::change> node_workload::next_change(const actors::me
     ct->set_stream_id(s.id);
     ct->set_name(name);
     *ct->mutable_config() = *complete;
+    c.topic_made = name;
     c.shows = [sid = s.id, name](const actors::metadata_view& v) {
       auto st = v.streams.find(sid);
       return st != v.streams.end() && std::any_of(st->second.topics.begin(), st->second.topics.end(),
@@ -447,6 +521,12 @@ void node_workload::step_operator() {
       change_ = std::move(next);
       return;
     }
+    if (done->topic_made) {
+      if (auto next = group_change(*done->topic_made)) {
+        change_ = std::move(next);  // (the topic's group: part of the same change)
+        return;
+      }
+    }
     changing_ = false;
     next_change_at_ = cluster_.now() + 100 + rng_.below(500);
     return;
@@ -465,6 +545,462 @@ void node_workload::step_operator() {
   --changes_left_;
   changing_ = true;
   change_ = std::make_unique<change>(std::move(*c));
+}
+
+std::unique_ptr<node_workload::change> node_workload::group_change(const std::string& topic_name) {
+  // The topic as the most advanced serving node has it (the change showed there).
+  std::shared_ptr<const actors::metadata_view> best;
+  std::uint64_t best_op = 0;
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    if (auto v = cluster_.view_at(i); v && (!best || cluster_.applied_at(i) > best_op)) {
+      best = v;
+      best_op = cluster_.applied_at(i);
+    }
+  }
+  if (!best || best->streams.empty()) {
+    return nullptr;
+  }
+  const auto& s = best->streams.begin()->second;
+  for (const auto& [tid, t] : s.topics) {
+    if (t.name != topic_name) {
+      continue;
+    }
+    proto::MetadataCommand cmd;
+    cmd.set_time_ms(cluster_.now() + 1'700'000'000'000ULL);
+    auto* cg = cmd.mutable_create_group();
+    cg->set_stream_id(s.id);
+    cg->set_topic_id(tid);
+    cg->set_name("g");
+    proto::GroupConfig want;
+    want.set_session_timeout_ms(static_cast<std::uint32_t>(member_rng_.between(1'000, 3'000)));
+    want.set_strategy(member_rng_.below(2) == 0 ? proto::ASSIGNMENT_RANGE : proto::ASSIGNMENT_ROUND_ROBIN);
+    auto complete = actors::complete_group_config(want);
+    RILL_ASSERT(complete.has_value(), "{}", complete ? "" : complete.error().message());
+    *cg->mutable_config() = *complete;
+    auto c = std::make_unique<change>();
+    c->body = bytes_of(cmd);
+    c->shows = [sid = s.id, tid = tid, created = t.created_ms](const actors::metadata_view& v) {
+      const auto* now = topic_in(v, sid, tid);
+      return now == nullptr || now->created_ms != created || !now->groups.empty();
+    };
+    return c;
+  }
+  return nullptr;
+}
+
+std::optional<std::pair<std::size_t, actors::coordinated_group>> node_workload::node_for_group(std::uint32_t stream,
+                                                                                               std::uint32_t topic,
+                                                                                               std::uint32_t group) {
+  std::vector<std::pair<std::size_t, actors::coordinated_group>> able;
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    if (cluster_.coordinators_at(i) == nullptr) {
+      continue;
+    }
+    if (auto v = cluster_.view_at(i)) {
+      if (auto g = actors::find_coordinated_group(*v, stream, topic, group)) {
+        able.emplace_back(i, std::move(*g));
+      }
+    }
+  }
+  if (able.empty()) {
+    return std::nullopt;
+  }
+  return able[member_rng_.below(able.size())];
+}
+
+bool node_workload::truly_owns(const actors::coordinated_group& g, const std::string& member_id,
+                               std::uint64_t generation, std::uint32_t partition) const {
+  const actors::coordinators* best = nullptr;
+  std::uint64_t best_commit = 0;
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    const actors::coordinators* c = const_cast<node_cluster&>(cluster_).coordinators_at(i);
+    if (c == nullptr) {
+      continue;
+    }
+    const std::uint64_t at = c->replica(c->index_for(g.key())).commit_min().value();
+    if (best == nullptr || at > best_commit) {
+      best = c;
+      best_commit = at;
+    }
+  }
+  if (best == nullptr) {
+    return true;  // (no replica open anywhere: nothing to judge by)
+  }
+  const actors::group_state* state = actors::coordinated_state(best->machine(best->index_for(g.key())), g);
+  return state != nullptr && state->still_owns(member_id, generation, partition);
+}
+
+void node_workload::observe_groups() {
+  for (std::uint32_t index = 0; index < coordinator_count; ++index) {
+    const actors::coordinators* best = nullptr;
+    std::uint64_t best_commit = 0;
+    for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+      const actors::coordinators* c = cluster_.coordinators_at(i);
+      if (c != nullptr && (best == nullptr || c->replica(index).commit_min().value() > best_commit)) {
+        best = c;
+        best_commit = c->replica(index).commit_min().value();
+      }
+    }
+    if (best == nullptr || best_commit <= observed_[index]) {
+      continue;
+    }
+    observed_[index] = best_commit;
+    for (const auto& [key, state] : best->machine(index).groups()) {
+      cluster_.checker().on_group_offsets(
+          cluster_.now(), fmt::format("{}/{}/{}#{}", key.stream, key.topic, key.name, state.incarnation()),
+          state.committed_offsets());
+    }
+  }
+}
+
+void node_workload::step_member(member& m) {
+  const std::uint64_t now = cluster_.now();
+  if (m.busy && (now - m.busy_since > request_timeout_ticks || cluster_.process_at(m.busy_node) != m.busy_process)) {
+    m.busy = false;  // given up (or its connection dropped: the node's process died)
+    ++m.attempt;
+    if (m.auto_poll) {
+      // What it read, at most the partition's committed end now, may have been committed.
+      std::int64_t end = 0;
+      const auto ns =
+          actors::partition_namespace(m.auto_poll->key.stream, m.auto_poll->key.topic, m.auto_poll->key.partition);
+      for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+        auto* r = cluster_.replica_at(i, ns);
+        if (r != nullptr && r->group() != nullptr && r->options().group.value() == group_of(m.auto_poll->key)) {
+          end = std::max(end, r->group()->log().committed().value());
+        }
+      }
+      cluster_.checker().on_group_uncertain(m.auto_poll->group, m.auto_poll->key, end);
+    }
+  }
+  if (!m.busy) {
+    m.auto_poll.reset();
+  }
+  if (m.busy || now < m.paused_until) {
+    return;
+  }
+  if (!cluster_.liveness() && member_rng_.chance_ppm(cluster_.options().member_pause_ppm)) {
+    // A pause (a long GC, a VM stopped): no heartbeat for up to three session timeouts.
+    m.paused_until = now + m.session_ticks / 2 + member_rng_.below(m.session_ticks * 3);
+    m.zombie = m.joined;
+    ++pauses_;
+    return;
+  }
+  if (m.group && !groups_.contains(*m.group)) {
+    m.group.reset();
+  }
+  if (!m.group) {
+    if (groups_.empty()) {
+      return;
+    }
+    auto it = groups_.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(member_rng_.below(groups_.size())));
+    m.group = it->first;
+    m.joined = false;
+    m.owned.clear();
+    m.revoking.clear();
+  }
+  const auto [sid, tid, gid] = *m.group;
+  if (m.zombie) {
+    m.zombie = false;
+    if (!m.owned.empty()) {
+      member_poll(m);  // with the generation it had: its partitions may have moved meanwhile
+      return;
+    }
+  }
+  if (m.joined && now < m.beat_at) {
+    if (now >= m.poll_at && !m.owned.empty()) {
+      member_poll(m);
+    }
+    return;
+  }
+  auto at = node_for_group(sid, tid, gid);
+  if (!at) {
+    return;
+  }
+  auto& [node, g] = *at;
+  std::string header;
+  net::api api = net::api::group_join;
+  if (!m.joined) {
+    proto::GroupJoinRequest rq;
+    rq.mutable_stream()->set_id(sid);
+    rq.mutable_topic()->set_id(tid);
+    rq.mutable_group()->set_id(gid);
+    rq.set_member_id(m.id);
+    header = rq.SerializeAsString();
+  } else {
+    api = net::api::group_heartbeat;
+    proto::GroupHeartbeatRequest rq;
+    rq.mutable_stream()->set_id(sid);
+    rq.mutable_topic()->set_id(tid);
+    rq.mutable_group()->set_id(gid);
+    rq.set_member_id(m.id);
+    for (auto p : m.revoking) {
+      rq.add_released(p);  // it stopped reading them
+    }
+    header = rq.SerializeAsString();
+  }
+  m.busy = true;
+  m.busy_since = now;
+  m.busy_node = node;
+  m.busy_process = cluster_.process_at(node);
+  member* mp = &m;
+  auto job = [](actors::coordinators* c, actors::coordinated_group grp, std::uint16_t a, std::string h,
+                std::uint64_t conn) -> task<expected<actors::coordinated_answer>> {
+    co_return co_await actors::coordinate(*c, grp, a, std::move(h), conn);
+  };
+  spawn(
+      job(cluster_.coordinators_at(node), g, static_cast<std::uint16_t>(api), std::move(header),
+          actors::connection_key(node + 1, m.conn)),
+      [this, mp, api, attempt = m.attempt, group = *m.group, alive = alive_](expected<actors::coordinated_answer> got) {
+        if (!*alive || mp->attempt != attempt || mp->group != group) {
+          return;
+        }
+        mp->busy = false;
+        if (!got) {
+          const auto status = actors::status_of_group(got.error().code());
+          if (status == net::status::unknown_member) {
+            mp->joined = false;  // its session ended: join again
+            mp->owned.clear();
+            mp->revoking.clear();
+          }
+          return;
+        }
+        if (api == net::api::group_join) {
+          proto::GroupJoinReply r;
+          RILL_ASSERT(r.ParseFromString(got->header));
+          mp->joined = true;
+          mp->generation = r.generation();
+          mp->session_ticks = std::max<std::uint64_t>(10, r.session_timeout_ms() / 10);
+          mp->beat_at = cluster_.now();  // its assignment, at once
+          return;
+        }
+        proto::GroupAssignment r;
+        RILL_ASSERT(r.ParseFromString(got->header));
+        mp->generation = r.generation();
+        mp->owned.clear();
+        mp->revoking.assign(r.revoking().begin(), r.revoking().end());
+        for (auto p : r.owned()) {
+          if (std::find(mp->revoking.begin(), mp->revoking.end(), p) == mp->revoking.end()) {
+            mp->owned.push_back(p);
+          }
+        }
+        mp->beat_at = cluster_.now() + mp->session_ticks / 3;
+      });
+}
+
+void node_workload::member_poll(member& m) {
+  const std::uint64_t now = cluster_.now();
+  m.poll_at = now + 5 + member_rng_.below(20);
+  const auto [sid, tid, gid] = *m.group;
+  const std::uint32_t partition = m.owned[member_rng_.below(m.owned.size())];
+  const auto created = groups_.at(*m.group);
+  const auto key = current(sid, tid, created, partition);
+  if (!key) {
+    return;
+  }
+  const auto at = any_primary_of(*key);
+  if (!at || cluster_.coordinators_at(*at) == nullptr) {
+    return;
+  }
+  std::optional<actors::coordinated_group> g;
+  if (auto v = cluster_.view_at(*at)) {
+    g = actors::find_coordinated_group(*v, sid, tid, gid);
+  }
+  if (!g) {
+    return;
+  }
+  proto::PollRequest rq;
+  rq.mutable_stream()->set_id(sid);
+  rq.mutable_topic()->set_id(tid);
+  rq.set_partition_id(partition);
+  rq.mutable_strategy()->set_kind(proto::PollStrategy::NEXT);
+  rq.mutable_consumer()->set_group(g->id.name);
+  rq.mutable_member()->set_member_id(m.id);
+  rq.mutable_member()->set_generation(m.generation);
+  // Half the polls auto-commit; the others commit explicitly once the data is in (as a client that processes first).
+  const bool auto_commit = member_rng_.below(2) == 0;
+  rq.set_auto_commit(auto_commit);
+  rq.set_max_bytes(2048);
+  const bool owned = truly_owns(*g, m.id, m.generation, partition);
+  const std::uint64_t ns = actors::partition_namespace(sid, tid, partition);
+  actors::partition_replica* r = cluster_.replica_at(*at, ns);
+  m.busy = true;
+  m.busy_since = now;
+  m.busy_node = *at;
+  m.busy_process = cluster_.process_at(*at);
+  const std::string label = fmt::format("{}/{}/{}#{}", sid, tid, g->id.name, gid);
+  if (auto_commit) {
+    m.auto_poll = member::in_flight{label, *key};
+  }
+  member* mp = &m;
+  struct outcome {
+    std::optional<storage::read_result> read;  // delivered
+    std::int64_t start = 0;
+    std::int64_t log_start = 0;
+    std::int64_t end = -1;             // of what was read, delivered or not
+    bool uncertain = false;            // not delivered, but its auto-commit may have applied (a submit that failed)
+    std::optional<net::status> error;  // not delivered
+  };
+  const bool bug = cluster_.options().bugs.poll_unconfirmed;
+  auto job = [](node_cluster* cl, std::size_t node_index, std::uint64_t partition_ns, actors::partition_replica* rep,
+                actors::coordinators* coords, actors::coordinated_group grp, proto::PollRequest req,
+                bool unconfirmed) -> task<outcome> {
+    outcome out;
+    auto planned = co_await actors::plan_member_poll(*coords, grp, std::move(req), 100);
+    if (!planned) {
+      out.error = actors::status_of_group(planned.error().code());
+      co_return out;
+    }
+    if (cl->replica_at(node_index, partition_ns) != rep || rep->closing() || rep->group() == nullptr) {
+      out.error = net::status::unavailable;
+      co_return out;
+    }
+    storage::read_request q;
+    out.log_start = rep->group()->log().log_start().value();
+    out.start = std::max<std::int64_t>(planned->resume_at.value_or(0), out.log_start);
+    q.offset = offset_t(out.start);
+    q.max_bytes = 2048;
+    auto got = co_await rep->read(q);
+    if (!got) {
+      out.error = net::status::unavailable;
+      co_return out;
+    }
+    const bool data = got->batches > 0;
+    if (data) {
+      out.end = got->next_offset.value();
+    }
+    auto confirmed = co_await actors::confirm_member_poll(
+        *coords, grp, *planned, data ? std::optional<std::int64_t>(got->next_offset.value()) : std::nullopt,
+        unconfirmed);
+    if (!confirmed) {
+      out.error = actors::status_of_group(confirmed.error().code());
+      out.uncertain = data && planned->auto_commit && !refused_for_sure(*out.error);
+      co_return out;
+    }
+    out.read = std::move(*got);
+    co_return out;
+  };
+  spawn(job(&cluster_, *at, ns, r, cluster_.coordinators_at(*at), *g, std::move(rq), bug),
+        [this, mp, key = *key, issued = now, owned, generation = m.generation, node = *at, label, grp = *g, auto_commit,
+         attempt = m.attempt, alive = alive_](outcome got) {
+          if (!*alive) {
+            return;
+          }
+          const bool current = mp->attempt == attempt;  // (else given up: what the server did still counts)
+          if (cluster_.debug()) {
+            fmt::print("{} member {} poll of {} (issued {}, node {}, generation {}): start {} end {} {}{}\n",
+                       cluster_.now(), mp->id, key.describe(), issued, node + 1, generation, got.start, got.end,
+                       got.error ? fmt::format("refused {}", static_cast<int>(*got.error)) : std::string("delivered"),
+                       got.uncertain ? " (uncertain)" : "");
+          }
+          if (current) {
+            mp->busy = false;
+          }
+          if (got.uncertain) {
+            cluster_.checker().on_group_uncertain(label, key, got.end);
+          }
+          if (got.error) {
+            if (current && (*got.error == net::status::not_owner || *got.error == net::status::stale_generation ||
+                            *got.error == net::status::unknown_member)) {
+              ++zombie_refusals_;
+              mp->beat_at = cluster_.now();  // its assignment moved: ask again
+            }
+            return;
+          }
+          if (!got.read || got.read->batches == 0) {
+            return;
+          }
+          std::int64_t first = -1;
+          std::int64_t end = 0;
+          for (const auto& v : got.read->batch_views()) {
+            std::int64_t offset = v.base_offset().value();
+            for (const auto& [id, tag] : records_in(v.bytes())) {
+              cluster_.checker().on_read(cluster_.now(), static_cast<std::uint32_t>(node + 1), key, offset, id, tag);
+              if (offset >= got.start && first < 0) {
+                first = offset;
+              }
+              ++group_records_;
+              ++offset;
+            }
+            end = offset;
+          }
+          cluster_.checker().on_group_delivery(issued, cluster_.now(), label, mp->id, generation, key, owned,
+                                               first < 0 ? got.start : first, end, got.log_start);
+          if (!auto_commit && current) {
+            // The member commits what it read, once it has it (its outcome does not matter here: the next poll
+            // starts where the group is).
+            commit_read(*mp, node, grp, generation, key.partition, end);
+          }
+        });
+}
+
+void node_workload::commit_read(member& m, std::size_t node, const actors::coordinated_group& g,
+                                std::uint64_t generation, std::uint32_t partition, std::int64_t next) {
+  actors::coordinators* c = cluster_.coordinators_at(node);
+  if (c == nullptr) {
+    return;
+  }
+  proto::GroupCommitRequest commit;
+  commit.mutable_stream()->set_id(g.id.stream_id);
+  commit.mutable_topic()->set_id(g.id.topic_id);
+  commit.mutable_group()->set_id(g.id.group_id);
+  commit.mutable_member()->set_member_id(m.id);
+  commit.mutable_member()->set_generation(generation);
+  auto* o = commit.add_offsets();
+  o->set_partition_id(partition);
+  o->set_offset(static_cast<std::uint64_t>(next));
+  auto job = [](actors::coordinators* coords, actors::coordinated_group grp, std::string header,
+                std::uint64_t conn) -> task<void> {
+    (void)co_await actors::coordinate(*coords, grp, static_cast<std::uint16_t>(net::api::group_commit),
+                                      std::move(header), conn);
+  };
+  spawn(job(c, g, commit.SerializeAsString(), actors::connection_key(node + 1, m.conn)), [] {});
+}
+
+bool node_workload::groups_caught_up(std::string* why) const {
+  for (const auto& m : members_) {
+    if (!m->group || !m->joined || !groups_.contains(*m->group)) {
+      continue;
+    }
+    const auto [sid, tid, gid] = *m->group;
+    const auto created = groups_.at(*m->group);
+    const actors::coordinators* c = nullptr;
+    std::optional<actors::coordinated_group> g;
+    for (std::size_t i = 0; i < cluster_.node_count() && !g; ++i) {
+      c = const_cast<node_cluster&>(cluster_).coordinators_at(i);
+      auto v = cluster_.view_at(i);
+      if (c != nullptr && v) {
+        g = actors::find_coordinated_group(*v, sid, tid, gid);
+      }
+    }
+    if (!g) {
+      continue;
+    }
+    const actors::group_state* state = actors::coordinated_state(c->machine(c->index_for(g->key())), *g);
+    for (std::uint32_t p = 0; p < g->id.partitions; ++p) {
+      const auto key = current(sid, tid, created, p);
+      if (!key) {
+        continue;
+      }
+      std::int64_t end = 0;
+      for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+        auto* r = const_cast<node_cluster&>(cluster_).replica_at(i, actors::partition_namespace(sid, tid, p));
+        if (r != nullptr && r->group() != nullptr) {
+          end = std::max(end, r->group()->log().committed().value());
+        }
+      }
+      const auto committed = state == nullptr ? std::nullopt : state->committed(p);
+      if (end > 0 && (!committed || static_cast<std::int64_t>(*committed) < end)) {
+        if (why != nullptr) {
+          *why = fmt::format("group {}/{}/{}: partition {} committed {} of {} ({} members)", sid, tid, g->id.name, p,
+                             committed ? fmt::format("{}", *committed) : std::string("none"), end,
+                             state == nullptr ? 0 : state->members());
+        }
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 void node_workload::step_producer(producer& p) {
@@ -540,6 +1076,10 @@ void node_workload::step_producer(producer& p) {
           }
           pp->in_flight = false;
           if (!got) {
+            if (cluster_.debug()) {
+              fmt::print("{} produce p{}.{} failed: {}\n", cluster_.now(), pp->produce->first.producer,
+                         pp->produce->first.sequence, got.error().message());
+            }
             ++retries_;
             pp->retry_at = cluster_.now() + 5 + rng_.below(50);  // sent again, the same sequences
             return;
@@ -636,6 +1176,18 @@ void node_workload::step_consumer(consumer& c) {
             return;
           }
           const auto& [read, stored_ok] = *got;
+          if (cluster_.debug()) {
+            auto* rep =
+                cluster_.replica_at(node - 1, actors::partition_namespace(key.stream, key.topic, key.partition));
+            if (rep != nullptr && rep->group() != nullptr) {
+              const auto& rr = rep->group()->replica();
+              fmt::print(
+                  "{} consumer poll of {} at node {}: hw {} (view {} op {} commit_min {} commit_max {} log "
+                  "committed {})\n",
+                  cluster_.now(), key.describe(), node, read.high_watermark.value(), rr.view().value(), rr.op().value(),
+                  rr.commit_min().value(), rr.commit_max().value(), rep->group()->log().committed().value());
+            }
+          }
           cluster_.checker().on_poll(issued, node, key, read.high_watermark.value());
           if (rewind && !stored_ok) {
             cp->reset_pending = back_to;

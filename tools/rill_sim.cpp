@@ -182,7 +182,8 @@ int run_node_seed(std::uint64_t seed, const knobs& k, const std::string& trace_p
     std::printf(
         "seed %llu (node): %s nodes=%u crash=%u partition=%u lost_ppm=%u ticks=%llu changes=%llu produced=%llu "
         "retries=%llu read=%llu crashes=%llu process_crashes=%llu disks_lost=%llu replicas=%llu steps=%llu "
-        "settings_updates=%llu sync_errors=%llu fence_restarts=%llu reopens=%llu hash=%016llx\n",
+        "settings_updates=%llu sync_errors=%llu fence_restarts=%llu reopens=%llu group_read=%llu refused=%llu pauses=%llu "
+        "hash=%016llx\n",
         static_cast<unsigned long long>(seed), verdict, o.nodes, o.crash_ppm, o.partition_ppm, o.disk_lost_ppm,
         static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.metadata_changes),
         static_cast<unsigned long long>(r.produced), static_cast<unsigned long long>(r.produce_retries),
@@ -191,7 +192,8 @@ int run_node_seed(std::uint64_t seed, const knobs& k, const std::string& trace_p
         static_cast<unsigned long long>(r.partitions_hosted), static_cast<unsigned long long>(r.reconcile_steps),
         static_cast<unsigned long long>(r.settings_updates), static_cast<unsigned long long>(r.sync_errors),
         static_cast<unsigned long long>(r.fence_restarts), static_cast<unsigned long long>(r.partition_reopens),
-        static_cast<unsigned long long>(r.hash));
+        static_cast<unsigned long long>(r.group_records), static_cast<unsigned long long>(r.zombie_refusals),
+        static_cast<unsigned long long>(r.pauses), static_cast<unsigned long long>(r.hash));
   }
   if (r.result != node_outcome::passed) {
     std::printf("  %s\n", r.detail.c_str());

@@ -43,8 +43,9 @@ metadata_view view_with_group(std::uint32_t partitions = 6, bool replicated = tr
 }
 
 struct coordinator {
+  explicit coordinator(group_machine_options o = {}) : m(o, [this] { return clock_ms; }) {}
   std::int64_t clock_ms = 1'000;
-  group_machine m{group_machine_options{}, [this] { return clock_ms; }};
+  group_machine m;
   proto::CoordinatorReply run(const proto::CoordinatorCommand& c) {
     const auto p = m.prepare(prepared(), {}, group_machine::encode(c), {});
     auto r = group_machine::decode_reply(m.apply(prepared(), p.body));
@@ -248,4 +249,73 @@ BOOST_AUTO_TEST_CASE(a_poll_is_checked_against_the_replica) {
   auto planned = plan_coordinated_poll(c.m.find(g.key()), poll);
   RILL_REQUIRE_OK(planned);
   BOOST_TEST(planned->request.strategy().kind() == proto::PollStrategy::FIRST, "no committed offset: from the start");
+}
+
+// Issue 38 (found by rill-sim --node, planted as group_offsets_survive): a partition deleted and added back keeps
+// its id and the topic its count, so a coordinator that knew partitions by count kept the old partition's committed
+// offset and owner, and the group skipped the new partition's records up to it.
+BOOST_AUTO_TEST_CASE(a_partition_deleted_and_added_back_starts_without_the_old_ones_offset) {
+  for (const bool planted : {false, true}) {
+    group_machine_options o;
+    o.bug_offsets_survive_partition = planted;
+    coordinator c(o);
+    auto v = view_with_group(3);
+    v.streams[0].topics[0].partitions_created = {5, 5, 5};
+    auto g = find_coordinated_group(v, 0, 0, 0);
+    BOOST_REQUIRE(g.has_value());
+    BOOST_TEST((g->partitions_created == std::vector<std::uint64_t>{5, 5, 5}));
+    const std::uint32_t index = coordinator_for(g->key(), 4);
+    for (const auto& cmd : reconcile_commands(v, c.m, index, 4, 64)) {
+      BOOST_TEST(c.run(cmd).status() == 0u);
+    }
+    const auto joined = c.join(*g, "a");
+    proto::GroupHeartbeatRequest beat;
+    beat.set_member_id("a");
+    RILL_REQUIRE_OK(c.request(*g, net::api::group_heartbeat, beat));
+    const std::uint64_t generation = c.m.find(g->key())->generation();
+    BOOST_TEST(c.run(commit_command(*g, "a", generation, 2, 13)).status() == 0u);
+    BOOST_TEST(c.run(commit_command(*g, "a", generation, 1, 7)).status() == 0u);
+    // Partition 2 deleted and added back (op 9) before the coordinator saw the topic shrink: the count is the same.
+    auto back = v;
+    back.streams[0].topics[0].partitions_created = {5, 5, 9};
+    auto again = find_coordinated_group(back, 0, 0, 0);
+    BOOST_REQUIRE(again.has_value());
+    BOOST_TEST(!partitions_match(*c.m.find(g->key()), *again));
+    auto todo = reconcile_commands(back, c.m, index, 4, 64);
+    BOOST_REQUIRE(todo.size() == 1u);
+    BOOST_REQUIRE(todo[0].has_resize());
+    BOOST_TEST(c.run(todo[0]).status() == 0u);
+    const group_state* now = coordinated_state(c.m, *again);
+    BOOST_REQUIRE(now != nullptr);
+    BOOST_TEST(partitions_match(*now, *again));
+    BOOST_TEST(reconcile_commands(back, c.m, index, 4, 64).empty());
+    BOOST_TEST((now->committed(1) == std::optional<std::uint64_t>(7)), "partition 1 is the same partition");
+    if (planted) {
+      BOOST_TEST((now->committed(2) == std::optional<std::uint64_t>(13)), "the planted bug keeps the old offset");
+      continue;
+    }
+    BOOST_TEST(!now->committed(2).has_value(), "the new partition 2 starts without the old one's offset");
+    BOOST_TEST(now->generation() > generation, "a new generation: no read of the old partition 2 goes on");
+    BOOST_TEST(!now->still_owns("a", generation, 2));
+    BOOST_TEST(now->still_owns("a", generation, 1));
+    now->check_invariants();
+    // Kept through a checkpoint; a state from before incarnations were kept (none) adopts them without a loss.
+    coordinator restored;
+    BOOST_REQUIRE(restored.m.restore(c.m.snapshot()));
+    BOOST_TEST((restored.m.find(g->key())->partitions_created() == std::vector<std::uint64_t>{5, 5, 9}));
+    (void)joined;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_group_state_without_partition_incarnations_adopts_them_keeping_its_offsets) {
+  group_state s(2, assignment_strategy::range, std::chrono::milliseconds(10'000));
+  BOOST_TEST((s.partitions_created() == std::vector<std::uint64_t>{0, 0}));
+  auto joined = s.join(std::nullopt, group_state::time_point(std::chrono::seconds(1)));
+  BOOST_REQUIRE(joined.has_value());
+  BOOST_REQUIRE(s.commit(joined->member_id, s.generation(), 0, 11).has_value());
+  const std::uint64_t created[] = {4, 4};
+  s.resize(2, created);
+  BOOST_TEST((s.committed(0) == std::optional<std::uint64_t>(11)), "unknown (0) is adopted, not a replacement");
+  BOOST_TEST((s.partitions_created() == std::vector<std::uint64_t>{4, 4}));
+  s.check_invariants();
 }
