@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -78,8 +79,9 @@ class node_checker {
   void on_group_delivery(std::uint64_t issued, std::uint64_t tick, const std::string& group, const std::string& member,
                          std::uint64_t generation, const partition_key& p, bool owned, std::int64_t start,
                          std::int64_t end, std::int64_t log_start);
-  // A member's poll read up to `end` of `p` and was refused, but its auto-commit may have applied (a submit that
-  // failed): the group may skip to `end`, as a client whose reply was lost would.
+  // A member's auto-commit poll of `p` was refused after it read up to `end` (a submit that failed), or was given up
+  // (its node died; `end`: a bound, or 0): its commit may have applied, so the group's next delivery of `p` may
+  // start past what it was delivered, as a client whose reply was lost would find.
   void on_group_uncertain(const std::string& group, const partition_key& p, std::int64_t end);
   // The committed offsets of `group` (a name and its incarnation) in the most advanced replica of its coordinator, by
   // partition, as the coordinator's commit advanced.
@@ -105,6 +107,8 @@ class node_checker {
   std::map<std::pair<std::string, partition_key>, std::int64_t> floor_;
   // Per (group, incarnation of a partition): the end of what the group was delivered.
   std::map<std::pair<std::string, partition_key>, std::int64_t> delivered_end_;
+  // (group, incarnation of a partition) after an auto-commit poll whose outcome is unknown, until the next delivery.
+  std::set<std::pair<std::string, partition_key>> uncertain_;
   // Per group: the highest committed offset seen, by partition.
   std::map<std::string, std::vector<std::optional<std::uint64_t>>> group_floor_;
   std::optional<std::string> violation_;

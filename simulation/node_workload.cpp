@@ -646,6 +646,14 @@ void node_workload::observe_groups() {
     }
     observed_[index] = best_commit;
     for (const auto& [key, state] : best->machine(index).groups()) {
+      if (cluster_.debug()) {
+        std::string offsets;
+        for (const auto& o : state.committed_offsets()) {
+          offsets += o ? fmt::format(" {}", *o) : std::string(" -");
+        }
+        fmt::print("{} coordinator {} at op {}: group {} generation {} offsets{}\n", cluster_.now(), index,
+                   best_commit, key.name, state.generation(), offsets);
+      }
       cluster_.checker().on_group_offsets(
           cluster_.now(), fmt::format("{}/{}/{}#{}", key.stream, key.topic, key.name, state.incarnation()),
           state.committed_offsets());
