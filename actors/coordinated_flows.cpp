@@ -35,7 +35,8 @@ task<expected<void>> ensure_coordinated(coordinators& c, const coordinated_group
 }
 
 task<expected<coordinated_answer>> coordinate(coordinators& c, const coordinated_group& g, std::uint16_t api,
-                                              std::string header, std::uint64_t conn) {
+                                              std::string header, std::uint64_t conn,
+                                              std::function<void()> on_session) {
   const std::uint32_t index = c.index_for(g.key());
   if (is_coordinator_read(api)) {
     // A group the metadata created is described as its coordinator has it, created there first if need be (not as
@@ -55,7 +56,9 @@ task<expected<coordinated_answer>> coordinate(coordinators& c, const coordinated
     co_return out;
   }
   RILL_CO_TRY_VOID(co_await ensure_coordinated(c, g));
-  out.session = plan.command->has_join() || plan.command->has_heartbeat();
+  if ((plan.command->has_join() || plan.command->has_heartbeat()) && on_session) {
+    on_session();
+  }
   RILL_CO_TRY(r, co_await c.submit(index, std::move(*plan.command)));
   RILL_CO_TRY(reply, coordinator_reply(g, api, r));
   out.header = std::move(reply);

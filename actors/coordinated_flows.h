@@ -15,6 +15,7 @@
 //
 // Contract: single-threaded, on the coordinators' thread; `c` outlives every call.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -35,13 +36,14 @@ struct coordinated_answer {
   std::string header;
   bool describe = false;
   bool offsets_only = false;
-  bool session = false;  // a join or heartbeat committed through this connection: tell the coordinator when it closes
 };
 // A group API request (plan_coordinator_request's) through connection `conn` (connection_key): a read after a
-// barrier, a change committed in the group's coordinator. Errors: plan_coordinator_request's, submit()'s, the
-// coordinator's refusal.
+// barrier, a change committed in the group's coordinator. `on_session` runs before a join or heartbeat is submitted
+// (it may commit even if the submit fails: the caller tells the coordinator when that connection closes). Errors:
+// plan_coordinator_request's, submit()'s, the coordinator's refusal.
 task<expected<coordinated_answer>> coordinate(coordinators& c, const coordinated_group& g, std::uint16_t api,
-                                              std::string header, std::uint64_t conn);
+                                              std::string header, std::uint64_t conn,
+                                              std::function<void()> on_session = {});
 
 // A member's poll of partition `request.partition_id()` of g's topic, planned against this node's replica; one that
 // replica refuses is planned again once it has caught up (within catch_up_ticks): the join or heartbeat that gave

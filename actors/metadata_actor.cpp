@@ -1191,12 +1191,12 @@ task<expected<std::string>> metadata_actor::coordinate(coordinator_msg msg) {
   RILL_CO_TRY(g, co_await find_coordinated(msg.stream_id, msg.topic_id, msg.group_id));
   const std::uint32_t index = coordinators_->index_for(g.key());
   const std::uint64_t conn = connection_key(services_->cluster->node_id, msg.connection);
-  RILL_CO_TRY(answer, co_await actors::coordinate(*coordinators_, g, msg.api, std::move(msg.header), conn));
+  const std::uint64_t connection = msg.connection;
+  RILL_CO_TRY(answer, co_await actors::coordinate(*coordinators_, g, msg.api, std::move(msg.header), conn, [=, this] {
+                coordinated_connections_[connection].insert(index);  // told when the connection closes
+              }));
   if (answer.describe) {
     co_return co_await describe_coordinated_with_offsets(std::move(g), index, answer.offsets_only);
-  }
-  if (answer.session) {
-    coordinated_connections_[msg.connection].insert(index);  // told when the connection closes
   }
   co_return std::move(answer.header);
 }
