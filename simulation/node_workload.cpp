@@ -275,11 +275,7 @@ std::optional<std::size_t> node_workload::any_primary_of(const partition_key& k)
   return serving[pick_rng_.below(serving.size())];
 }
 
-void node_workload::learn(std::uint64_t tick) {
-  (void)tick;
-  // The most advanced view among the serving nodes (by the op applied: a view's version counts commands only since
-  // its state was last restored): partitions gone are forgotten, new ones (or ones back) get a new incarnation. The
-  // operator waits for each of its changes to show here, so none is missed.
+std::pair<std::shared_ptr<const actors::metadata_view>, std::uint64_t> node_workload::newest_view() const {
   std::shared_ptr<const actors::metadata_view> best;
   std::uint64_t best_op = 0;
   for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
@@ -288,6 +284,15 @@ void node_workload::learn(std::uint64_t tick) {
       best_op = cluster_.applied_at(i);
     }
   }
+  return {best, best_op};
+}
+
+void node_workload::learn(std::uint64_t tick) {
+  (void)tick;
+  // The most advanced view among the serving nodes (by the op applied: a view's version counts commands only since
+  // its state was last restored): partitions gone are forgotten, new ones (or ones back) get a new incarnation. The
+  // operator waits for each of its changes to show here, so none is missed.
+  const auto [best, best_op] = newest_view();
   if (!best || best_op < learned_op_) {
     // (The node that had applied the most may be down now: what the others show is older. Learning it would forget
     // partitions that exist, and drop produces whose sequences the producer has already used: a gap.)
@@ -549,14 +554,7 @@ void node_workload::step_operator() {
 
 std::unique_ptr<node_workload::change> node_workload::group_change(const std::string& topic_name) {
   // The topic as the most advanced serving node has it (the change showed there).
-  std::shared_ptr<const actors::metadata_view> best;
-  std::uint64_t best_op = 0;
-  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-    if (auto v = cluster_.view_at(i); v && (!best || cluster_.applied_at(i) > best_op)) {
-      best = v;
-      best_op = cluster_.applied_at(i);
-    }
-  }
+  const auto best = newest_view().first;
   if (!best || best->streams.empty()) {
     return nullptr;
   }
@@ -651,8 +649,8 @@ void node_workload::observe_groups() {
         for (const auto& o : state.committed_offsets()) {
           offsets += o ? fmt::format(" {}", *o) : std::string(" -");
         }
-        fmt::print("{} coordinator {} at op {}: group {} generation {} offsets{}\n", cluster_.now(), index,
-                   best_commit, key.name, state.generation(), offsets);
+        fmt::print("{} coordinator {} at op {}: group {} generation {} offsets{}\n", cluster_.now(), index, best_commit,
+                   key.name, state.generation(), offsets);
       }
       cluster_.checker().on_group_offsets(
           cluster_.now(), fmt::format("{}/{}/{}#{}", key.stream, key.topic, key.name, state.incarnation()),

@@ -81,13 +81,13 @@ class node_workload {
   // Checks the committed offsets of every group whose coordinator's commit advanced (node_checker).
   void observe_groups();
   // Whether, in the most advanced replica of g's coordinator, `member` may still read `partition` in `generation`.
-  [[nodiscard]] bool truly_owns(const actors::coordinated_group& g, const std::string& member_id, std::uint64_t generation,
-                                std::uint32_t partition) const;
+  [[nodiscard]] bool truly_owns(const actors::coordinated_group& g, const std::string& member_id,
+                                std::uint64_t generation, std::uint32_t partition) const;
   // A serving node whose coordinators are open and whose metadata names group (stream, topic, group id), at random,
   // with the group as that node's metadata has it.
   [[nodiscard]] std::optional<std::pair<std::size_t, actors::coordinated_group>> node_for_group(std::uint32_t stream,
-                                                                                                 std::uint32_t topic,
-                                                                                                 std::uint32_t group);
+                                                                                                std::uint32_t topic,
+                                                                                                std::uint32_t group);
   // A serving node at random (nullopt: none).
   [[nodiscard]] std::optional<std::size_t> any_node();
   // The node whose replica of `ns` takes produces now (nullopt: none).
@@ -97,6 +97,8 @@ class node_workload {
   // node: during a cut, the old primary's side or the new one's).
   [[nodiscard]] std::optional<std::size_t> any_primary_of(const partition_key& k);
   [[nodiscard]] std::uint64_t group_of(const partition_key& k) const;
+  // The committed metadata of the serving node that has applied the most, and that op (null: none serves).
+  [[nodiscard]] std::pair<std::shared_ptr<const actors::metadata_view>, std::uint64_t> newest_view() const;
   // Learns the partitions of the committed view (new incarnations for new partitions).
   void learn(std::uint64_t tick);
 
@@ -122,7 +124,7 @@ class node_workload {
   // (stream, topic, created_ms, partition) -> the incarnation the workload writes to now (the metadata op that
   // created the partition).
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t, std::uint32_t>, std::uint64_t> incarnations_;
-  std::uint64_t learned_op_ = 0;     // the metadata op of the view learned last (never older)
+  std::uint64_t learned_op_ = 0;    // the metadata op of the view learned last (never older)
   std::unique_ptr<change> change_;  // the operator's change in flight
   // Topics held off: the one the change in flight touches, and those whose change's outcome never became known.
   std::set<std::pair<std::uint32_t, std::uint32_t>> frozen_forever_;
