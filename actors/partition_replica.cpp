@@ -389,7 +389,27 @@ std::optional<replica_refusal> partition_replica::stale_offset_refusal() const {
                                        options_.partition_id, options_.topic_id),
                            std::nullopt};
   }
-  return std::nullopt;
+  return catching_up_refusal();
+}
+
+std::optional<replica_refusal> partition_replica::catching_up_refusal() const {
+  if (group_ == nullptr || options_.bug_reads_while_copying) {
+    return std::nullopt;
+  }
+  const bool recovering = group_->replica().recovering();
+  if (!recovering && !group_->storage().transfer_target()) {
+    return std::nullopt;
+  }
+  // (A primary copying its log: found by rill-sim --node, a new primary that had installed its peers' checkpoint
+  // served high watermark 0 for 300 ticks while its first transfer peer stayed silent.)
+  const std::uint64_t primary = group_->primary_node().value();
+  return replica_refusal{
+      net::status::unavailable,
+      fmt::format("partition {} of topic {}: this node's replica is catching up ({}); {}", options_.partition_id,
+                  options_.topic_id, recovering ? "recovering a lost disk" : "copying the log from a peer",
+                  primary != options_.self.value() ? fmt::format("read from the primary, node {}", primary)
+                                                   : std::string("retry shortly")),
+      std::nullopt};
 }
 
 std::optional<replica_refusal> partition_replica::poll_refusal(const proto::PollRequest& r) const {
@@ -404,22 +424,16 @@ std::optional<replica_refusal> partition_replica::poll_refusal(const proto::Poll
     return stale_offset_refusal();
   }
   auto no = refusal();
+  if (!no) {
+    return catching_up_refusal();  // a primary copying its log
+  }
   // A read from any replica: a backup (or a primary in a view change) answers with what it knows committed, unless
   // the poll stores the consumer's offset (a write: the primary's).
-  if (no && no->status == net::status::not_primary && r.from_replica() && !r.auto_commit()) {
-    // Except a replica catching up (recovering a lost disk, or copying its log from a peer): it serves nothing until
-    // it has (its committed prefix is older than its peers' by an unknown stretch).
-    if (group_->replica().recovering() || group_->transferring()) {
-      return replica_refusal{
-          net::status::unavailable,
-          fmt::format("partition {} of topic {}: this node's replica is catching up ({}); read from the primary, "
-                      "node {}",
-                      options_.partition_id, options_.topic_id,
-                      group_->transferring() ? "copying the log from a peer" : "recovering a lost disk",
-                      group_->primary_node().value()),
-          std::nullopt};
-    }
-    return std::nullopt;
+  if (no->status == net::status::not_primary && r.from_replica() && !r.auto_commit()) {
+    // Except a replica catching up (recovering a lost disk, or copying its log from a peer, or waiting to try the
+    // copy again): it serves nothing until it has (its committed prefix is older than its peers' by an unknown
+    // stretch).
+    return catching_up_refusal();
   }
   return no;
 }

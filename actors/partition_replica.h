@@ -69,6 +69,9 @@ struct partition_replica_options {
   // Test only (rill-sim --node --bug primary_never_silenced): a primary its quorum no longer hears serves on
   // (issue 38, finding 5 as it was).
   bool bug_primary_never_silenced = false;
+  // Test only: a replica whose log is behind its applied state (a state transfer due) serves reads from that log, as
+  // a primary did before rill-sim --node found it (issue 38).
+  bool bug_reads_while_copying = false;
 };
 
 // What the replica runs on; every reference outlives it.
@@ -121,6 +124,11 @@ class partition_replica {
   // A primary that has not yet applied what earlier views committed (replica::caught_up_in_view) does not serve a
   // consumer's stored offset: unavailable, retry (issue 38, finding 9).
   [[nodiscard]] std::optional<replica_refusal> stale_offset_refusal() const;
+  // A replica whose log is behind its applied state serves no read: it installed a peer's checkpoint beyond its log
+  // (a state transfer due, running, or waiting to be tried again: storage().transfer_target()), or it recovers a lost
+  // disk. Its replica has applied through the checkpoint (and may commit above it, as primary too) while its log's
+  // committed offset stays where it was until the copy is done: what it would serve is behind what was acknowledged.
+  [[nodiscard]] std::optional<replica_refusal> catching_up_refusal() const;
 
   // Each batch in turn, one op each (stamped by the primary, acknowledged once a quorum has it durable). A failure
   // stops the request there: the batches before it are committed, those after it not sent. Errors carry the

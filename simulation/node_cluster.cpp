@@ -169,6 +169,7 @@ class node_cluster::executor final : public actors::reconcile_executor {
     o.tick_ms = tick_ns / 1'000'000;
     o.bug_stamps_follow_wall = cluster_.options_.bugs.stamps_follow_wall;
     o.bug_primary_never_silenced = cluster_.options_.bugs.primary_never_silenced;
+    o.bug_reads_while_copying = cluster_.options_.bugs.reads_while_copying;
     o.seed = [&c = cluster_] { return c.rng_.next(); };
     actors::partition_replica_callbacks cb;
     if (cluster_.debug_) {
@@ -970,6 +971,8 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
       o.bugs.poll_unconfirmed = true;
     } else if (b == "group_offsets_survive") {
       o.bugs.group_offsets_survive = true;
+    } else if (b == "reads_while_copying") {
+      o.bugs.reads_while_copying = true;
     }
   }
   return o;

@@ -62,6 +62,9 @@ struct node_bugs {
   // A partition deleted and added back keeps its consumer groups' committed offsets and owner (the coordinators knew
   // partitions by count only): the group skips the new partition's records up to the old offset.
   bool group_offsets_survive = false;
+  // A replica whose log is behind its applied state (it installed a peer's checkpoint; the copy of the log is due)
+  // serves reads from that log, a primary too.
+  bool reads_while_copying = false;
 };
 
 struct node_cluster_options {
@@ -197,6 +200,9 @@ inline const std::vector<std::pair<const char*, const char*>>& node_bug_list() {
       {"group_offsets_survive",
        "a partition deleted and added back keeps its groups' committed offsets: the groups skip its new records up "
        "to the old offset"},
+      {"reads_while_copying",
+       "a replica that installed its peers' checkpoint serves reads from its log before it has copied it: a primary "
+       "shows a high watermark below what was acknowledged"},
       {"poll_unconfirmed",
        "a group member's poll is checked against its node's replica of the coordinator only: a zombie whose "
        "partition moved reads on through a node whose replica lags"},
