@@ -77,10 +77,10 @@ task<expected<group_poll>> plan_member_poll(coordinators& c, const coordinated_g
 }
 
 task<expected<void>> confirm_member_poll(coordinators& c, const coordinated_group& g, const group_poll& planned,
-                                         std::optional<std::int64_t> next_offset, bool bug_unconfirmed) {
+                                         std::optional<std::int64_t> next_offset, poll_bug bug) {
   const std::uint32_t index = c.index_for(g.key());
   const group_machine& m = c.machine(index);
-  if (bug_unconfirmed) {
+  if (bug == poll_bug::unconfirmed) {
     // As it was: this node's replica, as it is, then the auto-commit when it moves the offset.
     const group_state* local = coordinated_state(m, g);
     if (local == nullptr) {
@@ -101,6 +101,7 @@ task<expected<void>> confirm_member_poll(coordinators& c, const coordinated_grou
   // node's replica has not applied yet. Data goes out only once the member's ownership is confirmed against the
   // committed state: by its auto-commit, or else by a read barrier, after which this replica has applied everything
   // committed before it.
+  bool committed_now = false;  // (only with the planted recheck_after_commit)
   if (const group_state* before = coordinated_state(m, g); before != nullptr && planned.auto_commit && next_offset) {
     const auto next = static_cast<std::uint64_t>(*next_offset);
     if (const auto committed = before->committed(planned.partition); !committed || *committed < next) {
@@ -110,10 +111,13 @@ task<expected<void>> confirm_member_poll(coordinators& c, const coordinated_grou
       auto commit = commit_command(g, planned.member, planned.generation, planned.partition, next);
       RILL_CO_TRY(r, co_await c.submit(index, std::move(commit)));
       RILL_CO_TRY_VOID(coordinator_status(r));
-      co_return expected<void>{};
+      if (bug != poll_bug::recheck_after_commit) {
+        co_return expected<void>{};
+      }
+      committed_now = true;
     }
   }
-  if (next_offset) {
+  if (next_offset && !committed_now) {
     RILL_CO_TRY_VOID(co_await c.read_barrier(index));
   }
   const group_state* now = coordinated_state(m, g);

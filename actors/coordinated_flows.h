@@ -54,10 +54,18 @@ task<expected<group_poll>> plan_member_poll(coordinators& c, const coordinated_g
 // The member's poll read data up to `next_offset` (nullopt: it read none). Confirms the member still owns the
 // partition against the committed state before anything goes out (see the invariants): ok, or why not (not_owner,
 // the group gone, submit()'s errors). With auto-commit, a commit that applies is the confirmation, and the data goes
-// out whatever changed after it (it was committed: refusing it would make the group skip it). `bug_unconfirmed`
-// (test only): checks this node's replica as it is, then auto-commits (the zombie reads of issue 38, finding 5, as
-// they were: a poll that commits nothing new is never confirmed).
+// out whatever changed after it (it was committed: refusing it would make the group skip it). `bug` (test only):
+// a deliberate bug the node simulator must find (poll_bug).
+enum class poll_bug {
+  none,
+  // This node's replica checked as it is, then the auto-commit when it moves the offset (the zombie reads of issue
+  // 38, finding 5, as they were: a poll that commits nothing new is never confirmed).
+  unconfirmed,
+  // After an applied auto-commit, ownership checked again against the state then: data whose offset is committed is
+  // refused, and the group skips it (as rill-sim --node found it).
+  recheck_after_commit,
+};
 task<expected<void>> confirm_member_poll(coordinators& c, const coordinated_group& g, const group_poll& planned,
-                                         std::optional<std::int64_t> next_offset, bool bug_unconfirmed = false);
+                                         std::optional<std::int64_t> next_offset, poll_bug bug = poll_bug::none);
 
 }  // namespace rill::actors

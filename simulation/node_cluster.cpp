@@ -971,6 +971,8 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
       o.bugs.poll_unconfirmed = true;
     } else if (b == "group_offsets_survive") {
       o.bugs.group_offsets_survive = true;
+    } else if (b == "poll_recheck_after_commit") {
+      o.bugs.poll_recheck_after_commit = true;
     } else if (b == "reads_while_copying") {
       o.bugs.reads_while_copying = true;
     }

@@ -59,6 +59,9 @@ struct node_bugs {
   // A member's poll delivers once this node's replica of the coordinator says it owns the partition, with no
   // auto-commit nor read barrier to confirm it against the committed state (finding 5's zombie reads as they were).
   bool poll_unconfirmed = false;
+  // A member's poll whose auto-commit applied is checked again against a later state and refused: the group has
+  // committed past records nobody got.
+  bool poll_recheck_after_commit = false;
   // A partition deleted and added back keeps its consumer groups' committed offsets and owner (the coordinators knew
   // partitions by count only): the group skips the new partition's records up to the old offset.
   bool group_offsets_survive = false;
@@ -203,6 +206,9 @@ inline const std::vector<std::pair<const char*, const char*>>& node_bug_list() {
       {"reads_while_copying",
        "a replica that installed its peers' checkpoint serves reads from its log before it has copied it: a primary "
        "shows a high watermark below what was acknowledged"},
+      {"poll_recheck_after_commit",
+       "a group member's poll whose auto-commit applied is refused when a later state shows the partition moved: the "
+       "group skips records nobody got"},
       {"poll_unconfirmed",
        "a group member's poll is checked against its node's replica of the coordinator only: a zombie whose "
        "partition moved reads on through a node whose replica lags"},

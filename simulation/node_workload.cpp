@@ -847,10 +847,12 @@ void node_workload::member_poll(member& m) {
     bool uncertain = false;            // not delivered, but its auto-commit may have applied (a submit that failed)
     std::optional<net::status> error;  // not delivered
   };
-  const bool bug = cluster_.options().bugs.poll_unconfirmed;
+  const auto bug = cluster_.options().bugs.poll_unconfirmed            ? actors::poll_bug::unconfirmed
+                   : cluster_.options().bugs.poll_recheck_after_commit ? actors::poll_bug::recheck_after_commit
+                                                                       : actors::poll_bug::none;
   auto job = [](node_cluster* cl, std::size_t node_index, std::uint64_t partition_ns, actors::partition_replica* rep,
                 actors::coordinators* coords, actors::coordinated_group grp, proto::PollRequest req,
-                bool unconfirmed) -> task<outcome> {
+                actors::poll_bug unconfirmed) -> task<outcome> {
     outcome out;
     auto planned = co_await actors::plan_member_poll(*coords, grp, std::move(req), 100);
     if (!planned) {
