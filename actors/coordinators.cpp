@@ -49,6 +49,9 @@ task<expected<std::unique_ptr<coordinators>>> coordinators::open(storage::io::en
     go.recovering = o.recovering;
     go.incarnation = o.incarnation;
     go.journal.slot_count = o.journal_slots;
+    go.journal.message_size_max = o.journal_message_bytes_max;
+    go.snapshot_bytes_max = o.snapshot_bytes_max;
+    go.snapshot_reserved_bytes = o.snapshot_reserved_bytes;
     go.seed = o.seed ? o.seed() : drawn_seed();
     const std::string at = fmt::format("{}/{}", dir, i);
     // A failure leaves nothing behind: the lanes opened so far leave the host (closed) before the error returns.

@@ -59,6 +59,10 @@ struct coordinators_options {
   std::uint64_t incarnation = 0;  // cluster_group_options::incarnation of each coordinator's replica
   std::uint32_t count = 4;        // cluster.coordinators: the same on every member
   std::uint64_t journal_slots = 1024;
+  std::uint64_t journal_message_bytes_max = 64 * 1024;  // a command or reply, header included (the journal's slot)
+  // Each checkpoint region of snapshot.bin, and what is reserved of it at creation (cluster_group_options').
+  std::uint64_t snapshot_bytes_max = 256 * 1024 * 1024;
+  std::uint64_t snapshot_reserved_bytes = 4 * 1024 * 1024;
   std::size_t queue_max = 4096;
   std::uint32_t reconcile_ticks = 100;
   group_machine_options machine;

@@ -17,10 +17,12 @@ constexpr std::uint64_t checkpoint_region_bytes = std::uint64_t{64} << 20;
 
 // A checkpoint's most bytes: its 16-byte head, the client table (each session: 36 bytes, a reply header and a reply
 // of at most a journal slot), and the machine's snapshot at most.
-std::uint64_t checkpoint_bytes_max(std::uint32_t clients_max) {
+std::uint64_t client_table_bytes_max(std::uint32_t clients_max) {
   return 16 + 4 +
-         std::uint64_t{clients_max} * (36 + consensus::header::encoded_size + partition_replica::journal_slot_bytes) +
-         consensus::partition_snapshot_bytes_budget;
+         std::uint64_t{clients_max} * (36 + consensus::header::encoded_size + partition_replica::journal_slot_bytes);
+}
+std::uint64_t checkpoint_bytes_max(std::uint32_t clients_max) {
+  return client_table_bytes_max(clients_max) + consensus::partition_snapshot_bytes_budget;
 }
 
 rill::unexpected refused(net::status s, std::string message) {
@@ -156,6 +158,13 @@ task<void> partition_replica::open_group() {
   // partition_snapshot_bytes_budget whatever its settings (issue 38, finding 4), and the client table within the rest.
   o.storage.files.snapshot_bytes_max = checkpoint_region_bytes;
   RILL_ASSERT(checkpoint_bytes_max(o.replica.clients_max) <= checkpoint_region_bytes);
+  if (options_.checkpoint_region_bytes != 0 && options_.checkpoint_region_bytes < checkpoint_region_bytes) {
+    RILL_ASSERT(options_.checkpoint_region_bytes > client_table_bytes_max(o.replica.clients_max), "{} bytes",
+                options_.checkpoint_region_bytes);
+    o.storage.files.snapshot_bytes_max = options_.checkpoint_region_bytes;
+    o.machine.snapshot_bytes_budget =
+        options_.checkpoint_region_bytes - client_table_bytes_max(o.replica.clients_max);
+  }
   o.storage.files.snapshot_reserved_bytes = 64 * 1024;
   o.storage.files.files = options_.log.files;  // the shard's cache: the group's files count in its limit too
   o.storage.log = options_.log;

@@ -72,6 +72,10 @@ struct partition_replica_options {
   // Test only: a replica whose log is behind its applied state (a state transfer due) serves reads from that log, as
   // a primary did before rill-sim --node found it (issue 38).
   bool bug_reads_while_copying = false;
+  // Test only (the simulator, whose disk keeps files whole in memory: a checkpoint in region 1 of a 64 MiB layout is
+  // 64 MiB of zeros to write). A smaller checkpoint region, for fresh directories only (the layout of snapshot.bin
+  // depends on it): 0 is rilld's 64 MiB. The machine's snapshot budget shrinks with it, so settings must fit.
+  std::uint64_t checkpoint_region_bytes = 0;
 };
 
 // What the replica runs on; every reference outlives it.

@@ -164,6 +164,8 @@ class node_cluster::executor final : public actors::reconcile_executor {
     o.journal_slots = 128;
     o.recovering = node_.lost;
     o.settings.consumers_max = 64;
+    o.settings.producers_max = 1'000;
+    o.checkpoint_region_bytes = 2 * 1024 * 1024;  // (the sim disk keeps files whole: see the option)
     o.retention_ticks = 300;
     o.reopen_ticks = 20;
     o.tick_ms = tick_ns / 1'000'000;
@@ -405,7 +407,10 @@ void node_cluster::start(node& n) {
         [this, np, alive](expected<std::unique_ptr<consensus::cluster_group>> r) {
           if (!*alive) {
             if (r) {
-              spawn((*r)->close(), [g = std::shared_ptr<consensus::cluster_group>(std::move(*r))](expected<void>) {});
+              // Its process died while it opened: kept with the remains, never called again (the old code closed it
+              // here, running the dead process on, and moved it away before the close in argument order GCC chose).
+              np->dead.push_back({});
+              np->dead.back().meta = std::move(*r);
             }
             return;
           }
@@ -439,6 +444,9 @@ void node_cluster::open_coordinators(node& n) {
   co.incarnation = n.group_incarnation;
   co.count = coordinator_count;
   co.journal_slots = 128;
+  co.journal_message_bytes_max = 8 * 1024;  // (as the metadata group's here: the runs' commands are small)
+  co.snapshot_bytes_max = 4 * 1024 * 1024;  // (the sim disk keeps files whole: region 1 is that many zeros)
+  co.snapshot_reserved_bytes = 0;
   co.seed = [this] { return rng_.next(); };
   co.machine.bug_offsets_survive_partition = options_.bugs.group_offsets_survive;
   co.wall_ms = [stamps = n.stamps.get()] { return static_cast<std::uint64_t>(stamps->now_ms()); };
