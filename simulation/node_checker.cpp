@@ -103,7 +103,8 @@ void node_checker::on_offset_reset_unknown(const std::string& consumer, const pa
 
 void node_checker::on_group_delivery(std::uint64_t issued, std::uint64_t tick, const std::string& group,
                                      const std::string& member, std::uint64_t generation, const partition_key& p,
-                                     bool owned, std::int64_t start, std::int64_t end, std::int64_t log_start) {
+                                     bool owned, std::int64_t start, std::int64_t end, std::int64_t log_start,
+                                     bool others_in_flight) {
   if (!owned) {
     fail(tick, fmt::format("group {}: member {} (generation {}) was delivered offsets [{}, {}) of {} by a poll issued "
                            "at tick {}, when the committed state had already taken that partition from it: two "
@@ -113,7 +114,7 @@ void node_checker::on_group_delivery(std::uint64_t issued, std::uint64_t tick, c
   auto& done = delivered_end_[{group, p}];
   // After a poll whose outcome is unknown, the group may have committed whatever that poll read (how far is not
   // known): the next delivery may start anywhere; the check resumes from its end.
-  const bool unknown = uncertain_.erase({group, p}) > 0;
+  const bool unknown = uncertain_.erase({group, p}) > 0 || others_in_flight;
   if (!unknown && start > std::max(done, log_start)) {
     fail(tick, fmt::format("group {}: member {} was delivered {} from offset {}, though the group had been delivered "
                            "only up to {} (the log starts at {}): offsets [{}, {}) skipped",

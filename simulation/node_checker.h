@@ -76,9 +76,10 @@ class node_checker {
                       std::optional<std::int64_t> offset);
   // A group member's poll of `p`, issued at `issued` (`owned`: the committed coordinator state then let the member
   // read it), delivered records [start, end) at `tick`; the replica's log started at `log_start` as it read.
+  // `others_in_flight`: another auto-commit poll of `p` for the group is in flight (it may have committed further).
   void on_group_delivery(std::uint64_t issued, std::uint64_t tick, const std::string& group, const std::string& member,
                          std::uint64_t generation, const partition_key& p, bool owned, std::int64_t start,
-                         std::int64_t end, std::int64_t log_start);
+                         std::int64_t end, std::int64_t log_start, bool others_in_flight = false);
   // A member's auto-commit poll of `p` was refused after it read up to `end` (a submit that failed), or was given up
   // (its node died; `end`: a bound, or 0): its commit may have applied, so the group's next delivery of `p` may
   // start past what it was delivered, as a client whose reply was lost would find.

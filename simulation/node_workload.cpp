@@ -676,6 +676,7 @@ void node_workload::step_member(member& m) {
         }
       }
       cluster_.checker().on_group_uncertain(m.auto_poll->group, m.auto_poll->key, end);
+      --auto_in_flight_[{m.auto_poll->group, m.auto_poll->key}];
     }
   }
   if (!m.busy) {
@@ -837,6 +838,7 @@ void node_workload::member_poll(member& m) {
   const std::string label = fmt::format("{}/{}/{}#{}", sid, tid, g->id.name, gid);
   if (auto_commit) {
     m.auto_poll = member::in_flight{label, *key};
+    ++auto_in_flight_[{label, *key}];
   }
   member* mp = &m;
   struct outcome {
@@ -901,6 +903,9 @@ void node_workload::member_poll(member& m) {
                        got.error ? fmt::format("refused {}", static_cast<int>(*got.error)) : std::string("delivered"),
                        got.uncertain ? " (uncertain)" : "");
           }
+          if (current && auto_commit) {
+            --auto_in_flight_[{label, key}];  // (given up, it was counted out then)
+          }
           if (current) {
             mp->busy = false;
           }
@@ -932,8 +937,10 @@ void node_workload::member_poll(member& m) {
             }
             end = offset;
           }
+          // Another member's auto-commit poll in flight may have committed past what the group was delivered.
+          const bool others_in_flight = auto_in_flight_[{label, key}] > 0;
           cluster_.checker().on_group_delivery(issued, cluster_.now(), label, mp->id, generation, key, owned,
-                                               first < 0 ? got.start : first, end, got.log_start);
+                                               first < 0 ? got.start : first, end, got.log_start, others_in_flight);
           if (!auto_commit && current) {
             // The member commits what it read, once it has it (its outcome does not matter here: the next poll
             // starts where the group is).

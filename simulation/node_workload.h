@@ -120,6 +120,8 @@ class node_workload {
   prng member_rng_;  // the members' draws (apart, so that rng_'s draws stay what they were)
   // The groups of the most advanced metadata: (stream, topic, group id) -> the topic's creation time.
   std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>, std::uint64_t> groups_;
+  // Per (group, incarnation of a partition): members' auto-commit polls in flight (each may have committed already).
+  std::map<std::pair<std::string, partition_key>, int> auto_in_flight_;
   std::vector<std::uint64_t> observed_;  // per coordinator: the commit whose groups' offsets were checked last
   // (stream, topic, created_ms, partition) -> the incarnation the workload writes to now (the metadata op that
   // created the partition).
