@@ -484,8 +484,8 @@ expected<group_state> group_state::load_whole(const proto::GroupStateWhole& in) 
   }
   if (in.partitions_created_size() != 0) {
     if (in.partitions_created_size() != in.slots_size()) {
-      return bad(fmt::format("{} partition incarnations for {} partitions", in.partitions_created_size(),
-                             in.slots_size()));
+      return bad(
+          fmt::format("{} partition incarnations for {} partitions", in.partitions_created_size(), in.slots_size()));
     }
     g.created_.assign(in.partitions_created().begin(), in.partitions_created().end());
   }

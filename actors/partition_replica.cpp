@@ -162,8 +162,7 @@ task<void> partition_replica::open_group() {
     RILL_ASSERT(options_.checkpoint_region_bytes > client_table_bytes_max(o.replica.clients_max), "{} bytes",
                 options_.checkpoint_region_bytes);
     o.storage.files.snapshot_bytes_max = options_.checkpoint_region_bytes;
-    o.machine.snapshot_bytes_budget =
-        options_.checkpoint_region_bytes - client_table_bytes_max(o.replica.clients_max);
+    o.machine.snapshot_bytes_budget = options_.checkpoint_region_bytes - client_table_bytes_max(o.replica.clients_max);
   }
   o.storage.files.snapshot_reserved_bytes = 64 * 1024;
   o.storage.files.files = options_.log.files;  // the shard's cache: the group's files count in its limit too

@@ -182,7 +182,8 @@ int run_node_seed(std::uint64_t seed, const knobs& k, const std::string& trace_p
     std::printf(
         "seed %llu (node): %s nodes=%u crash=%u partition=%u lost_ppm=%u ticks=%llu changes=%llu produced=%llu "
         "retries=%llu read=%llu crashes=%llu process_crashes=%llu disks_lost=%llu replicas=%llu steps=%llu "
-        "settings_updates=%llu sync_errors=%llu fence_restarts=%llu reopens=%llu group_read=%llu refused=%llu pauses=%llu "
+        "settings_updates=%llu sync_errors=%llu fence_restarts=%llu reopens=%llu group_read=%llu refused=%llu "
+        "pauses=%llu "
         "hash=%016llx\n",
         static_cast<unsigned long long>(seed), verdict, o.nodes, o.crash_ppm, o.partition_ppm, o.disk_lost_ppm,
         static_cast<unsigned long long>(r.ticks), static_cast<unsigned long long>(r.metadata_changes),
