@@ -123,9 +123,7 @@ void node_checker::on_group_delivery(std::uint64_t issued, std::uint64_t tick, c
   done = std::max(done, end);
 }
 
-void node_checker::on_group_uncertain(const std::string& group, const partition_key& p, std::int64_t end) {
-  auto& done = delivered_end_[{group, p}];
-  done = std::max(done, end);
+void node_checker::on_group_uncertain(const std::string& group, const partition_key& p) {
   uncertain_.insert({group, p});
 }
 

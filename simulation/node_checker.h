@@ -80,10 +80,10 @@ class node_checker {
   void on_group_delivery(std::uint64_t issued, std::uint64_t tick, const std::string& group, const std::string& member,
                          std::uint64_t generation, const partition_key& p, bool owned, std::int64_t start,
                          std::int64_t end, std::int64_t log_start, bool others_in_flight = false);
-  // A member's auto-commit poll of `p` was refused after it read up to `end` (a submit that failed), or was given up
-  // (its node died; `end`: a bound, or 0): its commit may have applied, so the group's next delivery of `p` may
-  // start past what it was delivered, as a client whose reply was lost would find.
-  void on_group_uncertain(const std::string& group, const partition_key& p, std::int64_t end);
+  // A member's auto-commit poll of `p` was refused after it read (a submit that failed), or was given up (its node
+  // died): its commit may have applied, how far is not known, so the group's next delivery of `p` may start past what
+  // it was delivered, as a client whose reply was lost would find.
+  void on_group_uncertain(const std::string& group, const partition_key& p);
   // The committed offsets of `group` (a name and its incarnation) in the most advanced replica of its coordinator, by
   // partition, as the coordinator's commit advanced.
   void on_group_offsets(std::uint64_t tick, const std::string& group,

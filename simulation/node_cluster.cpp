@@ -308,8 +308,8 @@ bool node_cluster::serving(std::size_t i) const {
   return n.up && n.meta != nullptr;
 }
 
-actors::partition_replica* node_cluster::replica_at(std::size_t i, std::uint64_t ns) {
-  node& n = *nodes_.at(i);
+actors::partition_replica* node_cluster::replica_at(std::size_t i, std::uint64_t ns) const {
+  const node& n = *nodes_.at(i);
   if (!n.up) {
     return nullptr;
   }
@@ -322,8 +322,8 @@ std::uint64_t node_cluster::process_at(std::size_t i) const {
   return n.up ? n.incarnation : 0;
 }
 
-actors::coordinators* node_cluster::coordinators_at(std::size_t i) {
-  node& n = *nodes_.at(i);
+actors::coordinators* node_cluster::coordinators_at(std::size_t i) const {
+  const node& n = *nodes_.at(i);
   return n.up ? n.coords.get() : nullptr;
 }
 
@@ -969,20 +969,10 @@ node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std:
   o.members = static_cast<std::uint32_t>(later.between(1, 3));
   o.member_pause_ppm = static_cast<std::uint32_t>(later.between(100, 2'000));
   for (const auto& b : bugs) {
-    if (b == "partition_id_reused") {
-      o.bugs.partition_id_reused = true;
-    } else if (b == "stamps_follow_wall") {
-      o.bugs.stamps_follow_wall = true;
-    } else if (b == "primary_never_silenced") {
-      o.bugs.primary_never_silenced = true;
-    } else if (b == "poll_unconfirmed") {
-      o.bugs.poll_unconfirmed = true;
-    } else if (b == "group_offsets_survive") {
-      o.bugs.group_offsets_survive = true;
-    } else if (b == "poll_recheck_after_commit") {
-      o.bugs.poll_recheck_after_commit = true;
-    } else if (b == "reads_while_copying") {
-      o.bugs.reads_while_copying = true;
+    for (const auto& known : node_bug_list()) {
+      if (b == known.name) {
+        o.bugs.*known.flag = true;
+      }
     }
   }
   return o;

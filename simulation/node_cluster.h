@@ -142,11 +142,11 @@ class node_cluster {
   // Node i is up, its metadata group open.
   [[nodiscard]] bool serving(std::size_t i) const;
   // Node i's replica of the partition with namespace `ns` (null when it runs none now).
-  [[nodiscard]] actors::partition_replica* replica_at(std::size_t i, std::uint64_t ns);
+  [[nodiscard]] actors::partition_replica* replica_at(std::size_t i, std::uint64_t ns) const;
   // Node i's process (its starts so far; 0 while it is down): a request in flight to another one is lost.
   [[nodiscard]] std::uint64_t process_at(std::size_t i) const;
   // Node i's consumer-group coordinators (null while the node is down or they are not open).
-  [[nodiscard]] actors::coordinators* coordinators_at(std::size_t i);
+  [[nodiscard]] actors::coordinators* coordinators_at(std::size_t i) const;
   // Node i's committed metadata (null while its metadata group is not open), and the metadata op it has applied.
   [[nodiscard]] std::shared_ptr<const actors::metadata_view> view_at(std::size_t i) const;
   [[nodiscard]] std::uint64_t applied_at(std::size_t i) const;
@@ -189,29 +189,42 @@ class node_cluster {
 
 // A whole-node run's options drawn from the seed (nodes, faults, workload), with these deliberate bugs planted.
 node_cluster_options node_options_for(std::uint64_t seed, const std::vector<std::string>& bugs = {});
-// The deliberate bugs of the code above the replica (rill-sim --node --bug NAME), with what each breaks.
-inline const std::vector<std::pair<const char*, const char*>>& node_bug_list() {
-  static const std::vector<std::pair<const char*, const char*>> bugs = {
+// A deliberate bug of the code above the replica (rill-sim --node --bug NAME): its name, what it breaks, and its
+// switch in node_bugs.
+struct node_bug {
+  const char* name;
+  const char* breaks;
+  bool node_bugs::*flag;
+};
+inline const std::vector<node_bug>& node_bug_list() {
+  static const std::vector<node_bug> bugs = {
       {"partition_id_reused",
        "a partition deleted and added back gets the old one's group id: a node down across it brings its old replica "
-       "back"},
+       "back",
+       &node_bugs::partition_id_reused},
       {"stamps_follow_wall",
        "a primary stamps batches with its wall clock as it reads: a clock jump forward stamps records an hour ahead, "
-       "and a jump back stops stamped time"},
+       "and a jump back stops stamped time",
+       &node_bugs::stamps_follow_wall},
       {"primary_never_silenced",
-       "a primary cut off from its group serves on: its consumers read stale data while a new primary takes writes"},
+       "a primary cut off from its group serves on: its consumers read stale data while a new primary takes writes",
+       &node_bugs::primary_never_silenced},
       {"group_offsets_survive",
        "a partition deleted and added back keeps its groups' committed offsets: the groups skip its new records up "
-       "to the old offset"},
+       "to the old offset",
+       &node_bugs::group_offsets_survive},
       {"reads_while_copying",
        "a replica that installed its peers' checkpoint serves reads from its log before it has copied it: a primary "
-       "shows a high watermark below what was acknowledged"},
+       "shows a high watermark below what was acknowledged",
+       &node_bugs::reads_while_copying},
       {"poll_recheck_after_commit",
        "a group member's poll whose auto-commit applied is refused when a later state shows the partition moved: the "
-       "group skips records nobody got"},
+       "group skips records nobody got",
+       &node_bugs::poll_recheck_after_commit},
       {"poll_unconfirmed",
        "a group member's poll is checked against its node's replica of the coordinator only: a zombie whose "
-       "partition moved reads on through a node whose replica lags"},
+       "partition moved reads on through a node whose replica lags",
+       &node_bugs::poll_unconfirmed},
   };
   return bugs;
 }

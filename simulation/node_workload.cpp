@@ -206,7 +206,7 @@ std::string node_workload::pending() const {
   for (const auto& p : producers_) {
     if (p->produce && !p->in_flight) {
       for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-        auto* r = const_cast<node_cluster&>(cluster_).replica_at(i, p->produce->ns);
+        auto* r = cluster_.replica_at(i, p->produce->ns);
         if (r != nullptr) {
           const auto why = r->refusal();
           first += fmt::format("; node {}: {}", i + 1, why ? why->message : std::string("serving"));
@@ -606,39 +606,45 @@ std::optional<std::pair<std::size_t, actors::coordinated_group>> node_workload::
   return able[member_rng_.below(able.size())];
 }
 
-bool node_workload::truly_owns(const actors::coordinated_group& g, const std::string& member_id,
-                               std::uint64_t generation, std::uint32_t partition) const {
+std::pair<const actors::coordinators*, std::uint64_t> node_workload::most_advanced(std::uint32_t index) const {
   const actors::coordinators* best = nullptr;
   std::uint64_t best_commit = 0;
   for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-    const actors::coordinators* c = const_cast<node_cluster&>(cluster_).coordinators_at(i);
-    if (c == nullptr) {
-      continue;
-    }
-    const std::uint64_t at = c->replica(c->index_for(g.key())).commit_min().value();
-    if (best == nullptr || at > best_commit) {
+    const actors::coordinators* c = cluster_.coordinators_at(i);
+    if (c != nullptr && (best == nullptr || c->replica(index).commit_min().value() > best_commit)) {
       best = c;
-      best_commit = at;
+      best_commit = c->replica(index).commit_min().value();
     }
   }
+  return {best, best_commit};
+}
+
+std::int64_t node_workload::committed_end(const partition_key& k) const {
+  std::int64_t end = 0;
+  const auto ns = actors::partition_namespace(k.stream, k.topic, k.partition);
+  for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
+    auto* r = cluster_.replica_at(i, ns);
+    if (r != nullptr && r->group() != nullptr && r->options().group.value() == group_of(k)) {
+      end = std::max(end, r->group()->log().committed().value());
+    }
+  }
+  return end;
+}
+
+bool node_workload::truly_owns(const actors::coordinated_group& g, const std::string& member_id,
+                               std::uint64_t generation, std::uint32_t partition) const {
+  const std::uint32_t index = actors::coordinator_for(g.key(), coordinator_count);
+  const auto [best, commit] = most_advanced(index);
   if (best == nullptr) {
     return true;  // (no replica open anywhere: nothing to judge by)
   }
-  const actors::group_state* state = actors::coordinated_state(best->machine(best->index_for(g.key())), g);
+  const actors::group_state* state = actors::coordinated_state(best->machine(index), g);
   return state != nullptr && state->still_owns(member_id, generation, partition);
 }
 
 void node_workload::observe_groups() {
   for (std::uint32_t index = 0; index < coordinator_count; ++index) {
-    const actors::coordinators* best = nullptr;
-    std::uint64_t best_commit = 0;
-    for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-      const actors::coordinators* c = cluster_.coordinators_at(i);
-      if (c != nullptr && (best == nullptr || c->replica(index).commit_min().value() > best_commit)) {
-        best = c;
-        best_commit = c->replica(index).commit_min().value();
-      }
-    }
+    const auto [best, best_commit] = most_advanced(index);
     if (best == nullptr || best_commit <= observed_[index]) {
       continue;
     }
@@ -665,17 +671,8 @@ void node_workload::step_member(member& m) {
     m.busy = false;  // given up (or its connection dropped: the node's process died)
     ++m.attempt;
     if (m.auto_poll) {
-      // What it read, at most the partition's committed end now, may have been committed.
-      std::int64_t end = 0;
-      const auto ns =
-          actors::partition_namespace(m.auto_poll->key.stream, m.auto_poll->key.topic, m.auto_poll->key.partition);
-      for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-        auto* r = cluster_.replica_at(i, ns);
-        if (r != nullptr && r->group() != nullptr && r->options().group.value() == group_of(m.auto_poll->key)) {
-          end = std::max(end, r->group()->log().committed().value());
-        }
-      }
-      cluster_.checker().on_group_uncertain(m.auto_poll->group, m.auto_poll->key, end);
+      // What it read may have been committed.
+      cluster_.checker().on_group_uncertain(m.auto_poll->group, m.auto_poll->key);
       --auto_in_flight_[{m.auto_poll->group, m.auto_poll->key}];
     }
   }
@@ -910,7 +907,7 @@ void node_workload::member_poll(member& m) {
             mp->busy = false;
           }
           if (got.uncertain) {
-            cluster_.checker().on_group_uncertain(label, key, got.end);
+            cluster_.checker().on_group_uncertain(label, key);
           }
           if (got.error) {
             if (current && (*got.error == net::status::not_owner || *got.error == net::status::stale_generation ||
@@ -982,7 +979,7 @@ bool node_workload::groups_caught_up(std::string* why) const {
     const actors::coordinators* c = nullptr;
     std::optional<actors::coordinated_group> g;
     for (std::size_t i = 0; i < cluster_.node_count() && !g; ++i) {
-      c = const_cast<node_cluster&>(cluster_).coordinators_at(i);
+      c = cluster_.coordinators_at(i);
       auto v = cluster_.view_at(i);
       if (c != nullptr && v) {
         g = actors::find_coordinated_group(*v, sid, tid, gid);
@@ -997,13 +994,7 @@ bool node_workload::groups_caught_up(std::string* why) const {
       if (!key) {
         continue;
       }
-      std::int64_t end = 0;
-      for (std::size_t i = 0; i < cluster_.node_count(); ++i) {
-        auto* r = const_cast<node_cluster&>(cluster_).replica_at(i, actors::partition_namespace(sid, tid, p));
-        if (r != nullptr && r->group() != nullptr) {
-          end = std::max(end, r->group()->log().committed().value());
-        }
-      }
+      const std::int64_t end = committed_end(*key);
       const auto committed = state == nullptr ? std::nullopt : state->committed(p);
       if (end > 0 && (!committed || static_cast<std::int64_t>(*committed) < end)) {
         if (why != nullptr) {

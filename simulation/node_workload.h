@@ -33,6 +33,10 @@
 #include "base/random.h"
 #include "simulation/node_checker.h"
 
+namespace rill::actors {
+class coordinators;
+}
+
 namespace rill::simulation {
 
 class node_cluster;
@@ -80,6 +84,10 @@ class node_workload {
                    std::uint32_t partition, std::int64_t next);
   // Checks the committed offsets of every group whose coordinator's commit advanced (node_checker).
   void observe_groups();
+  // The replica of coordinator `index` that has applied the most (null: none open), and its commit.
+  [[nodiscard]] std::pair<const actors::coordinators*, std::uint64_t> most_advanced(std::uint32_t index) const;
+  // The highest committed offset among the open replicas of k's incarnation.
+  [[nodiscard]] std::int64_t committed_end(const partition_key& k) const;
   // Whether, in the most advanced replica of g's coordinator, `member` may still read `partition` in `generation`.
   [[nodiscard]] bool truly_owns(const actors::coordinated_group& g, const std::string& member_id,
                                 std::uint64_t generation, std::uint32_t partition) const;

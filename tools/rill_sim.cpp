@@ -381,8 +381,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> bugs;
   std::string bug_list;
   std::vector<std::string> every_bug = bug_names();
-  for (const auto& [name, what] : node_bug_list()) {
-    every_bug.emplace_back(name);
+  for (const auto& b : node_bug_list()) {
+    every_bug.emplace_back(b.name);
   }
   for (const auto& b : every_bug) {
     bug_list += (bug_list.empty() ? "" : ", ") + b;
@@ -415,8 +415,8 @@ int main(int argc, char** argv) {
     for (const auto& b : planted_bugs()) {
       std::printf("%-28s %s\n", b.name, b.breaks);
     }
-    for (const auto& [name, what] : node_bug_list()) {
-      std::printf("%-28s %s (--node)\n", name, what);
+    for (const auto& b : node_bug_list()) {
+      std::printf("%-28s %s (--node)\n", b.name, b.breaks);
     }
     return 0;
   }
