@@ -105,16 +105,26 @@ void cluster_group::send_request(bool everyone) {
   waiting_->sent_at = ticks_;
   ++waiting_->sends;
   const node_t primary = primary_node();
+  bool to_self = false;
   for (const node_t n : options_.members) {
     if (!everyone && n != primary) {
       continue;
     }
     if (n == options_.self) {
-      host_.on_request(options_.group, waiting_->m);
+      to_self = true;  // last: see below
     } else {
       net_.send(n, options_.group, waiting_->m);
     }
   }
+  if (!to_self) {
+    return;
+  }
+  // The replica here can answer inside on_request(): a retried request it finds committed in its client table (it
+  // became primary after the one that committed it failed) is answered from the table at once, which resumes the
+  // submit; that clears waiting_ and destroys the waiter (and may begin the next request) before on_request()
+  // returns. So the replica here gets the request last, as a copy that outlives the call, and nothing below reads
+  // the waiter.
+  host_.on_request(options_.group, message(waiting_->m));
 }
 
 task<expected<submitted>> cluster_group::request(std::uint8_t operation, std::vector<std::byte> body) {
@@ -229,7 +239,7 @@ void cluster_group::tick() {
     if (ticks_ - waiting_->started_at >= options_.submit_timeout_ticks) {
       waiting_->done.set();  // unanswered: unavailable
     } else if (ticks_ - waiting_->sent_at >= options_.request_timeout_ticks) {
-      send_request(waiting_->sends >= 1);
+      send_request(waiting_->sends >= 1);  // may answer the submit at once: waiting_ is not read after it
     }
   }
   const auto waiters = apply_waiters_;  // a waiter woken here resumes at once and leaves the list
