@@ -101,6 +101,9 @@ class node_cluster::node_net final : public consensus::host_transport {
     if (!node_.up) {
       return;
     }
+    if (m.h.cmd == consensus::command::prepare_ok) {
+      cluster_.check_ack_durable(node_, group.value(), m);
+    }
     cluster_.trace_.mix((std::uint64_t{node_.index} << 56) ^ (std::uint64_t{to.value()} << 48) ^
                         (static_cast<std::uint64_t>(m.h.cmd) << 40) ^ m.h.op);
     cluster_.network_.send(static_cast<node_t>(node_.index), to.value() - 1, std::move(m), cluster_.now_,
@@ -255,6 +258,7 @@ node_cluster::node_cluster(const node_cluster_options& options, trace& t)
       checker_(std::make_unique<node_checker>()),
       debug_(std::getenv("RILL_SIM_DEBUG") != nullptr) {
   RILL_ASSERT(options_.nodes >= 3 && options_.nodes <= 5, "{} nodes: the node simulator runs 3 to 5", options_.nodes);
+  storage::set_bug_dirs_trust_existing(options_.bugs.dirs_trust_existing);  // (process-wide: undone by the destructor)
   for (std::size_t i = 0; i < options_.nodes; ++i) {
     auto n = std::make_unique<node>();
     n->index = i;
@@ -274,6 +278,7 @@ node_cluster::node_cluster(const node_cluster_options& options, trace& t)
 }
 
 node_cluster::~node_cluster() {
+  storage::set_bug_dirs_trust_existing(false);
   for (auto& n : nodes_) {
     if (n->up) {
       crash(*n, true);  // (halts and drains the disk; what ran joins the remains)
@@ -844,6 +849,53 @@ bool node_cluster::converged(std::string* why) const {
 
 void node_cluster::fail(std::string what) {
   checker_->fail(now_, std::move(what));
+}
+
+void node_cluster::check_ack_durable(const node& n, std::uint64_t group, const consensus::message& ok) {
+  const consensus::group_t g(group);
+  // Where the group's journal is, its ring's slot count and slot size (as this file opens them), and whether its
+  // batch prepares keep their header alone in the slot (a partition group's: the batch is in the log, synced first).
+  std::string dir;
+  std::uint64_t slots = 0;
+  std::uint64_t slot_bytes = 0;
+  bool detached = false;
+  if (g == metadata_group) {
+    dir = storage::join_path(data_dir, "metadata");
+    slots = 256;
+    slot_bytes = 8 * 1024;
+  } else if (auto c = n.group_ns.find(g.value()); c != n.group_ns.end()) {
+    auto r = n.partitions.find(c->second);
+    if (r == n.partitions.end()) {
+      return;
+    }
+    dir = storage::join_path(r->second->options().dir, actors::partition_replica::vsr_dir);
+    slots = 128;
+    slot_bytes = actors::partition_replica::journal_slot_bytes;
+    detached = true;
+  } else if (g.value() % 2 == 0 && g.value() / 2 >= 1 && g.value() / 2 <= coordinator_count) {
+    dir = fmt::format("{}/coordinators/{}", data_dir, g.value() / 2 - 1);
+    slots = 128;
+    slot_bytes = 8 * 1024;
+  } else {
+    return;
+  }
+  const std::string path = storage::join_path(dir, "journal.wal");
+  const std::uint64_t at =
+      (slots * consensus::header::encoded_size + 4095) / 4096 * 4096 + (ok.h.op % slots) * slot_bytes;
+  const auto bytes = n.disk->read_range(path, at, consensus::header::encoded_size);
+  const consensus::header h = bytes ? consensus::decode_header_unchecked(bytes->data()) : consensus::header{};
+  if (!bytes || h.op != ok.h.op || h.checksum != ok.h.context) {
+    return;  // (its slot holds another op: not this check's to judge; the replica asserts what it acknowledges)
+  }
+  const bool whole = !(detached && h.operation == consensus::operation_produce_batch);
+  const std::uint64_t length =
+      whole ? std::max<std::uint64_t>(h.size, consensus::header::encoded_size) : consensus::header::encoded_size;
+  if (!n.disk->durable_matches(path, at, length)) {
+    fail(
+        fmt::format("node {} acknowledged op {} of group {:#x} (view {}) that its disk does not hold durably "
+                    "(slot at {} of {}): a power loss takes it",
+                    n.id.value(), ok.h.op, g.value(), ok.h.view, at, path));
+  }
 }
 
 node_run_result node_cluster::run() {

@@ -68,6 +68,10 @@ struct node_bugs {
   // A replica whose log is behind its applied state (it installed a peer's checkpoint; the copy of the log is due)
   // serves reads from that log, a primary too.
   bool reads_while_copying = false;
+  // make_dirs syncs only the parents of the directories it creates (process-wide:
+  // storage::set_bug_dirs_trust_existing): a directory whose parent's fsync failed is found again by the next open and
+  // never made durable.
+  bool dirs_trust_existing = false;
 };
 
 struct node_cluster_options {
@@ -170,6 +174,9 @@ class node_cluster {
   [[nodiscard]] std::vector<std::uint64_t> member_ids() const;  // every node's id, ascending
   void final_check();
   void fail(std::string what);
+  // A prepare_ok a replica of node `n` sends for group `g`: its prepare must be durable on n's disk by then (in the
+  // journal slot, reachable through durable directory entries), else a power loss can take an op a quorum counted.
+  void check_ack_durable(const node& n, std::uint64_t group, const consensus::message& ok);
   // Adds the reopens of replicas leaving the node (closed, or their process dead) to the result.
   void count_reopens(const actors::partition_replica& r);
 
@@ -225,6 +232,10 @@ inline const std::vector<node_bug>& node_bug_list() {
        "a group member's poll is checked against its node's replica of the coordinator only: a zombie whose "
        "partition moved reads on through a node whose replica lags",
        &node_bugs::poll_unconfirmed},
+      {"dirs_trust_existing",
+       "a directory whose parent's fsync failed once is taken as durable by the next open: files synced below it "
+       "vanish at a power loss, and a replica comes back without the prepares it acknowledged",
+       &node_bugs::dirs_trust_existing},
   };
   return bugs;
 }

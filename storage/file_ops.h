@@ -41,6 +41,9 @@ task<expected<void>> settle_dir(io::engine& e, std::string path);
 // Test only, process-wide: a deliberate bug (the simulator's tests prove the checkers find it, review finding 2 of
 // issue 38): settle_file does nothing, so recovery trusts whatever the page cache holds.
 void set_bug_trust_page_cache(bool on) noexcept;
+// Test only, process-wide: a deliberate bug (make_dirs as it was): make_dirs syncs only the parents of directories it
+// created, so an entry whose parent's fsync failed once is never made durable.
+void set_bug_dirs_trust_existing(bool on) noexcept;
 task<expected<void>> truncate_file(io::engine& e, int fd, std::uint64_t length, std::string path);
 task<expected<std::uint64_t>> size_of_file(io::engine& e, int fd, std::string path);
 task<expected<void>> rename_file(io::engine& e, std::string from, std::string to);
@@ -50,7 +53,8 @@ task<expected<void>> remove_dir(io::engine& e, std::string path);
 task<expected<std::vector<std::string>>> list_dir(io::engine& e, std::string path);
 // Makes the entries of directory `path` durable (open O_DIRECTORY, fsync, close).
 task<expected<void>> sync_dir(io::engine& e, std::string path);
-// mkdir -p with mode 0700: creates every missing directory of `path` and syncs each parent it changed.
+// mkdir -p with mode 0700: creates every missing directory of `path`, and syncs the parent of every directory on
+// the way, found or created (an entry an earlier call created may not be durable yet). Errors: io_error.
 task<expected<void>> make_dirs(io::engine& e, std::string path);
 // Deletes directory `path` and everything under it (a deleted partition, topic or stream): files larger than
 // `step_bytes` are shrunk in steps first (one big unlink stalls other files' fdatasync), then everything is
