@@ -543,7 +543,13 @@ void node_workload::step_operator() {
   if (!at) {
     return;
   }
-  auto c = next_change(*cluster_.view_at(*at));
+  // Decided on the most advanced view, not a lagging node's: one that still shows a topic deleted since would let
+  // the operator delete the last topic (rill-sim --node seed 11267126437916202177: no partition left to produce to).
+  const auto newest = newest_view().first;
+  if (!newest) {
+    return;
+  }
+  auto c = next_change(*newest);
   if (!c) {
     return;
   }

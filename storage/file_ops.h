@@ -54,7 +54,8 @@ task<expected<std::vector<std::string>>> list_dir(io::engine& e, std::string pat
 // Makes the entries of directory `path` durable (open O_DIRECTORY, fsync, close).
 task<expected<void>> sync_dir(io::engine& e, std::string path);
 // mkdir -p with mode 0700: creates every missing directory of `path`, and syncs the parent of every directory on
-// the way, found or created (an entry an earlier call created may not be durable yet). Errors: io_error.
+// the way, found or created (an entry an earlier call created may not be durable yet; a found directory's parent
+// this user cannot read is skipped: not one it made). Errors: io_error.
 task<expected<void>> make_dirs(io::engine& e, std::string path);
 // Deletes directory `path` and everything under it (a deleted partition, topic or stream): files larger than
 // `step_bytes` are shrunk in steps first (one big unlink stalls other files' fdatasync), then everything is

@@ -295,9 +295,15 @@ int run_bug_seeds(const std::string& path, const knobs& base) {
   std::size_t lines = 0;
   std::size_t caught_lines = 0;
   std::size_t missed = 0;
-  std::map<std::string, bool> covered;
-  for (const auto& b : bug_names()) {
-    covered[b] = false;
+  std::map<std::string, bool> covered;  // (with --node, the node bugs: each line runs the whole-node simulator)
+  if (node_mode) {
+    for (const auto& b : node_bug_list()) {
+      covered[b.name] = false;
+    }
+  } else {
+    for (const auto& b : bug_names()) {
+      covered[b] = false;
+    }
   }
   while (std::getline(in, line)) {
     line = line.substr(0, line.find('#'));

@@ -315,6 +315,21 @@ BOOST_AUTO_TEST_CASE(sim_disk_durable_matches_needs_the_directory_entry) {
   BOOST_TEST(!disk.durable_matches("/a/x", 0, 11));  // beyond the end
 }
 
+// make_dirs after one whose parent fsync failed (or whose process died before it) takes nothing that exists for
+// durable: the directory the first call made is in the page cache only, and a power loss would take it with the tree
+// built below it (rill-sim --node --seed 9580106533886807598: a partition replica's whole directory).
+BOOST_AUTO_TEST_CASE(make_dirs_again_makes_durable_what_an_earlier_call_left_unsynced) {
+  sim_disk disk(4);
+  RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/d")));
+  disk.faults().sync_error_ppm = 1'000'000;
+  BOOST_TEST(!run(disk, make_dirs(disk, "/d/s")).has_value());  // /d/s made, /d's fsync failed
+  disk.faults().sync_error_ppm = 0;
+  disk.restart_process();  // (the cache keeps /d/s)
+  RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/d/s/t")));
+  disk.crash();
+  BOOST_TEST(disk.exists("/d/s/t"));
+}
+
 BOOST_AUTO_TEST_CASE(remove_tree_deletes_nested_files_and_directories) {
   sim_disk disk(1);
   RILL_REQUIRE_OK(run(disk, make_dirs(disk, "/d/t/p0/offsets")));
