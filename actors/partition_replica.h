@@ -10,7 +10,7 @@
 //
 //     start() --> opening --ok--> open --fenced, nothing in flight--> closing --> (reopen_ticks) --> opening ...
 //                    \--failed--> (reopen_ticks) --> opening                          (trusted_end: the log's synced
-//                    end)
+//                    end once closed)
 //     close(destroy) at any point: answered once no open or reopen is in flight; the group closed, the partition's
 //     directory removed when destroying.
 //
