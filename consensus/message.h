@@ -15,7 +15,7 @@
 //    72 client           8  request/prepare/reply: the client id
 //    80 request          8  request/prepare/reply: the client's request number; sync: the checkpoint's size;
 //                           start_view, recovery_response answering a probe: the highest incarnation of the prober
-//                           the sender knew
+//                           the sender knew; start_view_change: a mark (replica::hand_over_mark, in_view_mark)
 //    88 op               8  prepare/prepare_ok/reply: the op; do_view_change/start_view: the highest op;
 //                           request_headers: the lowest op wanted; commit: the commit number;
 //                           request_sync: the sender's applied op; sync: the checkpoint's op

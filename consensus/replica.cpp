@@ -1029,12 +1029,15 @@ void replica::resend_view_change_vote(std::vector<effect>& out) {
   // A replica in a view change stays a voter for its view: a peer that once voted for it too but has since gone
   // back to normal in the view before (it completed that one after voting) counts this vote with its own and
   // joins. Without it, a replica that entered the view on such a vote waits for that peer's do_view_change forever
-  // (with two replicas, the group stops). Receivers already in this view change echo at most once per resend.
+  // (with two replicas, the group stops). Receivers already in this view change echo at most once per resend; those
+  // in an older view join it (in_view_mark), even with no vote of their own to count.
   if (options_.replica_count == 1 || silenced() || status_ != status::view_change) {
     return;
   }
   message svc = make(command::start_view_change);
   svc.h.log_view = log_view_.value();
+  svc.h.request = in_view_mark;  // (a peer left behind in an older view joins this one: on_start_view_change)
+  svc.h.timestamp = stamp();     // (unstamped, peers that know this replica's incarnation drop it as stale)
   seal(svc);
   for (replica_t r = 0; r < options_.replica_count; ++r) {
     if (r != options_.replica) {

@@ -230,6 +230,9 @@ class replica {
   void hand_over(view_t target, std::vector<effect>& out);
   // A start_view_change's `request` field: the vote is a primary's hand-over (its backups join it at once).
   static constexpr std::uint64_t hand_over_mark = 1;
+  // A start_view_change's `request` field: the sender is in this view's change (it counted a quorum of votes for
+  // it and entered it), not merely voting for it: a replica in an older view joins it at once.
+  static constexpr std::uint64_t in_view_mark = 2;
   void on_write_done(std::uint64_t op, checksum_t checksum, bool ok, std::vector<effect>& out);
   // `prepare` is null when the journal could not produce it (read error, checksum mismatch): the journal lost it,
   // and repair fetches it again. `removed`: storage no longer keeps it by design (a partition's retention removed the

@@ -150,12 +150,25 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
     echo_due_[m.h.replica] = ticks_ + options_.resend_ticks;
     message svc = make(command::start_view_change);
     svc.h.log_view = log_view_.value();
+    svc.h.request = in_view_mark;
     svc.h.timestamp = stamp();
     seal(svc);
     out.push_back(send_effect{m.h.replica, std::move(svc)});
     return;
   }
   if (v <= view_) {
+    return;
+  }
+  if (m.h.request == in_view_mark) {
+    // The sender entered v: it counted a quorum of votes for v, as we would (start_view_change), and can never go
+    // back to our view. Join it. Votes are not adoptions: a voter that hears its primary again stops voting, but
+    // the vote it sent still counts where it arrived, and so can a vote from a peer that has since restarted (or
+    // lost its disk, which forgets it). So a replica can count a quorum, enter v alone and wait there for
+    // do_view_changes that never come, while the others stay normal in the view it left, their primary alive: it
+    // would never take part again, and a peer recovering its disk, hearing from it that v exists, waited for v's
+    // primary for ever (rill-sim --node seed 3954359542024638728). Joining costs that group one view change; a
+    // replica cut off one way still forces none, as it enters no view without a quorum of votes.
+    start_view_change(v, out);
     return;
   }
   svc_votes_[v.value()] |= bit(m.h.replica);
@@ -205,6 +218,8 @@ void replica::start_view_change(view_t v, std::vector<effect>& out) {
   // that lost its disk follows the others into v without a vote of its own.
   if (!silenced()) {
     message svc = make(command::start_view_change);
+    svc.h.log_view = log_view_.value();
+    svc.h.request = in_view_mark;
     svc.h.timestamp = stamp();
     seal(svc);
     for (replica_t r = 0; r < options_.replica_count; ++r) {
