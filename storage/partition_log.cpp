@@ -682,6 +682,12 @@ task<expected<void>> partition_log::sync_log() {
     }
     co_return unexpected(*fenced_);
   }
+  if (fenced_) {
+    // Another operation failed while this sync waited (a background sync, an append's): the log cut what followed
+    // its last good sync, perhaps below `target`, and this success proves nothing about what it covered (Linux
+    // reports a writeback error once). Nothing more is marked synced on a fenced log.
+    co_return unexpected(*fenced_);
+  }
   ++stats_.syncs;
   mark_synced(target);
   if (options_.observer != nullptr) {
