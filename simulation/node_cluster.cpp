@@ -32,6 +32,12 @@ constexpr std::uint64_t cluster_id = 7;
 constexpr std::uint64_t tick_ns = 10'000'000;  // a tick is rilld's replica tick: 10 ms
 constexpr const char* data_dir = "/data";
 constexpr consensus::group_t metadata_group{0};  // (as rilld's: group 0 is the metadata group)
+// The journals' rings here (check_ack_durable finds a prepare's slot by them): the runs' commands are small.
+constexpr std::uint64_t metadata_journal_slots = 256;
+constexpr std::uint32_t metadata_slot_bytes = 8 * 1024;
+constexpr std::uint64_t coordinator_journal_slots = 128;
+constexpr std::uint32_t coordinator_slot_bytes = 8 * 1024;
+constexpr std::uint32_t partition_journal_slots = 128;  // (partition slots: partition_replica::journal_slot_bytes)
 
 config::log_config log_defaults() {
   config::log_config c;
@@ -164,7 +170,7 @@ class node_cluster::executor final : public actors::reconcile_executor {
       o.members.push_back(consensus::node_t(static_cast<std::uint32_t>(m)));
     }
     o.self = node_.id;
-    o.journal_slots = 128;
+    o.journal_slots = partition_journal_slots;
     o.recovering = node_.lost;
     o.settings.consumers_max = 64;
     o.settings.producers_max = 1'000;
@@ -390,7 +396,7 @@ void node_cluster::start(node& n) {
   go.recovering = n.lost;
   go.incarnation = n.lost ? now_ + 1 : 0;
   n.group_incarnation = go.incarnation;
-  go.journal = consensus::journal_options{256, 8 * 1024};
+  go.journal = consensus::journal_options{metadata_journal_slots, metadata_slot_bytes};
   go.snapshot_bytes_max = 4 * 1024 * 1024;
   go.snapshot_reserved_bytes = 0;
   go.seed = rng_.next();
@@ -448,8 +454,8 @@ void node_cluster::open_coordinators(node& n) {
   co.recovering = n.lost;
   co.incarnation = n.group_incarnation;
   co.count = coordinator_count;
-  co.journal_slots = 128;
-  co.journal_message_bytes_max = 8 * 1024;  // (as the metadata group's here: the runs' commands are small)
+  co.journal_slots = coordinator_journal_slots;
+  co.journal_message_bytes_max = coordinator_slot_bytes;
   co.snapshot_bytes_max = 4 * 1024 * 1024;  // (the sim disk keeps files whole: region 1 is that many zeros)
   co.snapshot_reserved_bytes = 0;
   co.seed = [this] { return rng_.next(); };
@@ -861,21 +867,21 @@ void node_cluster::check_ack_durable(const node& n, std::uint64_t group, const c
   bool detached = false;
   if (g == metadata_group) {
     dir = storage::join_path(data_dir, "metadata");
-    slots = 256;
-    slot_bytes = 8 * 1024;
+    slots = metadata_journal_slots;
+    slot_bytes = metadata_slot_bytes;
   } else if (auto c = n.group_ns.find(g.value()); c != n.group_ns.end()) {
     auto r = n.partitions.find(c->second);
     if (r == n.partitions.end()) {
       return;
     }
     dir = storage::join_path(r->second->options().dir, actors::partition_replica::vsr_dir);
-    slots = 128;
+    slots = partition_journal_slots;
     slot_bytes = actors::partition_replica::journal_slot_bytes;
     detached = true;
   } else if (g.value() % 2 == 0 && g.value() / 2 >= 1 && g.value() / 2 <= coordinator_count) {
     dir = fmt::format("{}/coordinators/{}", data_dir, g.value() / 2 - 1);
-    slots = 128;
-    slot_bytes = 8 * 1024;
+    slots = coordinator_journal_slots;
+    slot_bytes = coordinator_slot_bytes;
   } else {
     return;
   }
