@@ -160,14 +160,15 @@ void replica::on_start_view_change(const message& m, std::vector<effect>& out) {
     return;
   }
   if (m.h.request == in_view_mark) {
-    // The sender entered v: it counted a quorum of votes for v, as we would (start_view_change), and can never go
-    // back to our view. Join it. Votes are not adoptions: a voter that hears its primary again stops voting, but
-    // the vote it sent still counts where it arrived, and so can a vote from a peer that has since restarted (or
-    // lost its disk, which forgets it). So a replica can count a quorum, enter v alone and wait there for
-    // do_view_changes that never come, while the others stay normal in the view it left, their primary alive: it
-    // would never take part again, and a peer recovering its disk, hearing from it that v exists, waited for v's
-    // primary for ever (rill-sim --node seed 3954359542024638728). Joining costs that group one view change; a
-    // replica cut off one way still forces none, as it enters no view without a quorum of votes.
+    // The sender entered v: it counted a quorum of votes for v, as we would (start_view_change), and leads nobody
+    // back to our view (crashed before v was durable, it rejoins from its peers' marks). Join it. Votes are not
+    // adoptions: a voter that hears its primary again stops voting, but the vote it sent still counts where it arrived,
+    // and so can a vote from a peer that has since restarted (or lost its disk, which forgets it). So a replica can
+    // count a quorum, enter v alone and wait there for do_view_changes that never come, while the others stay normal in
+    // the view it left, their primary alive: it would never take part again, and a peer recovering its disk, hearing
+    // from it that v exists, waited for v's primary for ever (rill-sim --node seed 3954359542024638728). Joining costs
+    // that group one view change; a replica cut off one way still forces none, as it enters no view without a quorum of
+    // votes.
     start_view_change(v, out);
     return;
   }
