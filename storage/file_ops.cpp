@@ -268,17 +268,32 @@ task<expected<std::vector<std::string>>> list_dir(io::engine& e, std::string pat
   co_return names;
 }
 
-task<expected<void>> sync_dir(io::engine& e, std::string path) {
-  auto fd = co_await open_file(e, path, io::open_directory, 0);
-  if (!fd) {
-    co_return unexpected(std::move(fd).error());
+namespace {
+// sync_dir; with `unreadable_ok`, nothing when the directory cannot be opened for reading (EACCES, EPERM).
+task<expected<void>> sync_dir_of(io::engine& e, std::string path, bool unreadable_ok) {
+  io::awaitable o(e);
+  o.op = io::opcode::open;
+  o.path = path;
+  o.flags = io::open_directory;
+  o.mode = 0;
+  const std::int64_t fd = co_await o;
+  if (unreadable_ok && (fd == -EACCES || fd == -EPERM)) {
+    co_return expected<void>{};
   }
-  auto synced = co_await simple(e, io::opcode::fsync, *fd, 0, {}, {}, "fsync directory " + path);
-  auto closed = co_await close_file(e, *fd, path);
+  if (fd < 0) {
+    co_return unexpected(io_error(static_cast<int>(fd), "open " + path));
+  }
+  auto synced = co_await simple(e, io::opcode::fsync, static_cast<int>(fd), 0, {}, {}, "fsync directory " + path);
+  auto closed = co_await close_file(e, static_cast<int>(fd), path);
   if (!synced) {
     co_return synced;
   }
   co_return closed;
+}
+}  // namespace
+
+task<expected<void>> sync_dir(io::engine& e, std::string path) {
+  co_return co_await sync_dir_of(e, std::move(path), false);
 }
 
 task<expected<void>> make_dirs(io::engine& e, std::string path) {
@@ -309,33 +324,11 @@ task<expected<void>> make_dirs(io::engine& e, std::string path) {
     if (rc < 0 && rc != -EEXIST) {
       co_return unexpected(io_error(static_cast<int>(rc), "mkdir " + p));
     }
-    const std::string parent = parent_path(p);
-    if (rc == -EEXIST) {
-      if (bug_dirs_trust_existing.load(std::memory_order_relaxed)) {
-        continue;
-      }
-      io::awaitable o(e);
-      o.op = io::opcode::open;
-      o.path = parent;
-      o.flags = io::open_directory;
-      const std::int64_t fd = co_await o;
-      if (fd == -EACCES || fd == -EPERM) {
-        continue;
-      }
-      if (fd < 0) {
-        co_return unexpected(io_error(static_cast<int>(fd), "open " + parent));
-      }
-      auto synced = co_await simple(e, io::opcode::fsync, static_cast<int>(fd), 0, {}, {}, "fsync directory " + parent);
-      auto closed = co_await close_file(e, static_cast<int>(fd), parent);
-      if (!synced) {
-        co_return synced;
-      }
-      if (!closed) {
-        co_return closed;
-      }
+    if (rc == -EEXIST && bug_dirs_trust_existing.load(std::memory_order_relaxed)) {
       continue;
     }
-    auto synced = co_await sync_dir(e, parent);
+    // (A found directory's parent this user cannot read is skipped: not one it made.)
+    auto synced = co_await sync_dir_of(e, parent_path(p), rc == -EEXIST);
     if (!synced) {
       co_return synced;
     }
